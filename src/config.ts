@@ -1,0 +1,143 @@
+/**
+ * Configuration: one schema, read once, every problem listed at start-up, typed result.
+ *
+ * Nothing else in tronwatch reads `process.env`. Each variable is documented in the README
+ * ("Configuration"); the schema below is the source of truth for names, defaults and bounds.
+ * Habit 3 of CONVENTIONS.md (Unkey `pkg/env.ts`).
+ */
+import path from 'node:path';
+import { type Static, Type as T } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+const Int = (opts: { minimum?: number; maximum?: number; default: number; description: string }) =>
+  T.Integer(opts);
+
+/** The environment variables tronwatch reads, with defaults and bounds. */
+export const EnvSchema = T.Object({
+  DATABASE_URL: T.Optional(
+    T.String({
+      minLength: 1,
+      description: 'PostgreSQL URL. Unset: embedded PGlite in DATA_DIR/pgdata.',
+    }),
+  ),
+  REDIS_URL: T.Optional(
+    T.String({ minLength: 1, description: 'Redis URL. Unset: in-process rate-limit windows.' }),
+  ),
+  DATA_DIR: T.String({
+    default: '.tronwatch',
+    description: 'Folder for embedded state (PGlite data, generated secret key).',
+  }),
+  TRON_NODE_URL: T.String({
+    default: 'https://api.trongrid.io',
+    pattern: '^https?://',
+    description: 'java-tron HTTP API base (TronGrid serves the same API).',
+  }),
+  TRON_API_KEY: T.Optional(
+    T.String({ minLength: 1, description: 'Sent as TRON-PRO-API-KEY when set.' }),
+  ),
+  TRON_NODE_TIMEOUT_MS: Int({
+    minimum: 100,
+    maximum: 120_000,
+    default: 10_000,
+    description: 'Deadline of one request to the node, headers and body, in ms.',
+  }),
+  TRON_NODE_RETRIES: Int({
+    minimum: 0,
+    maximum: 100,
+    default: 6,
+    description: 'Retries of one transient node failure before it surfaces (backoff with jitter).',
+  }),
+  TRON_NODE_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 64,
+    default: 8,
+    description: 'Blocks fetched ahead in parallel when catching up.',
+  }),
+  INGEST_START_BLOCK: T.Optional(
+    T.Integer({
+      minimum: 0,
+      description:
+        'First block to ingest when no cursor exists. Unset: the solidified head at first start.',
+    }),
+  ),
+  HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
+  PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
+  LOG_LEVEL: T.Union(
+    [
+      T.Literal('fatal'),
+      T.Literal('error'),
+      T.Literal('warn'),
+      T.Literal('info'),
+      T.Literal('debug'),
+      T.Literal('trace'),
+      T.Literal('silent'),
+    ],
+    { default: 'info', description: 'pino log level.' },
+  ),
+});
+
+export type Env = Static<typeof EnvSchema>;
+
+/** The typed configuration every module receives (never process.env). */
+export interface Config {
+  /** Only mainnet is served (SPEC §What the service does, 9). */
+  network: 'mainnet';
+  dataDir: string;
+  database: { url: string | undefined; embeddedDir: string };
+  redis: { url: string | undefined };
+  node: {
+    url: string;
+    apiKey: string | undefined;
+    timeoutMs: number;
+    retries: number;
+    concurrency: number;
+  };
+  ingest: { startBlock: number | undefined };
+  http: { host: string; port: number };
+  logLevel: Env['LOG_LEVEL'];
+}
+
+/** Thrown by {@link loadConfig}; `problems` lists every invalid variable, one line each. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Parse the environment into a {@link Config}.
+ * @param env a process.env-like record; empty strings count as unset.
+ * @throws ConfigError listing every problem at once.
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const known = Object.keys(EnvSchema.properties);
+  const raw: Record<string, unknown> = {};
+  for (const key of known) {
+    const v = env[key];
+    if (v !== undefined && v !== '') raw[key] = v;
+  }
+  const withDefaults = Value.Default(EnvSchema, Value.Convert(EnvSchema, raw));
+  const problems = [...Value.Errors(EnvSchema, withDefaults)].map(
+    (e) => `${e.path.slice(1) || '(root)'}: ${e.message} (got ${JSON.stringify(e.value)})`,
+  );
+  if (problems.length > 0) throw new ConfigError(problems);
+  const e = withDefaults as Env;
+  const dataDir = path.resolve(e.DATA_DIR);
+  return {
+    network: 'mainnet',
+    dataDir,
+    database: { url: e.DATABASE_URL, embeddedDir: path.join(dataDir, 'pgdata') },
+    redis: { url: e.REDIS_URL },
+    node: {
+      url: e.TRON_NODE_URL.replace(/\/+$/, ''),
+      apiKey: e.TRON_API_KEY,
+      timeoutMs: e.TRON_NODE_TIMEOUT_MS,
+      retries: e.TRON_NODE_RETRIES,
+      concurrency: e.TRON_NODE_CONCURRENCY,
+    },
+    ingest: { startBlock: e.INGEST_START_BLOCK },
+    http: { host: e.HOST, port: e.PORT },
+    logLevel: e.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,179 @@
+/**
+ * The database handle: a real PostgreSQL (node-postgres pool) when DATABASE_URL is set, an
+ * embedded PostgreSQL (PGlite, WASM) in a local folder when it is not. Same SQL on both
+ * (PostgreSQL 15 features only; PGlite is 18).
+ *
+ * Type parsing is the same on both: int8 → JS number (every int8 we store — block numbers,
+ * milliseconds, counters — is below 2^53), numeric → string (amounts never pass through a float),
+ * timestamptz → Date.
+ */
+import fs from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+/** Something that runs parameterised SQL: the pool, or a transaction's connection. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(
+    sql: string,
+    params?: readonly unknown[],
+  ): Promise<{ rows: R[]; rowCount: number }>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  /**
+   * Run `fn` in one transaction on one connection (BEGIN … COMMIT, ROLLBACK on throw).
+   * PGlite has one connection: the transaction holds it exclusively until it ends.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Close the pool or the embedded database. Idempotent. */
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+
+class PostgresDb implements Db {
+  readonly kind = 'postgres' as const;
+  readonly pool: pg.Pool;
+  private closed = false;
+
+  constructor(url: string, max: number) {
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max,
+      // A dead server must surface as an error, not a hang (DESIGN: Postgres unreachable).
+      connectionTimeoutMillis: 5_000,
+      idleTimeoutMillis: 30_000,
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+          oid === INT8_OID
+            ? (v: string) => Number(v)
+            : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+      },
+    });
+    // An idle client losing its connection (server restart) must not crash the process.
+    this.pool.on('error', () => {});
+  }
+
+  async query<R>(sql: string, params?: readonly unknown[]) {
+    const r = await this.pool.query(sql, params as unknown[] | undefined);
+    return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const tx: Queryable = {
+        async query<R>(sql: string, params?: readonly unknown[]) {
+          const r = await client.query(sql, params as unknown[] | undefined);
+          return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+        },
+      };
+      const result = await fn(tx);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = true; // the connection is gone; do not return it to the pool
+      }
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close() {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}
+
+/** A FIFO mutex: PGlite has a single connection, so one transaction at a time owns it. */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const prev = this.tail;
+    let release = () => {};
+    this.tail = new Promise<void>((r) => {
+      release = r;
+    });
+    await prev;
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+}
+
+/**
+ * PGlite's `query` is the extended protocol (one statement); a query without parameters goes
+ * through `exec` (simple protocol), so multi-statement SQL such as a migration file runs as on
+ * node-postgres. The rows returned are those of the last statement.
+ */
+async function pgliteQuery<R>(
+  conn: Pick<PGlite, 'query' | 'exec'>,
+  sql: string,
+  params?: readonly unknown[],
+): Promise<{ rows: R[]; rowCount: number }> {
+  if (params && params.length > 0) {
+    const r = await conn.query<R>(sql, params as unknown[]);
+    return { rows: r.rows, rowCount: r.affectedRows ?? r.rows.length };
+  }
+  const results = await conn.exec(sql);
+  const last = results[results.length - 1];
+  return {
+    rows: (last?.rows ?? []) as R[],
+    rowCount: last?.affectedRows ?? last?.rows.length ?? 0,
+  };
+}
+
+class PgliteDb implements Db {
+  readonly kind = 'pglite' as const;
+  private readonly mutex = new Mutex();
+  private closed = false;
+  constructor(readonly pg: PGlite) {}
+
+  query<R>(sql: string, params?: readonly unknown[]) {
+    return this.mutex.run(() => pgliteQuery<R>(this.pg, sql, params));
+  }
+
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.mutex.run(() =>
+      this.pg.transaction(async (t) => {
+        const tx: Queryable = { query: (sql, params) => pgliteQuery(t, sql, params) };
+        return fn(tx);
+      }),
+    );
+  }
+
+  async close() {
+    if (this.closed) return;
+    this.closed = true;
+    await this.mutex.run(() => this.pg.close());
+  }
+}
+
+export interface OpenDbOptions {
+  /** PostgreSQL URL; undefined selects the embedded database. */
+  url: string | undefined;
+  /** Folder of the embedded database; `memory://` keeps it in memory (tests). */
+  embeddedDir: string;
+  /** Pool size for PostgreSQL. Default 10. */
+  max?: number;
+}
+
+/** Open the database selected by `url` (see module doc). Does not run migrations. */
+export async function openDb(opts: OpenDbOptions): Promise<Db> {
+  if (opts.url) return new PostgresDb(opts.url, opts.max ?? 10);
+  if (!opts.embeddedDir.startsWith('memory://')) {
+    await fs.mkdir(opts.embeddedDir, { recursive: true });
+  }
+  const db = await PGlite.create(opts.embeddedDir, { parsers: { [INT8_OID]: (v) => Number(v) } });
+  return new PgliteDb(db);
+}

@@ -1,0 +1,161 @@
+/**
+ * Transfer extraction from one solidified block and its transaction infos (DESIGN §Transfer
+ * extraction (mainnet)). What counts as a transfer:
+ *
+ * - TRX: a transaction whose (only) contract is `TransferContract` and whose `ret[0].contractRet`
+ *   is `SUCCESS`. from = owner_address, to = to_address, amount = `amount` in sun, event_index 0.
+ * - USDT: every log of a transaction whose `receipt.result` is `SUCCESS`, emitted by the USDT
+ *   contract (TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t), with topics[0] = keccak256
+ *   ("Transfer(address,address,uint256)") and three topics. from/to = the low 20 bytes of
+ *   topics[1]/topics[2] with 0x41 restored; amount = `data` as uint256; event_index = the log's
+ *   position in the transaction's log list. This covers transfer, transferFrom and transfers that
+ *   other contracts make.
+ *
+ * Not transfers: failed transactions; TRX moved by contracts (internal transactions);
+ * TRC-10 (`TransferAssetContract`); other TRC-20 tokens; approvals; resource delegation and
+ * staking. Zero-amount transfers are dropped: they move nothing, and zero-value USDT transfers
+ * are the tool of address-poisoning scams.
+ */
+import { USDT_CONTRACT_HEX } from './address.js';
+import { toBigInt } from './json.js';
+import type {
+  BlockJson,
+  BlockRef,
+  LogJson,
+  TransactionInfoJson,
+  TransactionJson,
+  Transfer,
+} from './types.js';
+
+/** keccak256("Transfer(address,address,uint256)"). */
+export const TRANSFER_TOPIC = 'ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
+const USDT_LOG_ADDRESS = USDT_CONTRACT_HEX.slice(2); // logs carry 20 bytes, without 0x41
+const HEX64 = /^[0-9a-fA-F]{64}$/;
+
+/** The node answered something that is not a well-formed block or transaction info. */
+export class MalformedBlockError extends Error {
+  readonly retryable = false;
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedBlockError';
+  }
+}
+
+/** Number, id and timestamp of a block. @throws MalformedBlockError when absent. */
+export function blockRef(block: BlockJson): BlockRef {
+  const raw = block.block_header?.raw_data;
+  if (raw?.number === undefined || typeof block.blockID !== 'string') {
+    throw new MalformedBlockError('block without block_header.raw_data.number or blockID');
+  }
+  return {
+    number: Number(raw.number),
+    id: block.blockID,
+    timestamp: Number(raw.timestamp ?? 0),
+  };
+}
+
+function addressParam(v: unknown, what: string, txId: string): string {
+  if (typeof v !== 'string' || !/^41[0-9a-fA-F]{40}$/.test(v)) {
+    throw new MalformedBlockError(`tx ${txId}: ${what} is not a 41-hex address`);
+  }
+  return v.toLowerCase();
+}
+
+function trxTransfer(tx: TransactionJson, ref: BlockRef): Transfer | null {
+  const contract = tx.raw_data?.contract?.[0];
+  if (contract?.type !== 'TransferContract') return null;
+  if (tx.ret?.[0]?.contractRet !== 'SUCCESS') return null;
+  const v = contract.parameter?.value ?? {};
+  const amount = v.amount === undefined ? 0n : toBigInt(v.amount);
+  if (amount <= 0n) return null;
+  return {
+    blockNumber: ref.number,
+    blockTimestamp: ref.timestamp,
+    txId: tx.txID,
+    eventIndex: 0,
+    asset: 'TRX',
+    from: addressParam(v.owner_address, 'owner_address', tx.txID),
+    to: addressParam(v.to_address, 'to_address', tx.txID),
+    amountRaw: amount,
+    contract: null,
+  };
+}
+
+function topicAddress(topic: string): string {
+  return `41${topic.slice(24).toLowerCase()}`;
+}
+
+function usdtTransfer(
+  log: LogJson,
+  index: number,
+  info: TransactionInfoJson,
+  ref: BlockRef,
+): Transfer | null {
+  if (log.address?.toLowerCase() !== USDT_LOG_ADDRESS) return null;
+  const topics = log.topics ?? [];
+  if (topics.length !== 3 || topics[0]?.toLowerCase() !== TRANSFER_TOPIC) return null;
+  const [, fromTopic, toTopic] = topics;
+  if (!fromTopic || !toTopic || !HEX64.test(fromTopic) || !HEX64.test(toTopic)) {
+    throw new MalformedBlockError(`tx ${info.id}: Transfer log ${index} has malformed topics`);
+  }
+  const data = log.data ?? '';
+  if (data !== '' && !/^[0-9a-fA-F]+$/.test(data)) {
+    throw new MalformedBlockError(`tx ${info.id}: Transfer log ${index} has non-hex data`);
+  }
+  const amount = data === '' ? 0n : BigInt(`0x${data}`);
+  if (amount <= 0n) return null;
+  return {
+    blockNumber: ref.number,
+    blockTimestamp: ref.timestamp,
+    txId: info.id,
+    eventIndex: index,
+    asset: 'USDT',
+    from: topicAddress(fromTopic),
+    to: topicAddress(toTopic),
+    amountRaw: amount,
+    contract: USDT_CONTRACT_HEX,
+  };
+}
+
+function infoSucceeded(info: TransactionInfoJson): boolean {
+  return info.result !== 'FAILED' && info.receipt?.result === 'SUCCESS';
+}
+
+/**
+ * Every transfer of a block, in block order (transaction position, then event_index).
+ * @param infos the block's transaction infos (any order; matched by id). May be empty only when
+ *   the block has no contract-call transaction; a missing info for a transaction with logs would
+ *   be a node fault that the client detects before calling this.
+ * @throws MalformedBlockError on a structurally invalid block or log.
+ */
+export function extractTransfers(
+  block: BlockJson,
+  infos: readonly TransactionInfoJson[],
+): Transfer[] {
+  const ref = blockRef(block);
+  const txs = block.transactions ?? [];
+  const out: Transfer[] = [];
+  // Infos come in block order; index by id only if that ever fails to hold.
+  let byId: Map<string, TransactionInfoJson> | undefined;
+  for (let i = 0; i < txs.length; i++) {
+    const tx = txs[i] as TransactionJson;
+    if (typeof tx.txID !== 'string') throw new MalformedBlockError(`transaction ${i} has no txID`);
+    const trx = trxTransfer(tx, ref);
+    if (trx) {
+      out.push(trx);
+      continue;
+    }
+    let info = infos[i];
+    if (info?.id !== tx.txID) {
+      byId ??= new Map(infos.map((x) => [x.id, x]));
+      info = byId.get(tx.txID);
+    }
+    if (!info?.log || !infoSucceeded(info)) continue;
+    const logs = info.log;
+    for (let j = 0; j < logs.length; j++) {
+      const t = usdtTransfer(logs[j] as LogJson, j, info, ref);
+      if (t) out.push(t);
+    }
+  }
+  return out;
+}

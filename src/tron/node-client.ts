@@ -1,0 +1,297 @@
+/**
+ * Client of the java-tron HTTP API (which TronGrid also serves) for solidified data only.
+ *
+ * Endpoints (POST, JSON body; java-tron `HttpApiOnSolidityService` / `FullNodeHttpApiService`):
+ * - `/walletsolidity/getblock {"detail":false}`: the solidified head's header (cheap).
+ * - `/wallet/getnodeinfo`: the full-node head and the solidified head in one call
+ *   (`block` / `solidityBlock` as "Num:<n>,ID:<id>"), what the ingester polls.
+ * - `/walletsolidity/getblockbynum {"num":n}`: a solidified block (visible=false, hex addresses).
+ * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
+ *
+ * Quirks handled: errors as HTTP 200 with `{"Error": …}` (not retryable: the request is wrong);
+ * `{}` / `[]` for a block at or below the solidified head, seen behind load balancers whose
+ * nodes lag each other (retryable); fields omitted when they hold defaults; int64 above 2^53
+ * (parsed exactly, see json.ts). Transient failures (network, timeout, 429, 5xx, empty answers)
+ * are retried with exponential backoff and full jitter; the rest fail at once with a NodeError.
+ *
+ * Invariant 1 (DESIGN): `getSolidifiedBlock(n)` refuses any n above the highest solidified head
+ * this client has observed, so nothing unsolidified can be read through it.
+ */
+import { Agent, request } from 'undici';
+import type { Logger } from '../common/logger.js';
+import { withRetry } from '../common/retry.js';
+import { blockRef } from './extract.js';
+import { parseNodeJson } from './json.js';
+import type { BlockJson, BlockRef, TransactionInfoJson } from './types.js';
+
+export type NodeErrorKind =
+  | 'network'
+  | 'timeout'
+  | 'http'
+  | 'node_error'
+  | 'empty'
+  | 'inconsistent'
+  | 'malformed'
+  | 'beyond_solidified';
+
+/** A failed node request. `retryable` is decided here, where the failure is understood. */
+export class NodeError extends Error {
+  constructor(
+    readonly kind: NodeErrorKind,
+    message: string,
+    readonly retryable: boolean,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'NodeError';
+  }
+}
+
+export interface NodeClientOptions {
+  /** Base URL, e.g. https://api.trongrid.io (no trailing slash needed). */
+  url: string;
+  /** TronGrid key, sent as TRON-PRO-API-KEY. */
+  apiKey?: string | undefined;
+  /** Deadline of one request (connect, headers and body), ms. Default 10_000. */
+  timeoutMs?: number;
+  /** Retries of a transient failure before it surfaces. Default 6. */
+  retries?: number;
+  /** Keep-alive connections to the node. Default 8. */
+  connections?: number;
+  logger?: Logger;
+}
+
+/** Both heads as the node reports them. */
+export interface ChainHeads {
+  /** Newest solidified block number. */
+  solidified: number;
+  /** Newest block the node has, solidified or not. */
+  head: number;
+}
+
+/** A solidified block with its transaction infos, checked for consistency. */
+export interface SolidifiedBlock {
+  ref: BlockRef;
+  block: BlockJson;
+  infos: TransactionInfoJson[];
+}
+
+const HEAD_RE = /^Num:(\d+),ID:/;
+
+export class NodeClient {
+  readonly url: string;
+  private readonly agent: Agent;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly logger: Logger | undefined;
+  /** Highest solidified head observed; blocks above it are never requested. */
+  private solidifiedSeen = -1;
+  /** Requests sent (attempts included): the benchmark's requests-per-second figure. */
+  requestCount = 0;
+
+  constructor(opts: NodeClientOptions) {
+    this.url = opts.url.replace(/\/+$/, '');
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.retries = opts.retries ?? 6;
+    this.logger = opts.logger;
+    this.agent = new Agent({
+      connections: opts.connections ?? 8,
+      keepAliveTimeout: 30_000,
+      connect: { timeout: this.timeoutMs },
+    });
+    this.headers = { 'content-type': 'application/json', accept: 'application/json' };
+    if (opts.apiKey) this.headers['TRON-PRO-API-KEY'] = opts.apiKey;
+  }
+
+  /** The highest solidified block number this client has seen (-1 before the first read). */
+  get solidifiedHead(): number {
+    return this.solidifiedSeen;
+  }
+
+  /** POST once; classify every failure. */
+  private async postOnce(path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+    this.requestCount++;
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    let status: number;
+    let text: string;
+    try {
+      const res = await request(`${this.url}${path}`, {
+        method: 'POST',
+        headers: this.headers,
+        body: JSON.stringify(body),
+        dispatcher: this.agent,
+        signal: sig,
+      });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      if (timeout.aborted) {
+        throw new NodeError('timeout', `${path}: no answer within ${this.timeoutMs} ms`, true);
+      }
+      if (signal?.aborted) throw err;
+      const msg = err instanceof Error ? err.message : String(err);
+      throw new NodeError('network', `${path}: ${msg}`, true);
+    }
+    if (status === 429 || status >= 500) {
+      throw new NodeError('http', `${path}: HTTP ${status}`, true, status);
+    }
+    if (status < 200 || status >= 300) {
+      throw new NodeError('http', `${path}: HTTP ${status}: ${text.slice(0, 200)}`, false, status);
+    }
+    let json: unknown;
+    try {
+      json = parseNodeJson(text);
+    } catch {
+      throw new NodeError('malformed', `${path}: answer is not JSON: ${text.slice(0, 120)}`, false);
+    }
+    if (json && typeof json === 'object' && !Array.isArray(json) && 'Error' in json) {
+      const e = (json as { Error: unknown }).Error;
+      throw new NodeError('node_error', `${path}: node error: ${String(e)}`, false);
+    }
+    return json;
+  }
+
+  /** POST with retries of transient failures. */
+  private post(path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+    return withRetry(() => this.postOnce(path, body, signal), {
+      retries: this.retries,
+      ...(signal ? { signal } : {}),
+      onRetry: (err, attempt, delay) =>
+        this.logger?.warn(
+          { path, attempt, delay_ms: delay, err: err instanceof Error ? err.message : String(err) },
+          'node request failed, retrying',
+        ),
+    });
+  }
+
+  private noteSolidified(n: number) {
+    if (n > this.solidifiedSeen) this.solidifiedSeen = n;
+  }
+
+  /**
+   * The solidified head's header via `/walletsolidity/getblock {"detail":false}`.
+   * @throws NodeError (retryable: network, timeout, 5xx, empty answer).
+   */
+  async getSolidifiedHead(signal?: AbortSignal): Promise<BlockRef> {
+    const json = await withRetry(
+      async () => {
+        const j = (await this.postOnce(
+          '/walletsolidity/getblock',
+          { detail: false },
+          signal,
+        )) as BlockJson;
+        if (!j || typeof j !== 'object' || !j.block_header) {
+          throw new NodeError('empty', '/walletsolidity/getblock: empty answer', true);
+        }
+        return j;
+      },
+      { retries: this.retries, ...(signal ? { signal } : {}) },
+    );
+    const ref = blockRef(json);
+    this.noteSolidified(ref.number);
+    return ref;
+  }
+
+  /**
+   * Both heads via `/wallet/getnodeinfo` (one request).
+   * @throws NodeError (malformed when the fields are missing).
+   */
+  async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
+    const info = (await this.post('/wallet/getnodeinfo', {}, signal)) as Record<string, unknown>;
+    const head = HEAD_RE.exec(String(info?.block ?? ''));
+    const solid = HEAD_RE.exec(String(info?.solidityBlock ?? ''));
+    if (!head?.[1] || !solid?.[1]) {
+      throw new NodeError(
+        'empty',
+        '/wallet/getnodeinfo: no block/solidityBlock in the answer',
+        true,
+      );
+    }
+    const heads = { head: Number(head[1]), solidified: Number(solid[1]) };
+    this.noteSolidified(heads.solidified);
+    return heads;
+  }
+
+  /**
+   * Solidified block `n` with its transaction infos. The infos request is skipped for a block
+   * without transactions. Empty or partial answers are retried (see module doc).
+   * @throws NodeError('beyond_solidified') when n is above the observed solidified head;
+   *   NodeError('malformed') when the node returns another block.
+   */
+  async getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<SolidifiedBlock> {
+    if (n > this.solidifiedSeen) {
+      throw new NodeError(
+        'beyond_solidified',
+        `block ${n} is above the solidified head ${this.solidifiedSeen}; refusing to read it`,
+        false,
+      );
+    }
+    return withRetry(
+      async () => {
+        const block = (await this.postOnce(
+          '/walletsolidity/getblockbynum',
+          { num: n },
+          signal,
+        )) as BlockJson;
+        if (!block || typeof block !== 'object' || !block.block_header) {
+          throw new NodeError(
+            'empty',
+            `getblockbynum ${n}: empty answer for a solidified block`,
+            true,
+          );
+        }
+        const ref = blockRef(block);
+        if (ref.number !== n) {
+          throw new NodeError(
+            'malformed',
+            `getblockbynum ${n}: node returned block ${ref.number}`,
+            false,
+          );
+        }
+        const txCount = block.transactions?.length ?? 0;
+        if (txCount === 0) return { ref, block, infos: [] };
+        const infos = await this.postOnce(
+          '/walletsolidity/gettransactioninfobyblocknum',
+          { num: n },
+          signal,
+        );
+        if (!Array.isArray(infos) || infos.length === 0) {
+          throw new NodeError(
+            'empty',
+            `gettransactioninfobyblocknum ${n}: empty answer, ${txCount} expected`,
+            true,
+          );
+        }
+        if (infos.length !== txCount) {
+          throw new NodeError(
+            'inconsistent',
+            `gettransactioninfobyblocknum ${n}: ${infos.length} infos for ${txCount} transactions`,
+            true,
+          );
+        }
+        return { ref, block, infos: infos as TransactionInfoJson[] };
+      },
+      {
+        retries: this.retries,
+        ...(signal ? { signal } : {}),
+        onRetry: (err, attempt, delay) =>
+          this.logger?.warn(
+            {
+              block_number: n,
+              attempt,
+              delay_ms: delay,
+              err: err instanceof Error ? err.message : String(err),
+            },
+            'block fetch failed, retrying',
+          ),
+      },
+    );
+  }
+
+  /** Close the keep-alive connections. */
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}

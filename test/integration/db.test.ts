@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
+import { openDb } from '../../src/db/pool.js';
+import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
+
+const migrationCount = fs
+  .readdirSync(MIGRATIONS_DIR)
+  .filter((f) => /^\d+\.do\..*\.sql$/.test(f)).length;
+
+describe.each(dbEngines)('database layer on %s', (engine) => {
+  let t: TestDb | undefined;
+  afterEach(async () => {
+    await t?.drop();
+    t = undefined;
+  });
+
+  it('applies every migration once, then nothing', async () => {
+    t = await emptyDb(engine);
+    const first = await migrate(t.db);
+    expect(first.applied).toHaveLength(migrationCount);
+    expect(first.version).toBe(Math.max(...first.applied));
+    const second = await migrate(t.db);
+    expect(second.applied).toEqual([]);
+    expect(second.version).toBe(first.version);
+    const { rows } = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int8 AS n FROM chain_cursor',
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+
+  it('is safe when several migrators start at once', async () => {
+    t = await emptyDb(engine);
+    // On PostgreSQL each migrator has its own pool (as separate processes would); PGlite has one connection.
+    const dbs =
+      engine === 'postgres'
+        ? await Promise.all([1, 2, 3].map(() => openDb({ url: t!.url, embeddedDir: '' })))
+        : [t.db, t.db, t.db];
+    try {
+      const results = await Promise.all(dbs.map((d) => migrate(d)));
+      const applied = results.flatMap((r) => r.applied).sort();
+      expect(applied).toHaveLength(migrationCount);
+      expect(new Set(results.map((r) => r.version)).size).toBe(1);
+    } finally {
+      if (engine === 'postgres') await Promise.all(dbs.map((d) => d.close()));
+    }
+  });
+
+  it('rolls a failing migration back entirely', async () => {
+    t = await emptyDb(engine);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-mig-'));
+    fs.writeFileSync(path.join(dir, '001.do.good.sql'), 'CREATE TABLE good (id int);');
+    fs.writeFileSync(
+      path.join(dir, '002.do.bad.sql'),
+      'CREATE TABLE half (id int); SELECT no_such_function();',
+    );
+    await expect(migrate(t.db, dir)).rejects.toThrow(/no_such_function/);
+    const { rows } = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int8 AS n FROM information_schema.tables WHERE table_name IN ('good', 'half', 'schema_migrations')",
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+
+  it('returns int8 as number and numeric as an exact string', async () => {
+    t = await emptyDb(engine);
+    const { rows } = await t.db.query<{ a: number; b: string }>(
+      "SELECT 79072107::int8 AS a, '115792089237316195423570985008687907853269984665640564039457584007913129639935'::numeric AS b",
+    );
+    expect(rows[0]).toEqual({
+      a: 79072107,
+      b: '115792089237316195423570985008687907853269984665640564039457584007913129639935',
+    });
+  });
+
+  it('commits or rolls back a transaction as a whole', async () => {
+    t = await emptyDb(engine);
+    await t.db.query('CREATE TABLE t (id int PRIMARY KEY)');
+    await expect(
+      t.db.transaction(async (tx) => {
+        await tx.query('INSERT INTO t VALUES (1)');
+        await tx.query('INSERT INTO t VALUES (1)'); // duplicate key
+      }),
+    ).rejects.toThrow();
+    await t.db.transaction(async (tx) => {
+      await tx.query('INSERT INTO t VALUES (2)');
+    });
+    const { rows } = await t.db.query<{ id: number }>('SELECT id FROM t');
+    expect(rows).toEqual([{ id: 2 }]);
+  });
+});

@@ -1,0 +1,51 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const c = loadConfig({});
+    expect(c.node).toEqual({
+      url: 'https://api.trongrid.io',
+      apiKey: undefined,
+      timeoutMs: 10_000,
+      retries: 6,
+      concurrency: 8,
+    });
+    expect(c.database.url).toBeUndefined();
+    expect(c.dataDir).toBe(path.resolve('.tronwatch'));
+    expect(c.database.embeddedDir).toBe(path.join(path.resolve('.tronwatch'), 'pgdata'));
+    expect(c.http).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(c.network).toBe('mainnet');
+  });
+
+  it('coerces numbers and treats empty strings as unset', () => {
+    const c = loadConfig({
+      PORT: '9000',
+      TRON_NODE_TIMEOUT_MS: '2500',
+      DATABASE_URL: '',
+      TRON_NODE_URL: 'http://127.0.0.1:1/',
+    });
+    expect(c.http.port).toBe(9000);
+    expect(c.node.timeoutMs).toBe(2500);
+    expect(c.database.url).toBeUndefined();
+    expect(c.node.url).toBe('http://127.0.0.1:1');
+  });
+
+  it('lists every problem at once', () => {
+    try {
+      loadConfig({
+        PORT: 'abc',
+        TRON_NODE_TIMEOUT_MS: '5',
+        LOG_LEVEL: 'loud',
+        TRON_NODE_URL: 'ftp://x',
+      });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      for (const v of ['PORT', 'TRON_NODE_TIMEOUT_MS', 'LOG_LEVEL', 'TRON_NODE_URL'])
+        expect(problems).toContain(v);
+    }
+  });
+});
