@@ -60,6 +60,51 @@ export const EnvSchema = T.Object({
         'First block to ingest when no cursor exists. Unset: the solidified head at first start.',
     }),
   ),
+  TRON_BLOCK_INTERVAL_MS: Int({
+    minimum: 10,
+    maximum: 60_000,
+    default: 3_000,
+    description: 'Block interval of the chain (3 s on mainnet); paces head polling.',
+  }),
+  SECRET_ENCRYPTION_KEY: T.Optional(
+    T.String({
+      minLength: 1,
+      description:
+        'AES-256-GCM key for webhook secrets (64 hex digits or base64 of 32 bytes). Unset: DATA_DIR/secret.key, created on first start.',
+    }),
+  ),
+  WEBHOOK_TIMEOUT_MS: Int({
+    minimum: 50,
+    maximum: 60_000,
+    default: 10_000,
+    description: 'Total deadline of one webhook attempt, ms (SPEC: 10 s).',
+  }),
+  DELIVERY_SCHEDULE_SCALE: T.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 1,
+    description: 'Multiplies the retry delays (tests compress the schedule; 1 = SPEC).',
+  }),
+  DELIVERY_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 1_024,
+    default: 64,
+    description: 'Webhook requests in flight per worker process.',
+  }),
+  DELIVERY_POLL_MS: Int({
+    minimum: 10,
+    maximum: 60_000,
+    default: 250,
+    description: 'How often an idle worker looks for due notifications, ms.',
+  }),
+  WEBHOOK_ALLOW_CIDRS: T.String({
+    default: '',
+    description:
+      'Comma-separated CIDRs a webhook may point to although not public (development and tests only).',
+  }),
+  WEBHOOK_CA_FILE: T.Optional(
+    T.String({ minLength: 1, description: 'Extra CA certificate (PEM) trusted for webhook TLS.' }),
+  ),
   HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
   PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
   LOG_LEVEL: T.Union(
@@ -92,7 +137,16 @@ export interface Config {
     retries: number;
     concurrency: number;
   };
-  ingest: { startBlock: number | undefined };
+  ingest: { startBlock: number | undefined; blockIntervalMs: number };
+  secrets: { key: string | undefined };
+  delivery: {
+    timeoutMs: number;
+    scheduleScale: number;
+    concurrency: number;
+    pollMs: number;
+    allowCidrs: string[];
+    caFile: string | undefined;
+  };
   http: { host: string; port: number };
   logLevel: Env['LOG_LEVEL'];
 }
@@ -136,7 +190,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       retries: e.TRON_NODE_RETRIES,
       concurrency: e.TRON_NODE_CONCURRENCY,
     },
-    ingest: { startBlock: e.INGEST_START_BLOCK },
+    ingest: { startBlock: e.INGEST_START_BLOCK, blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS },
+    secrets: { key: e.SECRET_ENCRYPTION_KEY },
+    delivery: {
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      scheduleScale: e.DELIVERY_SCHEDULE_SCALE,
+      concurrency: e.DELIVERY_CONCURRENCY,
+      pollMs: e.DELIVERY_POLL_MS,
+      allowCidrs: e.WEBHOOK_ALLOW_CIDRS.split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== ''),
+      caFile: e.WEBHOOK_CA_FILE,
+    },
     http: { host: e.HOST, port: e.PORT },
     logLevel: e.LOG_LEVEL,
   };
