@@ -35,7 +35,10 @@ export async function saveChainHead(
   );
 }
 
-export async function readChainHead(db: Queryable, network: string): Promise<ChainHeadRow | undefined> {
+export async function readChainHead(
+  db: Queryable,
+  network: string,
+): Promise<ChainHeadRow | undefined> {
   const { rows } = await db.query<ChainHeadRow>(
     'SELECT solidified_block_number, head_block_number, observed_at FROM chain_head WHERE network = $1',
     [network],

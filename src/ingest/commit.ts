@@ -1,0 +1,238 @@
+/**
+ * The ingest transaction (DESIGN data flow, invariant 2): for one solidified block, match active
+ * watches, insert the events and their notifications (the transactional outbox) and advance the
+ * cursor, all in ONE transaction. The cursor row is locked first and must sit at block-1, so a
+ * second ingester (or a retry after a crash) can neither skip nor repeat a block; event ids are
+ * derived from (watch, tx_id, event_index) and inserted with ON CONFLICT DO NOTHING, so even a
+ * cursor moved back by hand cannot duplicate an event.
+ *
+ * events.created_at is unique and strictly increasing: base = max(now(), last_event_at + 1 µs),
+ * then +1 µs per event in block order, so GET /v1/events pages exactly (invariant 8).
+ */
+import { eventId, newId } from '../common/ids.js';
+import type { Db, Queryable } from '../db/pool.js';
+import { hexToBase58 } from '../tron/address.js';
+import type { BlockRef, Transfer } from '../tron/types.js';
+import { candidateAddresses, type Match, matchTransfers, type WatchMatchRow } from './match.js';
+
+/** The cursor is not at block-1: another ingester advanced it, or the caller is confused. */
+export class CursorMovedError extends Error {
+  readonly retryable = false;
+  constructor(
+    readonly expected: number,
+    readonly actual: number | undefined,
+  ) {
+    super(`chain cursor is at ${actual ?? 'nothing'}, expected ${expected}`);
+    this.name = 'CursorMovedError';
+  }
+}
+
+export interface CursorRow {
+  block_number: number;
+  block_id: string;
+}
+
+export async function readCursor(db: Queryable, network: string): Promise<CursorRow | undefined> {
+  const { rows } = await db.query<CursorRow>(
+    'SELECT block_number, block_id FROM chain_cursor WHERE network = $1',
+    [network],
+  );
+  return rows[0];
+}
+
+/**
+ * Create the cursor so that `firstBlock` is the next block ingested. No-op when it exists.
+ * @returns the cursor in force.
+ */
+export async function ensureCursor(
+  db: Queryable,
+  network: string,
+  firstBlock: number,
+): Promise<CursorRow> {
+  await db.query(
+    `INSERT INTO chain_cursor (network, block_number, block_id) VALUES ($1, $2, '')
+     ON CONFLICT (network) DO NOTHING`,
+    [network, Math.max(0, firstBlock - 1)],
+  );
+  const c = await readCursor(db, network);
+  if (!c) throw new Error('chain cursor missing after insert');
+  return c;
+}
+
+/** Active watches on any of `addresses`, activated strictly below `blockNumber`. */
+async function candidateWatches(
+  tx: Queryable,
+  network: string,
+  addresses: string[],
+  blockNumber: number,
+): Promise<WatchMatchRow[]> {
+  const { rows } = await tx.query<WatchMatchRow>(
+    `SELECT id, account_id, address_hex, asset_filter, direction, channel
+       FROM watches
+      WHERE address_hex = ANY($1::text[])
+        AND status = 'ACTIVE' AND deleted_at IS NULL
+        AND network = $2 AND active_from_block < $3`,
+    [addresses, network, blockNumber],
+  );
+  return rows;
+}
+
+async function insertEvents(
+  tx: Queryable,
+  network: string,
+  block: BlockRef,
+  matches: Match[],
+): Promise<number> {
+  const cols = {
+    id: [] as string[],
+    ntf: [] as string[],
+    account: [] as string[],
+    watch: [] as string[],
+    channel: [] as string[],
+    direction: [] as string[],
+    asset: [] as string[],
+    txId: [] as string[],
+    eventIndex: [] as number[],
+    from: [] as string[],
+    to: [] as string[],
+    amount: [] as string[],
+    contract: [] as Array<string | null>,
+  };
+  const b58 = new Map<string, string>();
+  const enc = (h: string) => {
+    let v = b58.get(h);
+    if (v === undefined) {
+      v = hexToBase58(h);
+      b58.set(h, v);
+    }
+    return v;
+  };
+  for (const m of matches) {
+    const t: Transfer = m.transfer;
+    cols.id.push(eventId(m.watch.id, t.txId, t.eventIndex));
+    cols.ntf.push(newId('ntf'));
+    cols.account.push(m.watch.account_id);
+    cols.watch.push(m.watch.id);
+    cols.channel.push(m.watch.channel);
+    cols.direction.push(m.direction);
+    cols.asset.push(t.asset);
+    cols.txId.push(t.txId);
+    cols.eventIndex.push(t.eventIndex);
+    cols.from.push(enc(t.from));
+    cols.to.push(enc(t.to));
+    cols.amount.push(t.amountRaw.toString());
+    cols.contract.push(t.contract === null ? null : enc(t.contract));
+  }
+  const { rows } = await tx.query<{ n: number; last: Date | null }>(
+    `WITH base AS (
+       SELECT GREATEST(now(), COALESCE((SELECT last_event_at FROM chain_cursor WHERE network = $3)
+                                       + interval '1 microsecond', now())) AS t
+     ),
+     input AS (
+       SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                            $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
+                            $15::numeric[], $16::text[])
+         WITH ORDINALITY AS i(id, ntf, account_id, watch_id, channel, direction, asset, tx_id,
+                              event_index, from_address, to_address, amount_raw, contract, ord)
+     ),
+     ins AS (
+       INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index,
+                           block_number, block_timestamp, from_address, to_address, amount_raw,
+                           contract, created_at)
+       SELECT i.id, i.account_id, i.watch_id, $3, i.direction, i.asset, i.tx_id, i.event_index,
+              $1, $2::timestamptz, i.from_address, i.to_address, i.amount_raw, i.contract,
+              base.t + (i.ord - 1) * interval '1 microsecond'
+         FROM input i CROSS JOIN base
+       ON CONFLICT (id) DO NOTHING
+       RETURNING id, account_id, watch_id, created_at
+     ),
+     ntf AS (
+       INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
+                                  next_attempt_at, created_at)
+       SELECT i.ntf, ins.id, ins.account_id, ins.watch_id, i.channel, 'PENDING', 0, now(), ins.created_at
+         FROM ins JOIN input i ON i.id = ins.id
+       RETURNING created_at
+     )
+     SELECT count(*)::int8 AS n, max(created_at) AS last FROM ntf`,
+    [
+      block.number,
+      new Date(block.timestamp).toISOString(),
+      network,
+      cols.id,
+      cols.ntf,
+      cols.account,
+      cols.watch,
+      cols.channel,
+      cols.direction,
+      cols.asset,
+      cols.txId,
+      cols.eventIndex,
+      cols.from,
+      cols.to,
+      cols.amount,
+      cols.contract,
+    ],
+  );
+  const r = rows[0];
+  if (r && r.n > 0) {
+    // Keep created_at strictly increasing across blocks (and across ingesters).
+    await tx.query(
+      `UPDATE chain_cursor SET last_event_at = (SELECT max(created_at) FROM events WHERE id = ANY($2::text[]))
+        WHERE network = $1`,
+      [network, cols.id],
+    );
+  }
+  return r?.n ?? 0;
+}
+
+export interface CommitResult {
+  /** Events (and notifications) inserted. */
+  events: number;
+  /** Watches that matched at least one transfer. */
+  matches: number;
+}
+
+export interface CommitHooks {
+  /** Called inside the transaction after the events are written, before the cursor moves (tests). */
+  beforeCursorAdvance?: () => Promise<void>;
+}
+
+/**
+ * Commit one block: events, notifications and the cursor advance in one transaction.
+ * @throws CursorMovedError when the cursor is not at block.number - 1 (nothing is written).
+ */
+export async function commitBlock(
+  db: Db,
+  network: string,
+  block: BlockRef,
+  transfers: readonly Transfer[],
+  hooks: CommitHooks = {},
+): Promise<CommitResult> {
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ block_number: number }>(
+      'SELECT block_number FROM chain_cursor WHERE network = $1 FOR UPDATE',
+      [network],
+    );
+    const at = rows[0]?.block_number;
+    if (at !== block.number - 1) throw new CursorMovedError(block.number - 1, at);
+    let events = 0;
+    let matched = 0;
+    if (transfers.length > 0) {
+      const watches = await candidateWatches(
+        tx,
+        network,
+        candidateAddresses(transfers),
+        block.number,
+      );
+      const matches = matchTransfers(transfers, watches);
+      matched = matches.length;
+      if (matches.length > 0) events = await insertEvents(tx, network, block, matches);
+    }
+    await hooks.beforeCursorAdvance?.();
+    await tx.query(
+      'UPDATE chain_cursor SET block_number = $2, block_id = $3, updated_at = now() WHERE network = $1',
+      [network, block.number, block.id],
+    );
+    return { events, matches: matched };
+  });
+}

@@ -1,0 +1,201 @@
+/**
+ * The block loop (DESIGN data flow): cursor → fetch solidified block → extract → match → one
+ * transaction. Blocks are committed strictly in order; the cursor only moves with a commit, so a
+ * crash at any instant resumes at the first uncommitted block (nothing lost, nothing twice).
+ *
+ * Head polling (`/wallet/getnodeinfo`, both heads in one request) is paced by the chain: the
+ * solidified head advances once per block interval (3 s on mainnet), so when caught up the loop
+ * polls again one interval after it last saw the head advance, a little earlier each time
+ * (`creep`, 25 ms per hit) until a poll comes too early, then every `missGapMs` until the head
+ * moves. That keeps the delay between a block's solidification and its commit to tens of ms while
+ * sending ~1 request per second at mainnet's pace (one head poll, one block, one infos request
+ * per block, plus an early miss every few blocks). While catching up it fetches
+ * `TRON_NODE_CONCURRENCY` blocks ahead and refreshes the heads once per interval, so a watch
+ * created meanwhile still gets a fresh activation head.
+ *
+ * Failures (node or database) never skip a block: the loop logs, backs off with jitter (capped at
+ * 10 s) and tries the same block again, and resumes by itself when the dependency returns.
+ */
+
+import type { Logger } from '../common/logger.js';
+import { backoffDelay, isRetryable, sleep } from '../common/retry.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/pool.js';
+import { extractTransfers } from '../tron/extract.js';
+import type { ChainHeads, NodeClient } from '../tron/node-client.js';
+import { fetchBlocks } from '../tron/scan.js';
+import { saveChainHead } from './chain-head.js';
+import { type CommitHooks, commitBlock, ensureCursor } from './commit.js';
+
+export interface IngesterOptions {
+  db: Db;
+  client: NodeClient;
+  config: Pick<Config, 'network' | 'ingest' | 'node'>;
+  logger: Logger;
+  /** Called after each commit that created notifications (wakes the delivery worker). */
+  onEvents?: (count: number) => void;
+  /** Called after every committed block (metrics, tests, the demo). */
+  onBlock?: (info: {
+    blockNumber: number;
+    transfers: number;
+    events: number;
+    solidifiedAtMs: number;
+  }) => void;
+  hooks?: CommitHooks;
+  /** Blocks per fetch window while catching up. Default 100. */
+  window?: number;
+}
+
+/** Running totals, read by metrics and benchmarks. */
+export interface IngestStats {
+  blocks: number;
+  transfers: number;
+  events: number;
+  cursor: number;
+  solidified: number;
+  head: number;
+  headPolls: number;
+}
+
+export class Ingester {
+  readonly stats: IngestStats = {
+    blocks: 0,
+    transfers: 0,
+    events: 0,
+    cursor: -1,
+    solidified: -1,
+    head: -1,
+    headPolls: 0,
+  };
+  private readonly o: IngesterOptions;
+  /** Local time at which each solidified head was first seen (latency measurements). */
+  private readonly seenAt = new Map<number, number>();
+  private lastAdvanceAt = 0;
+  private creepMs = 0;
+
+  constructor(opts: IngesterOptions) {
+    this.o = opts;
+  }
+
+  private get interval(): number {
+    return this.o.config.ingest.blockIntervalMs;
+  }
+
+  /** Poll both heads, remember when the solidified head advanced, store them for the API. */
+  private async pollHeads(signal: AbortSignal): Promise<ChainHeads> {
+    const heads = await this.o.client.getHeads(signal);
+    this.stats.headPolls++;
+    const now = Date.now();
+    if (heads.solidified > this.stats.solidified) {
+      for (
+        let n = Math.max(this.stats.solidified + 1, heads.solidified - 1000);
+        n <= heads.solidified;
+        n++
+      ) {
+        this.seenAt.set(n, now);
+      }
+      this.stats.solidified = heads.solidified;
+      this.lastAdvanceAt = now;
+    }
+    this.stats.head = Math.max(this.stats.head, heads.head);
+    await saveChainHead(this.o.db, this.o.config.network, heads);
+    return heads;
+  }
+
+  /** Wait for the solidified head to pass `cursor` (see module doc for the pacing). */
+  private async waitForNextHead(cursor: number, signal: AbortSignal): Promise<void> {
+    const missGapMs = Math.max(10, Math.min(100, Math.floor(this.interval / 10)));
+    let nextAt = this.lastAdvanceAt + this.interval - this.creepMs;
+    let missed = false;
+    while (!signal.aborted) {
+      const wait = nextAt - Date.now();
+      if (wait > 0) await sleep(wait, signal);
+      if (signal.aborted) return;
+      const heads = await this.pollHeads(signal);
+      if (heads.solidified > cursor) {
+        this.creepMs = missed ? 0 : Math.min(this.creepMs + 25, Math.floor(this.interval / 3));
+        return;
+      }
+      missed = true;
+      nextAt = Date.now() + missGapMs;
+    }
+  }
+
+  private async firstBlock(signal: AbortSignal): Promise<number> {
+    if (this.o.config.ingest.startBlock !== undefined) return this.o.config.ingest.startBlock;
+    const heads = await this.pollHeads(signal);
+    return heads.solidified;
+  }
+
+  /**
+   * Run until `signal` aborts. Resolves after the block in progress is committed or abandoned
+   * (an abandoned block's transaction is rolled back; the next run starts with it).
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    const { db, client, logger } = this.o;
+    const network = this.o.config.network;
+    let failures = 0;
+    let cursor: number | undefined;
+    while (!signal.aborted) {
+      try {
+        if (cursor === undefined) {
+          cursor = (await ensureCursor(db, network, await this.firstBlock(signal))).block_number;
+          this.stats.cursor = cursor;
+          logger.info({ block_number: cursor + 1 }, 'ingest starting');
+        }
+        if (cursor >= this.stats.solidified) {
+          if (this.stats.solidified < 0) await this.pollHeads(signal);
+          else await this.waitForNextHead(cursor, signal);
+          failures = 0;
+          continue;
+        }
+        const to = Math.min(this.stats.solidified, cursor + (this.o.window ?? 100));
+        let lastPoll = Date.now();
+        for await (const b of fetchBlocks(
+          client,
+          cursor + 1,
+          to,
+          this.o.config.node.concurrency,
+          signal,
+        )) {
+          const transfers = extractTransfers(b.block, b.infos);
+          const r = await commitBlock(db, network, b.ref, transfers, this.o.hooks);
+          cursor = b.ref.number;
+          this.stats.cursor = cursor;
+          this.stats.blocks++;
+          this.stats.transfers += transfers.length;
+          this.stats.events += r.events;
+          if (r.events > 0) this.o.onEvents?.(r.events);
+          this.o.onBlock?.({
+            blockNumber: cursor,
+            transfers: transfers.length,
+            events: r.events,
+            solidifiedAtMs: this.seenAt.get(cursor) ?? Date.now(),
+          });
+          this.seenAt.delete(cursor);
+          failures = 0;
+          if (signal.aborted) break;
+          if (Date.now() - lastPoll >= this.interval) {
+            lastPoll = Date.now();
+            await this.pollHeads(signal); // fresh activation head while catching up
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) break;
+        failures++;
+        cursor = undefined; // re-read: another ingester may have moved it
+        const delay = backoffDelay(failures, { baseMs: 200, capMs: 10_000 });
+        logger[isRetryable(err) ? 'warn' : 'error'](
+          {
+            err: err instanceof Error ? err.message : String(err),
+            attempt: failures,
+            delay_ms: delay,
+          },
+          'ingest step failed; retrying the same block',
+        );
+        await sleep(delay, signal);
+      }
+    }
+    logger.info({ block_number: this.stats.cursor }, 'ingest stopped');
+  }
+}
