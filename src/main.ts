@@ -1,15 +1,24 @@
 /**
  * The `tronwatch` command line. One program, several roles (DESIGN §Processes):
- *   migrate | scan | record | replay-node | synth  (issue 2: the reader)
+ *   serve | api | ingest | worker      the service's roles (serve = all three in one process)
+ *   migrate | accounts | keys          operator commands
+ *   demo                                the main job end to end on embedded defaults
+ *   scan | record | replay-node | synth the chain reader and its tools
  * Each command parses config once (config.ts) and closes what it opens.
  */
 import { Command, InvalidArgumentError } from 'commander';
+import { accountsCreate, keysCreate, keysList, keysRevoke } from './accounts/cli.js';
 import { createLogger } from './common/logger.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDb } from './db/pool.js';
+import { runDemo } from './demo.js';
+import { type Role, startService } from './service.js';
 import { NodeClient } from './tron/node-client.js';
+import { recordBlocks } from './tron/record.js';
+import { runReplayNodeCli } from './tron/replay-node.js';
 import { scan, transferLine } from './tron/scan.js';
+import { writeSyntheticChain } from './tron/synth-dir.js';
 
 function int(name: string, min = 0) {
   return (v: string) => {
@@ -116,6 +125,229 @@ program
       await client.close();
     }
   });
+
+program
+  .command('record')
+  .description(
+    'record solidified blocks FROM..TO and their transaction infos into DIR (the chain/ layout)',
+  )
+  .option('--node <url>', 'node URL (default: TRON_NODE_URL)')
+  .requiredOption('--from <n>', 'first block', int('--from'))
+  .requiredOption('--to <n>', 'last block (inclusive)', int('--to'))
+  .requiredOption('--out <dir>', 'output folder')
+  .action(async (o: { node?: string; from: number; to: number; out: string }) => {
+    const cfg = config();
+    const log = createLogger(cfg.logLevel);
+    const client = new NodeClient({
+      url: o.node ?? cfg.node.url,
+      apiKey: cfg.node.apiKey,
+      timeoutMs: cfg.node.timeoutMs,
+      retries: cfg.node.retries,
+      logger: log,
+    });
+    let last = Date.now();
+    try {
+      const r = await recordBlocks({
+        client,
+        from: o.from,
+        to: o.to,
+        outDir: o.out,
+        apiKey: cfg.node.apiKey,
+        timeoutMs: cfg.node.timeoutMs,
+        retries: cfg.node.retries,
+        signal: shutdownSignal(),
+        onProgress: (p) => {
+          if (Date.now() - last >= 2000 || p.done === p.total) {
+            last = Date.now();
+            log.info(
+              { block_number: p.blockNumber, done: p.done, total: p.total },
+              'record progress',
+            );
+          }
+        },
+      });
+      log.info(r, 'recorded');
+    } finally {
+      await client.close();
+    }
+  });
+
+program
+  .command('replay-node')
+  .description(
+    'serve recorded blocks (DIR in the chain/ layout) as a java-tron HTTP API, revealing them over time',
+  )
+  .requiredOption('--dir <dir>', 'folder of block-<n>.json + txinfo-<n>.json')
+  .option('--port <p>', 'TCP port (0: any free port)', int('--port'), 0)
+  .option('--interval-ms <n>', 'ms per block (mainnet: 3000)', int('--interval-ms'), 3000)
+  .option('--lag <n>', 'full-node head minus solidified head, blocks', int('--lag'), 18)
+  .option(
+    '--start-before <n>',
+    'blocks before the first recorded one to start at (default: lag + 10)',
+    int('--start-before'),
+  )
+  .option('--host <host>', 'listen address', '127.0.0.1')
+  .option('--instant', 'solidify every recorded block at once')
+  .option('--stop-at-end', 'stop at the last recorded block instead of producing empty blocks')
+  .action(
+    async (o: {
+      dir: string;
+      port: number;
+      intervalMs: number;
+      lag: number;
+      startBefore?: number;
+      host: string;
+      instant?: boolean;
+      stopAtEnd?: boolean;
+    }) => {
+      await runReplayNodeCli({
+        dir: o.dir,
+        port: o.port,
+        intervalMs: o.intervalMs,
+        lag: o.lag,
+        host: o.host,
+        ...(o.startBefore !== undefined ? { startBefore: o.startBefore } : {}),
+        ...(o.instant ? { instant: true } : {}),
+        ...(o.stopAtEnd ? { stopAtEnd: true } : {}),
+      });
+    },
+  );
+
+program
+  .command('synth')
+  .description('write a deterministic synthetic mainnet-shaped chain into DIR (the chain/ layout)')
+  .requiredOption('--out <dir>', 'output folder')
+  .option('--from <n>', 'first block number', int('--from'), 70_000_000)
+  .option('--count <n>', 'blocks', int('--count', 1), 100)
+  .option('--tx-per-block <n>', 'transactions per block', int('--tx-per-block'), 600)
+  .option('--addresses <n>', 'size of the address population', int('--addresses', 2), 10_000)
+  .option('--seed <n>', 'PRNG seed', int('--seed'), 1)
+  .action(
+    async (o: {
+      out: string;
+      from: number;
+      count: number;
+      txPerBlock: number;
+      addresses: number;
+      seed: number;
+    }) => {
+      const log = createLogger(config().logLevel);
+      let last = Date.now();
+      const r = await writeSyntheticChain(
+        { seed: o.seed, firstBlock: o.from, txPerBlock: o.txPerBlock, addresses: o.addresses },
+        o.count,
+        o.out,
+        (n, done) => {
+          if (Date.now() - last >= 2000) {
+            last = Date.now();
+            log.info({ block_number: n, done, total: o.count }, 'synth progress');
+          }
+        },
+      );
+      log.info(r, 'synthetic chain written');
+    },
+  );
+
+/** Run roles until SIGINT/SIGTERM, then stop them gracefully. */
+async function runRoles(roles: Role[]): Promise<void> {
+  const cfg = config();
+  const log = createLogger(cfg.logLevel);
+  const signal = shutdownSignal();
+  const svc = await startService(cfg, { roles, logger: log });
+  log.info({ roles, database: svc.db.kind, node: cfg.node.url }, 'tronwatch running');
+  await new Promise<void>((resolve) =>
+    signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
+  log.info('shutting down');
+  await svc.stop();
+}
+
+program
+  .command('serve')
+  .description('run the API, the ingester and the delivery worker in one process')
+  .action(() => runRoles(['api', 'ingest', 'worker']));
+program
+  .command('api')
+  .description('run the HTTP API role')
+  .action(() => runRoles(['api']));
+program
+  .command('ingest')
+  .description('run the ingest role: read solidified blocks, match watches, write events')
+  .action(() => runRoles(['ingest']));
+program
+  .command('worker')
+  .description('run the delivery worker role: deliver due notifications')
+  .action(() => runRoles(['worker']));
+
+program
+  .command('demo')
+  .description('run the main job end to end on embedded defaults with a local HTTPS receiver')
+  .option(
+    '--blocks <dir>',
+    'replay recorded blocks (chain/ layout) instead of live or synthetic ones',
+  )
+  .option('--offline', 'do not try live mainnet; use the synthetic chain')
+  .action(async (o: { blocks?: string; offline?: boolean }) => {
+    process.exitCode = await runDemo({
+      ...(o.blocks ? { blocks: o.blocks } : {}),
+      ...(o.offline ? { offline: true } : {}),
+    });
+  });
+
+/** Open the database (migrated), run `fn`, print its result as JSON, close. */
+async function withDb<T>(
+  fn: (db: Awaited<ReturnType<typeof openDb>>) => Promise<T>,
+): Promise<void> {
+  const cfg = config();
+  const db = await openDb({ url: cfg.database.url, embeddedDir: cfg.database.embeddedDir });
+  try {
+    await migrate(db);
+    process.stdout.write(`${JSON.stringify(await fn(db), null, 2)}\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+const accounts = program
+  .command('accounts')
+  .description('manage accounts (until the console exists)');
+accounts
+  .command('create')
+  .description('create an account on a plan')
+  .requiredOption('--email <email>', 'e-mail address (unique)')
+  .requiredOption('--plan <plan>', 'free | starter | pro | scale | business')
+  .option('--rate-limit <n>', 'requests per minute (Business: custom)')
+  .option('--watch-quota <n>', 'active watches (Business: custom)')
+  .action((o: { email: string; plan: string; rateLimit?: string; watchQuota?: string }) =>
+    withDb((db) =>
+      accountsCreate(db, {
+        email: o.email,
+        plan: o.plan,
+        ...(o.rateLimit !== undefined ? { rateLimit: o.rateLimit } : {}),
+        ...(o.watchQuota !== undefined ? { watchQuota: o.watchQuota } : {}),
+      }),
+    ),
+  );
+
+const keys = program.command('keys').description('manage API keys (tw_live_…)');
+keys
+  .command('create')
+  .description('issue an API key for an account; the key is printed once')
+  .requiredOption('--account <idOrEmail>', 'account id (acc_…) or e-mail')
+  .option('--name <name>', 'a label for the key')
+  .action((o: { account: string; name?: string }) =>
+    withDb((db) => keysCreate(db, { account: o.account, ...(o.name ? { name: o.name } : {}) })),
+  );
+keys
+  .command('list')
+  .description("list an account's keys (never the keys themselves)")
+  .requiredOption('--account <idOrEmail>', 'account id (acc_…) or e-mail')
+  .action((o: { account: string }) => withDb((db) => keysList(db, { account: o.account })));
+keys
+  .command('revoke')
+  .description('revoke a key: refused from the next request on')
+  .argument('<keyId>', 'key id (key_…)')
+  .action((keyId: string) => withDb((db) => keysRevoke(db, { keyId })));
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`tronwatch: ${err instanceof Error ? err.message : String(err)}\n`);

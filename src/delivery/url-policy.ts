@@ -43,7 +43,10 @@ function normalise(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
 }
 
 /** True when `ip` is in one of `allow` (same family only). */
-function allowed(ip: ipaddr.IPv4 | ipaddr.IPv6, allow: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>): boolean {
+function allowed(
+  ip: ipaddr.IPv4 | ipaddr.IPv6,
+  allow: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>,
+): boolean {
   return allow.some(([net, bits]) => net.kind() === ip.kind() && ip.match(net, bits));
 }
 
@@ -51,7 +54,10 @@ function allowed(ip: ipaddr.IPv4 | ipaddr.IPv6, allow: Array<[ipaddr.IPv4 | ipad
  * Why an IP address may not receive webhooks, or null when it may.
  * @param ip textual IPv4 or IPv6 (brackets removed).
  */
-export function ipRefusal(ip: string, allow: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>): string | null {
+export function ipRefusal(
+  ip: string,
+  allow: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>,
+): string | null {
   let addr: ipaddr.IPv4 | ipaddr.IPv6;
   try {
     addr = normalise(ipaddr.parse(ip));
@@ -60,7 +66,9 @@ export function ipRefusal(ip: string, allow: Array<[ipaddr.IPv4 | ipaddr.IPv6, n
   }
   if (allowed(addr, allow)) return null;
   const range = addr.range();
-  return range === 'unicast' ? null : `address ${addr.toString()} is in a non-public range (${range})`;
+  return range === 'unicast'
+    ? null
+    : `address ${addr.toString()} is in a non-public range (${range})`;
 }
 
 /**
@@ -91,6 +99,7 @@ export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<U
   if (/^localhost$/i.test(host) || /\.localhost$/i.test(host)) {
     return { ok: false, reason: 'localhost is not a public host' };
   }
-  if (!host.includes('.')) return { ok: false, reason: 'host must be a fully qualified domain name' };
+  if (!host.includes('.'))
+    return { ok: false, reason: 'host must be a fully qualified domain name' };
   return { ok: true, url };
 }

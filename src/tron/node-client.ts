@@ -153,17 +153,22 @@ export class NodeClient {
     return json;
   }
 
-  /** POST with retries of transient failures. */
-  private post(path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
-    return withRetry(() => this.postOnce(path, body, signal), {
+  /** Retry options shared by every call: the client's retries, the caller's signal, a log line. */
+  private retryOpts(what: Record<string, unknown>, signal?: AbortSignal) {
+    return {
       retries: this.retries,
       ...(signal ? { signal } : {}),
-      onRetry: (err, attempt, delay) =>
+      onRetry: (err: unknown, attempt: number, delay: number) =>
         this.logger?.warn(
-          { path, attempt, delay_ms: delay, err: err instanceof Error ? err.message : String(err) },
+          {
+            ...what,
+            attempt,
+            delay_ms: delay,
+            err: err instanceof Error ? err.message : String(err),
+          },
           'node request failed, retrying',
         ),
-    });
+    };
   }
 
   private noteSolidified(n: number) {
@@ -187,7 +192,7 @@ export class NodeClient {
         }
         return j;
       },
-      { retries: this.retries, ...(signal ? { signal } : {}) },
+      this.retryOpts({ path: '/walletsolidity/getblock' }, signal),
     );
     const ref = blockRef(json);
     this.noteSolidified(ref.number);
@@ -196,20 +201,28 @@ export class NodeClient {
 
   /**
    * Both heads via `/wallet/getnodeinfo` (one request).
-   * @throws NodeError (malformed when the fields are missing).
+   * @throws NodeError('empty', retryable) when the answer lacks `block`/`solidityBlock` after retries.
    */
   async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
-    const info = (await this.post('/wallet/getnodeinfo', {}, signal)) as Record<string, unknown>;
-    const head = HEAD_RE.exec(String(info?.block ?? ''));
-    const solid = HEAD_RE.exec(String(info?.solidityBlock ?? ''));
-    if (!head?.[1] || !solid?.[1]) {
-      throw new NodeError(
-        'empty',
-        '/wallet/getnodeinfo: no block/solidityBlock in the answer',
-        true,
-      );
-    }
-    const heads = { head: Number(head[1]), solidified: Number(solid[1]) };
+    const heads = await withRetry(
+      async () => {
+        const info = (await this.postOnce('/wallet/getnodeinfo', {}, signal)) as Record<
+          string,
+          unknown
+        >;
+        const head = HEAD_RE.exec(String(info?.block ?? ''));
+        const solid = HEAD_RE.exec(String(info?.solidityBlock ?? ''));
+        if (!head?.[1] || !solid?.[1]) {
+          throw new NodeError(
+            'empty',
+            '/wallet/getnodeinfo: no block/solidityBlock in the answer',
+            true,
+          );
+        }
+        return { head: Number(head[1]), solidified: Number(solid[1]) };
+      },
+      this.retryOpts({ path: '/wallet/getnodeinfo' }, signal),
+    );
     this.noteSolidified(heads.solidified);
     return heads;
   }
@@ -228,66 +241,81 @@ export class NodeClient {
         false,
       );
     }
-    return withRetry(
+    const block = await withRetry(
       async () => {
-        const block = (await this.postOnce(
+        const b = (await this.postOnce(
           '/walletsolidity/getblockbynum',
           { num: n },
           signal,
         )) as BlockJson;
-        if (!block || typeof block !== 'object' || !block.block_header) {
+        if (!b || typeof b !== 'object' || !b.block_header) {
           throw new NodeError(
             'empty',
             `getblockbynum ${n}: empty answer for a solidified block`,
             true,
           );
         }
-        const ref = blockRef(block);
-        if (ref.number !== n) {
-          throw new NodeError(
-            'malformed',
-            `getblockbynum ${n}: node returned block ${ref.number}`,
-            false,
-          );
-        }
-        const txCount = block.transactions?.length ?? 0;
-        if (txCount === 0) return { ref, block, infos: [] };
-        const infos = await this.postOnce(
+        return b;
+      },
+      this.retryOpts({ block_number: n, path: '/walletsolidity/getblockbynum' }, signal),
+    );
+    const ref = blockRef(block);
+    if (ref.number !== n) {
+      throw new NodeError(
+        'malformed',
+        `getblockbynum ${n}: node returned block ${ref.number}`,
+        false,
+      );
+    }
+    const txs = block.transactions ?? [];
+    if (txs.length === 0) return { ref, block, infos: [] };
+    // The infos are retried on their own: a lagging node behind a load balancer must not cost
+    // another download of the (large) block.
+    const infos = await withRetry(
+      async () => {
+        const j = await this.postOnce(
           '/walletsolidity/gettransactioninfobyblocknum',
           { num: n },
           signal,
         );
-        if (!Array.isArray(infos) || infos.length === 0) {
+        if (!Array.isArray(j) || j.length === 0) {
           throw new NodeError(
             'empty',
-            `gettransactioninfobyblocknum ${n}: empty answer, ${txCount} expected`,
+            `gettransactioninfobyblocknum ${n}: empty answer, ${txs.length} expected`,
             true,
           );
         }
-        if (infos.length !== txCount) {
+        const list = j as TransactionInfoJson[];
+        if (list.length !== txs.length) {
           throw new NodeError(
             'inconsistent',
-            `gettransactioninfobyblocknum ${n}: ${infos.length} infos for ${txCount} transactions`,
+            `gettransactioninfobyblocknum ${n}: ${list.length} infos for ${txs.length} transactions`,
             true,
           );
         }
-        return { ref, block, infos: infos as TransactionInfoJson[] };
+        // Every transaction must have its info: same ids (in block order on java-tron).
+        for (let i = 0; i < txs.length; i++) {
+          if (list[i]?.id !== txs[i]?.txID) {
+            const ids = new Set(list.map((x) => x.id));
+            const missing = txs.find((t) => !ids.has(t.txID));
+            if (missing) {
+              throw new NodeError(
+                'inconsistent',
+                `gettransactioninfobyblocknum ${n}: no info for transaction ${missing.txID}`,
+                true,
+              );
+            }
+            break;
+          }
+        }
+        return list;
       },
-      {
-        retries: this.retries,
-        ...(signal ? { signal } : {}),
-        onRetry: (err, attempt, delay) =>
-          this.logger?.warn(
-            {
-              block_number: n,
-              attempt,
-              delay_ms: delay,
-              err: err instanceof Error ? err.message : String(err),
-            },
-            'block fetch failed, retrying',
-          ),
-      },
+      this.retryOpts(
+        { block_number: n, path: '/walletsolidity/gettransactioninfobyblocknum' },
+        signal,
+      ),
     );
+    return { ref, block, infos };
   }
 
   /** Close the keep-alive connections. */

@@ -1,0 +1,113 @@
+/**
+ * Ingest-side benchmark (issue 2): scan K synthetic mainnet-shaped blocks (600 transactions each)
+ * served over HTTP by the replay node (own process), through NodeClient + exact JSON +
+ * extractTransfers, next to a parse-only baseline that fetches the same bytes with the same
+ * concurrency and JSON.parses them. Prints blocks/s, transfers/s and the ratio.
+ * Goal on a 2-core machine: ≥ 200 blocks/s, ratio ≥ 0.4.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Agent, request } from 'undici';
+import { NodeClient } from '../src/tron/node-client.js';
+import { scan } from '../src/tron/scan.js';
+import { writeSyntheticChain } from '../src/tron/synth-dir.js';
+import { startReplayProcess } from './replay-process.js';
+
+async function baseline(
+  url: string,
+  from: number,
+  to: number,
+  concurrency: number,
+): Promise<{ seconds: number; bytes: number }> {
+  const agent = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
+  let bytes = 0;
+  const fetchJson = async (p: string, n: number) => {
+    const res = await request(`${url}${p}`, {
+      method: 'POST',
+      body: JSON.stringify({ num: n }),
+      headers: { 'content-type': 'application/json' },
+      dispatcher: agent,
+    });
+    const text = await res.body.text();
+    bytes += text.length;
+    return JSON.parse(text) as { transactions?: unknown[] };
+  };
+  const started = performance.now();
+  let next = from;
+  const worker = async () => {
+    while (next <= to) {
+      const n = next++;
+      const block = await fetchJson('/walletsolidity/getblockbynum', n);
+      if (block.transactions?.length)
+        await fetchJson('/walletsolidity/gettransactioninfobyblocknum', n);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const seconds = (performance.now() - started) / 1000;
+  await agent.close();
+  return { seconds, bytes };
+}
+
+async function scanRun(url: string, from: number, to: number, concurrency: number) {
+  const client = new NodeClient({ url, connections: concurrency });
+  const started = performance.now();
+  const stats = await scan(client, from, to, { concurrency });
+  const seconds = (performance.now() - started) / 1000;
+  await client.close();
+  return { seconds, ...stats };
+}
+
+export async function benchScan(
+  opts: { blocks?: number; concurrency?: number } = {},
+): Promise<string[]> {
+  const k = opts.blocks ?? 300;
+  const concurrency = opts.concurrency ?? 8;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-bench-chain-'));
+  const lines: string[] = [];
+  try {
+    const t0 = performance.now();
+    const gen = await writeSyntheticChain({ seed: 1, txPerBlock: 600 }, k, dir);
+    lines.push(
+      `synthetic chain: ${k} blocks, ${gen.transactions} txs, ${gen.transfers} transfers, ${(gen.bytes / 1e6).toFixed(0)} MB (generated in ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    );
+    const node = await startReplayProcess(['--dir', dir, '--instant']);
+    try {
+      const { first, last } = node;
+      await baseline(node.url, first, Math.min(last, first + 20), concurrency); // warm-up (JIT, file cache)
+      await scanRun(node.url, first, Math.min(last, first + 20), concurrency);
+      const runs: Array<{ base: number; scan: number; transfers: number; mb: number }> = [];
+      for (let i = 0; i < 2; i++) {
+        const b = await baseline(node.url, first, last, concurrency);
+        const s = await scanRun(node.url, first, last, concurrency);
+        runs.push({
+          base: k / b.seconds,
+          scan: s.blocks / s.seconds,
+          transfers: s.transfers / s.seconds,
+          mb: b.bytes / 1e6 / b.seconds,
+        });
+      }
+      const best = runs.reduce((a, r) => (r.scan > a.scan ? r : a));
+      const bestBase = Math.max(...runs.map((r) => r.base));
+      lines.push(
+        `parse-only baseline (fetch + JSON.parse, concurrency ${concurrency}): ${bestBase.toFixed(0)} blocks/s (${best.mb.toFixed(0)} MB/s)`,
+      );
+      lines.push(
+        `scan (NodeClient + exact JSON + extraction):         ${best.scan.toFixed(0)} blocks/s, ${best.transfers.toFixed(0)} transfers/s`,
+      );
+      lines.push(
+        `ratio scan/baseline: ${(best.scan / bestBase).toFixed(2)}  (goals: ≥ 200 blocks/s, ratio ≥ 0.4; one mainnet day = 28,800 blocks → ${(28_800 / best.scan / 60).toFixed(1)} min)`,
+      );
+    } finally {
+      await node.stop();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return lines;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  for (const l of await benchScan({ blocks: Number(process.env.BENCH_BLOCKS ?? 300) }))
+    console.log(l);
+}

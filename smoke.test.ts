@@ -1,0 +1,37 @@
+import { it } from 'vitest';
+import { apiHarness, json, webhookWatch, ADDR2_B58 } from './test/helpers/api.js';
+import { parseAddress } from './src/tron/address.js';
+it('smoke', async () => {
+  console.log(parseAddress(ADDR2_B58));
+  const h = await apiHarness('pglite');
+  const c = await h.caller();
+  const show = (label: string, r: { statusCode: number; headers: Record<string, unknown>; body: string }) =>
+    console.log(label, r.statusCode, r.headers['x-ratelimit-limit'], r.headers['x-ratelimit-remaining'], r.headers['retry-after'], r.headers['content-type'], r.body.slice(0, 400));
+  show('nokey', await h.app.inject({ url: '/v1/watches' }));
+  show('unknown v1', await h.app.inject({ url: '/v1/nope', headers: c.headers }));
+  show('unknown v1 nokey', await h.app.inject({ url: '/v1/nope' }));
+  show('unknown', await h.app.inject({ url: '/nope' }));
+  show('create', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch() }));
+  show('dup', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch() }));
+  show('list', await h.app.inject({ url: '/v1/watches', headers: c.headers }));
+  show('badjson', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: { ...c.headers, 'content-type': 'application/json' }, payload: '{"a":' }));
+  show('text', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: { ...c.headers, 'content-type': 'text/plain' }, payload: 'hi' }));
+  show('nobody', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: { ...c.headers } }));
+  show('big', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: { ...c.headers, 'content-type': 'application/json' }, payload: JSON.stringify({ x: 'a'.repeat(70000) }) }));
+  show('invalid', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: { address: 5, asset_filter: 'X', direction: 'up' } }));
+  show('testnet', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch({ network: 'nile' }) }));
+  show('testnetq', await h.app.inject({ url: '/v1/events?network=shasta', headers: c.headers }));
+  show('badaddr', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch({ address: 'Txyz', webhook_url: 'https://127.0.0.1/x' }) }));
+  show('decimal', await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch({ webhook_url: 'https://2130706433/x' }) }));
+  show('events', await h.app.inject({ url: '/v1/events?limit=0&before=abc', headers: c.headers }));
+  show('events ok', await h.app.inject({ url: '/v1/events?before=2026-01-01T00:00:00.123456Z', headers: c.headers }));
+  show('events 0000', await h.app.inject({ url: '/v1/events?before=0000-01-01T00:00:00Z', headers: c.headers }));
+  show('badurl', await h.app.inject({ url: '/v1/watches/%E0%A4%A', method: 'DELETE', headers: c.headers }));
+  show('longparam', await h.app.inject({ url: '/v1/watches/' + 'a'.repeat(300), method: 'DELETE', headers: c.headers }));
+  show('del', await h.app.inject({ url: '/v1/watches/wh_x', method: 'DELETE', headers: { ...c.headers, 'content-type': 'application/json' } }));
+  show('health', await h.app.inject({ url: '/healthz' }));
+  const d = await h.app.inject({ url: '/docs/openapi.json' });
+  console.log(d.statusCode, d.body.length);
+  (await import('node:fs')).writeFileSync('/tmp/proto/openapi.json', JSON.stringify(JSON.parse(d.body), null, 1));
+  await h.close();
+});

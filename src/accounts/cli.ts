@@ -1,0 +1,154 @@
+/**
+ * The operator's account and key commands, as functions of (db, args) returning plain printable
+ * objects (ISO date strings, no Date, no hash). main.ts wires them to commander:
+ *
+ *   tronwatch accounts create --email E --plan P [--rate-limit N] [--watch-quota N]
+ *   tronwatch keys create --account EMAIL_OR_ID [--name NAME]
+ *   tronwatch keys list --account EMAIL_OR_ID
+ *   tronwatch keys revoke KEY_ID
+ *
+ * Every refusal is a CliError (or AccountInputError) whose message is fit to print as is.
+ */
+import { isId } from '../common/ids.js';
+import type { Queryable } from '../db/pool.js';
+import { type AccountRow, createAccount, findAccount } from './accounts.js';
+import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+
+/** A command refused with a message for the operator (unknown account, unknown key, bad number). */
+export class CliError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+export interface PrintableAccount {
+  id: string;
+  email: string;
+  plan: string;
+  rate_limit_per_min: number | null;
+  watch_quota: number | null;
+  created_at: string;
+}
+
+export interface PrintableKey {
+  id: string;
+  account_id: string;
+  prefix: string;
+  network: string;
+  name: string | null;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** `keys create` output: the key appears here and nowhere else, ever. */
+export interface PrintableNewKey {
+  id: string;
+  account_id: string;
+  key: string;
+  prefix: string;
+  network: string;
+  name: string | null;
+  created_at: string;
+  note: string;
+}
+
+export interface AccountsCreateArgs {
+  email: string;
+  /** free | starter | pro | scale | business */
+  plan: string;
+  /** Requests per minute overriding the plan's (positive integer; a string from argv is parsed). */
+  rateLimit?: number | string;
+  /** Active watches overriding the plan's (integer ≥ 0; a string from argv is parsed). */
+  watchQuota?: number | string;
+}
+
+/** `tronwatch accounts create`. @throws AccountInputError, CliError. */
+export async function accountsCreate(
+  db: Queryable,
+  args: AccountsCreateArgs,
+): Promise<PrintableAccount> {
+  const acc = await createAccount(db, {
+    email: args.email,
+    plan: args.plan,
+    rateLimitPerMin: optionalInt('--rate-limit', args.rateLimit, 1),
+    watchQuota: optionalInt('--watch-quota', args.watchQuota, 0),
+  });
+  return printableAccount(acc);
+}
+
+export interface KeysCreateArgs {
+  /** Account id (`acc_…`) or e-mail address. */
+  account: string;
+  name?: string;
+}
+
+/** `tronwatch keys create`: issues a `tw_live_` key. @throws CliError (unknown account). */
+export async function keysCreate(db: Queryable, args: KeysCreateArgs): Promise<PrintableNewKey> {
+  const acc = await requireAccount(db, args.account);
+  const k = await createApiKey(db, acc.id, { name: args.name, network: 'mainnet' });
+  return {
+    id: k.id,
+    account_id: acc.id,
+    key: k.key,
+    prefix: k.prefix,
+    network: k.network,
+    name: k.name,
+    created_at: k.created_at.toISOString(),
+    note: 'Store this key now: it is shown only once (only its SHA-256 is kept).',
+  };
+}
+
+/** `tronwatch keys list`: the account's keys, newest first, never the keys themselves. */
+export async function keysList(
+  db: Queryable,
+  args: { account: string },
+): Promise<{ account_id: string; email: string; keys: PrintableKey[] }> {
+  const acc = await requireAccount(db, args.account);
+  const keys = await listApiKeys(db, acc.id);
+  return { account_id: acc.id, email: acc.email, keys: keys.map(printableKey) };
+}
+
+/** `tronwatch keys revoke KEY_ID` (idempotent). @throws CliError (unknown key). */
+export async function keysRevoke(db: Queryable, args: { keyId: string }): Promise<PrintableKey> {
+  const id = args.keyId.trim();
+  const row = isId(id, 'key') ? await revokeApiKey(db, id) : undefined;
+  if (!row) throw new CliError(`no API key with id ${JSON.stringify(args.keyId)}`);
+  return printableKey(row);
+}
+
+async function requireAccount(db: Queryable, idOrEmail: string): Promise<AccountRow> {
+  const acc = await findAccount(db, idOrEmail);
+  if (!acc) throw new CliError(`no account with id or e-mail ${JSON.stringify(idOrEmail)}`);
+  return acc;
+}
+
+function optionalInt(flag: string, v: number | string | undefined, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = typeof v === 'number' ? v : /^\d+$/.test(v.trim()) ? Number(v.trim()) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${flag} must be an integer ≥ ${min}`);
+  return n;
+}
+
+function printableAccount(a: AccountRow): PrintableAccount {
+  return {
+    id: a.id,
+    email: a.email,
+    plan: a.plan,
+    rate_limit_per_min: a.rate_limit_per_min,
+    watch_quota: a.watch_quota,
+    created_at: a.created_at.toISOString(),
+  };
+}
+
+function printableKey(k: ApiKeyInfo): PrintableKey {
+  return {
+    id: k.id,
+    account_id: k.account_id,
+    prefix: k.prefix,
+    network: k.network,
+    name: k.name,
+    created_at: k.created_at.toISOString(),
+    revoked_at: k.revoked_at ? k.revoked_at.toISOString() : null,
+  };
+}

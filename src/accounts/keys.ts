@@ -1,0 +1,152 @@
+/**
+ * API keys (SPEC §Authentication): `tw_live_` (mainnet) or `tw_test_` (reserved for a future
+ * testnet deployment) followed by base58 of 24 random bytes (192 bits; 24–33 characters, almost
+ * always 32–33). The key is shown once, at creation; only its SHA-256 (lowercase hex) is stored,
+ * with a display prefix (`tw_live_` + the first 4 characters of the random part) that lets the
+ * operator recognise a key without being able to use it.
+ *
+ * Lookups go through the unique index on `key_hash`, every request, with no cache in front
+ * (CONVENTIONS "Things we do not do"): a revoked key is refused from the very next request, on
+ * every replica.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { base58 } from '@scure/base';
+import { newId } from '../common/ids.js';
+import type { Queryable } from '../db/pool.js';
+import type { Plan } from '../api/plans.js';
+
+/** Networks a key can be bound to, and the prefix of each. */
+export const KEY_PREFIXES = { mainnet: 'tw_live_', nile: 'tw_test_' } as const;
+export type KeyNetwork = keyof typeof KEY_PREFIXES;
+
+/** Random bytes per key: 192 bits, well above the 128 bits that make guessing hopeless. */
+const KEY_RANDOM_BYTES = 24;
+/** Characters of the random part kept in the display prefix. */
+const DISPLAY_CHARS = 4;
+
+/**
+ * The syntactic shape of a key: a known prefix and a base58 body. Lengths 20–64 accept every key
+ * we issue (24–33 characters) and leave room for longer keys later; anything else is malformed
+ * and refused without a database round trip.
+ */
+const KEY_RE = /^(tw_live_|tw_test_)([1-9A-HJ-NP-Za-km-z]{20,64})$/;
+
+/** An `api_keys` row without the hash. */
+export interface ApiKeyInfo {
+  /** `key_…` */
+  id: string;
+  account_id: string;
+  /** `tw_live_` + the first 4 characters of the random part. */
+  prefix: string;
+  network: string;
+  name: string | null;
+  created_at: Date;
+  /** When the key was revoked; null while it is usable. */
+  revoked_at: Date | null;
+}
+
+/** What createApiKey returns: the key itself, which exists nowhere else afterwards. */
+export interface CreatedApiKey {
+  id: string;
+  /** The whole key. Shown once: only its SHA-256 is stored. */
+  key: string;
+  prefix: string;
+  network: KeyNetwork;
+  name: string | null;
+  created_at: Date;
+}
+
+/** SHA-256 of the whole key, lowercase hex: the value stored in `api_keys.key_hash`. */
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/** The network a well-formed key is bound to, or null when `key` is malformed. */
+export function keyNetwork(key: string): KeyNetwork | null {
+  const m = KEY_RE.exec(key);
+  if (!m) return null;
+  return m[1] === KEY_PREFIXES.mainnet ? 'mainnet' : 'nile';
+}
+
+/**
+ * Issue a key for an account.
+ * @param opts.network the network the key is for (its prefix); default `mainnet` (`tw_live_`).
+ * @returns the key (shown once) and its metadata.
+ * @throws the database error when the account does not exist (foreign key violation 23503).
+ */
+export async function createApiKey(
+  db: Queryable,
+  accountId: string,
+  opts: { name?: string; network?: KeyNetwork } = {},
+): Promise<CreatedApiKey> {
+  const network = opts.network ?? 'mainnet';
+  const body = base58.encode(randomBytes(KEY_RANDOM_BYTES));
+  const prefix = KEY_PREFIXES[network];
+  const key = `${prefix}${body}`;
+  const display = `${prefix}${body.slice(0, DISPLAY_CHARS)}`;
+  const { rows } = await db.query<{ id: string; created_at: Date }>(
+    `INSERT INTO api_keys (id, account_id, key_hash, key_prefix, network, name)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING id, created_at`,
+    [newId('key'), accountId, hashApiKey(key), display, network, opts.name ?? null],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('INSERT … RETURNING returned no row');
+  return {
+    id: row.id,
+    key,
+    prefix: display,
+    network,
+    name: opts.name ?? null,
+    created_at: row.created_at,
+  };
+}
+
+const INFO_COLUMNS =
+  'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at';
+
+/** The account's keys, newest first, revoked ones included. Never the key or its hash. */
+export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeyInfo[]> {
+  const { rows } = await db.query<ApiKeyInfo>(
+    `SELECT ${INFO_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC`,
+    [accountId],
+  );
+  return rows;
+}
+
+/**
+ * Revoke a key: from the next request on it gets 401 `revoked_api_key`. Idempotent: revoking a
+ * revoked key keeps the first revocation time.
+ * @returns the key's row after the update, or undefined when no key has this id.
+ */
+export async function revokeApiKey(db: Queryable, keyId: string): Promise<ApiKeyInfo | undefined> {
+  const { rows } = await db.query<ApiKeyInfo>(
+    `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
+     RETURNING ${INFO_COLUMNS}`,
+    [keyId],
+  );
+  return rows[0];
+}
+
+/** A key found by its hash, with what the API needs of its account (one query per request). */
+export interface ApiKeyLookup {
+  key_id: string;
+  account_id: string;
+  network: string;
+  revoked_at: Date | null;
+  plan: Plan;
+  rate_limit_per_min: number | null;
+  watch_quota: number | null;
+}
+
+/** The key whose SHA-256 is `keyHash`, joined with its account, or undefined (unknown key). */
+export async function findKeyByHash(db: Queryable, keyHash: string): Promise<ApiKeyLookup | undefined> {
+  const { rows } = await db.query<ApiKeyLookup>(
+    `SELECT k.id AS key_id, k.account_id, k.network, k.revoked_at,
+            a.plan, a.rate_limit_per_min, a.watch_quota
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+      WHERE k.key_hash = $1`,
+    [keyHash],
+  );
+  return rows[0];
+}

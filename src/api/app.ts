@@ -1,0 +1,109 @@
+/**
+ * The HTTP app, built and not started (CONVENTIONS habit 1): main.ts listens, tests inject.
+ *
+ * What is registered, in order:
+ *  1. JSON as the only body type (415 otherwise), bodies up to BODY_LIMIT_BYTES (413 beyond);
+ *     an empty body is no body (a DELETE sent with Content-Type: application/json is fine).
+ *  2. @fastify/swagger (it must see every route), then every `$id` schema (components).
+ *  3. The error and 404 handlers (src/api/error-handler.ts), the `/v1/*` guard (auth, rate
+ *     limit, testnet refusal: src/api/auth.ts).
+ *  4. The routes, one resource per file: watches, events, health, docs.
+ *
+ * Request logs are Fastify's (method, URL, status, time); bodies and headers are never logged.
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Logger } from '../common/logger.js';
+import type { SecretBox } from '../common/secrets.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/pool.js';
+import { enforceAnonymousRateLimit, isV1, registerV1Guard } from './auth.js';
+import { registerErrorHandling, sendError } from './error-handler.js';
+import type { RateLimiter } from './rate-limit.js';
+import { docsRoutes, swaggerOptions } from './routes/docs.js';
+import { eventRoutes, eventSchemas } from './routes/events.js';
+import { healthRoutes, healthSchemas } from './routes/health.js';
+import { watchRoutes, watchSchemas } from './routes/watches.js';
+import { sharedSchemas } from './schemas.js';
+import type { App } from './types.js';
+
+/** What the app needs; main.ts builds these once per process. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  /** Encrypts new webhook secrets (AES-256-GCM, DESIGN invariant 6). */
+  secrets: SecretBox;
+  /** Per-key and per-IP request windows (MemoryRateLimiter, or a Redis one later). */
+  rateLimiter: RateLimiter;
+  /** Redis liveness for /healthz; absent when no Redis is configured (then reported true). */
+  redisCheck?: () => Promise<boolean>;
+}
+
+/**
+ * Largest accepted request body, bytes. A CreateWatch is well under 3 KiB (a 2048-character
+ * webhook_url plus a few short fields); 64 KiB leaves room and bounds what a client can make us read.
+ */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+/** Build the app (routes registered, not listening). The caller closes it. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const logger: FastifyBaseLogger = deps.logger;
+  const app: App = Fastify({
+    loggerInstance: logger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    // HEAD /v1/… would be undocumented surface; none is part of the contract.
+    exposeHeadRoutes: false,
+    // Report every invalid field of a body or query in `details`, not only the first.
+    ajv: { customOptions: { allErrors: true } },
+    // Errors raised before routing (bad %-encoding, an over-long path parameter) get the
+    // contract's body too, and the rate-limit headers under /v1.
+    frameworkErrors: (err, request, reply) => {
+      void frameworkError(err, request.url, reply, async () => {
+        if (isV1(request.url)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+      }).catch((e: unknown) => sendError(e, request, reply, BODY_LIMIT_BYTES));
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.removeAllContentTypeParsers();
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
+
+  await app.register(swagger, swaggerOptions());
+  for (const s of [...sharedSchemas, ...watchSchemas, ...eventSchemas, ...healthSchemas]) {
+    app.addSchema(s);
+  }
+
+  registerErrorHandling(app, BODY_LIMIT_BYTES);
+  registerV1Guard(app, { db: deps.db, rateLimiter: deps.rateLimiter, network: deps.config.network });
+
+  watchRoutes(app, deps);
+  eventRoutes(app, deps);
+  healthRoutes(app, deps);
+  docsRoutes(app);
+  return app;
+}
+
+/** Answer an error raised before routing: a malformed URL (400) or an over-long id (404). */
+async function frameworkError(
+  err: { code?: string },
+  _url: string,
+  reply: FastifyReply,
+  limit: () => Promise<void>,
+): Promise<void> {
+  await limit();
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    // The only path parameter is a watch id: one this long names no watch.
+    reply.code(404).send({ error: 'not found' });
+    return;
+  }
+  reply.code(400).send({ error: 'malformed URL' });
+}

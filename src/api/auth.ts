@@ -1,0 +1,197 @@
+/**
+ * The guard in front of every `/v1/*` request (SPEC §Authentication, §Limits; DESIGN decisions):
+ * authenticate the API key, then count the request against its rate limit, then refuse a request
+ * that names a testnet.
+ *
+ * It runs as an `onRequest` hook — before the body is read, parsed or validated — so an
+ * unauthenticated client gets its 401 whatever it sent and never makes us parse a body, and the
+ * rate-limit headers are on every `/v1/*` answer, including 400/413/415 and unknown `/v1` routes.
+ *
+ * Authentication, in this order:
+ * 1. No `Authorization: Bearer …` header → 401 missing_api_key.
+ * 2. Not the shape of a key (`tw_live_`/`tw_test_` + base58) → 401 invalid_api_key.
+ * 3. A `tw_test_` key → 403 wrong_network, naming the key to use; no lookup (it belongs to another
+ *    deployment).
+ * 4. Lookup by SHA-256 through the unique index, on every request (no cache: a revoked key is
+ *    refused from the very next request on every replica). Unknown → 401 invalid_api_key;
+ *    revoked → 401 revoked_api_key with the revocation time in the message and `details`.
+ *
+ * Rate limit: an authenticated request counts against its key at the account's rate; one that
+ * fails authentication counts against the client IP at the Free rate, and when that is exhausted
+ * the answer is 429 instead of the 401/403 (a key-guessing client is slowed down like any other).
+ * The client IP is Fastify's `request.ip`: the socket peer (no proxy headers are trusted).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { type ApiKeyLookup, findKeyByHash, hashApiKey, keyNetwork } from '../accounts/keys.js';
+import { ApiError } from '../common/errors.js';
+import type { Db } from '../db/pool.js';
+import { limitsFor, PLAN_LIMITS, type Plan, type PlanLimits } from './plans.js';
+import type { RateLimiter } from './rate-limit.js';
+import type { App } from './types.js';
+
+/** Who is calling: set on `request.auth` for every authenticated `/v1/*` request. */
+export interface AuthContext {
+  keyId: string;
+  accountId: string;
+  plan: Plan;
+  /** The limits in force for the account (plan, or the account's own for Business). */
+  limits: PlanLimits;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller of a `/v1/*` request (null elsewhere). */
+    auth: AuthContext | null;
+  }
+}
+
+/** True for a path under `/v1`. */
+export function isV1(url: string): boolean {
+  return url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
+}
+
+const BEARER_RE = /^Bearer +(\S*) *$/i;
+
+/**
+ * Authenticate an `Authorization` header value.
+ * @param network this deployment's network (`mainnet`).
+ * @throws ApiError 401 missing_api_key | invalid_api_key | revoked_api_key, 403 wrong_network;
+ *   a database error as is (answered 500).
+ */
+export async function authenticate(
+  db: Db,
+  header: string | undefined,
+  network: string,
+): Promise<AuthContext> {
+  const m = header === undefined ? null : BEARER_RE.exec(header);
+  if (!m) {
+    throw unauthorized(
+      'missing_api_key',
+      'missing API key: send the header Authorization: Bearer tw_live_…',
+      undefined,
+      'Bearer realm="tronwatch"',
+    );
+  }
+  const key = m[1] ?? '';
+  const keyNet = keyNetwork(key);
+  if (keyNet === null) {
+    throw unauthorized('invalid_api_key', 'invalid API key: malformed or unknown');
+  }
+  if (keyNet !== network) {
+    throw ApiError.coded(
+      'wrong_network',
+      `this is a tw_test_ (testnet) key, but this deployment serves ${network} only: use your tw_live_ key`,
+    );
+  }
+  const found: ApiKeyLookup | undefined = await findKeyByHash(db, hashApiKey(key));
+  if (!found) throw unauthorized('invalid_api_key', 'invalid API key: malformed or unknown');
+  if (found.revoked_at !== null) {
+    const at = found.revoked_at.toISOString();
+    throw unauthorized('revoked_api_key', `API key revoked at ${at}: create a new key in the console`, {
+      revoked_at: at,
+    });
+  }
+  if (found.network !== network) {
+    // A tw_live_ key recorded for another network cannot be issued; refuse it like a test key.
+    throw ApiError.coded('wrong_network', `this key is not for ${network}: use a tw_live_ key`);
+  }
+  return {
+    keyId: found.key_id,
+    accountId: found.account_id,
+    plan: found.plan,
+    limits: limitsFor(found),
+  };
+}
+
+function unauthorized(
+  code: 'missing_api_key' | 'invalid_api_key' | 'revoked_api_key',
+  message: string,
+  details?: unknown,
+  challenge = 'Bearer realm="tronwatch", error="invalid_token"',
+): ApiError {
+  return new ApiError(401, message, code, details, {}, { 'WWW-Authenticate': challenge });
+}
+
+/**
+ * Count a request and set `X-RateLimit-Limit` / `X-RateLimit-Remaining`.
+ * @throws ApiError 429 rate_limited with `Retry-After` when the window is full.
+ */
+export async function enforceRateLimit(
+  limiter: RateLimiter,
+  reply: FastifyReply,
+  id: string,
+  limit: number,
+): Promise<void> {
+  const r = await limiter.hit(id, limit);
+  reply.header('X-RateLimit-Limit', String(r.limit));
+  reply.header('X-RateLimit-Remaining', String(r.remaining));
+  if (!r.allowed) {
+    throw new ApiError(
+      429,
+      `rate limit of ${r.limit} requests per minute exceeded: retry in ${r.retryAfterSeconds} s`,
+      'rate_limited',
+      undefined,
+      {},
+      { 'Retry-After': String(r.retryAfterSeconds) },
+    );
+  }
+}
+
+/** Count a request that carries no usable key: per client IP, at the Free rate. */
+export function enforceAnonymousRateLimit(
+  limiter: RateLimiter,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  return enforceRateLimit(limiter, reply, `ip:${request.ip}`, PLAN_LIMITS.free.requestsPerMinute);
+}
+
+/** The caller of an authenticated route. @throws Error when the guard did not run (a bug). */
+export function requireAuth(request: FastifyRequest): AuthContext {
+  if (request.auth === null) throw new Error(`no auth context on ${request.url}`);
+  return request.auth;
+}
+
+/**
+ * A request naming a testnet (`network` other than `mainnet` in the query or the body) →
+ * 400 testnet_unsupported (DESIGN decisions). Non-string values are left to schema validation.
+ */
+function refuseTestnet(source: unknown, network: string): void {
+  if (typeof source !== 'object' || source === null || Array.isArray(source)) return;
+  if (!('network' in source)) return;
+  const value: unknown = (source as { network: unknown }).network;
+  const names = Array.isArray(value) ? value : [value];
+  const other = names.find((n): n is string => typeof n === 'string' && n !== network);
+  if (other !== undefined) {
+    throw ApiError.coded(
+      'testnet_unsupported',
+      `network ${JSON.stringify(other)} is not served here: this deployment serves ${network} only`,
+    );
+  }
+}
+
+/** Install the `/v1/*` guard hooks on the app (see module doc). */
+export function registerV1Guard(
+  app: App,
+  deps: { db: Db; rateLimiter: RateLimiter; network: string },
+): void {
+  app.decorateRequest('auth', null);
+  app.addHook('onRequest', async (request, reply) => {
+    if (!isV1(request.url)) return;
+    let auth: AuthContext;
+    try {
+      auth = await authenticate(deps.db, request.headers.authorization, deps.network);
+    } catch (err) {
+      await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+      throw err;
+    }
+    request.auth = auth;
+    await enforceRateLimit(deps.rateLimiter, reply, `key:${auth.keyId}`, auth.limits.requestsPerMinute);
+  });
+  // After parsing, before validation: a testnet request is refused as such, not as a bad field.
+  app.addHook('preValidation', async (request) => {
+    if (!isV1(request.url)) return;
+    refuseTestnet(request.query, deps.network);
+    refuseTestnet(request.body, deps.network);
+  });
+}

@@ -1,0 +1,156 @@
+/**
+ * Every error answer of the HTTP app, in one place (CONVENTIONS habit 4; DESIGN invariant 9).
+ *
+ *   ApiError                         → its status, body and headers
+ *   schema validation failure        → 400 { error, details: FieldError[] }
+ *   malformed JSON / empty-length    → 400 { error, details: [{ field: 'body', … }] }
+ *   Content-Type other than JSON     → 415 { error }
+ *   body over the limit              → 413 { error }
+ *   malformed URL (bad %-encoding)   → 400 { error }
+ *   unknown route                    → 404 { error }
+ *   anything else                    → logged with its stack, 500 {"error":"internal server error"}
+ *
+ * Bad input never reaches the last line: every framework error about the request (Fastify's
+ * FST_* errors with a 4xx status) keeps its 4xx status with the contract's body.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, type ErrorBody, INTERNAL_ERROR_BODY } from '../common/errors.js';
+import type { FieldError } from './schemas.js';
+import type { App } from './types.js';
+
+/** One ajv error as Fastify attaches it to a validation error (`error.validation`). */
+interface AjvIssue {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+interface ErrorReply {
+  status: number;
+  body: ErrorBody;
+  headers: Record<string, string>;
+}
+
+const CONTEXT_NAMES: Record<string, { field: string; message: string }> = {
+  body: { field: 'body', message: 'invalid request body' },
+  querystring: { field: 'query', message: 'invalid query parameters' },
+  params: { field: 'path', message: 'invalid path parameters' },
+  headers: { field: 'headers', message: 'invalid request headers' },
+};
+
+/** `/a/b~1c` (JSON pointer) → `a.b/c`. */
+function pointerToField(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .join('.');
+}
+
+/** ajv issues → FieldError[] (one per field and message). */
+export function fieldErrors(issues: readonly AjvIssue[], context: string): FieldError[] {
+  const whole = CONTEXT_NAMES[context]?.field ?? context;
+  const out: FieldError[] = [];
+  const seen = new Set<string>();
+  for (const e of issues) {
+    let field = pointerToField(e.instancePath);
+    const child =
+      e.keyword === 'required'
+        ? e.params.missingProperty
+        : e.keyword === 'additionalProperties'
+          ? e.params.additionalProperty
+          : undefined;
+    if (typeof child === 'string') field = field ? `${field}.${child}` : child;
+    if (field === '') field = whole;
+    let message = e.message ?? `failed ${e.keyword}`;
+    if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
+      message += `: ${e.params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    }
+    const k = `${field}\n${message}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push({ field, message });
+  }
+  return out;
+}
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null;
+}
+
+/**
+ * The answer for `err`, or null when it is not a known client error (then: 500).
+ * @param bodyLimit the app's body limit in bytes, named in the 413 message.
+ */
+export function errorReply(err: unknown, bodyLimit: number): ErrorReply | null {
+  if (err instanceof ApiError) {
+    return { status: err.status, body: err.body(), headers: err.headers };
+  }
+  if (!isObject(err)) return null;
+  if (Array.isArray(err.validation)) {
+    const context = typeof err.validationContext === 'string' ? err.validationContext : 'body';
+    return {
+      status: 400,
+      body: {
+        error: CONTEXT_NAMES[context]?.message ?? 'invalid request',
+        details: fieldErrors(err.validation as AjvIssue[], context),
+      },
+      headers: {},
+    };
+  }
+  const code = typeof err.code === 'string' ? err.code : '';
+  switch (code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return badBody('malformed JSON body', 'body is not valid JSON');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return badBody('malformed JSON body', 'body is empty');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return badBody('malformed request body', 'body size does not match Content-Length');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return {
+        status: 415,
+        body: { error: 'unsupported Content-Type: send application/json' },
+        headers: {},
+      };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return {
+        status: 413,
+        body: { error: `request body too large: at most ${bodyLimit} bytes` },
+        headers: {},
+      };
+  }
+  // Any other framework error about the request itself keeps its 4xx status.
+  const status = typeof err.statusCode === 'number' ? err.statusCode : 0;
+  if (code.startsWith('FST_') && status >= 400 && status < 500 && typeof err.message === 'string') {
+    return { status, body: { error: err.message }, headers: {} };
+  }
+  return null;
+}
+
+function badBody(error: string, message: string): ErrorReply {
+  return { status: 400, body: { error, details: [{ field: 'body', message }] }, headers: {} };
+}
+
+/** Send `err` as its error answer; unknown errors are logged with their stack and become a bare 500. */
+export function sendError(
+  err: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  bodyLimit: number,
+): FastifyReply {
+  const r = errorReply(err, bodyLimit);
+  if (r === null) {
+    request.log.error({ err }, 'unhandled error');
+    return reply.code(500).send(INTERNAL_ERROR_BODY);
+  }
+  if (r.status >= 500) request.log.warn({ status: r.status, reason: r.body.error }, 'unavailable');
+  for (const [name, value] of Object.entries(r.headers)) reply.header(name, value);
+  return reply.code(r.status).send(r.body);
+}
+
+/** Install the error handler and the 404 handler. */
+export function registerErrorHandling(app: App, bodyLimit: number): void {
+  app.setErrorHandler((err, request, reply) => sendError(err, request, reply, bodyLimit));
+  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'not found' }));
+}

@@ -1,0 +1,180 @@
+/**
+ * Events (SPEC §Event, §EventWithDelivery, §GET /v1/events):
+ *
+ *   GET /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *
+ * Newest first. `before` is exclusive, `since` inclusive; set `before` to the previous page's
+ * `next_before` to page backwards (null: no more). Timestamps keep microseconds end to end so a
+ * page boundary inside one block's commit neither skips nor repeats (src/events/list.ts).
+ *
+ * The Event schema is also the webhook body (the document's `webhooks`, src/api/routes/docs.ts).
+ */
+import { Type as T } from '@sinclair/typebox';
+import { ApiError } from '../../common/errors.js';
+import { isDataException } from '../../db/sqlstate.js';
+import { listEvents } from '../../events/list.js';
+import type { AppDeps } from '../app.js';
+import { requireAuth } from '../auth.js';
+import {
+  BEARER_SECURITY,
+  commonV1Responses,
+  type FieldError,
+  NullableString,
+  ref,
+  StringEnum,
+  v1Response,
+} from '../schemas.js';
+import type { App } from '../types.js';
+
+const eventMembers = {
+  api_version: T.String({ description: 'Currently `2026-08`.', examples: ['2026-08'] }),
+  event_id: T.String({ description: 'Deduplication key (`evt_…`).' }),
+  type: StringEnum(['transfer.confirmed'] as const),
+  direction: StringEnum(['incoming', 'outgoing'] as const, {
+    description: 'The side of the transfer that this watch matched.',
+  }),
+  network: StringEnum(['mainnet', 'nile'] as const),
+  asset: StringEnum(['USDT', 'TRX'] as const),
+  tx_id: T.String({ description: 'Transaction identifier.' }),
+  event_index: T.Integer({ minimum: 0, description: 'Transfer log index. Always 0 for native TRX.' }),
+  block_number: T.Integer({ minimum: 0 }),
+  block_timestamp: T.String({
+    format: 'date-time',
+    description: 'ISO 8601, millisecond precision, UTC.',
+  }),
+  from: T.String({ description: 'Sender address (base58).' }),
+  to: T.String({ description: 'Recipient address (base58).' }),
+  amount_raw: T.String({
+    pattern: '^[0-9]+$',
+    description: 'Integer string in the smallest unit (6 decimals).',
+  }),
+  amount: T.String({
+    pattern: '^[0-9]+(\\.[0-9]+)?$',
+    description: 'Human-readable decimal string, never a float (amount_raw / 10^6, shortest form).',
+  }),
+  watch_id: T.String({ description: 'Id of the watch that matched.' }),
+  contract: T.Optional(
+    NullableString({ description: 'TRC-20 contract address in base58. Null for native TRX.' }),
+  ),
+};
+
+/** SPEC §Event: the webhook body and the stored record. */
+export const EventSchema = T.Object(eventMembers, {
+  $id: 'Event',
+  description: 'A transfer.confirmed event (SPEC §Event): the webhook body and the stored record.',
+});
+
+/** SPEC §EventWithDelivery. */
+export const EventWithDeliverySchema = T.Object(
+  {
+    ...eventMembers,
+    delivery: T.Object({
+      notification_id: T.String(),
+      status: StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const),
+      attempts: T.Integer({ minimum: 0, description: 'Number of delivery attempts.' }),
+      created_at: T.String({ format: 'date-time', description: 'UTC, microsecond precision.' }),
+    }),
+  },
+  { $id: 'EventWithDelivery', description: 'An Event plus its delivery state.' },
+);
+
+export const EventListSchema = T.Object(
+  {
+    data: T.Array(ref(EventWithDeliverySchema)),
+    next_before: NullableString({
+      format: 'date-time',
+      description:
+        'created_at of the last item (UTC, microseconds) when more events follow: pass it as `before` for the next page. Null when there are no more.',
+    }),
+  },
+  { $id: 'EventList', description: 'One page of events, newest first.' },
+);
+
+const instant = (description: string) =>
+  T.Optional(
+    T.String({
+      format: 'date-time',
+      description: `${description} RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds).`,
+    }),
+  );
+
+export const EventsQuery = T.Object({
+  limit: T.Optional(
+    T.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size: 1 to 200.' }),
+  ),
+  before: instant('Exclusive upper bound on creation time (the previous page’s `next_before`).'),
+  since: instant('Inclusive lower bound on creation time.'),
+  watch_id: T.Optional(
+    T.String({
+      maxLength: 64,
+      description: "Only this watch's events (another account's watch yields no data).",
+    }),
+  ),
+  network: T.Optional(
+    StringEnum(['mainnet'] as const, {
+      description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
+    }),
+  ),
+});
+
+export const eventSchemas = [EventSchema, EventWithDeliverySchema, EventListSchema];
+
+/** Problems PostgreSQL would otherwise raise (or round away) for a date-time the format admits. */
+function checkInstant(field: string, value: string | undefined, problems: FieldError[]): void {
+  if (value === undefined) return;
+  if (/\.[0-9]{7,}/.test(value)) {
+    problems.push({ field, message: 'at most 6 fractional digits (microseconds)' });
+  } else if (/^0000/.test(value)) {
+    problems.push({ field, message: 'year must be 0001 or later' });
+  }
+}
+
+/** Register the events route. */
+export function eventRoutes(app: App, deps: AppDeps): void {
+  app.get(
+    '/v1/events',
+    {
+      schema: {
+        operationId: 'listEvents',
+        summary: 'List events with their delivery state',
+        description:
+          'Every matched event with its delivery state, newest first, for reconciliation. Page backwards with `before` = `next_before`.',
+        tags: ['events'],
+        security: BEARER_SECURITY,
+        querystring: EventsQuery,
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EventListSchema), 'One page of events.'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const q = request.query;
+      const problems: FieldError[] = [];
+      checkInstant('before', q.before, problems);
+      checkInstant('since', q.since, problems);
+      if (problems.length > 0) throw new ApiError(400, 'invalid query parameters', undefined, problems);
+      try {
+        return await listEvents(deps.db, {
+          accountId: auth.accountId,
+          network: deps.config.network,
+          limit: q.limit ?? 50,
+          before: q.before,
+          since: q.since,
+          watchId: q.watch_id,
+        });
+      } catch (err) {
+        if (!isDataException(err)) throw err;
+        // A date-time the format admits but PostgreSQL cannot hold.
+        const fields = (['before', 'since'] as const).filter((f) => q[f] !== undefined);
+        throw new ApiError(
+          400,
+          'invalid query parameters',
+          undefined,
+          fields.map((field) => ({ field, message: 'not a representable timestamp' })),
+        );
+      }
+    },
+  );
+}

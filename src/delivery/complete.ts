@@ -1,0 +1,144 @@
+/**
+ * Record attempt outcomes and move their notifications (SPEC §States "Delivery status";
+ * DESIGN invariant 3), a batch at a time, in ONE transaction of two statements:
+ *
+ * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST;
+ * 2. move each notification whose `lease_token` still matches the claim's:
+ *    - 2xx → DELIVERED, delivered_at = now();
+ *    - failure with attempts left → PENDING, next_attempt_at = now() + nextDelayMs (schedule.ts);
+ *    - the sixth failure → DEAD;
+ *    always attempts + 1, last_status / last_error of this attempt, lease_token cleared.
+ *
+ * The token guard: a worker that outlived its lease (stalled, partitioned) and whose notification
+ * was claimed again by another worker still records its attempt (it happened: the receiver may
+ * have seen it), but cannot move the notification under the newer claim. Such outcomes are
+ * counted as `stale`.
+ *
+ * Batch statements pass columns as arrays through unnest() (one round trip per statement,
+ * whatever the batch size; works on PostgreSQL 15 and PGlite).
+ */
+import type { Db } from '../db/pool.js';
+import { nextDelayMs } from './schedule.js';
+import type { AttemptResult } from './send.js';
+
+/** One finished attempt of a claimed notification. */
+export interface Completion {
+  notificationId: string;
+  /** The claim's token (claim.ts); the state moves only while it is still the notification's. */
+  leaseToken: string;
+  /**
+   * Attempts made before this one, as read by the claim. This attempt's number is attempts + 1
+   * (1..6); a stale attempt keeps the number it was made as.
+   */
+  attemptsBefore: number;
+  result: AttemptResult;
+}
+
+/** What a batch did. */
+export interface CompleteOutcome {
+  /** Attempt rows inserted (= the batch size). */
+  recorded: number;
+  delivered: number;
+  /** Failed, rescheduled (PENDING). */
+  retried: number;
+  dead: number;
+  /** Recorded but not moved: the lease had been taken over (or the row was no longer PENDING). */
+  stale: number;
+}
+
+type Target = 'DELIVERED' | 'PENDING' | 'DEAD';
+
+const INSERT_ATTEMPTS_SQL = `
+INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
+SELECT * FROM unnest($1::text[], $2::int4[], $3::timestamptz[], $4::int4[], $5::int4[], $6::text[])`;
+
+const MOVE_SQL = `
+UPDATE notifications AS n
+   SET status = r.target,
+       attempts = n.attempts + 1,
+       delivered_at = CASE WHEN r.target = 'DELIVERED' THEN now() ELSE n.delivered_at END,
+       next_attempt_at = CASE WHEN r.target = 'PENDING'
+                              THEN now() + make_interval(secs => r.delay_ms / 1000)
+                              ELSE n.next_attempt_at END,
+       last_status = r.http_status,
+       last_error = r.error,
+       lease_token = NULL
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int4[], $6::text[])
+       AS r(id, token, target, delay_ms, http_status, error)
+ WHERE n.id = r.id AND n.lease_token = r.token AND n.status = 'PENDING'
+RETURNING r.target`;
+
+/**
+ * Record a batch of attempts and move their notifications, in one transaction.
+ * @param scale the schedule scale (config.delivery.scheduleScale; 1 = SPEC).
+ * @throws the database error; nothing of the batch is then recorded (the caller retries it).
+ */
+export async function completeAttempts(
+  db: Db,
+  batch: readonly Completion[],
+  scale: number,
+): Promise<CompleteOutcome> {
+  const outcome: CompleteOutcome = { recorded: 0, delivered: 0, retried: 0, dead: 0, stale: 0 };
+  if (batch.length === 0) return outcome;
+  const ids: string[] = [];
+  const numbers: number[] = [];
+  const started: Date[] = [];
+  const durations: number[] = [];
+  const statuses: Array<number | null> = [];
+  const errors: Array<string | null> = [];
+  const tokens: string[] = [];
+  const targets: Target[] = [];
+  const delays: number[] = [];
+  for (const c of batch) {
+    const made = c.attemptsBefore + 1;
+    const delay = c.result.ok ? null : nextDelayMs(made, scale);
+    ids.push(c.notificationId);
+    numbers.push(made);
+    started.push(c.result.startedAt);
+    durations.push(Math.max(0, Math.round(c.result.durationMs)));
+    statuses.push(c.result.status ?? null);
+    errors.push(c.result.ok ? null : (c.result.error ?? 'failed'));
+    tokens.push(c.leaseToken);
+    targets.push(c.result.ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING');
+    delays.push(delay ?? 0);
+  }
+  const moved = await db.transaction(async (tx) => {
+    await tx.query(INSERT_ATTEMPTS_SQL, [ids, numbers, started, durations, statuses, errors]);
+    const { rows } = await tx.query<{ target: Target }>(MOVE_SQL, [
+      ids,
+      tokens,
+      targets,
+      delays,
+      statuses,
+      errors,
+    ]);
+    return rows;
+  });
+  outcome.recorded = batch.length;
+  for (const r of moved) {
+    if (r.target === 'DELIVERED') outcome.delivered++;
+    else if (r.target === 'DEAD') outcome.dead++;
+    else outcome.retried++;
+  }
+  outcome.stale = batch.length - moved.length;
+  return outcome;
+}
+
+/**
+ * Give back claimed notifications that were never attempted (the worker is stopping): due at
+ * once, lease cleared, attempts unchanged, guarded by the token like a completion.
+ * @returns how many were released (the others had been taken over already).
+ */
+export async function releaseClaims(
+  db: Db,
+  claims: ReadonlyArray<{ notificationId: string; leaseToken: string }>,
+): Promise<number> {
+  if (claims.length === 0) return 0;
+  const { rowCount } = await db.query(
+    `UPDATE notifications AS n SET next_attempt_at = now(), lease_token = NULL
+       FROM unnest($1::text[], $2::text[]) AS r(id, token)
+      WHERE n.id = r.id AND n.lease_token = r.token AND n.status = 'PENDING'`,
+    [claims.map((c) => c.notificationId), claims.map((c) => c.leaseToken)],
+  );
+  return rowCount;
+}

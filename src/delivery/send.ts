@@ -1,0 +1,251 @@
+/**
+ * One webhook attempt (SPEC §Events "Delivery to a webhook_url", §Webhook signature; DESIGN
+ * invariant 7): POST the event's JSON to the watch's URL, signed, within a total deadline, and
+ * classify what happened. `send` never throws: every outcome is an {@link AttemptResult}, the
+ * row the worker records (habit 8).
+ *
+ * Request: body = serializeEvent(eventPayload(event)) (the same bytes on every attempt),
+ * headers `Content-Type: application/json`, `X-Signature` = signBody(secret, body),
+ * `X-Event-Id` = event_id, `User-Agent: tronwatch/<version>`.
+ *
+ * Outcome: any 2xx → delivered. Anything else is a failed attempt: 3xx (redirects are never
+ * followed: the Location could name a private address, invariant 7), 4xx, 5xx with the status;
+ * no answer within the deadline, a network or TLS error, or a refused address without a status.
+ * All failures are retried per the schedule (schedule.ts): SPEC makes no exception.
+ *
+ * Deadline: `timeoutMs` (config.delivery.timeoutMs, SPEC 10 s) covers DNS, connect, TLS,
+ * request, response headers and body, through one AbortSignal.timeout.
+ *
+ * Address policy, checked twice: before connecting, the URL is re-checked with checkWebhookUrl
+ * (a literal private or reserved IP is refused without any connection); at connect time a
+ * host name is resolved by {@link guardedLookup}, which refuses the connection when any address
+ * it resolves to is not public, and the socket connects to the address that was checked
+ * (resolve, check, pin). Proxy environment variables are never honoured: the Agent below
+ * connects directly (undici reads no HTTP(S)_PROXY unless an EnvHttpProxyAgent is used).
+ *
+ * Nothing here logs; results carry no body and no secret.
+ */
+import dns from 'node:dns';
+import fs from 'node:fs';
+import type { LookupFunction } from 'node:net';
+import tls from 'node:tls';
+import { Agent, request } from 'undici';
+import type { EventRow } from './payload.js';
+import { eventPayload, serializeEvent, signBody } from './payload.js';
+import { checkWebhookUrl, ipRefusal, parseCidrs } from './url-policy.js';
+
+/** The outcome of one attempt: what an `attempts` row holds (migration 002). */
+export interface AttemptResult {
+  /** True on a 2xx answer. */
+  ok: boolean;
+  /** HTTP status of the answer; absent when there was none (refused, network, timeout). */
+  status?: number;
+  /** Why the attempt failed, one line, no body and no secret; absent when ok. */
+  error?: string;
+  /** Wall time of the attempt, ms (integer). */
+  durationMs: number;
+  /** When the attempt started. */
+  startedAt: Date;
+}
+
+/** package.json's version, for User-Agent (read once; src/ and dist/ are both one level down). */
+function readVersion(): string {
+  try {
+    const url = new URL('../../package.json', import.meta.url);
+    const pkg = JSON.parse(fs.readFileSync(url, 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/** `tronwatch/<version>` (SPEC leaves the User-Agent open; receivers may log it). */
+export const USER_AGENT = `tronwatch/${readVersion()}`;
+
+/** The headers of a webhook POST (SPEC §Events "Delivery to a webhook_url"). */
+export function webhookHeaders(eventId: string, signature: string): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'x-signature': signature,
+    'x-event-id': eventId,
+    'user-agent': USER_AGENT,
+  };
+}
+
+/** The connection was refused because the address is not public (DESIGN invariant 7). */
+export class AddressRefusedError extends Error {
+  readonly code = 'ERR_ADDRESS_REFUSED';
+  constructor(message: string) {
+    super(message);
+    this.name = 'AddressRefusedError';
+  }
+}
+
+/**
+ * A `lookup` for net/tls.connect that resolves like dns.lookup and fails with
+ * AddressRefusedError when any resolved address is not public (ipRefusal, allow-list applied).
+ * Refusing on any (not only the first) address means the socket cannot be steered to a private
+ * one by address ordering or family selection. Not called for IP-literal hosts (checked before).
+ */
+export function guardedLookup(allowCidrs: readonly string[]): LookupFunction {
+  const allow = parseCidrs(allowCidrs);
+  return (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) {
+        callback(err, '', 0);
+        return;
+      }
+      for (const a of addresses) {
+        const refusal = ipRefusal(a.address, allow);
+        if (refusal) {
+          callback(new AddressRefusedError(`refused: ${hostname} resolves to ${refusal}`), '', 0);
+          return;
+        }
+      }
+      const first = addresses[0];
+      if (options.all) callback(null, addresses);
+      else if (first) callback(null, first.address, first.family);
+      else
+        callback(Object.assign(new Error(`${hostname}: no address`), { code: 'ENOTFOUND' }), '', 0);
+    });
+  };
+}
+
+export interface WebhookSenderOptions {
+  /** Total deadline of one attempt, ms (config.delivery.timeoutMs; SPEC 10 000). */
+  timeoutMs: number;
+  /** CIDRs admitted although not public (config.delivery.allowCidrs; default none). */
+  allowCidrs: readonly string[];
+  /**
+   * Extra CA certificate (PEM file) trusted besides Node's bundled roots
+   * (config.delivery.caFile; default none: the bundled roots only).
+   */
+  caFile?: string | undefined;
+  /** Keep-alive connections per receiver origin. Default 64 (config.delivery.concurrency). */
+  connections?: number;
+}
+
+/**
+ * The Agent webhook attempts go through: keep-alive connections per receiver origin, the address
+ * guard on every connect, the extra CA when configured, no proxy. Exported so the benchmark's
+ * baseline POST loop uses exactly the same connection settings.
+ * @throws Error when caFile cannot be read.
+ */
+export function webhookAgent(opts: WebhookSenderOptions): Agent {
+  const extraCa = opts.caFile ? fs.readFileSync(opts.caFile, 'utf8') : undefined;
+  return new Agent({
+    // Keep-alive: a busy receiver gets its deliveries over reused TLS connections.
+    connections: opts.connections ?? 64,
+    keepAliveTimeout: 30_000,
+    // The attempt's AbortSignal is the deadline; undici's own timers only back it up.
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    connect: {
+      timeout: opts.timeoutMs,
+      lookup: guardedLookup(opts.allowCidrs),
+      ...(extraCa ? { ca: [...tls.rootCertificates, extraCa] } : {}),
+    },
+  });
+}
+
+/** A failed attempt that never reached the network (refused URL, undecryptable secret…). */
+export function failedAttempt(
+  error: string,
+  startedAt: Date,
+  t0 = performance.now(),
+): AttemptResult {
+  return { ok: false, error, durationMs: Math.round(performance.now() - t0), startedAt };
+}
+
+/** One line for a transport error: code and message, never a body. */
+function describeError(err: unknown): string {
+  if (err instanceof AddressRefusedError) return err.message;
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // undici wraps socket errors; the cause carries the system code (ECONNREFUSED, TLS…).
+    const cause = err.cause instanceof Error ? err.cause : undefined;
+    if (cause instanceof AddressRefusedError) return cause.message;
+    const causeCode = cause ? (cause as NodeJS.ErrnoException).code : undefined;
+    const parts = [code, causeCode, err.message, cause?.message].filter(
+      (p, i, all): p is string => typeof p === 'string' && p !== '' && all.indexOf(p) === i,
+    );
+    return `network: ${parts.join(': ')}`.slice(0, 500);
+  }
+  return `network: ${String(err)}`.slice(0, 500);
+}
+
+/**
+ * Sends webhook attempts over one keep-alive Agent. Create one per worker and `close()` it when
+ * the worker stops.
+ */
+export class WebhookSender {
+  readonly timeoutMs: number;
+  private readonly agent: Agent;
+  private readonly allowCidrs: readonly string[];
+
+  /** @throws Error when caFile cannot be read, or RangeError on a malformed allow-list CIDR. */
+  constructor(opts: WebhookSenderOptions) {
+    this.timeoutMs = opts.timeoutMs;
+    this.allowCidrs = opts.allowCidrs;
+    this.agent = webhookAgent(opts);
+  }
+
+  /**
+   * Make one attempt to deliver `event` to `url`, signed with `secret` (whsec_…).
+   * @param signal optional: aborts the attempt early (the worker does not use it; stop waits).
+   * @returns the classified outcome; never throws.
+   */
+  async send(
+    url: string,
+    event: EventRow,
+    secret: string,
+    signal?: AbortSignal,
+  ): Promise<AttemptResult> {
+    const startedAt = new Date();
+    const t0 = performance.now();
+    const check = await checkWebhookUrl(url, { allowCidrs: this.allowCidrs });
+    if (!check.ok) return failedAttempt(`refused: ${check.reason}`, startedAt, t0);
+    const body = serializeEvent(eventPayload(event));
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    let status: number | undefined;
+    try {
+      const res = await request(check.url, {
+        method: 'POST',
+        dispatcher: this.agent,
+        signal: sig,
+        headers: webhookHeaders(event.id, signBody(secret, body)),
+        body,
+      });
+      status = res.statusCode;
+      // Read (and drop) the answer within the same deadline so the connection can be reused;
+      // a body over 64 KiB is cut off with its connection (the status is what counts).
+      await res.body.dump({ limit: 64 * 1024, signal: sig });
+      const durationMs = Math.round(performance.now() - t0);
+      if (status >= 200 && status < 300) return { ok: true, status, durationMs, startedAt };
+      const error =
+        status >= 300 && status < 400
+          ? `HTTP ${status}: redirect not followed`
+          : `HTTP ${status}: not a 2xx answer`;
+      return { ok: false, status, error, durationMs, startedAt };
+    } catch (err) {
+      const durationMs = Math.round(performance.now() - t0);
+      // A status whose body did not complete in time is still a failed attempt (total deadline);
+      // the status is kept for the log.
+      const partial = status === undefined ? {} : { status };
+      if (timeout.aborted) {
+        const error = `timeout: no complete answer within ${this.timeoutMs} ms`;
+        return { ok: false, ...partial, error, durationMs, startedAt };
+      }
+      if (signal?.aborted) {
+        return { ok: false, ...partial, error: 'aborted: worker stopping', durationMs, startedAt };
+      }
+      return { ok: false, ...partial, error: describeError(err), durationMs, startedAt };
+    }
+  }
+
+  /** Close the Agent's connections (idempotent). */
+  async close(): Promise<void> {
+    if (!this.agent.closed) await this.agent.close();
+  }
+}

@@ -1,0 +1,859 @@
+/**
+ * Replay node: serves a recorded (or generated) chain as a java-tron-compatible HTTP API and
+ * reveals it over time like a real node (DESIGN §Replaying recorded chains), so the demo, the
+ * tests and the benchmarks can register watches first and then watch recorded blocks be produced
+ * and solidified, exactly as on mainnet.
+ *
+ * Source: a `BlockSource`. `dirSource(dir)` reads the `chain/` layout: `block-<n>.json` (the
+ * node's `/walletsolidity/getblockbynum` answer, visible=false) and `txinfo-<n>.json` (its
+ * `/walletsolidity/gettransactioninfobyblocknum` answer), lazily, a few blocks cached. Recorded
+ * bytes are served verbatim, never re-serialised: clients see the node's exact JSON, integers
+ * above 2^53 included.
+ *
+ * Filler: any block number that the source does not hold (below, inside gaps of, or above the
+ * recorded range) is an empty block in java-tron's shape (no `transactions` key), with
+ * - blockID = 8-byte big-endian number ‖ 24 bytes of sha256 (deterministic), as java-tron does;
+ * - parentHash chained: a filler right after a recorded block names that block's blockID, and a
+ *   filler right before a recorded block HAS the blockID that the recorded block names as its
+ *   parentHash, so the chain reads consistently across the recorded/filler boundaries;
+ * - timestamp = the nearest preceding recorded block's + 3 s per block (or the first recorded
+ *   block's − 3 s per block below the range), ms since epoch;
+ * - transaction infos `[]`.
+ *
+ * Timeline (block numbers, not wall time): the solidified head starts at
+ * `first - startBefore - 1` and both heads advance one block per `intervalMs`, computed from the
+ * elapsed time on a clock (a busy event loop delays answers, never the chain). The full-node head
+ * is `solidified + lag`. `instant: true` solidifies the whole source at once (solidified = last);
+ * `intervalMs: 0` pauses the chain; `advanceTo(n)` moves the solidified head by hand.
+ *
+ * Endpoints (POST with a JSON body, or GET with a query string; `visible` is ignored):
+ * - `/wallet/getnodeinfo`, `/walletsolidity/getnodeinfo`: NodeInfo with
+ *   `block: "Num:<head>,ID:<id>"` and `solidityBlock: "Num:<solidified>,ID:<id>"`.
+ * - `/wallet(solidity)/getblock {id_or_num?, detail?}`: absent id_or_num = the view's newest
+ *   block; `detail` false (the default) = without `transactions`.
+ * - `/wallet(solidity)/getnowblock`: the view's newest block.
+ * - `/wallet(solidity)/getblockbynum {num}`: `{}` above the view's head.
+ * - `/wallet(solidity)/gettransactioninfobyblocknum {num}`: `[]` above the view's head.
+ * The solidity view (`/walletsolidity/…`) ends at the solidified head, the full-node view
+ * (`/wallet/…`) at the full-node head. Malformed parameters: HTTP 200 `{"Error": "…"}` as
+ * java-tron answers; unknown path: 404.
+ *
+ * Fault injection (tests of client resilience): `faults` apply to getblockbynum and
+ * gettransactioninfobyblocknum answers for blocks at or below the solidified head, drawn from a
+ * seeded PRNG (deterministic for a given request order).
+ */
+import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { cpus, freemem, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { createLogger, type Logger } from '../common/logger.js';
+
+// ---------------------------------------------------------------------------------------------
+// Sources
+
+/** One block as the node answers it: exact bytes of getblockbynum and of its transaction infos. */
+export interface BlockEntry {
+  block: Buffer;
+  infos: Buffer;
+}
+
+/**
+ * Where recorded blocks come from. `first`/`last`: lowest and highest recorded block numbers.
+ * `get(n)` resolves undefined for a number it does not hold (the replay node then serves filler).
+ * `recorded` (optional): the held numbers, ascending, so a filler inside a gap finds its
+ * neighbour without reading; without it, fillers inside gaps take their time from `first`.
+ */
+export interface BlockSource {
+  first: number;
+  last: number;
+  get(n: number): Promise<BlockEntry | undefined>;
+  recorded?: readonly number[];
+}
+
+const BLOCK_FILE = /^block-(0|[1-9]\d*)\.json$/;
+const EMPTY_ARRAY = Buffer.from('[]');
+
+/**
+ * The `chain/` folder layout: `block-<n>.json` + `txinfo-<n>.json`, served verbatim. A missing
+ * txinfo file is served as `[]`. Files are read on demand; the last `cacheSize` (default 16)
+ * blocks stay in memory (a mainnet block is 0.3–3 MB).
+ * @throws Error when the folder holds no block file.
+ */
+export function dirSource(dir: string, opts: { cacheSize?: number } = {}): BlockSource {
+  const cacheSize = Math.max(1, opts.cacheSize ?? 16);
+  const files = new Map<number, string>();
+  for (const name of readdirSync(dir)) {
+    const m = BLOCK_FILE.exec(name);
+    if (m?.[1]) files.set(Number(m[1]), name);
+  }
+  const recorded = [...files.keys()].sort((a, b) => a - b);
+  const first = recorded[0];
+  const last = recorded[recorded.length - 1];
+  if (first === undefined || last === undefined) {
+    throw new Error(`${dir}: no block-<n>.json file to replay`);
+  }
+  const cache = new Map<number, Promise<BlockEntry>>();
+
+  async function load(n: number, name: string): Promise<BlockEntry> {
+    const block = await readFile(join(dir, name));
+    let infos: Buffer;
+    try {
+      infos = await readFile(join(dir, `txinfo-${n}.json`));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      infos = EMPTY_ARRAY;
+    }
+    return { block, infos };
+  }
+
+  return {
+    first,
+    last,
+    recorded,
+    get(n: number): Promise<BlockEntry | undefined> {
+      const name = files.get(n);
+      if (name === undefined) return Promise.resolve(undefined);
+      let p = cache.get(n);
+      if (p) {
+        cache.delete(n); // re-insert: Map order is the LRU order
+      } else {
+        p = load(n, name);
+        p.catch(() => cache.delete(n)); // a failed read is retried on the next request
+      }
+      cache.set(n, p);
+      if (cache.size > cacheSize) {
+        const oldest = cache.keys().next().value;
+        if (oldest !== undefined) cache.delete(oldest);
+      }
+      return p;
+    },
+  };
+}
+
+/**
+ * An in-memory source (tests). `infos` defaults to `[]`. Strings are stored as UTF-8 bytes.
+ * @throws Error when the map is empty.
+ */
+export function memorySource(
+  map: ReadonlyMap<number, { block: Buffer | string; infos?: Buffer | string }>,
+): BlockSource {
+  const entries = new Map<number, BlockEntry>();
+  for (const [n, e] of map) {
+    entries.set(n, {
+      block: Buffer.isBuffer(e.block) ? e.block : Buffer.from(e.block),
+      infos:
+        e.infos === undefined
+          ? EMPTY_ARRAY
+          : Buffer.isBuffer(e.infos)
+            ? e.infos
+            : Buffer.from(e.infos),
+    });
+  }
+  const recorded = [...entries.keys()].sort((a, b) => a - b);
+  const first = recorded[0];
+  const last = recorded[recorded.length - 1];
+  if (first === undefined || last === undefined) throw new Error('memorySource: no block');
+  return { first, last, recorded, get: async (n) => entries.get(n) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and handle
+
+/** Injected failures; rates are probabilities in [0, 1] per answer. */
+export interface ReplayFaults {
+  /** Answer `{}` (getblockbynum) or `[]` (txinfos) for a solidified block, a load-balancer quirk. */
+  emptyRate?: number;
+  /** Answer HTTP 503. */
+  errorRate?: number;
+  /** Answer HTTP 200 `{"Error": …}` (java-tron's error shape; clients do not retry it). */
+  errorJsonRate?: number;
+  /** Delay every such answer by this many ms. Default 0. */
+  delayMs?: number;
+  /** PRNG seed; the same seed and request order give the same faults. Default 1. */
+  seed?: number;
+}
+
+export interface ReplayNodeOptions {
+  source: BlockSource;
+  /** One block per interval, ms. Default 3000 (mainnet). 0 = paused (see advanceTo). */
+  intervalMs?: number;
+  /** Full-node head minus solidified head, blocks. Default 18 (mainnet, ~54 s). */
+  lag?: number;
+  /**
+   * The solidified head starts at `source.first - startBefore - 1` (not below 0), so the first
+   * recorded block is solidified after startBefore + 1 intervals. Default lag + 10.
+   */
+  startBefore?: number;
+  /** Stop the solidified head at `source.last` instead of producing filler after it. Default false. */
+  stopAtEnd?: boolean;
+  /** Solidify the whole source at once (solidified = last, head = last + lag), paused. Default false. */
+  instant?: boolean;
+  /** TCP port; 0 (default) = a free one. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  faults?: ReplayFaults;
+  /** Clock of the timeline, ms (monotonic). Default performance.now(). */
+  now?: () => number;
+}
+
+export interface ReplayStats {
+  /** HTTP requests answered, in total and per path (unknown paths included). */
+  requests: { total: number; byPath: Record<string, number> };
+  /** Faults injected, by kind; `delayed` counts delayed answers. */
+  faults: { empty: number; error: number; errorJson: number; delayed: number };
+}
+
+export interface ReplayNode {
+  /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
+  url: string;
+  port: number;
+  /** Recorded range of the source. */
+  first: number;
+  last: number;
+  /** Current heads (block numbers). */
+  heads(): { solidified: number; head: number };
+  /** Set the solidified head to n; the timeline goes on from there at the same pace. */
+  advanceTo(n: number): void;
+  /** Replace the injected faults (undefined = none); reseeds the PRNG. */
+  setFaults(f: ReplayFaults | undefined): void;
+  /** Live counters (mutated in place). */
+  stats: ReplayStats;
+  /** Stop listening, drop connections and pending delayed answers. */
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Constants
+
+/** Mainnet produces one block per 3 s slot; fillers are spaced so. */
+const BLOCK_SPACING_MS = 3000;
+const ZERO_HASH = '0'.repeat(64);
+/** Block version of current mainnet blocks (79072107 has 32), used when no neighbour says. */
+const DEFAULT_BLOCK_VERSION = 32;
+/** Bodies above this are refused (413): requests here are a few bytes. */
+const MAX_BODY_BYTES = 1 << 20;
+/** Parsed headers kept: ~0.5 kB each, enough for the heads and filler neighbours. */
+const HEADER_CACHE = 4096;
+/** Java's Long.MAX_VALUE: Long.parseLong refuses above it. */
+const JAVA_LONG_MAX = 9223372036854775807n;
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+type View = 'solidity' | 'full';
+type Op = 'nodeinfo' | 'getblock' | 'nowblock' | 'blockbynum' | 'txinfos';
+
+const ROUTES = new Map<string, { view: View; op: Op }>([
+  ['/wallet/getnodeinfo', { view: 'full', op: 'nodeinfo' }],
+  ['/walletsolidity/getnodeinfo', { view: 'solidity', op: 'nodeinfo' }],
+  ['/wallet/getblock', { view: 'full', op: 'getblock' }],
+  ['/walletsolidity/getblock', { view: 'solidity', op: 'getblock' }],
+  ['/wallet/getnowblock', { view: 'full', op: 'nowblock' }],
+  ['/walletsolidity/getnowblock', { view: 'solidity', op: 'nowblock' }],
+  ['/wallet/getblockbynum', { view: 'full', op: 'blockbynum' }],
+  ['/walletsolidity/getblockbynum', { view: 'solidity', op: 'blockbynum' }],
+  ['/wallet/gettransactioninfobyblocknum', { view: 'full', op: 'txinfos' }],
+  ['/walletsolidity/gettransactioninfobyblocknum', { view: 'solidity', op: 'txinfos' }],
+]);
+
+/** A block header as the replay node needs it. `json`: the block without transactions. */
+interface Header {
+  number: number;
+  id: string;
+  parentHash: string;
+  timestamp: number;
+  version: number;
+  json: string;
+}
+
+/** A java-tron style error answer (HTTP 200). */
+class JavaError extends Error {}
+
+function javaError(cls: string, message: string): string {
+  return `${JSON.stringify({ Error: `class ${cls} : ${message}` })}\n`;
+}
+
+function numberFormat(input: string | null): JavaError {
+  return new JavaError(
+    javaError(
+      'java.lang.NumberFormatException',
+      input === null ? 'null' : `For input string: "${input}"`,
+    ),
+  );
+}
+
+function sha256Hex(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+/** mulberry32: a small, seeded PRNG in [0, 1). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function nonNegativeInt(v: number, what: string): number {
+  if (!Number.isSafeInteger(v) || v < 0)
+    throw new RangeError(`${what} must be an integer >= 0, got ${v}`);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters (java-tron semantics: protobuf defaults for POST bodies, Long.parseLong for GET)
+
+type Params = Record<string, unknown>;
+
+/** A block number parameter: number, 'huge' (valid long above 2^53, beyond any head) or an error. */
+function parseNum(v: unknown, fromQuery: boolean): number | 'huge' {
+  if (v === undefined || v === null) {
+    if (fromQuery) throw numberFormat(null); // Long.parseLong(null)
+    return 0; // protobuf default of an absent field
+  }
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v)) throw numberFormat(String(v));
+    return Number.isSafeInteger(v) ? v : v < 0 ? -1 : 'huge';
+  }
+  if (typeof v === 'string') {
+    if (!/^[+-]?\d+$/.test(v)) throw numberFormat(v);
+    const b = BigInt(v);
+    if (b > JAVA_LONG_MAX || b < -JAVA_LONG_MAX - 1n) throw numberFormat(v);
+    if (b > BigInt(Number.MAX_SAFE_INTEGER)) return 'huge';
+    return b < 0n ? -1 : Number(b);
+  }
+  throw numberFormat(JSON.stringify(v));
+}
+
+function parseBool(v: unknown): boolean {
+  return v === true || v === 'true';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+
+/**
+ * Start a replay node listening on `host:port`.
+ * @throws RangeError on invalid options; the listen error (EADDRINUSE…) when it cannot bind.
+ */
+export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNode> {
+  const { source } = opts;
+  const lag = nonNegativeInt(opts.lag ?? 18, 'lag');
+  const intervalMs = opts.instant ? 0 : nonNegativeInt(opts.intervalMs ?? 3000, 'intervalMs');
+  const startBefore = nonNegativeInt(opts.startBefore ?? lag + 10, 'startBefore');
+  const stopAtEnd = opts.stopAtEnd ?? false;
+  const now = opts.now ?? (() => performance.now());
+  const host = opts.host ?? '127.0.0.1';
+
+  // Timeline: solidified = anchorBlock + floor((now - anchorTime) / intervalMs).
+  let anchorBlock = opts.instant ? source.last : Math.max(0, source.first - startBefore - 1);
+  let anchorTime = now();
+
+  function heads(): { solidified: number; head: number } {
+    let solidified = anchorBlock;
+    if (intervalMs > 0) solidified += Math.floor(Math.max(0, now() - anchorTime) / intervalMs);
+    if (stopAtEnd && solidified > source.last) solidified = Math.max(anchorBlock, source.last);
+    return { solidified, head: solidified + lag };
+  }
+
+  function advanceTo(n: number): void {
+    anchorBlock = nonNegativeInt(n, 'advanceTo block');
+    anchorTime = now();
+  }
+
+  // Faults.
+  let faults: ReplayFaults = {};
+  let random = prng(1);
+  function setFaults(f: ReplayFaults | undefined): void {
+    faults = { ...(f ?? {}) };
+    random = prng(faults.seed ?? 1);
+  }
+  setFaults(opts.faults);
+
+  const stats: ReplayStats = {
+    // No prototype: request paths are client input (a path named __proto__ stays a counter).
+    requests: { total: 0, byPath: Object.create(null) as Record<string, number> },
+    faults: { empty: 0, error: 0, errorJson: 0, delayed: 0 },
+  };
+
+  // Headers of recorded blocks, parsed on demand (LRU in Map order).
+  const headers = new Map<number, Header>();
+
+  async function recordedHeader(n: number): Promise<Header | undefined> {
+    if (n < source.first || n > source.last) return undefined;
+    const hit = headers.get(n);
+    if (hit) {
+      headers.delete(n);
+      headers.set(n, hit);
+      return hit;
+    }
+    const entry = await source.get(n);
+    if (!entry) return undefined;
+    const h = parseHeader(n, entry.block);
+    headers.set(n, h);
+    if (headers.size > HEADER_CACHE) {
+      const oldest = headers.keys().next().value;
+      if (oldest !== undefined) headers.delete(oldest);
+    }
+    return h;
+  }
+
+  /** The recorded block whose time a filler n counts from, and the number of blocks between. */
+  async function timeAnchor(n: number): Promise<{ h: Header | undefined; blocks: number }> {
+    if (n > source.last) return { h: await recordedHeader(source.last), blocks: n - source.last };
+    if (n < source.first)
+      return { h: await recordedHeader(source.first), blocks: n - source.first };
+    const rec = source.recorded;
+    if (rec) {
+      // Highest recorded number below n (binary search).
+      let lo = 0;
+      let hi = rec.length - 1;
+      let best = source.first;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        const v = rec[mid] ?? source.first;
+        if (v < n) {
+          best = v;
+          lo = mid + 1;
+        } else hi = mid - 1;
+      }
+      return { h: await recordedHeader(best), blocks: n - best };
+    }
+    return { h: await recordedHeader(source.first), blocks: n - source.first };
+  }
+
+  function syntheticId(n: number): string {
+    return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
+  }
+
+  async function fillerHeader(n: number): Promise<Header> {
+    const next = await recordedHeader(n + 1);
+    const prev = n > 0 ? await recordedHeader(n - 1) : undefined;
+    const id = next ? next.parentHash : syntheticId(n);
+    // n is not recorded, so a filler n-1 cannot borrow n's parentHash: its id is synthetic.
+    const parentHash = n === 0 ? ZERO_HASH : prev ? prev.id : syntheticId(n - 1);
+    const { h: anchor, blocks } = await timeAnchor(n);
+    const timestamp = Math.max(0, (anchor?.timestamp ?? 0) + blocks * BLOCK_SPACING_MS);
+    const version = anchor?.version ?? DEFAULT_BLOCK_VERSION;
+    const seed = sha256Hex(`tronwatch replay witness ${n}`);
+    const json = `${JSON.stringify({
+      blockID: id,
+      block_header: {
+        raw_data: {
+          number: n,
+          txTrieRoot: ZERO_HASH,
+          witness_address: `41${seed.slice(0, 40)}`,
+          parentHash,
+          version,
+          timestamp,
+        },
+        witness_signature: `${seed}${sha256Hex(seed)}00`,
+      },
+    })}\n`;
+    return { number: n, id, parentHash, timestamp, version, json };
+  }
+
+  async function headerOf(n: number): Promise<Header> {
+    return (await recordedHeader(n)) ?? fillerHeader(n);
+  }
+
+  /** Full block bytes (verbatim when recorded) and infos. */
+  async function blockOf(n: number): Promise<BlockEntry> {
+    const entry = n >= source.first && n <= source.last ? await source.get(n) : undefined;
+    if (entry) return entry;
+    const h = await fillerHeader(n);
+    return { block: Buffer.from(h.json), infos: EMPTY_ARRAY };
+  }
+
+  // Delayed answers are tracked so close() can release them (no timer outlives the server).
+  const pendingDelays = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  function delay(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const d = {
+        timer: setTimeout(() => {
+          pendingDelays.delete(d);
+          resolve();
+        }, ms),
+        resolve,
+      };
+      pendingDelays.add(d);
+    });
+  }
+
+  /** Draw a fault for an answer about solidified block n; undefined = answer normally. */
+  async function fault(
+    kind: 'block' | 'infos',
+  ): Promise<{ status: number; body: string } | undefined> {
+    if (faults.delayMs && faults.delayMs > 0) {
+      stats.faults.delayed++;
+      await delay(faults.delayMs);
+    }
+    const error = faults.errorRate ?? 0;
+    const errorJson = faults.errorJsonRate ?? 0;
+    const empty = faults.emptyRate ?? 0;
+    if (error + errorJson + empty <= 0) return undefined;
+    const r = random();
+    if (r < error) {
+      stats.faults.error++;
+      return { status: 503, body: 'Service Unavailable (injected)\n' };
+    }
+    if (r < error + errorJson) {
+      stats.faults.errorJson++;
+      return { status: 200, body: javaError('java.lang.NullPointerException', 'injected fault') };
+    }
+    if (r < error + errorJson + empty) {
+      stats.faults.empty++;
+      return { status: 200, body: kind === 'block' ? '{}\n' : '[]\n' };
+    }
+    return undefined;
+  }
+
+  function nodeInfo(
+    h: { solidified: number; head: number },
+    headId: string,
+    solidId: string,
+  ): string {
+    const total = totalmem();
+    const free = freemem();
+    return `${JSON.stringify({
+      beginSyncNum: Math.max(0, h.head - 1000),
+      block: `Num:${h.head},ID:${headId}`,
+      solidityBlock: `Num:${h.solidified},ID:${solidId}`,
+      currentConnectCount: 30,
+      activeConnectCount: 8,
+      passiveConnectCount: 22,
+      totalFlow: 0,
+      peerInfoList: [],
+      configNodeInfo: {
+        codeVersion: '4.8.0',
+        p2pVersion: '11111',
+        listenPort: 18888,
+        discoverEnable: true,
+        activeNodeSize: 0,
+        passiveNodeSize: 0,
+        sendNodeSize: 0,
+        maxConnectCount: 30,
+        sameIpMaxConnectCount: 2,
+        backupListenPort: 10001,
+        backupMemberSize: 0,
+        backupPriority: 8,
+        dbVersion: 2,
+        minParticipationRate: 15,
+        supportConstant: true,
+        minTimeRatio: 0,
+        maxTimeRatio: 5,
+        allowCreationOfContracts: 1,
+        allowAdaptiveEnergy: 1,
+      },
+      machineInfo: {
+        threadCount: 120,
+        deadLockThreadCount: 0,
+        cpuCount: cpus().length,
+        totalMemory: total,
+        freeMemory: free,
+        cpuRate: 0.1,
+        javaVersion: '1.8.0_372',
+        osName: 'Linux amd64',
+        jvmTotalMemory: 4294967296,
+        jvmFreeMemory: 1073741824,
+        processCpuRate: 0.05,
+        memoryDescInfoList: [],
+        deadLockThreadInfoList: [],
+      },
+      cheatWitnessInfoMap: {},
+      replay: true,
+    })}\n`;
+  }
+
+  /** The answer to one routed request: [status, body]. */
+  async function answer(
+    view: View,
+    op: Op,
+    params: Params,
+    fromQuery: boolean,
+  ): Promise<[number, Buffer | string]> {
+    const h = heads();
+    const limit = view === 'solidity' ? h.solidified : h.head;
+    switch (op) {
+      case 'nodeinfo': {
+        const [headH, solidH] = await Promise.all([headerOf(h.head), headerOf(h.solidified)]);
+        return [200, nodeInfo(h, headH.id, solidH.id)];
+      }
+      case 'nowblock':
+        return [200, (await blockOf(limit)).block];
+      case 'getblock': {
+        const detail = parseBool(params.detail);
+        const idOrNum = params.id_or_num;
+        let n: number | 'huge';
+        let wantId: string | undefined;
+        if (idOrNum === undefined || idOrNum === null || idOrNum === '') {
+          n = limit;
+        } else if (typeof idOrNum === 'string' && /^[0-9a-fA-F]{64}$/.test(idOrNum)) {
+          wantId = idOrNum.toLowerCase();
+          const b = BigInt(`0x${wantId.slice(0, 16)}`);
+          n = b > BigInt(Number.MAX_SAFE_INTEGER) ? 'huge' : Number(b);
+        } else {
+          n = parseNum(typeof idOrNum === 'number' ? String(idOrNum) : idOrNum, true);
+        }
+        if (n === 'huge' || n < 0 || n > limit) return [200, '{}\n'];
+        const header = await headerOf(n);
+        if (wantId !== undefined && header.id.toLowerCase() !== wantId) return [200, '{}\n'];
+        return [200, detail ? (await blockOf(n)).block : header.json];
+      }
+      case 'blockbynum':
+      case 'txinfos': {
+        const n = parseNum(params.num, fromQuery);
+        const none = op === 'blockbynum' ? '{}\n' : '[]\n';
+        if (n === 'huge' || n < 0 || n > limit) return [200, none];
+        if (n <= h.solidified) {
+          const f = await fault(op === 'blockbynum' ? 'block' : 'infos');
+          if (f) return [f.status, f.body];
+        }
+        const entry = await blockOf(n);
+        return [200, op === 'blockbynum' ? entry.block : entry.infos];
+      }
+    }
+  }
+
+  function send(res: ServerResponse, status: number, body: Buffer | string): void {
+    if (res.destroyed || res.headersSent) return;
+    const buf = typeof body === 'string' ? Buffer.from(body) : body;
+    res.writeHead(status, { ...JSON_HEADERS, 'content-length': buf.length });
+    res.end(buf);
+  }
+
+  function readBody(req: IncomingMessage): Promise<string | undefined> {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_BODY_BYTES) {
+          resolve(undefined);
+          req.destroy();
+          return;
+        }
+        chunks.push(c);
+      });
+      req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      req.on('error', reject);
+    });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://replay.invalid');
+    const path = url.pathname;
+    stats.requests.total++;
+    stats.requests.byPath[path] = (stats.requests.byPath[path] ?? 0) + 1;
+    const route = ROUTES.get(path);
+    if (!route) {
+      req.resume();
+      return send(res, 404, `${JSON.stringify({ Error: `no such endpoint: ${path}` })}\n`);
+    }
+    if (req.method !== 'GET' && req.method !== 'POST') {
+      req.resume();
+      res.setHeader('allow', 'GET, POST');
+      return send(res, 405, `${JSON.stringify({ Error: `method ${req.method} not allowed` })}\n`);
+    }
+    // GET: query string. POST: a JSON body (over any query string), or the query string alone
+    // when the body is empty (then absent fields take java-tron's protobuf defaults).
+    const params: Params = Object.fromEntries(url.searchParams);
+    let fromQuery = req.method === 'GET' || url.searchParams.size > 0;
+    if (req.method === 'POST') {
+      const body = await readBody(req);
+      if (body === undefined) return send(res, 413, '{"Error":"request body too large"}\n');
+      if (body.trim() !== '') {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(body);
+        } catch (err) {
+          const msg = err instanceof Error ? err.message : String(err);
+          return send(res, 200, javaError('com.alibaba.fastjson.JSONException', msg));
+        }
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+          return send(
+            res,
+            200,
+            javaError('com.alibaba.fastjson.JSONException', 'syntax error, expect {'),
+          );
+        }
+        Object.assign(params, parsed);
+        fromQuery = false;
+      }
+    }
+    try {
+      const [status, body] = await answer(route.view, route.op, params, fromQuery);
+      send(res, status, body);
+    } catch (err) {
+      if (err instanceof JavaError) return send(res, 200, err.message);
+      const msg = err instanceof Error ? err.message : String(err);
+      send(res, 500, javaError('java.lang.RuntimeException', msg));
+    }
+  }
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      const msg = err instanceof Error ? err.message : String(err);
+      send(res, 500, javaError('java.lang.RuntimeException', msg));
+    });
+  });
+
+  // Keep idle connections 30 s (Node's default is 5 s), as the node client's agent does.
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  let closing: Promise<void> | undefined;
+  function close(): Promise<void> {
+    closing ??= new Promise<void>((resolve, reject) => {
+      for (const d of pendingDelays) {
+        clearTimeout(d.timer);
+        d.resolve();
+      }
+      pendingDelays.clear();
+      server.close((err) => (err ? reject(err) : resolve()));
+      server.closeAllConnections();
+    });
+    return closing;
+  }
+
+  return {
+    url,
+    port,
+    first: source.first,
+    last: source.last,
+    heads,
+    advanceTo,
+    setFaults,
+    stats,
+    close,
+  };
+}
+
+/** Number, id, parent, time and version of a recorded block, and its transaction-less JSON. */
+function parseHeader(n: number, block: Buffer): Header {
+  // Header fields are all below 2^53 (number, ms timestamp, version): JSON.parse is exact for
+  // them; the transactions it may round are never re-served from this parse.
+  let j: { blockID?: unknown; block_header?: { raw_data?: Record<string, unknown> } };
+  try {
+    j = JSON.parse(block.toString('utf8'));
+  } catch (err) {
+    throw new Error(
+      `recorded block ${n} is not JSON: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const raw = j.block_header?.raw_data;
+  if (typeof j.blockID !== 'string' || !raw || Number(raw.number ?? 0) !== n) {
+    throw new Error(`recorded block ${n} has no blockID/block_header or another number`);
+  }
+  return {
+    number: n,
+    id: j.blockID,
+    parentHash: typeof raw.parentHash === 'string' ? raw.parentHash : ZERO_HASH,
+    timestamp: Number(raw.timestamp ?? 0),
+    version: Number(raw.version ?? DEFAULT_BLOCK_VERSION),
+    json: `${JSON.stringify({ blockID: j.blockID, block_header: j.block_header })}\n`,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI
+
+export interface ReplayNodeCliOptions {
+  /** Folder in the `chain/` layout. */
+  dir: string;
+  /** TCP port; 0 = a free one (printed). */
+  port: number;
+  /** ms per block. */
+  intervalMs: number;
+  /** Default 18. */
+  lag?: number;
+  /** Default lag + 10. */
+  startBefore?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  instant?: boolean;
+  stopAtEnd?: boolean;
+  /** Log a progress line every this many solidified blocks. Default 20 (1 min at 3 s). */
+  progressEvery?: number;
+  /** Stops the node as SIGINT/SIGTERM do (tests, embedding). */
+  signal?: AbortSignal;
+  logger?: Logger;
+  /** Where the startup JSON line goes. Default process.stdout. */
+  out?: NodeJS.WritableStream;
+}
+
+/**
+ * `tronwatch replay-node`: serve `dir`, print `{"url","first","last"}` as one JSON line on
+ * stdout, log progress to stderr, and stop on SIGINT/SIGTERM (or `signal`).
+ * Resolves once the server is closed.
+ */
+export async function runReplayNodeCli(opts: ReplayNodeCliOptions): Promise<void> {
+  const logger = opts.logger ?? createLogger('info', 'replay-node');
+  const out = opts.out ?? process.stdout;
+  const node = await startReplayNode({
+    source: dirSource(opts.dir),
+    port: opts.port,
+    intervalMs: opts.intervalMs,
+    ...(opts.lag !== undefined ? { lag: opts.lag } : {}),
+    ...(opts.startBefore !== undefined ? { startBefore: opts.startBefore } : {}),
+    ...(opts.host !== undefined ? { host: opts.host } : {}),
+    ...(opts.instant !== undefined ? { instant: opts.instant } : {}),
+    ...(opts.stopAtEnd !== undefined ? { stopAtEnd: opts.stopAtEnd } : {}),
+  });
+  out.write(`${JSON.stringify({ url: node.url, first: node.first, last: node.last })}\n`);
+  const every = Math.max(1, opts.progressEvery ?? 20);
+  let lastLogged = node.heads().solidified;
+  logger.info(
+    { url: node.url, first: node.first, last: node.last, ...node.heads() },
+    'replay node listening',
+  );
+
+  const tick = () => {
+    const h = node.heads();
+    if (h.solidified === lastLogged) return;
+    const crossed = Math.floor(h.solidified / every) !== Math.floor(lastLogged / every);
+    const enteredRange = lastLogged < node.first && h.solidified >= node.first;
+    const leftRange = lastLogged < node.last && h.solidified >= node.last;
+    if (crossed || enteredRange || leftRange) {
+      const phase =
+        h.solidified < node.first ? 'before' : h.solidified <= node.last ? 'recorded' : 'after';
+      logger.info(
+        { solidified: h.solidified, head: h.head, first: node.first, last: node.last, phase },
+        'replay progress',
+      );
+    }
+    lastLogged = h.solidified;
+  };
+  const timer = setInterval(tick, Math.max(100, Math.min(opts.intervalMs || 1000, 1000)));
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      opts.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    opts.signal?.addEventListener('abort', stop, { once: true });
+    if (opts.signal?.aborted) stop();
+  });
+  clearInterval(timer);
+  logger.info(node.heads(), 'replay node stopping');
+  await node.close();
+}

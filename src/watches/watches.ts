@@ -1,0 +1,227 @@
+/**
+ * Watches: create (with the plan quota and the duplicate rule), list, soft-delete.
+ * Used by POST/GET/DELETE /v1/watches (src/api/routes/watches.ts) and later by the console.
+ *
+ * Rules (SPEC §POST /v1/watches, §Limits; DESIGN decisions and invariants 5, 6):
+ * - Identity (409): account, network, address (as 21 bytes, so base58 and hex spellings are the
+ *   same address), asset_filter, direction, channel — among non-deleted watches. Checked before
+ *   the quota, and enforced by the unique index `watches_identity` against races.
+ * - Quota (402): ACTIVE, non-deleted watches of the account on this network, counted while the
+ *   account row is locked (SELECT … FOR UPDATE), so two concurrent creations cannot both take the
+ *   last slot. A PAUSED or deleted watch holds no slot.
+ * - Activation: `active_from_block` = the chain head now (activationBlock); the watch matches
+ *   strictly later blocks only. No head known yet → 503 with Retry-After.
+ * - Secret: `whsec_…`, AES-256-GCM at rest (SecretBox), returned to the caller once.
+ * - Delete: sets deleted_at; the watch stops matching at once and frees its slot; its events and
+ *   pending notifications are kept and keep their schedule.
+ */
+import { ApiError } from '../common/errors.js';
+import { newId } from '../common/ids.js';
+import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
+import type { Db, Queryable } from '../db/pool.js';
+import { isUniqueViolation } from '../db/sqlstate.js';
+import { activationBlock, ChainHeadUnknownError } from '../ingest/chain-head.js';
+import { limitsFor, type Plan } from '../api/plans.js';
+
+export type AssetFilter = 'USDT' | 'TRX' | 'ALL';
+export type WatchDirection = 'incoming' | 'outgoing' | 'both';
+export type Channel = 'webhook' | 'telegram';
+export type WatchStatus = 'ACTIVE' | 'PAUSED';
+
+/** A `watches` row without the secret columns. */
+export interface WatchRow {
+  id: string;
+  account_id: string;
+  network: string;
+  /** As registered (base58 or 41-hex). */
+  address: string;
+  /** Lowercase 42-char hex: identity and match key. */
+  address_hex: string;
+  asset_filter: AssetFilter;
+  direction: WatchDirection;
+  channel: Channel;
+  webhook_url: string | null;
+  status: WatchStatus;
+  active_from_block: number;
+  created_at: Date;
+}
+
+export interface NewWatch {
+  accountId: string;
+  network: string;
+  /** As the caller gave it. */
+  address: string;
+  /** Lowercase 42-char hex of the same address (src/tron/address.ts parseAddress). */
+  addressHex: string;
+  assetFilter: AssetFilter;
+  direction: WatchDirection;
+  channel: Channel;
+  /** Already checked against the URL policy; null for telegram watches. */
+  webhookUrl: string | null;
+  /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
+  blockIntervalMs: number;
+}
+
+const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction, channel,
+  webhook_url, status, active_from_block, created_at`;
+
+/** Retry-After of the 503 answered while no chain head is known, seconds (one or two polls). */
+const CHAIN_HEAD_RETRY_SECONDS = 5;
+
+/**
+ * Create a watch.
+ * @returns the row and, for a webhook watch, the plaintext secret (to show once; null otherwise).
+ * @throws ApiError 400 telegram_not_bound, 409 duplicate, 402 quota_exceeded (with `usage`),
+ *   503 (no chain head observed yet, Retry-After: 5).
+ */
+export async function createWatch(
+  db: Db,
+  secrets: SecretBox,
+  w: NewWatch,
+): Promise<{ watch: WatchRow; secret: string | null }> {
+  const secret = w.channel === 'webhook' ? newWebhookSecret() : null;
+  const sealed = secret === null ? null : secrets.encrypt(secret);
+  try {
+    const watch = await db.transaction(async (tx) => {
+      const account = await lockAccount(tx, w.accountId);
+      if (w.channel === 'telegram' && account.telegram_chat_id === null) {
+        throw ApiError.coded(
+          'telegram_not_bound',
+          'no chat is connected to this account: connect one in the console, or give a webhook_url',
+        );
+      }
+      const dup = await findDuplicate(tx, w);
+      if (dup) {
+        throw new ApiError(
+          409,
+          `duplicate watch: ${dup} already watches this address with the same asset_filter, direction and channel`,
+        );
+      }
+      const limits = limitsFor(account);
+      const active = await countActiveWatches(tx, w.accountId, w.network);
+      if (active >= limits.activeWatches) {
+        throw ApiError.coded(
+          'quota_exceeded',
+          `the ${limits.name} plan allows ${limits.activeWatches} active watches on ${w.network}; delete one or upgrade`,
+          undefined,
+          { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
+        );
+      }
+      const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs);
+      const { rows } = await tx.query<WatchRow>(
+        `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
+                              channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         RETURNING ${WATCH_COLUMNS}`,
+        [
+          newId('wh'),
+          w.accountId,
+          w.network,
+          w.address,
+          w.addressHex,
+          w.assetFilter,
+          w.direction,
+          w.channel,
+          w.webhookUrl,
+          sealed?.keyId ?? null,
+          sealed?.ciphertext ?? null,
+          fromBlock,
+        ],
+      );
+      const row = rows[0];
+      if (!row) throw new Error('INSERT … RETURNING returned no row');
+      return row;
+    });
+    return { watch, secret };
+  } catch (err) {
+    if (isUniqueViolation(err, 'watches_identity')) {
+      // A concurrent request created the same watch between our check and our insert.
+      throw new ApiError(409, 'duplicate watch: the same watch was just created by another request');
+    }
+    if (err instanceof ChainHeadUnknownError) {
+      throw new ApiError(503, 'chain head not known yet; retry shortly', undefined, undefined, {}, {
+        'Retry-After': String(CHAIN_HEAD_RETRY_SECONDS),
+      });
+    }
+    throw err;
+  }
+}
+
+interface LockedAccount {
+  plan: Plan;
+  rate_limit_per_min: number | null;
+  watch_quota: number | null;
+  telegram_chat_id: string | null;
+}
+
+/** Lock the account row for the rest of the transaction (serialises quota checks). */
+async function lockAccount(tx: Queryable, accountId: string): Promise<LockedAccount> {
+  const { rows } = await tx.query<LockedAccount>(
+    `SELECT plan, rate_limit_per_min, watch_quota, telegram_chat_id
+       FROM accounts WHERE id = $1 FOR UPDATE`,
+    [accountId],
+  );
+  const row = rows[0];
+  if (!row) throw new Error(`account ${accountId} vanished`);
+  return row;
+}
+
+/** The id of a live watch with the same identity, or undefined. */
+async function findDuplicate(tx: Queryable, w: NewWatch): Promise<string | undefined> {
+  const { rows } = await tx.query<{ id: string }>(
+    `SELECT id FROM watches
+      WHERE account_id = $1 AND network = $2 AND address_hex = $3 AND asset_filter = $4
+        AND direction = $5 AND channel = $6 AND deleted_at IS NULL
+      LIMIT 1`,
+    [w.accountId, w.network, w.addressHex, w.assetFilter, w.direction, w.channel],
+  );
+  return rows[0]?.id;
+}
+
+/** Active, non-deleted watches of an account on a network: what the quota counts. */
+export async function countActiveWatches(
+  db: Queryable,
+  accountId: string,
+  network: string,
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int8 AS n FROM watches
+      WHERE account_id = $1 AND network = $2 AND status = 'ACTIVE' AND deleted_at IS NULL`,
+    [accountId, network],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The account's non-deleted watches on a network, newest first. */
+export async function listWatches(
+  db: Queryable,
+  accountId: string,
+  network: string,
+): Promise<WatchRow[]> {
+  const { rows } = await db.query<WatchRow>(
+    `SELECT ${WATCH_COLUMNS} FROM watches
+      WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL
+      ORDER BY created_at DESC, id DESC`,
+    [accountId, network],
+  );
+  return rows;
+}
+
+/**
+ * Soft-delete the account's watch `id` on `network`.
+ * @returns false when there is no such live watch of this account (missing, someone else's,
+ *   already deleted): the caller answers 404 for all three alike.
+ */
+export async function deleteWatch(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE watches SET deleted_at = now()
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [id, accountId, network],
+  );
+  return rowCount > 0;
+}

@@ -1,0 +1,268 @@
+/**
+ * SPEC §Authentication and §Limits "Rate limit" through the HTTP app, plus the account and key
+ * domain functions and the CLI functions behind `tronwatch accounts|keys`.
+ */
+import { createHash } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createAccount, findAccountByEmail } from '../../src/accounts/accounts.js';
+import { accountsCreate, keysCreate, keysList, keysRevoke } from '../../src/accounts/cli.js';
+import { createApiKey, hashApiKey, listApiKeys, revokeApiKey } from '../../src/accounts/keys.js';
+import { buildApp } from '../../src/api/app.js';
+import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { type ApiHarness, apiHarness, json, otherNetworkKey } from '../helpers/api.js';
+import { dbEngines } from '../helpers/db.js';
+
+const LIVE_KEY_RE = /^tw_live_[1-9A-HJ-NP-Za-km-z]{24,33}$/;
+
+describe.each(dbEngines)('API authentication on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('answers 401 missing_api_key without a Bearer header, with the rate-limit headers', async () => {
+    h = await apiHarness(engine);
+    for (const headers of [{}, { authorization: 'Basic dXNlcjpwYXNz' }, { authorization: 'Bearer' }]) {
+      const res = await h.app.inject({ url: '/v1/watches', headers });
+      expect(res.statusCode).toBe(401);
+      expect(json(res)).toEqual({ error: expect.any(String), code: 'missing_api_key' });
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+      expect(res.headers['x-ratelimit-limit']).toBe('60');
+      expect(res.headers['x-ratelimit-remaining']).toMatch(/^\d+$/);
+    }
+  });
+
+  it('answers 401 invalid_api_key to a malformed or unknown key', async () => {
+    h = await apiHarness(engine);
+    const unknown = `tw_live_${'A'.repeat(32)}`;
+    for (const key of ['abc', 'tw_live_', 'tw_live_0OIl0OIl0OIl0OIl0OIl0OIl', `${unknown}!`, unknown]) {
+      const res = await h.app.inject({ url: '/v1/events', headers: { authorization: `Bearer ${key}` } });
+      expect(res.statusCode, key).toBe(401);
+      expect(json(res).code).toBe('invalid_api_key');
+      expect(res.headers['x-ratelimit-limit']).toBe('60');
+    }
+  });
+
+  it('accepts a live key and refuses it from the very next request once revoked, on every replica', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    // A second replica on the same database: no cache anywhere may serve the revoked key.
+    const replica = await buildApp({
+      config: h.config,
+      db: h.db,
+      logger: silentLogger,
+      secrets: h.secrets,
+      rateLimiter: new MemoryRateLimiter(),
+    });
+    try {
+      for (const app of [h.app, replica]) {
+        const ok = await app.inject({ url: '/v1/watches', headers: c.headers });
+        expect(ok.statusCode).toBe(200);
+      }
+      const revoked = await revokeApiKey(h.db, c.keyId);
+      const at = revoked?.revoked_at?.toISOString();
+      expect(at).toBeDefined();
+      for (const app of [h.app, replica]) {
+        const res = await app.inject({ url: '/v1/watches', headers: c.headers });
+        expect(res.statusCode).toBe(401);
+        const body = json(res);
+        expect(body.code).toBe('revoked_api_key');
+        expect(body.error).toContain(at);
+        expect(body.details).toEqual({ revoked_at: at });
+        expect(res.headers['x-ratelimit-limit']).toBe('60');
+      }
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it('answers 403 wrong_network to a tw_test_ key, naming the tw_live_ key to use', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const test = await otherNetworkKey(h.db, c.accountId);
+    expect(test.key.startsWith('tw_test_')).toBe(true);
+    const neverIssued = `tw_test_${'B'.repeat(32)}`;
+    for (const key of [test.key, neverIssued]) {
+      const res = await h.app.inject({ url: '/v1/events', headers: { authorization: `Bearer ${key}` } });
+      expect(res.statusCode).toBe(403);
+      const body = json<{ error: string; code: string }>(res);
+      expect(body.code).toBe('wrong_network');
+      expect(body.error).toContain('tw_live_');
+      expect(res.headers['x-ratelimit-limit']).toBe('60');
+    }
+  });
+
+  it('limits per key at the plan rate: X-RateLimit-* on every answer, then 429 with Retry-After', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller({ rateLimitPerMin: 3 });
+    const other = await h.caller();
+    for (let i = 0; i < 3; i++) {
+      const res = await h.app.inject({ url: '/v1/watches', headers: c.headers });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-limit']).toBe('3');
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(2 - i));
+    }
+    const limited = await h.app.inject({ url: '/v1/watches', headers: c.headers });
+    expect(limited.statusCode).toBe(429);
+    expect(json(limited)).toEqual({ error: expect.any(String), code: 'rate_limited' });
+    expect(limited.headers['x-ratelimit-limit']).toBe('3');
+    expect(limited.headers['x-ratelimit-remaining']).toBe('0');
+    const retry = Number(limited.headers['retry-after']);
+    expect(Number.isInteger(retry)).toBe(true);
+    expect(retry).toBeGreaterThanOrEqual(1);
+    expect(retry).toBeLessThanOrEqual(60);
+    // Another key is counted separately, at its own plan's rate (Free: 60).
+    const res = await h.app.inject({ url: '/v1/watches', headers: other.headers });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-ratelimit-limit']).toBe('60');
+    expect(res.headers['x-ratelimit-remaining']).toBe('59');
+  });
+
+  it('uses the plan rate of the account (Pro: 300)', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller({ plan: 'pro' });
+    const res = await h.app.inject({ url: '/v1/events', headers: c.headers });
+    expect(res.headers['x-ratelimit-limit']).toBe('300');
+  });
+
+  it('limits unauthenticated requests per client IP at the Free rate', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    for (let i = 0; i < 60; i++) {
+      const res = await h.app.inject({ url: '/v1/watches' });
+      expect(res.statusCode).toBe(401);
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(59 - i));
+    }
+    const limited = await h.app.inject({ url: '/v1/watches' });
+    expect(limited.statusCode).toBe(429);
+    expect(json(limited).code).toBe('rate_limited');
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // Another client address is not affected, nor is a valid key from the same address.
+    const elsewhere = await h.app.inject({ url: '/v1/watches', remoteAddress: '203.0.113.7' });
+    expect(elsewhere.statusCode).toBe(401);
+    const keyed = await h.app.inject({ url: '/v1/watches', headers: c.headers });
+    expect(keyed.statusCode).toBe(200);
+  });
+
+  it('does not rate-limit or authenticate /healthz and /docs', async () => {
+    h = await apiHarness(engine);
+    for (const url of ['/healthz', '/docs/openapi.json']) {
+      const res = await h.app.inject({ url });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-limit']).toBeUndefined();
+    }
+  });
+});
+
+describe.each(dbEngines)('accounts and API keys on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('issues tw_live_ keys of ≥128 random bits, storing only their SHA-256 and a display prefix', async () => {
+    h = await apiHarness(engine);
+    const acc = await createAccount(h.db, { email: 'Alice@Example.com ', plan: 'Starter' });
+    expect(acc).toMatchObject({ email: 'alice@example.com', plan: 'starter', rate_limit_per_min: null });
+    expect(acc.id).toMatch(/^acc_/);
+    expect(await findAccountByEmail(h.db, 'ALICE@example.com')).toEqual(acc);
+
+    const keys = await Promise.all([1, 2, 3].map(() => createApiKey(h!.db, acc.id, { name: 'ci' })));
+    expect(new Set(keys.map((k) => k.key)).size).toBe(3);
+    for (const k of keys) {
+      expect(k.key).toMatch(LIVE_KEY_RE);
+      expect(k.prefix).toBe(k.key.slice(0, 12));
+      expect(k.id).toMatch(/^key_/);
+    }
+    const k = keys[0]!;
+    const { rows } = await h.db.query<Record<string, unknown>>('SELECT * FROM api_keys WHERE id = $1', [k.id]);
+    expect(rows[0]?.key_hash).toBe(createHash('sha256').update(k.key).digest('hex'));
+    expect(rows[0]?.key_hash).toBe(hashApiKey(k.key));
+    expect(rows[0]?.key_prefix).toBe(k.prefix);
+    expect(JSON.stringify(rows)).not.toContain(k.key);
+
+    const listed = await listApiKeys(h.db, acc.id);
+    expect(listed).toHaveLength(3);
+    expect(JSON.stringify(listed)).not.toContain(k.key.slice(12));
+    expect(listed[0]).not.toHaveProperty('key_hash');
+  });
+
+  it('revokes idempotently, keeping the first revocation time', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const first = await revokeApiKey(h.db, c.keyId);
+    const second = await revokeApiKey(h.db, c.keyId);
+    expect(first?.revoked_at).toBeInstanceOf(Date);
+    expect(second?.revoked_at?.getTime()).toBe(first?.revoked_at?.getTime());
+    expect(await revokeApiKey(h.db, 'key_00000000000000000000000000')).toBeUndefined();
+  });
+
+  it('refuses bad account input', async () => {
+    h = await apiHarness(engine);
+    await createAccount(h.db, { email: 'bob@example.com', plan: 'free' });
+    await expect(createAccount(h.db, { email: 'BOB@example.com', plan: 'free' })).rejects.toThrow(
+      /already exists/,
+    );
+    await expect(createAccount(h.db, { email: 'not-an-email', plan: 'free' })).rejects.toThrow(
+      /e-mail/,
+    );
+    await expect(createAccount(h.db, { email: 'c@example.com', plan: 'gold' })).rejects.toThrow(
+      /unknown plan/,
+    );
+    await expect(
+      createAccount(h.db, { email: 'd@example.com', plan: 'business', rateLimitPerMin: 0 }),
+    ).rejects.toThrow(/rate limit/);
+  });
+
+  it('backs the CLI: accounts create, keys create/list/revoke by e-mail or id', async () => {
+    h = await apiHarness(engine);
+    const acc = await accountsCreate(h.db, {
+      email: 'ops@example.com',
+      plan: 'business',
+      rateLimit: '5000',
+      watchQuota: '25000',
+    });
+    expect(acc).toMatchObject({
+      email: 'ops@example.com',
+      plan: 'business',
+      rate_limit_per_min: 5000,
+      watch_quota: 25000,
+    });
+    expect(typeof acc.created_at).toBe('string');
+
+    const byEmail = await keysCreate(h.db, { account: 'ops@example.com', name: 'prod' });
+    const byId = await keysCreate(h.db, { account: acc.id });
+    expect(byEmail.key).toMatch(LIVE_KEY_RE);
+    expect(byEmail).toMatchObject({ account_id: acc.id, name: 'prod', network: 'mainnet' });
+    expect(byId.name).toBeNull();
+
+    // The key works against the API, at the account's own rate.
+    const res = await h.app.inject({
+      url: '/v1/watches',
+      headers: { authorization: `Bearer ${byEmail.key}` },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-ratelimit-limit']).toBe('5000');
+
+    const list = await keysList(h.db, { account: acc.id });
+    expect(list.keys.map((k) => k.id).sort()).toEqual([byEmail.id, byId.id].sort());
+    expect(JSON.stringify(list)).not.toContain(byEmail.key);
+
+    const revoked = await keysRevoke(h.db, { keyId: byEmail.id });
+    expect(revoked.revoked_at).toMatch(/Z$/);
+    const again = await keysRevoke(h.db, { keyId: byEmail.id });
+    expect(again.revoked_at).toBe(revoked.revoked_at);
+
+    await expect(keysCreate(h.db, { account: 'nobody@example.com' })).rejects.toThrow(/no account/);
+    await expect(keysList(h.db, { account: 'acc_00000000000000000000000000' })).rejects.toThrow(
+      /no account/,
+    );
+    await expect(keysRevoke(h.db, { keyId: 'nope' })).rejects.toThrow(/no API key/);
+    await expect(
+      accountsCreate(h.db, { email: 'x@example.com', plan: 'free', rateLimit: 'ten' }),
+    ).rejects.toThrow(/--rate-limit/);
+  });
+});

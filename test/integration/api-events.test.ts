@@ -1,0 +1,216 @@
+/**
+ * SPEC §GET /v1/events and DESIGN invariant 8 (paging never skips or repeats, even inside one
+ * block's commit where hundreds of events fall within one millisecond).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ADDR2_B58,
+  type ApiHarness,
+  apiHarness,
+  type Caller,
+  insertEvents,
+  json,
+  webhookWatch,
+} from '../helpers/api.js';
+import { dbEngines } from '../helpers/db.js';
+
+interface Page {
+  data: Array<Record<string, unknown> & { event_id: string; delivery: Record<string, unknown> }>;
+  next_before: string | null;
+}
+
+const US_ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
+
+describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  async function watch(c: Caller, overrides: Record<string, unknown> = {}): Promise<string> {
+    if (!h) throw new Error('no harness');
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/v1/watches',
+      headers: c.headers,
+      payload: webhookWatch(overrides),
+    });
+    expect(res.statusCode).toBe(201);
+    return String(json(res).id);
+  }
+
+  async function page(c: Caller, query: string) {
+    if (!h) throw new Error('no harness');
+    return h.app.inject({ url: `/v1/events${query}`, headers: c.headers });
+  }
+
+  it('pages 500 events of one millisecond with limit 7: every event exactly once, newest first', async () => {
+    h = await apiHarness(engine);
+    // 72 pages: Pro's 300 requests per minute leave room.
+    const c = await h.caller({ plan: 'pro' });
+    const w = await watch(c);
+    const ids = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'blk',
+      count: 500,
+      start: '2026-01-08T13:36:54.123000Z',
+    });
+    const seen: string[] = [];
+    let before: string | null = null;
+    let pages = 0;
+    do {
+      const q: string = before === null ? '?limit=7' : `?limit=7&before=${encodeURIComponent(before)}`;
+      const res = await page(c, q);
+      expect(res.statusCode).toBe(200);
+      const body = json<Page>(res);
+      pages++;
+      expect(body.data.length).toBe(pages <= 71 ? 7 : 3);
+      for (const e of body.data) seen.push(e.event_id);
+      before = body.next_before;
+      if (before !== null) {
+        expect(before).toMatch(US_ISO);
+        expect(before).toBe(body.data[body.data.length - 1]?.delivery.created_at);
+      }
+    } while (before !== null && pages < 100);
+    expect(pages).toBe(72);
+    expect(seen).toHaveLength(500);
+    expect(new Set(seen).size).toBe(500);
+    expect(seen).toEqual([...ids].reverse());
+  });
+
+  it('returns next_before null when the last page is exactly full', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    await insertEvents(h.db, { accountId: c.accountId, watchId: w, tag: 'x', count: 14, start: '2026-01-08T00:00:00Z' });
+    const first = json<Page>(await page(c, '?limit=7'));
+    expect(first.data).toHaveLength(7);
+    expect(first.next_before).toBe('2026-01-08T00:00:00.000007Z');
+    const second = json<Page>(await page(c, `?limit=7&before=${first.next_before}`));
+    expect(second.data).toHaveLength(7);
+    expect(second.next_before).toBeNull();
+  });
+
+  it('shapes each item as Event plus delivery, with microsecond delivery.created_at', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    await insertEvents(h.db, { accountId: c.accountId, watchId: w, tag: 'one', count: 1, start: '2026-01-08T13:36:54.123456Z' });
+    const body = json<Page>(await page(c, ''));
+    expect(body).toEqual({
+      data: [
+        {
+          api_version: '2026-08',
+          event_id: 'evt_one_000000',
+          type: 'transfer.confirmed',
+          direction: 'incoming',
+          network: 'mainnet',
+          asset: 'USDT',
+          tx_id: expect.stringMatching(/^[0-9a-f]{64}$/),
+          event_index: 0,
+          block_number: 79072107,
+          block_timestamp: '2026-01-08T13:36:51.000Z',
+          from: 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7',
+          to: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+          amount_raw: '1500000',
+          amount: '1.5',
+          watch_id: w,
+          contract: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+          delivery: {
+            notification_id: 'ntf_one_000000',
+            status: 'PENDING',
+            attempts: 0,
+            created_at: '2026-01-08T13:36:54.123456Z',
+          },
+        },
+      ],
+      next_before: null,
+    });
+  });
+
+  it('filters by since (inclusive), before (exclusive), watch_id; defaults to 50', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w1 = await watch(c);
+    const w2 = await watch(c, { address: ADDR2_B58 });
+    const a = await insertEvents(h.db, { accountId: c.accountId, watchId: w1, tag: 'a', count: 60, start: '2026-01-08T10:00:00Z' });
+    const b = await insertEvents(h.db, { accountId: c.accountId, watchId: w2, tag: 'b', count: 5, start: '2026-01-08T11:00:00Z' });
+
+    const all = json<Page>(await page(c, ''));
+    expect(all.data).toHaveLength(50);
+    expect(all.data[0]?.event_id).toBe(b[4]);
+    expect(all.next_before).not.toBeNull();
+
+    // since is inclusive: the event created exactly then is included.
+    const since = json<Page>(await page(c, '?since=2026-01-08T10:00:00.000055Z&limit=200'));
+    expect(since.data.map((e) => e.event_id)).toEqual([...b.reverse(), a[59], a[58], a[57], a[56], a[55]]);
+    // before is exclusive.
+    const before = json<Page>(await page(c, '?before=2026-01-08T10:00:00.000002Z'));
+    expect(before.data.map((e) => e.event_id)).toEqual([a[1], a[0]]);
+    expect(before.next_before).toBeNull();
+    // Both, with a time-zone offset.
+    const both = json<Page>(
+      await page(c, `?since=${encodeURIComponent('2026-01-08T11:00:00.000001+01:00')}&before=2026-01-08T10:00:00.000004Z`),
+    );
+    expect(both.data.map((e) => e.event_id)).toEqual([a[3], a[2], a[1]]);
+
+    const onlyW2 = json<Page>(await page(c, `?watch_id=${w2}`));
+    expect(onlyW2.data.map((e) => e.watch_id)).toEqual([w2, w2, w2, w2, w2]);
+    expect(onlyW2.next_before).toBeNull();
+
+    const unknown = json<Page>(await page(c, '?watch_id=wh_00000000000000000000000000'));
+    expect(unknown).toEqual({ data: [], next_before: null });
+  });
+
+  it('never shows another account’s events, even for its watch_id; deleted watches keep theirs', async () => {
+    h = await apiHarness(engine);
+    const alice = await h.caller();
+    const bob = await h.caller();
+    const wa = await watch(alice);
+    const wb = await watch(bob);
+    await insertEvents(h.db, { accountId: alice.accountId, watchId: wa, tag: 'al', count: 3, start: '2026-01-08T12:00:00Z' });
+    await insertEvents(h.db, { accountId: bob.accountId, watchId: wb, tag: 'bo', count: 4, start: '2026-01-08T12:00:00.5Z' });
+
+    const mine = json<Page>(await page(alice, '?limit=200'));
+    expect(mine.data.map((e) => e.event_id)).toEqual(['evt_al_000002', 'evt_al_000001', 'evt_al_000000']);
+    expect(json<Page>(await page(alice, `?watch_id=${wb}`))).toEqual({ data: [], next_before: null });
+
+    const del = await h.app.inject({ method: 'DELETE', url: `/v1/watches/${wb}`, headers: bob.headers });
+    expect(del.statusCode).toBe(204);
+    expect(json<Page>(await page(bob, '')).data).toHaveLength(4);
+  });
+
+  it('answers 400 with field details to an invalid query', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const cases: Array<[string, string]> = [
+      ['?limit=0', 'limit'],
+      ['?limit=201', 'limit'],
+      ['?limit=abc', 'limit'],
+      ['?limit=1.5', 'limit'],
+      ['?limit=', 'limit'],
+      ['?before=yesterday', 'before'],
+      ['?before=2026-01-08', 'before'],
+      ['?before=2026-01-08T10:00:00', 'before'],
+      ['?since=2026-13-01T00:00:00Z', 'since'],
+      ['?since=2026-02-30T00:00:00Z', 'since'],
+      ['?before=2026-01-08T10:00:00.1234567Z', 'before'],
+      ['?since=0000-01-01T00:00:00Z', 'since'],
+      [`?watch_id=${'w'.repeat(65)}`, 'watch_id'],
+    ];
+    for (const [q, field] of cases) {
+      const res = await page(c, q);
+      expect(res.statusCode, q).toBe(400);
+      const body = json(res);
+      expect(body.code).toBeUndefined();
+      expect((body.details as Array<{ field: string }>).map((d) => d.field), q).toContain(field);
+      expect(res.headers['x-ratelimit-limit']).toBe('60');
+    }
+    const both = json(await page(c, '?limit=0&since=nope'));
+    expect((both.details as Array<{ field: string }>).map((d) => d.field).sort()).toEqual(['limit', 'since']);
+    // Bounds are accepted.
+    for (const q of ['?limit=1', '?limit=200']) expect((await page(c, q)).statusCode).toBe(200);
+  });
+});

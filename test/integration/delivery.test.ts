@@ -1,0 +1,598 @@
+/**
+ * Webhook delivery end to end (src/delivery/*): a real database on each engine, a real HTTPS
+ * receiver with a self-signed certificate trusted through config.delivery.caFile, real AES-GCM
+ * secrets and real HMAC signatures. No mocks. Timing-free: waits are for states (with generous
+ * limits), and time is only asserted as lower bounds (a retry never comes before its delay).
+ *
+ * SPEC §Events "Delivery to a webhook_url", §Webhook signature, §States "Delivery status";
+ * DESIGN invariants 3, 4, 6, 7.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { silentLogger } from '../../src/common/logger.js';
+import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
+import type { Config } from '../../src/config.js';
+import { type Db, openDb } from '../../src/db/pool.js';
+import { claimNotifications } from '../../src/delivery/claim.js';
+import { completeAttempts } from '../../src/delivery/complete.js';
+import {
+  type Receiver,
+  type ReceiverOptions,
+  replySequence,
+  startReceiver,
+  verifySignature,
+} from '../../src/delivery/receiver.js';
+import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
+import { AddressRefusedError, guardedLookup } from '../../src/delivery/send.js';
+import { DeliveryWorker } from '../../src/delivery/worker.js';
+import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import {
+  attemptsOf,
+  FROM_ADDRESS,
+  insertAccount,
+  insertEvents,
+  insertWebhookWatch,
+  notification,
+  statusCounts,
+  TO_ADDRESS,
+  USDT_CONTRACT,
+} from '../helpers/outbox.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-delivery-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** Resources opened by a test, closed after it in reverse order (workers before receivers). */
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.();
+});
+
+const box = new SecretBox([randomBytes(32)]);
+/** The secret of the watches made by `setup` (unless a test asks for a fresh one). */
+const SECRET = newWebhookSecret();
+
+/** A receiver (verifying SECRET unless told otherwise), and the CA file that makes the worker trust it. */
+async function receiver(opts: ReceiverOptions): Promise<Receiver & { caFile: string }> {
+  const r = await startReceiver({ secretFor: SECRET, ...opts });
+  cleanups.push(() => r.close());
+  const caFile = path.join(tmp, `ca-${randomBytes(4).toString('hex')}.pem`);
+  fs.writeFileSync(caFile, r.ca);
+  return Object.assign(r, { caFile });
+}
+
+function deliveryConfig(over: Partial<Config['delivery']>): Pick<Config, 'delivery'> {
+  return {
+    delivery: {
+      timeoutMs: 5_000,
+      scheduleScale: 1,
+      concurrency: 8,
+      pollMs: 10,
+      allowCidrs: ['127.0.0.1/32'],
+      caFile: undefined,
+      ...over,
+    },
+  };
+}
+
+/** Start a worker; it is stopped after the test. */
+function startWorker(
+  db: Db,
+  over: Partial<Config['delivery']>,
+  extra: { workerId?: string; leaseMarginMs?: number } = {},
+): { worker: DeliveryWorker; done: Promise<void> } {
+  const worker = new DeliveryWorker({
+    db,
+    secrets: box,
+    config: deliveryConfig(over),
+    logger: silentLogger,
+    ...extra,
+  });
+  const ac = new AbortController();
+  const done = worker.start(ac.signal);
+  cleanups.push(async () => {
+    ac.abort();
+    await done;
+  });
+  return { worker, done };
+}
+
+/** Wait (without asserting time) until the notification reaches `status`. */
+async function until(db: Db, id: string, status: string, timeout = 30_000) {
+  return vi.waitFor(
+    async () => {
+      const n = await notification(db, id);
+      if (n.status !== status) throw new Error(`still ${n.status} after ${n.attempts} attempts`);
+      return n;
+    },
+    { timeout, interval: 10 },
+  );
+}
+
+/** SPEC §Event: the required fields in SPEC order, then the optional contract. */
+const EVENT_FIELDS = [
+  'api_version',
+  'event_id',
+  'type',
+  'direction',
+  'network',
+  'asset',
+  'tx_id',
+  'event_index',
+  'block_number',
+  'block_timestamp',
+  'from',
+  'to',
+  'amount_raw',
+  'amount',
+  'watch_id',
+  'contract',
+];
+
+describe('schedule (SPEC §Events: immediate, then 1m, 5m, 30m, 2h, 6h; 6 attempts)', () => {
+  it('is the contract curve at scale 1 and dead after the sixth failure', () => {
+    expect(RETRY_DELAYS_MS).toEqual([60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]);
+    expect(MAX_ATTEMPTS).toBe(6);
+    expect([1, 2, 3, 4, 5, 6].map((n) => nextDelayMs(n, 1))).toEqual([
+      60_000,
+      300_000,
+      1_800_000,
+      7_200_000,
+      21_600_000,
+      null,
+    ]);
+    expect(nextDelayMs(1, 0.0002)).toBe(12);
+    expect(nextDelayMs(5, 0.0002)).toBe(4_320);
+    expect(nextDelayMs(6, 0.0002)).toBeNull();
+    expect(() => nextDelayMs(0, 1)).toThrow(RangeError);
+    expect(() => nextDelayMs(1, 0)).toThrow(RangeError);
+  });
+});
+
+describe('receiver reference logic (SPEC §Webhook signature)', () => {
+  it('verifies lowercase hex HMAC-SHA256 over the exact bytes, nothing else', () => {
+    const secret = 'whsec_dGVzdA==';
+    const body = Buffer.from('{"a":1}');
+    const sig = createHmac('sha256', secret).update(body).digest('hex');
+    expect(verifySignature(secret, body, sig)).toBe(true);
+    expect(verifySignature(secret, Buffer.from('{"a": 1}'), sig)).toBe(false);
+    expect(verifySignature('whsec_other', body, sig)).toBe(false);
+    expect(verifySignature(secret, body, sig.toUpperCase())).toBe(false);
+    expect(verifySignature(secret, body, sig.slice(2))).toBe(false);
+    expect(verifySignature(secret, body, undefined)).toBe(false);
+  });
+});
+
+describe('address guard at connect time (DESIGN invariant 7: resolve, check, pin)', () => {
+  it('refuses a host name that resolves to a non-public address', async () => {
+    const lookup = guardedLookup([]);
+    const err = await new Promise<unknown>((resolve) =>
+      lookup('localhost', { all: true }, (e) => resolve(e)),
+    );
+    expect(err).toBeInstanceOf(AddressRefusedError);
+    expect(String(err)).toMatch(/localhost resolves to address .* non-public range \(loopback\)/);
+  });
+});
+
+describe.each(dbEngines)('webhook delivery on %s', (engine) => {
+  let t: TestDb;
+  afterEach(async () => {
+    // Cleanups (workers, receivers) first, then the database.
+    while (cleanups.length > 0) await cleanups.pop()?.();
+    await t?.drop();
+  });
+
+  /** A fresh database with an account and a webhook watch to `r` (secret SECRET, or a new one). */
+  async function setup(r: Receiver, opts: { freshSecret?: boolean } = {}) {
+    t = await migratedDb(engine);
+    const accountId = await insertAccount(t.db);
+    const secret = opts.freshSecret ? undefined : SECRET;
+    const watch = await insertWebhookWatch(t.db, box, { accountId, url: r.url, secret });
+    return { db: t.db, accountId, ...watch };
+  }
+
+  it('delivers a signed event: byte-exact HMAC, SPEC Event body, X-Event-Id', async () => {
+    const secrets = new Map<string, string>();
+    const r = await receiver({ secretFor: () => secrets.get('only') });
+    // The secret is the one "returned at creation" (a new one, not SECRET).
+    const { db, accountId, watchId, secret } = await setup(r, { freshSecret: true });
+    expect(secret).not.toBe(SECRET);
+    secrets.set('only', secret);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    startWorker(db, { caFile: r.caFile });
+
+    const n = await until(db, ev!.notificationId, 'DELIVERED');
+    expect(n).toMatchObject({ attempts: 1, last_status: 200, last_error: null, lease_token: null });
+    expect(n.delivered_at).toBeInstanceOf(Date);
+
+    expect(r.received).toHaveLength(1);
+    const req = r.received[0]!;
+    // The receiver recomputes the HMAC over the exact bytes it received, keyed by the secret.
+    const expected = createHmac('sha256', secret).update(req.body).digest('hex');
+    expect(req.headers['x-signature']).toBe(expected);
+    expect(req.headers['x-signature']).toMatch(/^[0-9a-f]{64}$/);
+    expect(req.verified).toBe(true);
+    expect(req.method).toBe('POST');
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.headers['x-event-id']).toBe(ev!.eventId);
+    expect(req.headers['user-agent']).toMatch(/^tronwatch\/\d+\.\d+\.\d+/);
+
+    const body = JSON.parse(req.body.toString('utf8')) as Record<string, unknown>;
+    expect(Object.keys(body)).toEqual(EVENT_FIELDS);
+    expect(body).toEqual({
+      api_version: '2026-08',
+      event_id: ev!.eventId,
+      type: 'transfer.confirmed',
+      direction: 'incoming',
+      network: 'mainnet',
+      asset: 'USDT',
+      tx_id: ev!.txId,
+      event_index: ev!.eventIndex,
+      block_number: ev!.blockNumber,
+      block_timestamp: '2026-01-15T12:30:45.123Z',
+      from: FROM_ADDRESS,
+      to: TO_ADDRESS,
+      amount_raw: '1500000',
+      amount: '1.5',
+      watch_id: watchId,
+      contract: USDT_CONTRACT,
+    });
+
+    const attempts = await attemptsOf(db, ev!.notificationId);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ attempt: 1, http_status: 200, error: null });
+    expect(attempts[0]!.duration_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('follows the whole schedule (compressed): 6 failed attempts, then DEAD', async () => {
+    const scale = 0.0002; // 1 m → 12 ms … 6 h → 4.32 s
+    const statuses = [500, 503, 502, 429, 404, 500];
+    const r = await receiver({ respond: replySequence(statuses) });
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    startWorker(db, { caFile: r.caFile, scheduleScale: scale });
+
+    const n = await until(db, ev!.notificationId, 'DEAD');
+    expect(n).toMatchObject({
+      attempts: 6,
+      last_status: 500,
+      delivered_at: null,
+      lease_token: null,
+    });
+    expect(n.last_error).toMatch(/HTTP 500/);
+
+    const attempts = await attemptsOf(db, ev!.notificationId);
+    expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(attempts.map((a) => a.http_status)).toEqual(statuses);
+    for (const a of attempts) expect(a.error).toMatch(/^HTTP \d{3}: not a 2xx answer$/);
+    // Each retry comes no earlier than its scaled delay after the previous attempt started
+    // (the delay runs from the failure, which is later still), and in the schedule's order.
+    for (let k = 1; k < attempts.length; k++) {
+      const gap = attempts[k]!.started_at.getTime() - attempts[k - 1]!.started_at.getTime();
+      expect(gap).toBeGreaterThanOrEqual(nextDelayMs(k, scale)!);
+    }
+    expect(r.countsByEvent.get(ev!.eventId)).toBe(6);
+    // Dead is final: nothing claims it again.
+    expect(await claimNotifications(db, { limit: 10, leaseMs: 1_000, owner: 'probe' })).toEqual([]);
+  });
+
+  it('recovers: fail, fail, 200 → DELIVERED after 3 attempts', async () => {
+    const r = await receiver({ respond: replySequence([500, 503, 200]) });
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const { worker } = startWorker(db, { caFile: r.caFile, scheduleScale: 0.0002 });
+
+    const n = await until(db, ev!.notificationId, 'DELIVERED');
+    expect(n).toMatchObject({ attempts: 3, last_status: 200, last_error: null });
+    const attempts = await attemptsOf(db, ev!.notificationId);
+    expect(attempts.map((a) => [a.attempt, a.http_status])).toEqual([
+      [1, 500],
+      [2, 503],
+      [3, 200],
+    ]);
+    expect(attempts[2]!.error).toBeNull();
+    await vi.waitFor(() => expect(worker.delivered).toBe(1));
+    expect(worker.failed).toBe(2);
+  });
+
+  it('does not follow a redirect: 3xx is a failed attempt, the Location sees nothing', async () => {
+    const r: Receiver & { caFile: string } = await receiver({
+      respond: (req) =>
+        req.path === '/hook'
+          ? { status: 302, headers: { location: `${r.origin}/elsewhere` } }
+          : { status: 200 },
+    });
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const before = Date.now();
+    startWorker(db, { caFile: r.caFile }); // scale 1: the retry is a minute away
+
+    await vi.waitFor(async () => expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1), {
+      timeout: 30_000,
+      interval: 10,
+    });
+    const [a] = await attemptsOf(db, ev!.notificationId);
+    expect(a).toMatchObject({ attempt: 1, http_status: 302 });
+    expect(a!.error).toMatch(/redirect not followed/);
+    const n = await notification(db, ev!.notificationId);
+    expect(n).toMatchObject({ status: 'PENDING', attempts: 1, last_status: 302 });
+    expect(n.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before + 60_000);
+    expect(r.received.map((q) => q.path)).toEqual(['/hook']);
+  });
+
+  it('times out: no answer within timeoutMs is a failed attempt with an error', async () => {
+    const r = await receiver({ respond: () => ({ status: 200, delayMs: 5_000 }) });
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    startWorker(db, { caFile: r.caFile, timeoutMs: 300 });
+
+    await vi.waitFor(async () => expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1), {
+      timeout: 30_000,
+      interval: 10,
+    });
+    const [a] = await attemptsOf(db, ev!.notificationId);
+    expect(a!.http_status).toBeNull();
+    expect(a!.error).toBe('timeout: no complete answer within 300 ms');
+    expect(a!.duration_ms).toBeGreaterThanOrEqual(299);
+    const n = await notification(db, ev!.notificationId);
+    expect(n).toMatchObject({ status: 'PENDING', attempts: 1, last_status: null });
+    expect(r.received).toHaveLength(1); // it was sent; the answer came too late
+  });
+
+  it('a worker that dies holding a lease loses it: another delivers exactly once', async () => {
+    const r = await receiver({});
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+
+    // "Worker A" claims with a short lease, then dies: the claim result is dropped.
+    const leaseMs = 500;
+    const claimedAt = Date.now();
+    const [held] = await claimNotifications(db, { limit: 10, leaseMs, owner: 'dead' });
+    expect(held?.notificationId).toBe(ev!.notificationId);
+    expect(held?.leaseToken).toMatch(/^dead:/);
+    // While the lease holds, nobody else can claim it.
+    expect(await claimNotifications(db, { limit: 10, leaseMs, owner: 'probe' })).toEqual([]);
+
+    const { worker } = startWorker(db, { caFile: r.caFile }, { workerId: 'b' });
+    const n = await until(db, ev!.notificationId, 'DELIVERED');
+    expect(n.attempts).toBe(1);
+    const attempts = await attemptsOf(db, ev!.notificationId);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]!.started_at.getTime()).toBeGreaterThanOrEqual(claimedAt + leaseMs - 1);
+    expect(r.countsByEvent.get(ev!.eventId)).toBe(1);
+    expect(r.received[0]?.verified).toBe(true);
+    expect(worker.delivered).toBe(1);
+
+    // A's late completion, with its old token, records its attempt but moves nothing.
+    const late = await completeAttempts(
+      db,
+      [
+        {
+          notificationId: held!.notificationId,
+          leaseToken: held!.leaseToken,
+          attemptsBefore: held!.attempts,
+          result: {
+            ok: false,
+            status: 500,
+            error: 'HTTP 500',
+            durationMs: 3,
+            startedAt: new Date(),
+          },
+        },
+      ],
+      1,
+    );
+    expect(late).toMatchObject({ recorded: 1, stale: 1, delivered: 0, retried: 0, dead: 0 });
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'DELIVERED',
+      attempts: 1,
+      last_status: 200,
+    });
+    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
+  });
+
+  it('a stale completion does not move a notification re-claimed by another worker', async () => {
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://receiver.example/hook',
+    });
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
+    await vi
+      .waitFor(
+        async () => {
+          const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
+          if (got.length === 0) throw new Error('lease of a not expired yet');
+          return got;
+        },
+        { timeout: 10_000, interval: 20 },
+      )
+      .then(async ([b]) => {
+        expect(b!.leaseToken).not.toBe(a!.leaseToken);
+        const fail = (attemptsBefore: number, token: string) => ({
+          notificationId: ev!.notificationId,
+          leaseToken: token,
+          attemptsBefore,
+          result: {
+            ok: false,
+            status: 503,
+            error: 'HTTP 503',
+            durationMs: 1,
+            startedAt: new Date(),
+          },
+        });
+        // a's outcome arrives after b's claim: recorded, not applied.
+        expect(await completeAttempts(db, [fail(a!.attempts, a!.leaseToken)], 1)).toMatchObject({
+          recorded: 1,
+          stale: 1,
+        });
+        expect(await notification(db, ev!.notificationId)).toMatchObject({
+          status: 'PENDING',
+          attempts: 0,
+          lease_token: b!.leaseToken,
+          last_status: null,
+        });
+        // b's outcome applies: first failure, rescheduled by the schedule (+1 m).
+        const moved = await completeAttempts(db, [fail(b!.attempts, b!.leaseToken)], 1);
+        expect(moved).toMatchObject({ recorded: 1, retried: 1, stale: 0 });
+        const n = await notification(db, ev!.notificationId);
+        expect(n).toMatchObject({
+          status: 'PENDING',
+          attempts: 1,
+          lease_token: null,
+          last_status: 503,
+        });
+        expect(n.next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
+      });
+  });
+
+  it('two workers share the outbox: 200 notifications, none delivered twice', async () => {
+    const r = await receiver({ record: false });
+    const { db, accountId, watchId } = await setup(r);
+    const events = await insertEvents(db, { accountId, watchId, count: 200 });
+    let db2: Db = db;
+    if (engine === 'postgres') {
+      // A second worker process would have its own pool.
+      db2 = await openDb({ url: t.url, embeddedDir: '' });
+      cleanups.unshift(() => db2.close()); // closed after the workers stop
+    }
+    const w1 = startWorker(db, { caFile: r.caFile, concurrency: 8 }, { workerId: 'w1' });
+    const w2 = startWorker(db2, { caFile: r.caFile, concurrency: 8 }, { workerId: 'w2' });
+    await vi.waitFor(async () => expect(await statusCounts(db)).toEqual({ DELIVERED: 200 }), {
+      timeout: 60_000,
+      interval: 20,
+    });
+    for (const e of events) expect(r.countsByEvent.get(e.eventId)).toBe(1);
+    expect(r.requests).toBe(200);
+    await vi.waitFor(() => expect(w1.worker.delivered + w2.worker.delivered).toBe(200));
+    expect(w1.worker.stale + w2.worker.stale).toBe(0);
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM attempts');
+    expect(rows[0]?.n).toBe(200);
+  });
+
+  it('refuses a private or reserved literal IP at delivery, with no connection at all', async () => {
+    const r = await receiver({});
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    // Stored directly (the API would refuse them): the receiver itself on loopback, not admitted
+    // by this worker's (empty) allow-list, and a private address.
+    const port = new URL(r.url).port;
+    const loop = await insertWebhookWatch(db, box, { accountId, url: r.url });
+    const priv = await insertWebhookWatch(db, box, {
+      accountId,
+      url: `https://10.0.0.7:${port}/hook`,
+      direction: 'outgoing',
+    });
+    const [e1] = await insertEvents(db, { accountId, watchId: loop.watchId });
+    const [e2] = await insertEvents(db, { accountId, watchId: priv.watchId });
+    startWorker(db, { caFile: r.caFile, allowCidrs: [] });
+
+    for (const [ev, reason] of [
+      [e1!, 'refused: address 127.0.0.1 is in a non-public range (loopback)'],
+      [e2!, 'refused: address 10.0.0.7 is in a non-public range (private)'],
+    ] as const) {
+      await vi.waitFor(
+        async () => expect(await attemptsOf(db, ev.notificationId)).toHaveLength(1),
+        { timeout: 30_000, interval: 10 },
+      );
+      const [a] = await attemptsOf(db, ev.notificationId);
+      expect(a).toMatchObject({ attempt: 1, http_status: null, error: reason });
+      expect(await notification(db, ev.notificationId)).toMatchObject({
+        status: 'PENDING',
+        attempts: 1,
+        last_error: reason,
+      });
+    }
+    expect(r.connections).toBe(0);
+    expect(r.requests).toBe(0);
+  });
+
+  it('an undecryptable secret is a failed attempt with its reason, not a crash', async () => {
+    const r = await receiver({});
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const otherBox = new SecretBox([randomBytes(32)]);
+    const { watchId } = await insertWebhookWatch(db, otherBox, { accountId, url: r.url });
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const { worker } = startWorker(db, { caFile: r.caFile });
+    await vi.waitFor(async () => expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1), {
+      timeout: 30_000,
+      interval: 10,
+    });
+    const [a] = await attemptsOf(db, ev!.notificationId);
+    expect(a!.error).toMatch(/^secret: unknown secret key id [0-9a-f]{16}$/);
+    expect(r.connections).toBe(0);
+    expect(worker.inFlight).toBe(0);
+  });
+
+  it('wake() claims at once instead of waiting for the poll', async () => {
+    const r = await receiver({});
+    const { db, accountId, watchId } = await setup(r);
+    // A poll of 10 minutes: only wake() can make this delivery happen within the test.
+    const { worker } = startWorker(db, { caFile: r.caFile, pollMs: 600_000 });
+    // Its first claim found nothing; now it sleeps for the poll.
+    await vi.waitFor(() => expect(worker.claimRounds).toBeGreaterThanOrEqual(1));
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    worker.wake();
+    await until(db, ev!.notificationId, 'DELIVERED', 20_000);
+  });
+
+  it('stop() lets attempts in flight finish and records them', async () => {
+    const r = await receiver({ respond: () => ({ status: 200, delayMs: 300 }) });
+    const { db, accountId, watchId } = await setup(r);
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const { worker, done } = startWorker(db, { caFile: r.caFile });
+    await vi.waitFor(() => expect(r.requests).toBe(1), { timeout: 30_000, interval: 5 });
+    expect(worker.inFlight).toBe(1);
+    await worker.stop();
+    await done;
+    expect(worker.inFlight).toBe(0);
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'DELIVERED',
+      attempts: 1,
+    });
+    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1);
+  });
+
+  it.runIf(engine === 'postgres')(
+    'survives the database going away: claims fail, the loop backs off and resumes',
+    async () => {
+      const r = await receiver({});
+      const { db, accountId, watchId } = await setup(r);
+      const [first] = await insertEvents(db, { accountId, watchId });
+      const { worker } = startWorker(db, { caFile: r.caFile });
+      await until(db, first!.notificationId, 'DELIVERED');
+
+      // Refuse new connections and cut the existing ones, as a restart would.
+      const name = new URL(t.url!).pathname.slice(1);
+      const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      await admin.connect();
+      try {
+        await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+        await admin.query(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1',
+          [name],
+        );
+        await vi.waitFor(() => expect(worker.dbErrors).toBeGreaterThan(0), {
+          timeout: 20_000,
+          interval: 20,
+        });
+        await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+      } finally {
+        await admin.end();
+      }
+      const [second] = await insertEvents(db, { accountId, watchId });
+      worker.wake();
+      await until(db, second!.notificationId, 'DELIVERED', 40_000);
+      expect(r.countsByEvent.get(second!.eventId)).toBe(1);
+    },
+  );
+});
