@@ -1,8 +1,13 @@
 /**
  * `npm run bench`: every benchmark, each printing its figures next to a baseline measured in the
  * same run, and the ratio. Select parts with BENCH=scan,delivery,… (default: all).
- * Sizes: BENCH_BLOCKS (scan, default 300).
+ * Parts: scan (issue 2), e2e and watches (issue 3), delivery (issue 3).
+ * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
+ * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000).
+ * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
+import { benchE2e } from './e2e.js';
+import { benchIngestWatches } from './ingest-watches.js';
 import { benchScan } from './scan.js';
 
 type Part = { name: string; run: () => Promise<string[]> };

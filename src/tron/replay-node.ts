@@ -218,6 +218,12 @@ export interface ReplayNode {
   heads(): { solidified: number; head: number };
   /** Set the solidified head to n; the timeline goes on from there at the same pace. */
   advanceTo(n: number): void;
+  /**
+   * When block n became (or will become) solidified on the current timeline: epoch ms with the
+   * default clock, the injected clock's ms otherwise; the last jump's time for blocks at or below
+   * it; undefined when the chain never reaches n (paused, or stopAtEnd).
+   */
+  solidifiedAt(n: number): number | undefined;
   /** Replace the injected faults (undefined = none); reseeds the PRNG. */
   setFaults(f: ReplayFaults | undefined): void;
   /** Live counters (mutated in place). */
@@ -366,6 +372,15 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   function advanceTo(n: number): void {
     anchorBlock = nonNegativeInt(n, 'advanceTo block');
     anchorTime = now();
+  }
+
+  // Epoch ms of a clock instant (the default clock is performance.now()).
+  const toEpoch = (t: number) => (opts.now ? t : performance.timeOrigin + t);
+
+  function solidifiedAt(n: number): number | undefined {
+    if (n <= anchorBlock) return toEpoch(anchorTime);
+    if (intervalMs <= 0 || (stopAtEnd && n > source.last)) return undefined;
+    return toEpoch(anchorTime + (n - anchorBlock) * intervalMs);
   }
 
   // Faults.
@@ -738,6 +753,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     last: source.last,
     heads,
     advanceTo,
+    solidifiedAt,
     setFaults,
     stats,
     close,

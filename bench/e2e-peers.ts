@@ -1,0 +1,64 @@
+/**
+ * The service's peers for the end-to-end benchmark, in a worker thread (their own core, as a
+ * remote node and a remote receiver would be): a replay node serving a synthetic chain and a
+ * local HTTPS receiver that verifies signatures. Driven by messages from bench/e2e.ts.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { startReceiver } from '../src/delivery/receiver.js';
+import { memorySource, startReplayNode } from '../src/tron/replay-node.js';
+import { syntheticBlock } from '../src/tron/synthetic.js';
+
+const { chain, blocks, intervalMs } = workerData as {
+  chain: { seed: number; firstBlock: number; txPerBlock: number; addresses: number };
+  blocks: number;
+  intervalMs: number;
+};
+const port = parentPort;
+if (!port) throw new Error('e2e-peers must run in a worker thread');
+
+const map = new Map<number, { block: string; infos: string }>();
+for (let n = chain.firstBlock; n < chain.firstBlock + blocks; n++) {
+  const b = syntheticBlock(chain, n);
+  map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
+}
+const secrets = new Map<string, string>();
+const receiver = await startReceiver({
+  secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
+  record: true,
+});
+const node = await startReplayNode({
+  source: memorySource(map),
+  intervalMs,
+  lag: 18,
+  startBefore: 18 + 400,
+});
+
+port.on('message', async (m: { op: string; label?: string; secret?: string; block?: number }) => {
+  if (m.op === 'secret' && m.label && m.secret) secrets.set(m.label, m.secret);
+  if (m.op === 'advance' && m.block !== undefined)
+    node.advanceTo(Math.max(node.heads().solidified, m.block));
+  if (m.op === 'count')
+    port.postMessage({
+      op: 'count',
+      delivered: new Set(receiver.received.map((r) => r.eventId)).size,
+    });
+  if (m.op === 'report') {
+    const received = receiver.received.map((r) => ({
+      eventId: r.eventId,
+      block: Number((r.event as { block_number?: number } | undefined)?.block_number),
+      at: r.receivedAt.getTime(),
+      verified: r.verified,
+    }));
+    const solidifiedAt: Record<number, number> = {};
+    for (let n = chain.firstBlock; n < chain.firstBlock + blocks; n++)
+      solidifiedAt[n] = node.solidifiedAt(n) ?? Number.NaN;
+    port.postMessage({ op: 'report', received, solidifiedAt });
+  }
+  if (m.op === 'close') {
+    await node.close();
+    await receiver.close();
+    port.postMessage({ op: 'closed' });
+    port.close();
+  }
+});
+port.postMessage({ op: 'ready', nodeUrl: node.url, origin: receiver.origin, ca: receiver.ca });

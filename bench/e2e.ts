@@ -1,0 +1,225 @@
+/**
+ * End-to-end benchmarks (issue 3):
+ * 1. Latency from the replay node solidifying a block to the local HTTPS receiver holding the
+ *    signed POST of its events, p50/p99 over ≥ 500 blocks (the node produces a block every
+ *    BENCH_INTERVAL_MS, default 150 ms, faster than mainnet's 3 s), through the whole service
+ *    (`serve` roles in this process). Goal: p99 < 1 s.
+ * 2. Requests per second sent to the node by the ingester at mainnet's pace (one block per 3 s,
+ *    lag 18), over 45 s. Goal: ≤ 1.2.
+ * PostgreSQL when DATABASE_URL is set (a fresh database), else PGlite.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
+import { silentLogger } from '../src/common/logger.js';
+import { loadConfig } from '../src/config.js';
+import { Ingester } from '../src/ingest/loop.js';
+import { startService } from '../src/service.js';
+import { hexToBase58 } from '../src/tron/address.js';
+import { NodeClient } from '../src/tron/node-client.js';
+import { memorySource, startReplayNode } from '../src/tron/replay-node.js';
+import { syntheticAddresses, syntheticBlock } from '../src/tron/synthetic.js';
+import { emptyDb } from '../test/helpers/db.js';
+
+const CHAIN = { seed: 5, firstBlock: 72_000_000, txPerBlock: 600, addresses: 10_000 };
+
+function chainSource(count: number) {
+  const map = new Map<number, { block: string; infos: string }>();
+  for (let n = CHAIN.firstBlock; n < CHAIN.firstBlock + count; n++) {
+    const b = syntheticBlock(CHAIN, n);
+    map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
+  }
+  return memorySource(map);
+}
+
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+
+interface PeerReport {
+  received: Array<{ eventId: string | undefined; block: number; at: number; verified: boolean }>;
+  solidifiedAt: Record<number, number>;
+}
+
+async function latency(blocks: number, intervalMs: number): Promise<string[]> {
+  const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
+  const t = await emptyDb(engine);
+  await t.db.close(); // the service opens its own pool on that database
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-bench-e2e-'));
+  // tsx's loader is registered inside the thread (execArgv does not carry it to workers).
+  const peersUrl = new URL('./e2e-peers.ts', import.meta.url).href;
+  const peers = new Worker(
+    `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(peersUrl)}); })`,
+    { eval: true, workerData: { chain: CHAIN, blocks, intervalMs } },
+  );
+  const next = <T>(op: string) =>
+    new Promise<T>((resolve) => {
+      const on = (m: { op: string }) => {
+        if (m.op === op) {
+          peers.off('message', on);
+          resolve(m as T);
+        }
+      };
+      peers.on('message', on);
+    });
+  const ready = await next<{ nodeUrl: string; origin: string; ca: string }>('ready');
+  fs.writeFileSync(path.join(dataDir, 'ca.pem'), ready.ca);
+  const cfg = loadConfig({
+    ...(t.url ? { DATABASE_URL: t.url } : {}),
+    DATA_DIR: dataDir,
+    TRON_NODE_URL: ready.nodeUrl,
+    TRON_BLOCK_INTERVAL_MS: String(intervalMs),
+    // Start at the first block of the chain: the empty lead-in is not what is measured.
+    INGEST_START_BLOCK: String(CHAIN.firstBlock - 1),
+    WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+    WEBHOOK_CA_FILE: path.join(dataDir, 'ca.pem'),
+    HOST: '127.0.0.1',
+    PORT: '0',
+    LOG_LEVEL: 'error',
+  });
+  const committedAt = new Map<number, number>();
+  const svc = await startService(cfg, {
+    roles: ['api', 'ingest', 'worker'],
+    logger: silentLogger,
+    ingest: { onBlock: (b) => committedAt.set(b.blockNumber, Date.now()) },
+  });
+  try {
+    const acc = await accountsCreate(svc.db, { email: 'bench@example.com', plan: 'scale' });
+    const key = (await keysCreate(svc.db, { account: acc.id })).key;
+    // The busiest synthetic addresses: nearly every block has a transfer to or from them.
+    const addrs = syntheticAddresses(CHAIN).slice(0, 40);
+    for (const [i, a] of addrs.entries()) {
+      for (;;) {
+        const res = await fetch(`${svc.url}/v1/watches`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            address: hexToBase58(a),
+            asset_filter: 'ALL',
+            direction: 'both',
+            webhook_url: `${ready.origin}/hook/w${i}`,
+          }),
+        });
+        const body = (await res.json()) as { secret: string };
+        if (res.status === 503) {
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
+        if (res.status !== 201) throw new Error(`watch: ${res.status} ${JSON.stringify(body)}`);
+        peers.postMessage({ op: 'secret', label: `w${i}`, secret: body.secret });
+        break;
+      }
+    }
+    peers.postMessage({ op: 'advance', block: CHAIN.firstBlock - 1 });
+    const last = CHAIN.firstBlock + blocks - 1;
+    const deadline = Date.now() + blocks * intervalMs + 60_000;
+    while ((svc.ingester?.stats.cursor ?? 0) < last && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const { rows } = await svc.db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM events');
+    const expected = rows[0]?.n ?? 0;
+    for (;;) {
+      peers.postMessage({ op: 'count' });
+      const c = await next<{ delivered: number }>('count');
+      if (c.delivered >= expected || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    peers.postMessage({ op: 'report' });
+    const report = await next<PeerReport>('report');
+    const firstSeen = new Map<string, { at: number; block: number }>();
+    for (const r of report.received) {
+      if (r.eventId && !firstSeen.has(r.eventId))
+        firstSeen.set(r.eventId, { at: r.at, block: r.block });
+    }
+    const perEvent: number[] = [];
+    const perBlock = new Map<number, number>();
+    for (const { at, block } of firstSeen.values()) {
+      const solid = report.solidifiedAt[block];
+      if (solid === undefined || Number.isNaN(solid)) continue;
+      const ms = at - solid;
+      perEvent.push(ms);
+      perBlock.set(block, Math.max(perBlock.get(block) ?? 0, ms));
+    }
+    perEvent.sort((a, b) => a - b);
+    const blockLat = [...perBlock.values()].sort((a, b) => a - b);
+    const commitLat = [...committedAt.entries()]
+      .filter(([n]) => n >= CHAIN.firstBlock)
+      .map(([n, at]) => at - (report.solidifiedAt[n] ?? at))
+      .sort((a, b) => a - b);
+    const unverified = report.received.filter((r) => !r.verified).length;
+    return [
+      `database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
+      `events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
+      `latency solidified → receiver, per event: p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `of which solidified → committed (ingest): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms`,
+      `latency per block (its last event):     p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
+    ];
+  } finally {
+    await svc.stop();
+    peers.postMessage({ op: 'close' });
+    await next('closed');
+    await peers.terminate();
+    await t.drop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function requestRate(seconds: number): Promise<string[]> {
+  const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
+  const t = await emptyDb(engine);
+  const { migrate } = await import('../src/db/migrate.js');
+  await migrate(t.db);
+  const node = await startReplayNode({
+    source: chainSource(Math.ceil(seconds / 3) + 25),
+    intervalMs: 3000,
+    lag: 18,
+    startBefore: 0,
+  });
+  const client = new NodeClient({ url: node.url });
+  const ac = new AbortController();
+  const ing = new Ingester({
+    db: t.db,
+    client,
+    logger: silentLogger,
+    config: {
+      network: 'mainnet',
+      node: { url: node.url, apiKey: undefined, timeoutMs: 10_000, retries: 6, concurrency: 8 },
+      ingest: { startBlock: undefined, blockIntervalMs: 3000 },
+    },
+  });
+  const run = ing.run(ac.signal);
+  await new Promise((r) => setTimeout(r, 4000)); // settle: first poll, phase learned
+  const r0 = node.stats.requests.total;
+  const b0 = ing.stats.blocks;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const elapsed = (performance.now() - t0) / 1000;
+  const reqs = node.stats.requests.total - r0;
+  const blocks = ing.stats.blocks - b0;
+  ac.abort();
+  await run;
+  await client.close();
+  await node.close();
+  await t.drop();
+  return [
+    `mainnet pace (3 s per block, 600 txs): ${reqs} requests over ${elapsed.toFixed(0)} s for ${blocks} blocks = ${(reqs / elapsed).toFixed(2)} requests/s (goal: ≤ 1.2); ${ing.stats.headPolls} head polls in total`,
+  ];
+}
+
+export async function benchE2e(
+  opts: { blocks?: number; intervalMs?: number; paceSeconds?: number } = {},
+): Promise<string[]> {
+  return [
+    ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150)),
+    ...(await requestRate(opts.paceSeconds ?? 45)),
+  ];
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  for (const l of await benchE2e({
+    blocks: Number(process.env.BENCH_E2E_BLOCKS ?? 510),
+    intervalMs: Number(process.env.BENCH_INTERVAL_MS ?? 150),
+    paceSeconds: Number(process.env.BENCH_PACE_SECONDS ?? 45),
+  }))
+    console.log(l);
+}
