@@ -37,7 +37,7 @@ async function seedWatches(db: Db, total: number, activeFrom: number): Promise<v
   await db.query(
     `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
                           webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-     SELECT 'wh_busy' || lpad(i::text, 19, '0'), $1, 'mainnet', a, a, $3::text[] [1 + i % 3], $4::text[] [1 + (i / 3) % 3],
+     SELECT 'wh_busy' || lpad(i::text, 19, '0'), $1, 'mainnet', a, a, ($3::text[])[1 + (i % 3)::int], ($4::text[])[1 + ((i / 3) % 3)::int],
             'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, $5
        FROM unnest($2::text[]) WITH ORDINALITY AS u(a, i)`,
     [acc, busy, assets, dirs, activeFrom],

@@ -6,10 +6,11 @@
  * case-insensitive and one mailbox cannot own two accounts. Business limits are per account
  * (`rate_limit_per_min`, `watch_quota`); NULL means "the plan's value" (src/api/plans.ts).
  */
+
+import { PLANS, type Plan } from '../api/plans.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 import { isUniqueViolation } from '../db/sqlstate.js';
-import { PLANS, type Plan } from '../api/plans.js';
 
 /** An `accounts` row. */
 export interface AccountRow {
@@ -74,7 +75,9 @@ export async function createAccount(db: Queryable, input: CreateAccountInput): P
   }
   const plan = input.plan.trim().toLowerCase();
   if (!isPlan(plan)) {
-    throw new AccountInputError(`unknown plan ${JSON.stringify(input.plan)}: one of ${PLANS.join(', ')}`);
+    throw new AccountInputError(
+      `unknown plan ${JSON.stringify(input.plan)}: one of ${PLANS.join(', ')}`,
+    );
   }
   if (
     input.rateLimitPerMin !== undefined &&
@@ -97,7 +100,8 @@ export async function createAccount(db: Queryable, input: CreateAccountInput): P
     );
     return one(rows);
   } catch (err) {
-    if (isUniqueViolation(err)) throw new AccountInputError(`an account with e-mail ${email} already exists`);
+    if (isUniqueViolation(err))
+      throw new AccountInputError(`an account with e-mail ${email} already exists`);
     throw err;
   }
 }
@@ -127,7 +131,10 @@ export async function findAccountById(db: Queryable, id: string): Promise<Accoun
  * The account named by an id (`acc_…`) or an e-mail address, or undefined.
  * Used by the CLI, where the operator types whichever they have at hand.
  */
-export async function findAccount(db: Queryable, idOrEmail: string): Promise<AccountRow | undefined> {
+export async function findAccount(
+  db: Queryable,
+  idOrEmail: string,
+): Promise<AccountRow | undefined> {
   const s = idOrEmail.trim();
   return s.startsWith('acc_') ? findAccountById(db, s) : findAccountByEmail(db, s);
 }

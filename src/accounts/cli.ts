@@ -123,10 +123,15 @@ async function requireAccount(db: Queryable, idOrEmail: string): Promise<Account
   return acc;
 }
 
-function optionalInt(flag: string, v: number | string | undefined, min: number): number | undefined {
+function optionalInt(
+  flag: string,
+  v: number | string | undefined,
+  min: number,
+): number | undefined {
   if (v === undefined) return undefined;
   const n = typeof v === 'number' ? v : /^\d+$/.test(v.trim()) ? Number(v.trim()) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min) throw new CliError(`${flag} must be an integer ≥ ${min}`);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new CliError(`${flag} must be an integer ≥ ${min}`);
   return n;
 }
 

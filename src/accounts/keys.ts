@@ -11,9 +11,9 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { base58 } from '@scure/base';
+import type { Plan } from '../api/plans.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
-import type { Plan } from '../api/plans.js';
 
 /** Networks a key can be bound to, and the prefix of each. */
 export const KEY_PREFIXES = { mainnet: 'tw_live_', nile: 'tw_test_' } as const;
@@ -102,8 +102,7 @@ export async function createApiKey(
   };
 }
 
-const INFO_COLUMNS =
-  'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at';
+const INFO_COLUMNS = 'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at';
 
 /** The account's keys, newest first, revoked ones included. Never the key or its hash. */
 export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeyInfo[]> {
@@ -140,7 +139,10 @@ export interface ApiKeyLookup {
 }
 
 /** The key whose SHA-256 is `keyHash`, joined with its account, or undefined (unknown key). */
-export async function findKeyByHash(db: Queryable, keyHash: string): Promise<ApiKeyLookup | undefined> {
+export async function findKeyByHash(
+  db: Queryable,
+  keyHash: string,
+): Promise<ApiKeyLookup | undefined> {
   const { rows } = await db.query<ApiKeyLookup>(
     `SELECT k.id AS key_id, k.account_id, k.network, k.revoked_at,
             a.plan, a.rate_limit_per_min, a.watch_quota

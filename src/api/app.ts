@@ -11,9 +11,10 @@
  *
  * Request logs are Fastify's (method, URL, status, time); bodies and headers are never logged.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from '../common/logger.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
@@ -60,7 +61,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Errors raised before routing (bad %-encoding, an over-long path parameter) get the
     // contract's body too, and the rate-limit headers under /v1.
     frameworkErrors: (err, request, reply) => {
-      void frameworkError(err, request.url, reply, async () => {
+      void frameworkError(err, reply, async () => {
         if (isV1(request.url)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
       }).catch((e: unknown) => sendError(e, request, reply, BODY_LIMIT_BYTES));
     },
@@ -83,7 +84,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
 
   registerErrorHandling(app, BODY_LIMIT_BYTES);
-  registerV1Guard(app, { db: deps.db, rateLimiter: deps.rateLimiter, network: deps.config.network });
+  registerV1Guard(app, {
+    db: deps.db,
+    rateLimiter: deps.rateLimiter,
+    network: deps.config.network,
+  });
 
   watchRoutes(app, deps);
   eventRoutes(app, deps);
@@ -95,7 +100,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 /** Answer an error raised before routing: a malformed URL (400) or an over-long id (404). */
 async function frameworkError(
   err: { code?: string },
-  _url: string,
   reply: FastifyReply,
   limit: () => Promise<void>,
 ): Promise<void> {

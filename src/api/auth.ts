@@ -87,9 +87,13 @@ export async function authenticate(
   if (!found) throw unauthorized('invalid_api_key', 'invalid API key: malformed or unknown');
   if (found.revoked_at !== null) {
     const at = found.revoked_at.toISOString();
-    throw unauthorized('revoked_api_key', `API key revoked at ${at}: create a new key in the console`, {
-      revoked_at: at,
-    });
+    throw unauthorized(
+      'revoked_api_key',
+      `API key revoked at ${at}: create a new key in the console`,
+      {
+        revoked_at: at,
+      },
+    );
   }
   if (found.network !== network) {
     // A tw_live_ key recorded for another network cannot be issued; refuse it like a test key.
@@ -186,7 +190,12 @@ export function registerV1Guard(
       throw err;
     }
     request.auth = auth;
-    await enforceRateLimit(deps.rateLimiter, reply, `key:${auth.keyId}`, auth.limits.requestsPerMinute);
+    await enforceRateLimit(
+      deps.rateLimiter,
+      reply,
+      `key:${auth.keyId}`,
+      auth.limits.requestsPerMinute,
+    );
   });
   // After parsing, before validation: a testnet request is refused as such, not as a bad field.
   app.addHook('preValidation', async (request) => {

@@ -9,7 +9,7 @@
  * it into the OpenAPI document. Schemas with an `$id` are registered with `app.addSchema` and
  * become `components.schemas` of the document; routes reference them with `ref()`.
  */
-import { type Static, type TSchema, Type as T } from '@sinclair/typebox';
+import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { ERROR_CODES, type ErrorCode } from '../common/errors.js';
 
 /** A string restricted to `values` (one `enum`, so one clear validation message). */
@@ -55,7 +55,8 @@ const errorMembers = {
     T.Unsafe<ErrorCode>({
       type: 'string',
       enum: [...ERROR_CODES],
-      description: 'Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).',
+      description:
+        'Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).',
     }),
   ),
   details: T.Optional(
@@ -79,7 +80,10 @@ export const QuotaExceededSchema = T.Object(
     ...errorMembers,
     usage: T.Object(
       {
-        active_watches: T.Integer({ minimum: 0, description: 'Active watches on this network now.' }),
+        active_watches: T.Integer({
+          minimum: 0,
+          description: 'Active watches on this network now.',
+        }),
         limit: T.Integer({ minimum: 0, description: 'Active watches the plan allows.' }),
         plan: T.String({ description: 'Plan name: Free, Starter, Pro, Scale or Business.' }),
       },
@@ -147,7 +151,9 @@ export function commonV1Responses() {
     ),
     403: errorResponse('wrong_network: the key is for another network; use a tw_live_ key.'),
     429: errorResponse('rate_limited: requests per minute exceeded.', RETRY_AFTER_HEADER),
-    500: errorResponse('Internal error: body `{"error":"internal server error"}`; retry with backoff.'),
+    500: errorResponse(
+      'Internal error: body `{"error":"internal server error"}`; retry with backoff.',
+    ),
   };
 }
 

@@ -3,6 +3,8 @@
  * base logger interface, and the TypeBox type provider (request and reply types are inferred
  * from the route's schemas).
  */
+
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type {
   FastifyBaseLogger,
   FastifyInstance,
@@ -10,7 +12,6 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 
 export type App = FastifyInstance<
   RawServerDefault,

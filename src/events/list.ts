@@ -12,8 +12,9 @@
  * Every event has exactly one notification (created in the same transaction by the ingester),
  * so the join is inner.
  */
-import { type EventPayload, type EventRow, eventPayload } from '../delivery/payload.js';
+
 import type { Queryable } from '../db/pool.js';
+import { type EventPayload, type EventRow, eventPayload } from '../delivery/payload.js';
 
 /** SPEC §EventWithDelivery `delivery`. */
 export interface DeliveryState {

@@ -123,7 +123,7 @@ async function insertEvents(
     cols.amount.push(t.amountRaw.toString());
     cols.contract.push(t.contract === null ? null : enc(t.contract));
   }
-  const { rows } = await tx.query<{ n: number; last: Date | null }>(
+  const { rows } = await tx.query<{ n: number }>(
     `WITH base AS (
        SELECT GREATEST(now(), COALESCE((SELECT last_event_at FROM chain_cursor WHERE network = $3)
                                        + interval '1 microsecond', now())) AS t
@@ -152,8 +152,14 @@ async function insertEvents(
        SELECT i.ntf, ins.id, ins.account_id, ins.watch_id, i.channel, 'PENDING', 0, now(), ins.created_at
          FROM ins JOIN input i ON i.id = ins.id
        RETURNING created_at
+     ),
+     -- Keep created_at strictly increasing across blocks and ingesters (runs even unreferenced).
+     cur AS (
+       UPDATE chain_cursor SET last_event_at = (SELECT max(created_at) FROM ntf)
+        WHERE network = $3 AND EXISTS (SELECT 1 FROM ntf)
+       RETURNING 1
      )
-     SELECT count(*)::int8 AS n, max(created_at) AS last FROM ntf`,
+     SELECT count(*)::int8 AS n FROM ntf`,
     [
       block.number,
       new Date(block.timestamp).toISOString(),
@@ -174,14 +180,6 @@ async function insertEvents(
     ],
   );
   const r = rows[0];
-  if (r && r.n > 0) {
-    // Keep created_at strictly increasing across blocks (and across ingesters).
-    await tx.query(
-      `UPDATE chain_cursor SET last_event_at = (SELECT max(created_at) FROM events WHERE id = ANY($2::text[]))
-        WHERE network = $1`,
-      [network, cols.id],
-    );
-  }
   return r?.n ?? 0;
 }
 

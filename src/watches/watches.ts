@@ -15,13 +15,14 @@
  * - Delete: sets deleted_at; the watch stops matching at once and frees its slot; its events and
  *   pending notifications are kept and keep their schedule.
  */
+
+import { limitsFor, type Plan } from '../api/plans.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { isUniqueViolation } from '../db/sqlstate.js';
 import { activationBlock, ChainHeadUnknownError } from '../ingest/chain-head.js';
-import { limitsFor, type Plan } from '../api/plans.js';
 
 export type AssetFilter = 'USDT' | 'TRX' | 'ALL';
 export type WatchDirection = 'incoming' | 'outgoing' | 'both';
@@ -136,12 +137,22 @@ export async function createWatch(
   } catch (err) {
     if (isUniqueViolation(err, 'watches_identity')) {
       // A concurrent request created the same watch between our check and our insert.
-      throw new ApiError(409, 'duplicate watch: the same watch was just created by another request');
+      throw new ApiError(
+        409,
+        'duplicate watch: the same watch was just created by another request',
+      );
     }
     if (err instanceof ChainHeadUnknownError) {
-      throw new ApiError(503, 'chain head not known yet; retry shortly', undefined, undefined, {}, {
-        'Retry-After': String(CHAIN_HEAD_RETRY_SECONDS),
-      });
+      throw new ApiError(
+        503,
+        'chain head not known yet; retry shortly',
+        undefined,
+        undefined,
+        {},
+        {
+          'Retry-After': String(CHAIN_HEAD_RETRY_SECONDS),
+        },
+      );
     }
     throw err;
   }

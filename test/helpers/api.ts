@@ -186,7 +186,14 @@ export function responseChecker(doc: Json) {
   };
   return (path: string, method: string, res: LightMyRequestResponse): string[] => {
     const where = `${method.toUpperCase()} ${path} ${res.statusCode}`;
-    const response = get(doc, 'paths', path, method.toLowerCase(), 'responses', String(res.statusCode));
+    const response = get(
+      doc,
+      'paths',
+      path,
+      method.toLowerCase(),
+      'responses',
+      String(res.statusCode),
+    );
     if (!isJson(response)) return [`${where}: status not documented`];
     const problems: string[] = [];
     for (const [name, h] of Object.entries(isJson(response.headers) ? response.headers : {})) {

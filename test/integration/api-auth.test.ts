@@ -24,7 +24,11 @@ describe.each(dbEngines)('API authentication on %s', (engine) => {
 
   it('answers 401 missing_api_key without a Bearer header, with the rate-limit headers', async () => {
     h = await apiHarness(engine);
-    for (const headers of [{}, { authorization: 'Basic dXNlcjpwYXNz' }, { authorization: 'Bearer' }]) {
+    for (const headers of [
+      {},
+      { authorization: 'Basic dXNlcjpwYXNz' },
+      { authorization: 'Bearer' },
+    ]) {
       const res = await h.app.inject({ url: '/v1/watches', headers });
       expect(res.statusCode).toBe(401);
       expect(json(res)).toEqual({ error: expect.any(String), code: 'missing_api_key' });
@@ -37,8 +41,17 @@ describe.each(dbEngines)('API authentication on %s', (engine) => {
   it('answers 401 invalid_api_key to a malformed or unknown key', async () => {
     h = await apiHarness(engine);
     const unknown = `tw_live_${'A'.repeat(32)}`;
-    for (const key of ['abc', 'tw_live_', 'tw_live_0OIl0OIl0OIl0OIl0OIl0OIl', `${unknown}!`, unknown]) {
-      const res = await h.app.inject({ url: '/v1/events', headers: { authorization: `Bearer ${key}` } });
+    for (const key of [
+      'abc',
+      'tw_live_',
+      'tw_live_0OIl0OIl0OIl0OIl0OIl0OIl',
+      `${unknown}!`,
+      unknown,
+    ]) {
+      const res = await h.app.inject({
+        url: '/v1/events',
+        headers: { authorization: `Bearer ${key}` },
+      });
       expect(res.statusCode, key).toBe(401);
       expect(json(res).code).toBe('invalid_api_key');
       expect(res.headers['x-ratelimit-limit']).toBe('60');
@@ -85,7 +98,10 @@ describe.each(dbEngines)('API authentication on %s', (engine) => {
     expect(test.key.startsWith('tw_test_')).toBe(true);
     const neverIssued = `tw_test_${'B'.repeat(32)}`;
     for (const key of [test.key, neverIssued]) {
-      const res = await h.app.inject({ url: '/v1/events', headers: { authorization: `Bearer ${key}` } });
+      const res = await h.app.inject({
+        url: '/v1/events',
+        headers: { authorization: `Bearer ${key}` },
+      });
       expect(res.statusCode).toBe(403);
       const body = json<{ error: string; code: string }>(res);
       expect(body.code).toBe('wrong_network');
@@ -166,11 +182,17 @@ describe.each(dbEngines)('accounts and API keys on %s', (engine) => {
   it('issues tw_live_ keys of ≥128 random bits, storing only their SHA-256 and a display prefix', async () => {
     h = await apiHarness(engine);
     const acc = await createAccount(h.db, { email: 'Alice@Example.com ', plan: 'Starter' });
-    expect(acc).toMatchObject({ email: 'alice@example.com', plan: 'starter', rate_limit_per_min: null });
+    expect(acc).toMatchObject({
+      email: 'alice@example.com',
+      plan: 'starter',
+      rate_limit_per_min: null,
+    });
     expect(acc.id).toMatch(/^acc_/);
     expect(await findAccountByEmail(h.db, 'ALICE@example.com')).toEqual(acc);
 
-    const keys = await Promise.all([1, 2, 3].map(() => createApiKey(h!.db, acc.id, { name: 'ci' })));
+    const keys = await Promise.all(
+      [1, 2, 3].map(() => createApiKey(h!.db, acc.id, { name: 'ci' })),
+    );
     expect(new Set(keys.map((k) => k.key)).size).toBe(3);
     for (const k of keys) {
       expect(k.key).toMatch(LIVE_KEY_RE);
@@ -178,7 +200,10 @@ describe.each(dbEngines)('accounts and API keys on %s', (engine) => {
       expect(k.id).toMatch(/^key_/);
     }
     const k = keys[0]!;
-    const { rows } = await h.db.query<Record<string, unknown>>('SELECT * FROM api_keys WHERE id = $1', [k.id]);
+    const { rows } = await h.db.query<Record<string, unknown>>(
+      'SELECT * FROM api_keys WHERE id = $1',
+      [k.id],
+    );
     expect(rows[0]?.key_hash).toBe(createHash('sha256').update(k.key).digest('hex'));
     expect(rows[0]?.key_hash).toBe(hashApiKey(k.key));
     expect(rows[0]?.key_prefix).toBe(k.prefix);

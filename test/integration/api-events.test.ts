@@ -61,7 +61,8 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     let before: string | null = null;
     let pages = 0;
     do {
-      const q: string = before === null ? '?limit=7' : `?limit=7&before=${encodeURIComponent(before)}`;
+      const q: string =
+        before === null ? '?limit=7' : `?limit=7&before=${encodeURIComponent(before)}`;
       const res = await page(c, q);
       expect(res.statusCode).toBe(200);
       const body = json<Page>(res);
@@ -84,7 +85,13 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     h = await apiHarness(engine);
     const c = await h.caller();
     const w = await watch(c);
-    await insertEvents(h.db, { accountId: c.accountId, watchId: w, tag: 'x', count: 14, start: '2026-01-08T00:00:00Z' });
+    await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'x',
+      count: 14,
+      start: '2026-01-08T00:00:00Z',
+    });
     const first = json<Page>(await page(c, '?limit=7'));
     expect(first.data).toHaveLength(7);
     expect(first.next_before).toBe('2026-01-08T00:00:00.000007Z');
@@ -97,7 +104,13 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     h = await apiHarness(engine);
     const c = await h.caller();
     const w = await watch(c);
-    await insertEvents(h.db, { accountId: c.accountId, watchId: w, tag: 'one', count: 1, start: '2026-01-08T13:36:54.123456Z' });
+    await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'one',
+      count: 1,
+      start: '2026-01-08T13:36:54.123456Z',
+    });
     const body = json<Page>(await page(c, ''));
     expect(body).toEqual({
       data: [
@@ -135,8 +148,20 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     const c = await h.caller();
     const w1 = await watch(c);
     const w2 = await watch(c, { address: ADDR2_B58 });
-    const a = await insertEvents(h.db, { accountId: c.accountId, watchId: w1, tag: 'a', count: 60, start: '2026-01-08T10:00:00Z' });
-    const b = await insertEvents(h.db, { accountId: c.accountId, watchId: w2, tag: 'b', count: 5, start: '2026-01-08T11:00:00Z' });
+    const a = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w1,
+      tag: 'a',
+      count: 60,
+      start: '2026-01-08T10:00:00Z',
+    });
+    const b = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w2,
+      tag: 'b',
+      count: 5,
+      start: '2026-01-08T11:00:00Z',
+    });
 
     const all = json<Page>(await page(c, ''));
     expect(all.data).toHaveLength(50);
@@ -145,14 +170,24 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
 
     // since is inclusive: the event created exactly then is included.
     const since = json<Page>(await page(c, '?since=2026-01-08T10:00:00.000055Z&limit=200'));
-    expect(since.data.map((e) => e.event_id)).toEqual([...b.reverse(), a[59], a[58], a[57], a[56], a[55]]);
+    expect(since.data.map((e) => e.event_id)).toEqual([
+      ...b.reverse(),
+      a[59],
+      a[58],
+      a[57],
+      a[56],
+      a[55],
+    ]);
     // before is exclusive.
     const before = json<Page>(await page(c, '?before=2026-01-08T10:00:00.000002Z'));
     expect(before.data.map((e) => e.event_id)).toEqual([a[1], a[0]]);
     expect(before.next_before).toBeNull();
     // Both, with a time-zone offset.
     const both = json<Page>(
-      await page(c, `?since=${encodeURIComponent('2026-01-08T11:00:00.000001+01:00')}&before=2026-01-08T10:00:00.000004Z`),
+      await page(
+        c,
+        `?since=${encodeURIComponent('2026-01-08T11:00:00.000001+01:00')}&before=2026-01-08T10:00:00.000004Z`,
+      ),
     );
     expect(both.data.map((e) => e.event_id)).toEqual([a[3], a[2], a[1]]);
 
@@ -170,14 +205,37 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     const bob = await h.caller();
     const wa = await watch(alice);
     const wb = await watch(bob);
-    await insertEvents(h.db, { accountId: alice.accountId, watchId: wa, tag: 'al', count: 3, start: '2026-01-08T12:00:00Z' });
-    await insertEvents(h.db, { accountId: bob.accountId, watchId: wb, tag: 'bo', count: 4, start: '2026-01-08T12:00:00.5Z' });
+    await insertEvents(h.db, {
+      accountId: alice.accountId,
+      watchId: wa,
+      tag: 'al',
+      count: 3,
+      start: '2026-01-08T12:00:00Z',
+    });
+    await insertEvents(h.db, {
+      accountId: bob.accountId,
+      watchId: wb,
+      tag: 'bo',
+      count: 4,
+      start: '2026-01-08T12:00:00.5Z',
+    });
 
     const mine = json<Page>(await page(alice, '?limit=200'));
-    expect(mine.data.map((e) => e.event_id)).toEqual(['evt_al_000002', 'evt_al_000001', 'evt_al_000000']);
-    expect(json<Page>(await page(alice, `?watch_id=${wb}`))).toEqual({ data: [], next_before: null });
+    expect(mine.data.map((e) => e.event_id)).toEqual([
+      'evt_al_000002',
+      'evt_al_000001',
+      'evt_al_000000',
+    ]);
+    expect(json<Page>(await page(alice, `?watch_id=${wb}`))).toEqual({
+      data: [],
+      next_before: null,
+    });
 
-    const del = await h.app.inject({ method: 'DELETE', url: `/v1/watches/${wb}`, headers: bob.headers });
+    const del = await h.app.inject({
+      method: 'DELETE',
+      url: `/v1/watches/${wb}`,
+      headers: bob.headers,
+    });
     expect(del.statusCode).toBe(204);
     expect(json<Page>(await page(bob, '')).data).toHaveLength(4);
   });
@@ -205,11 +263,17 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
       expect(res.statusCode, q).toBe(400);
       const body = json(res);
       expect(body.code).toBeUndefined();
-      expect((body.details as Array<{ field: string }>).map((d) => d.field), q).toContain(field);
+      expect(
+        (body.details as Array<{ field: string }>).map((d) => d.field),
+        q,
+      ).toContain(field);
       expect(res.headers['x-ratelimit-limit']).toBe('60');
     }
     const both = json(await page(c, '?limit=0&since=nope'));
-    expect((both.details as Array<{ field: string }>).map((d) => d.field).sort()).toEqual(['limit', 'since']);
+    expect((both.details as Array<{ field: string }>).map((d) => d.field).sort()).toEqual([
+      'limit',
+      'since',
+    ]);
     // Bounds are accepted.
     for (const q of ['?limit=1', '?limit=200']) expect((await page(c, q)).statusCode).toBe(200);
   });

@@ -41,7 +41,11 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
     h = await apiHarness(engine);
     const res = await h.app.inject({ url: '/healthz' });
     expect(res.statusCode).toBe(200);
-    expect(json(res)).toEqual({ ok: true, network: 'mainnet', checks: { postgres: true, redis: true } });
+    expect(json(res)).toEqual({
+      ok: true,
+      network: 'mainnet',
+      checks: { postgres: true, redis: true },
+    });
   });
 
   it('answers 503 with the same shape when PostgreSQL is down, and /v1 answers the bare 500', async () => {
@@ -50,7 +54,11 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
     try {
       const res = await h.app.inject({ url: '/healthz' });
       expect(res.statusCode).toBe(503);
-      expect(json(res)).toEqual({ ok: false, network: 'mainnet', checks: { postgres: false, redis: true } });
+      expect(json(res)).toEqual({
+        ok: false,
+        network: 'mainnet',
+        checks: { postgres: false, redis: true },
+      });
 
       const v1 = await h.app.inject({
         url: '/v1/watches',
@@ -89,7 +97,11 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
         const res = await app.inject({ url: '/healthz' });
         expect(Date.now() - started).toBeLessThan(5_000);
         expect(res.statusCode).toBe(503);
-        expect(json(res)).toEqual({ ok: false, network: 'mainnet', checks: { postgres: true, redis: false } });
+        expect(json(res)).toEqual({
+          ok: false,
+          network: 'mainnet',
+          checks: { postgres: true, redis: false },
+        });
       } finally {
         await app.close();
       }
@@ -124,9 +136,18 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     h = await apiHarness(engine);
     const doc = await openapiDocument(h.app);
     const paths = doc.paths as Record<string, Record<string, Json>>;
-    expect(Object.keys(paths).sort()).toEqual(['/healthz', '/v1/events', '/v1/watches', '/v1/watches/{id}']);
+    expect(Object.keys(paths).sort()).toEqual([
+      '/healthz',
+      '/v1/events',
+      '/v1/watches',
+      '/v1/watches/{id}',
+    ]);
     const ops: Array<[string, string, string[]]> = [
-      ['/v1/watches', 'post', ['201', '400', '401', '402', '403', '409', '413', '415', '429', '500', '503']],
+      [
+        '/v1/watches',
+        'post',
+        ['201', '400', '401', '402', '403', '409', '413', '415', '429', '500', '503'],
+      ],
       ['/v1/watches', 'get', ['200', '400', '401', '403', '429', '500']],
       ['/v1/watches/{id}', 'delete', ['204', '400', '401', '403', '404', '429', '500']],
       ['/v1/events', 'get', ['200', '400', '401', '403', '429', '500']],
@@ -134,7 +155,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     const components = doc.components as Json;
     const headers = components.headers as Record<string, Json>;
     for (const [path, method, statuses] of ops) {
-      const op = paths[path]?.[method] as Json;
+      const op = paths[path]![method] as Json;
       expect(op.security).toEqual([{ bearerAuth: [] }]);
       const responses = op.responses as Record<string, Json>;
       expect(Object.keys(responses).sort()).toEqual(statuses);
@@ -143,16 +164,24 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         expect(hs['X-RateLimit-Limit'], `${path} ${method} ${status}`).toEqual({
           $ref: '#/components/headers/X-RateLimit-Limit',
         });
-        expect(hs['X-RateLimit-Remaining']).toEqual({ $ref: '#/components/headers/X-RateLimit-Remaining' });
+        expect(hs['X-RateLimit-Remaining']).toEqual({
+          $ref: '#/components/headers/X-RateLimit-Remaining',
+        });
       }
-      expect((responses['429']?.headers as Json)['Retry-After']).toEqual({
+      expect((responses['429']!.headers as Json)['Retry-After']).toEqual({
         $ref: '#/components/headers/Retry-After',
       });
     }
     expect(headers['Retry-After']).toMatchObject({ required: true, schema: { type: 'integer' } });
-    expect(headers['X-RateLimit-Limit']).toMatchObject({ required: true, schema: { type: 'integer' } });
-    expect((paths['/healthz']?.get as Json).security).toEqual([]);
-    expect(Object.keys((paths['/healthz']?.get as Json).responses as Json).sort()).toEqual(['200', '503']);
+    expect(headers['X-RateLimit-Limit']).toMatchObject({
+      required: true,
+      schema: { type: 'integer' },
+    });
+    expect((paths['/healthz']!.get as Json).security).toEqual([]);
+    expect(Object.keys((paths['/healthz']!.get as Json).responses as Json).sort()).toEqual([
+      '200',
+      '503',
+    ]);
 
     const schemas = components.schemas as Record<string, Json>;
     const errorProps = schemas.ErrorBody?.properties as Record<string, Json>;
@@ -160,25 +189,59 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     expect(schemas.ErrorBody?.required).toEqual(['error']);
     expect(schemas.QuotaExceededError?.required).toEqual(['error', 'usage']);
     expect(Object.keys((schemas.CreateWatch?.properties as Json) ?? {})).toEqual([
-      'address', 'asset_filter', 'direction', 'webhook_url', 'telegram', 'network',
+      'address',
+      'asset_filter',
+      'direction',
+      'webhook_url',
+      'telegram',
+      'network',
     ]);
-    expect((schemas.CreateWatch?.properties as Record<string, Json>).webhook_url).toMatchObject({ maxLength: 2048 });
+    expect((schemas.CreateWatch!.properties as Record<string, Json>).webhook_url).toMatchObject({
+      maxLength: 2048,
+    });
     expect(Object.keys((schemas.Watch?.properties as Json) ?? {})).toEqual([
-      'id', 'address', 'asset_filter', 'direction', 'channel', 'webhook_url', 'status', 'created_at',
+      'id',
+      'address',
+      'asset_filter',
+      'direction',
+      'channel',
+      'webhook_url',
+      'status',
+      'created_at',
     ]);
     expect(schemas.Event?.required).toEqual([
-      'api_version', 'event_id', 'type', 'direction', 'network', 'asset', 'tx_id', 'event_index',
-      'block_number', 'block_timestamp', 'from', 'to', 'amount_raw', 'amount', 'watch_id',
+      'api_version',
+      'event_id',
+      'type',
+      'direction',
+      'network',
+      'asset',
+      'tx_id',
+      'event_index',
+      'block_number',
+      'block_timestamp',
+      'from',
+      'to',
+      'amount_raw',
+      'amount',
+      'watch_id',
     ]);
     const events = paths['/v1/events']?.get as Json;
     const params = (events.parameters as Json[]).map((p) => [p.name, p.in]);
     expect(params).toEqual([
-      ['limit', 'query'], ['before', 'query'], ['since', 'query'], ['watch_id', 'query'], ['network', 'query'],
+      ['limit', 'query'],
+      ['before', 'query'],
+      ['since', 'query'],
+      ['watch_id', 'query'],
+      ['network', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });
 
-    expect((components.securitySchemes as Json).bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect((components.securitySchemes as Json).bearerAuth).toMatchObject({
+      type: 'http',
+      scheme: 'bearer',
+    });
 
     const hook = ((doc.webhooks as Json)['transfer.confirmed'] as Json).post as Json;
     expect(
@@ -201,7 +264,12 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     const c = await h.caller({ watchQuota: 1 });
     const seen = new Set<string>();
     const problems: string[] = [];
-    const expectAnswer = (path: string, method: string, status: number, res: LightMyRequestResponse) => {
+    const expectAnswer = (
+      path: string,
+      method: string,
+      status: number,
+      res: LightMyRequestResponse,
+    ) => {
       expect(res.statusCode, `${method} ${path}: ${res.body}`).toBe(status);
       problems.push(...check(path, method, res));
       seen.add(String(status));
@@ -216,7 +284,12 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     expectAnswer('/v1/watches', 'post', 402, await post(webhookWatch({ asset_filter: 'TRX' })));
     expectAnswer('/v1/watches', 'post', 409, await post(webhookWatch()));
     expectAnswer('/v1/watches', 'post', 400, await post(webhookWatch({ address: 'nope' })));
-    expectAnswer('/v1/watches', 'post', 400, await post({ address: ADDR2_B58, asset_filter: 'USDT' }));
+    expectAnswer(
+      '/v1/watches',
+      'post',
+      400,
+      await post({ address: ADDR2_B58, asset_filter: 'USDT' }),
+    );
     expectAnswer('/v1/watches', 'post', 400, await post(webhookWatch({ network: 'nile' })));
     expectAnswer(
       '/v1/watches',
@@ -229,13 +302,13 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         payload: 'x',
       }),
     );
+    expectAnswer('/v1/watches', 'post', 413, await post(webhookWatch({ pad: 'x'.repeat(70_000) })));
     expectAnswer(
       '/v1/watches',
-      'post',
-      413,
-      await post(webhookWatch({ pad: 'x'.repeat(70_000) })),
+      'get',
+      200,
+      await app.inject({ url: '/v1/watches', headers: c.headers }),
     );
-    expectAnswer('/v1/watches', 'get', 200, await app.inject({ url: '/v1/watches', headers: c.headers }));
     expectAnswer('/v1/watches', 'get', 401, await app.inject({ url: '/v1/watches' }));
     const testKey = await otherNetworkKey(h.db, c.accountId);
     expectAnswer(
@@ -246,41 +319,117 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     );
 
     // Events: a USDT and a TRX event (contract null), paged so next_before is a string, then null.
-    await insertEvents(h.db, { accountId: c.accountId, watchId: id, tag: 'oa', count: 2, start: '2026-01-08T13:36:54.123456Z' });
+    await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: id,
+      tag: 'oa',
+      count: 2,
+      start: '2026-01-08T13:36:54.123456Z',
+    });
     await h.db.query(
       "UPDATE events SET asset = 'TRX', contract = NULL, event_index = 0 WHERE id = 'evt_oa_000001'",
     );
     const first = await app.inject({ url: '/v1/events?limit=1', headers: c.headers });
     expectAnswer('/v1/events', 'get', 200, first);
-    expect(json(first).next_before).toBe('2026-01-08T13:36:54.123456Z');
+    expect(json(first).next_before).toBe('2026-01-08T13:36:54.123457Z');
     expect((json(first).data as Json[])[0]?.contract).toBeNull();
-    expectAnswer('/v1/events', 'get', 200, await app.inject({ url: '/v1/events', headers: c.headers }));
-    expectAnswer('/v1/events', 'get', 400, await app.inject({ url: '/v1/events?limit=0', headers: c.headers }));
+    expectAnswer(
+      '/v1/events',
+      'get',
+      200,
+      await app.inject({ url: '/v1/events', headers: c.headers }),
+    );
+    expectAnswer(
+      '/v1/events',
+      'get',
+      400,
+      await app.inject({ url: '/v1/events?limit=0', headers: c.headers }),
+    );
 
-    expectAnswer('/v1/watches/{id}', 'delete', 404, await app.inject({ method: 'DELETE', url: '/v1/watches/wh_00000000000000000000000000', headers: c.headers }));
-    expectAnswer('/v1/watches/{id}', 'delete', 204, await app.inject({ method: 'DELETE', url: `/v1/watches/${id}`, headers: c.headers }));
+    expectAnswer(
+      '/v1/watches/{id}',
+      'delete',
+      404,
+      await app.inject({
+        method: 'DELETE',
+        url: '/v1/watches/wh_00000000000000000000000000',
+        headers: c.headers,
+      }),
+    );
+    expectAnswer(
+      '/v1/watches/{id}',
+      'delete',
+      204,
+      await app.inject({ method: 'DELETE', url: `/v1/watches/${id}`, headers: c.headers }),
+    );
 
     // 401 revoked (details object) and 429.
     const r = await h.caller({ rateLimitPerMin: 1 });
-    expectAnswer('/v1/events', 'get', 200, await app.inject({ url: '/v1/events', headers: r.headers }));
-    expectAnswer('/v1/events', 'get', 429, await app.inject({ url: '/v1/events', headers: r.headers }));
+    expectAnswer(
+      '/v1/events',
+      'get',
+      200,
+      await app.inject({ url: '/v1/events', headers: r.headers }),
+    );
+    expectAnswer(
+      '/v1/events',
+      'get',
+      429,
+      await app.inject({ url: '/v1/events', headers: r.headers }),
+    );
     await revokeApiKey(h.db, r.keyId);
-    expectAnswer('/v1/events', 'get', 401, await app.inject({ url: '/v1/events', headers: r.headers }));
+    expectAnswer(
+      '/v1/events',
+      'get',
+      401,
+      await app.inject({ url: '/v1/events', headers: r.headers }),
+    );
 
     expectAnswer('/healthz', 'get', 200, await app.inject({ url: '/healthz' }));
 
     expect(problems).toEqual([]);
-    expect([...seen].sort()).toEqual(['200', '201', '204', '400', '401', '402', '403', '404', '409', '413', '415', '429']);
+    // The checker is not vacuous: a wrong body or a missing header is caught.
+    const forged = (body: Json, headers: Json) =>
+      ({
+        statusCode: 201,
+        headers,
+        body: JSON.stringify(body),
+      }) as unknown as LightMyRequestResponse;
+    expect(
+      check('/v1/watches', 'post', forged({ ...json(created), status: 'GONE' }, created.headers)),
+    ).toHaveLength(1);
+    expect(check('/v1/watches', 'post', forged(json(created), {}))).toHaveLength(2);
+    expect([...seen].sort()).toEqual([
+      '200',
+      '201',
+      '204',
+      '400',
+      '401',
+      '402',
+      '403',
+      '404',
+      '409',
+      '413',
+      '415',
+      '429',
+    ]);
   });
 
   it('matches the real 503s (no chain head; dependency down)', async () => {
     h = await apiHarness(engine, { chainHead: false, redisCheck: async () => false });
     const check = responseChecker(await openapiDocument(h.app));
     const c = await h.caller();
-    const noHead = await h.app.inject({ method: 'POST', url: '/v1/watches', headers: c.headers, payload: webhookWatch() });
+    const noHead = await h.app.inject({
+      method: 'POST',
+      url: '/v1/watches',
+      headers: c.headers,
+      payload: webhookWatch(),
+    });
     expect(noHead.statusCode).toBe(503);
     const down = await h.app.inject({ url: '/healthz' });
     expect(down.statusCode).toBe(503);
-    expect([...check('/v1/watches', 'post', noHead), ...check('/healthz', 'get', down)]).toEqual([]);
+    expect([...check('/v1/watches', 'post', noHead), ...check('/healthz', 'get', down)]).toEqual(
+      [],
+    );
   });
 });

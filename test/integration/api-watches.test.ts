@@ -4,9 +4,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  ADDR2_B58,
   ADDR_B58,
   ADDR_HEX,
+  ADDR2_B58,
   type ApiHarness,
   apiHarness,
   type Caller,
@@ -69,16 +69,20 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       active_from_block: number;
       secret_key_id: string;
       secret_ciphertext: Uint8Array;
-    }>('SELECT address_hex, active_from_block, secret_key_id, secret_ciphertext FROM watches WHERE id = $1', [
-      w.id,
-    ]);
+    }>(
+      'SELECT address_hex, active_from_block, secret_key_id, secret_ciphertext FROM watches WHERE id = $1',
+      [w.id],
+    );
     const row = rows[0]!;
     expect(row.address_hex).toBe(ADDR_HEX);
     // The chain head the harness stored (DESIGN invariant 5).
     expect(row.active_from_block).toBeGreaterThanOrEqual(1_018);
     expect(Buffer.from(row.secret_ciphertext).toString('latin1')).not.toContain(String(w.secret));
     expect(
-      h.secrets.decrypt({ keyId: row.secret_key_id, ciphertext: Buffer.from(row.secret_ciphertext) }),
+      h.secrets.decrypt({
+        keyId: row.secret_key_id,
+        ciphertext: Buffer.from(row.secret_ciphertext),
+      }),
     ).toBe(w.secret);
 
     // GET never returns the secret.
@@ -101,10 +105,26 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
 
   it('accepts a 41-hex address, every direction and asset filter, and network: mainnet', async () => {
     const { c } = await setup({ plan: 'starter' });
-    const hex = await post(c, webhookWatch({ address: ADDR_HEX.toUpperCase(), direction: 'both', asset_filter: 'ALL', network: 'mainnet' }));
+    const hex = await post(
+      c,
+      webhookWatch({
+        address: ADDR_HEX.toUpperCase(),
+        direction: 'both',
+        asset_filter: 'ALL',
+        network: 'mainnet',
+      }),
+    );
     expect(hex.statusCode).toBe(201);
-    expect(json(hex)).toMatchObject({ address: ADDR_HEX.toUpperCase(), direction: 'both', asset_filter: 'ALL' });
-    const out = await post(c, webhookWatch({ asset_filter: 'TRX', direction: 'outgoing' }), '/v1/watches?network=mainnet');
+    expect(json(hex)).toMatchObject({
+      address: ADDR_HEX.toUpperCase(),
+      direction: 'both',
+      asset_filter: 'ALL',
+    });
+    const out = await post(
+      c,
+      webhookWatch({ asset_filter: 'TRX', direction: 'outgoing' }),
+      '/v1/watches?network=mainnet',
+    );
     expect(out.statusCode).toBe(201);
   });
 
@@ -147,7 +167,10 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       expect(json(inBody).code).toBe('testnet_unsupported');
       const inQuery = await post(c, webhookWatch(), `/v1/watches?network=${network}`);
       expect(json(inQuery).code).toBe('testnet_unsupported');
-      const list = await h.app.inject({ url: `/v1/watches?network=${network}`, headers: c.headers });
+      const list = await h.app.inject({
+        url: `/v1/watches?network=${network}`,
+        headers: c.headers,
+      });
       expect(list.statusCode).toBe(400);
       expect(json(list).code).toBe('testnet_unsupported');
     }
@@ -217,11 +240,21 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     expectFieldError(await raw('[]'), 'body');
     expectFieldError(await raw('"x"'), 'body');
     const invalid = expectFieldError(
-      await raw(JSON.stringify({ address: ADDR_B58, asset_filter: 'BTC', direction: 'sideways', telegram: 'maybe' })),
+      await raw(
+        JSON.stringify({
+          address: ADDR_B58,
+          asset_filter: 'BTC',
+          direction: 'sideways',
+          telegram: 'maybe',
+        }),
+      ),
       'asset_filter',
     );
     expect(invalid.map((d) => d.field).sort()).toEqual(['asset_filter', 'direction', 'telegram']);
-    expectFieldError(await raw(JSON.stringify({ webhook_url: 'https://a.example.com/' })), 'asset_filter');
+    expectFieldError(
+      await raw(JSON.stringify({ webhook_url: 'https://a.example.com/' })),
+      'asset_filter',
+    );
 
     const text = await raw('address=x', 'text/plain');
     expect(text.statusCode).toBe(415);
@@ -262,7 +295,10 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     const small = await h.caller({ plan: 'starter', watchQuota: 1 });
     expect((await post(small, webhookWatch())).statusCode).toBe(201);
     const res = await post(small, webhookWatch({ asset_filter: 'ALL' }));
-    expect(json(res)).toMatchObject({ code: 'quota_exceeded', usage: { active_watches: 1, limit: 1, plan: 'Starter' } });
+    expect(json(res)).toMatchObject({
+      code: 'quota_exceeded',
+      usage: { active_watches: 1, limit: 1, plan: 'Starter' },
+    });
   });
 
   it('answers 409 to a duplicate identity, in either address encoding, before the quota', async () => {
@@ -271,7 +307,10 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     expect(first.statusCode).toBe(201);
     for (const address of [ADDR_B58, ADDR_HEX, ADDR_HEX.toUpperCase(), `0x${ADDR_HEX}`]) {
       // A different URL does not make another watch: the channel is the identity, not the URL.
-      const dup = await post(c, webhookWatch({ address, direction: 'both', webhook_url: 'https://other.example.com/x' }));
+      const dup = await post(
+        c,
+        webhookWatch({ address, direction: 'both', webhook_url: 'https://other.example.com/x' }),
+      );
       expect(dup.statusCode, address).toBe(409);
       const body = json(dup);
       expect(body.code).toBeUndefined();
@@ -290,7 +329,9 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     expect(same.map((r) => r.statusCode).sort()).toEqual([201, 409, 409, 409]);
     const distinct = await Promise.all(
       ['TRX', 'ALL'].flatMap((asset_filter) =>
-        ['incoming', 'outgoing'].map((direction) => post(c, webhookWatch({ asset_filter, direction }))),
+        ['incoming', 'outgoing'].map((direction) =>
+          post(c, webhookWatch({ asset_filter, direction })),
+        ),
       ),
     );
     expect(distinct.map((r) => r.statusCode).sort()).toEqual([201, 402, 402, 402]);
@@ -321,22 +362,43 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     expect((await post(c, webhookWatch({ asset_filter: 'TRX' }))).statusCode).toBe(402);
 
     const other = await h.caller();
-    const foreign = await h.app.inject({ method: 'DELETE', url: `/v1/watches/${w.id}`, headers: other.headers });
+    const foreign = await h.app.inject({
+      method: 'DELETE',
+      url: `/v1/watches/${w.id}`,
+      headers: other.headers,
+    });
     expect(foreign.statusCode).toBe(404);
     expect(json(foreign)).toEqual({ error: expect.any(String) });
 
-    const del = await h.app.inject({ method: 'DELETE', url: `/v1/watches/${w.id}`, headers: c.headers });
+    const del = await h.app.inject({
+      method: 'DELETE',
+      url: `/v1/watches/${w.id}`,
+      headers: c.headers,
+    });
     expect(del.statusCode).toBe(204);
     expect(del.body).toBe('');
     expect(del.headers['x-ratelimit-limit']).toBe('60');
     // Slot freed immediately.
     expect((await post(c, webhookWatch({ asset_filter: 'TRX' }))).statusCode).toBe(201);
     // The row stays (soft delete) for its events and notifications.
-    const { rows } = await h.db.query<{ deleted_at: Date | null }>('SELECT deleted_at FROM watches WHERE id = $1', [w.id]);
+    const { rows } = await h.db.query<{ deleted_at: Date | null }>(
+      'SELECT deleted_at FROM watches WHERE id = $1',
+      [w.id],
+    );
     expect(rows[0]?.deleted_at).toBeInstanceOf(Date);
 
-    for (const id of [w.id, 'wh_00000000000000000000000000', 'nope', 'evt_00000000000000000000000000', 'x'.repeat(300)]) {
-      const res = await h.app.inject({ method: 'DELETE', url: `/v1/watches/${id}`, headers: c.headers });
+    for (const id of [
+      w.id,
+      'wh_00000000000000000000000000',
+      'nope',
+      'evt_00000000000000000000000000',
+      'x'.repeat(300),
+    ]) {
+      const res = await h.app.inject({
+        method: 'DELETE',
+        url: `/v1/watches/${id}`,
+        headers: c.headers,
+      });
       expect(res.statusCode, String(id)).toBe(404);
       expect(json(res).code).toBeUndefined();
       expect(res.headers['x-ratelimit-limit']).toBe('60');
@@ -368,9 +430,18 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
     expect(unknown.statusCode).toBe(404);
     expect(json(unknown)).toEqual({ error: expect.any(String) });
     expect(unknown.headers['x-ratelimit-limit']).toBe('60');
-    const put = await h.app.inject({ method: 'PUT', url: '/v1/watches', headers: c.headers, payload: {} });
+    const put = await h.app.inject({
+      method: 'PUT',
+      url: '/v1/watches',
+      headers: c.headers,
+      payload: {},
+    });
     expect(put.statusCode).toBe(404);
-    const bad = await h.app.inject({ method: 'DELETE', url: '/v1/watches/%E0%A4%A', headers: c.headers });
+    const bad = await h.app.inject({
+      method: 'DELETE',
+      url: '/v1/watches/%E0%A4%A',
+      headers: c.headers,
+    });
     expect(bad.statusCode).toBe(400);
     expect(json(bad)).toEqual({ error: expect.any(String) });
     expect(bad.headers['x-ratelimit-limit']).toBe('60');

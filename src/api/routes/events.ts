@@ -36,7 +36,10 @@ const eventMembers = {
   network: StringEnum(['mainnet', 'nile'] as const),
   asset: StringEnum(['USDT', 'TRX'] as const),
   tx_id: T.String({ description: 'Transaction identifier.' }),
-  event_index: T.Integer({ minimum: 0, description: 'Transfer log index. Always 0 for native TRX.' }),
+  event_index: T.Integer({
+    minimum: 0,
+    description: 'Transfer log index. Always 0 for native TRX.',
+  }),
   block_number: T.Integer({ minimum: 0 }),
   block_timestamp: T.String({
     format: 'date-time',
@@ -154,7 +157,8 @@ export function eventRoutes(app: App, deps: AppDeps): void {
       const problems: FieldError[] = [];
       checkInstant('before', q.before, problems);
       checkInstant('since', q.since, problems);
-      if (problems.length > 0) throw new ApiError(400, 'invalid query parameters', undefined, problems);
+      if (problems.length > 0)
+        throw new ApiError(400, 'invalid query parameters', undefined, problems);
       try {
         return await listEvents(deps.db, {
           accountId: auth.accountId,

@@ -53,7 +53,8 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       schema: {
         operationId: 'health',
         summary: 'Health check',
-        description: 'No authentication. 503 when a dependency is down; the body has the same shape.',
+        description:
+          'No authentication. 503 when a dependency is down; the body has the same shape.',
         tags: ['health'],
         security: [],
         response: {

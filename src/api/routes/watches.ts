@@ -41,13 +41,17 @@ const watchMembers = {
   channel: StringEnum(['webhook', 'telegram'] as const),
   webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
   status: StringEnum(['ACTIVE', 'PAUSED'] as const, {
-    description: 'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
+    description:
+      'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
   }),
   created_at: T.String({ format: 'date-time' }),
 };
 
 /** SPEC §Watch. */
-export const WatchSchema = T.Object(watchMembers, { $id: 'Watch', description: 'A watch (SPEC §Watch).' });
+export const WatchSchema = T.Object(watchMembers, {
+  $id: 'Watch',
+  description: 'A watch (SPEC §Watch).',
+});
 
 /** SPEC §WatchCreated. */
 export const WatchCreatedSchema = T.Object(
@@ -85,12 +89,14 @@ export const CreateWatchSchema = T.Object(
     ),
     telegram: T.Optional(
       T.Boolean({
-        description: 'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
+        description:
+          'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
       }),
     ),
     network: T.Optional(
       StringEnum(['mainnet'] as const, {
-        description: 'Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.',
+        description:
+          'Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.',
       }),
     ),
   },
@@ -159,7 +165,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
             description: 'quota_exceeded: the plan allows no more active watches on this network.',
             headers: { ...RATE_LIMIT_HEADERS },
           }),
-          409: errorResponse('Duplicate watch (same address, asset_filter, direction and channel).'),
+          409: errorResponse(
+            'Duplicate watch (same address, asset_filter, direction and channel).',
+          ),
           413: errorResponse('Body too large.'),
           415: errorResponse('Content-Type is not application/json.'),
           503: errorResponse('The chain head is not known yet; retry shortly.', {
@@ -215,7 +223,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       request.log.info({ watch_id: watch.id, account_id: auth.accountId }, 'watch created');
       return reply.code(201).send({
         ...watchView(watch),
-        ...(secret !== null ? { secret, note: CREATED_NOTE_WEBHOOK } : { note: CREATED_NOTE_TELEGRAM }),
+        ...(secret !== null
+          ? { secret, note: CREATED_NOTE_WEBHOOK }
+          : { note: CREATED_NOTE_TELEGRAM }),
       });
     },
   );
@@ -258,7 +268,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         response: {
           ...commonV1Responses(),
           204: T.Null({ description: 'Deleted. No body.', headers: { ...RATE_LIMIT_HEADERS } }),
-          404: errorResponse('No such watch of the caller (missing, already deleted, or not yours).'),
+          404: errorResponse(
+            'No such watch of the caller (missing, already deleted, or not yours).',
+          ),
         },
       },
     },
