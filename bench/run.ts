@@ -6,14 +6,34 @@
  * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
+import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
 import { benchIngestWatches } from './ingest-watches.js';
 import { benchScan } from './scan.js';
 
 type Part = { name: string; run: () => Promise<string[]> };
 
+const env = (k: string, d: number) => Number(process.env[k] ?? d);
 const parts: Part[] = [
-  { name: 'scan', run: () => benchScan({ blocks: Number(process.env.BENCH_BLOCKS ?? 300) }) },
+  { name: 'scan', run: () => benchScan({ blocks: env('BENCH_BLOCKS', 300) }) },
+  {
+    name: 'e2e',
+    run: () =>
+      benchE2e({
+        blocks: env('BENCH_E2E_BLOCKS', 510),
+        intervalMs: env('BENCH_INTERVAL_MS', 150),
+        paceSeconds: env('BENCH_PACE_SECONDS', 45),
+      }),
+  },
+  { name: 'delivery', run: async () => (await benchDelivery({})).lines },
+  {
+    name: 'watches',
+    run: () =>
+      benchIngestWatches({
+        blocks: env('BENCH_WATCH_BLOCKS', 100),
+        watches: env('BENCH_WATCHES', 1_000_000),
+      }),
+  },
 ];
 
 const wanted = (process.env.BENCH ?? '').split(',').filter(Boolean);

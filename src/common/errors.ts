@@ -66,7 +66,12 @@ export class ApiError extends Error {
   }
 
   /** An error with a code: its status comes from CODE_STATUS. */
-  static coded(code: ErrorCode, message: string, details?: unknown, extra?: Record<string, unknown>) {
+  static coded(
+    code: ErrorCode,
+    message: string,
+    details?: unknown,
+    extra?: Record<string, unknown>,
+  ) {
     return new ApiError(CODE_STATUS[code], message, code, details, extra);
   }
 

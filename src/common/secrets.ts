@@ -71,7 +71,8 @@ export function keyId(key: Buffer): string {
 export function parseKey(text: string): Buffer {
   const t = text.trim();
   const k = /^[0-9a-fA-F]{64}$/.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
-  if (k.length !== 32) throw new RangeError('SECRET_ENCRYPTION_KEY must be 32 bytes (64 hex digits or base64)');
+  if (k.length !== 32)
+    throw new RangeError('SECRET_ENCRYPTION_KEY must be 32 bytes (64 hex digits or base64)');
   return k;
 }
 
@@ -93,8 +94,10 @@ export function loadOrCreateKeyFile(dataDir: string): Buffer {
 }
 
 /**
- * A new webhook secret: `whsec_` + standard base64 of 32 random bytes (256 bits), the form the
- * Standard Webhooks libraries expect. X-Signature is keyed by the whole string as shown.
+ * A new webhook secret: `whsec_` + standard base64 of 32 random bytes (256 bits).
+ * X-Signature (SPEC) is keyed by the WHOLE string as shown, `whsec_` included. The `whsec_<base64>`
+ * form is also what Standard Webhooks libraries accept, for a scheme that keys with the decoded
+ * bytes and signs `id.timestamp.body`; that scheme is not sent yet.
  */
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;

@@ -1,9 +1,10 @@
 /**
  * Record attempt outcomes and move their notifications (SPEC §States "Delivery status";
- * DESIGN invariant 3), a batch at a time, in ONE transaction of two statements:
+ * DESIGN invariant 3), a batch at a time, in ONE transaction (one statement, one round trip):
  *
  * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST;
- * 2. move each notification whose `lease_token` still matches the claim's:
+ * 2. move each notification whose attempt row was inserted and whose `lease_token` still
+ *    matches the claim's:
  *    - 2xx → DELIVERED, delivered_at = now();
  *    - failure with attempts left → PENDING, next_attempt_at = now() + nextDelayMs (schedule.ts);
  *    - the sixth failure → DEAD;
@@ -17,7 +18,7 @@
  * Batch statements pass columns as arrays through unnest() (one round trip per statement,
  * whatever the batch size; works on PostgreSQL 15 and PGlite).
  */
-import type { Db } from '../db/pool.js';
+import type { Queryable } from '../db/pool.js';
 import { nextDelayMs } from './schedule.js';
 import type { AttemptResult } from './send.js';
 
@@ -48,11 +49,22 @@ export interface CompleteOutcome {
 
 type Target = 'DELIVERED' | 'PENDING' | 'DEAD';
 
-const INSERT_ATTEMPTS_SQL = `
-INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
-SELECT * FROM unnest($1::text[], $2::int4[], $3::timestamptz[], $4::int4[], $5::int4[], $6::text[])`;
-
-const MOVE_SQL = `
+/**
+ * One statement, so one transaction and one round trip per batch. The attempt rows are inserted
+ * first in the strongest sense: the UPDATE only moves notifications whose attempt row the INSERT
+ * returned (data dependency), and both commit together or not at all.
+ */
+const COMPLETE_SQL = `
+WITH r AS (
+  SELECT *
+    FROM unnest($1::text[], $2::text[], $3::int4[], $4::timestamptz[], $5::int4[], $6::int4[],
+                $7::text[], $8::text[], $9::float8[])
+         AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms)
+), recorded AS (
+  INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
+  SELECT id, attempt, started_at, duration_ms, http_status, error FROM r
+  RETURNING notification_id, attempt
+)
 UPDATE notifications AS n
    SET status = r.target,
        attempts = n.attempts + 1,
@@ -63,18 +75,20 @@ UPDATE notifications AS n
        last_status = r.http_status,
        last_error = r.error,
        lease_token = NULL
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::int4[], $6::text[])
-       AS r(id, token, target, delay_ms, http_status, error)
+  FROM r
  WHERE n.id = r.id AND n.lease_token = r.token AND n.status = 'PENDING'
+   AND EXISTS (SELECT 1 FROM recorded
+                WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
 RETURNING r.target`;
 
 /**
  * Record a batch of attempts and move their notifications, in one transaction.
+ * @param db the pool or a transaction's connection.
  * @param scale the schedule scale (config.delivery.scheduleScale; 1 = SPEC).
  * @throws the database error; nothing of the batch is then recorded (the caller retries it).
  */
 export async function completeAttempts(
-  db: Db,
+  db: Queryable,
   batch: readonly Completion[],
   scale: number,
 ): Promise<CompleteOutcome> {
@@ -102,18 +116,17 @@ export async function completeAttempts(
     targets.push(c.result.ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING');
     delays.push(delay ?? 0);
   }
-  const moved = await db.transaction(async (tx) => {
-    await tx.query(INSERT_ATTEMPTS_SQL, [ids, numbers, started, durations, statuses, errors]);
-    const { rows } = await tx.query<{ target: Target }>(MOVE_SQL, [
-      ids,
-      tokens,
-      targets,
-      delays,
-      statuses,
-      errors,
-    ]);
-    return rows;
-  });
+  const { rows: moved } = await db.query<{ target: Target }>(COMPLETE_SQL, [
+    ids,
+    tokens,
+    numbers,
+    started,
+    durations,
+    statuses,
+    errors,
+    targets,
+    delays,
+  ]);
   outcome.recorded = batch.length;
   for (const r of moved) {
     if (r.target === 'DELIVERED') outcome.delivered++;
@@ -130,7 +143,7 @@ export async function completeAttempts(
  * @returns how many were released (the others had been taken over already).
  */
 export async function releaseClaims(
-  db: Db,
+  db: Queryable,
   claims: ReadonlyArray<{ notificationId: string; leaseToken: string }>,
 ): Promise<number> {
   if (claims.length === 0) return 0;

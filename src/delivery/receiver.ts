@@ -118,6 +118,8 @@ const MAX_BODY = 1024 * 1024;
 
 /** Start a receiver (see module doc). Certificate generation takes ~50 ms (EC P-256). */
 export async function startReceiver(opts: ReceiverOptions = {}): Promise<Receiver> {
+  // Self-signed and marked as a CA, so the very certificate can be the trust anchor a client
+  // adds (config.delivery.caFile); EC P-256 keeps generation and handshakes cheap.
   const pems = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
     keyType: 'ec',
     curve: 'P-256',

@@ -34,6 +34,18 @@ export function parseCidrs(cidrs: readonly string[]): Array<[ipaddr.IPv4 | ipadd
   });
 }
 
+const cidrCache = new WeakMap<readonly string[], Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>>();
+
+/** parseCidrs, memoised per allow-list array (the config's list is parsed once). */
+function parsedCidrs(cidrs: readonly string[]): Array<[ipaddr.IPv4 | ipaddr.IPv6, number]> {
+  let parsed = cidrCache.get(cidrs);
+  if (!parsed) {
+    parsed = parseCidrs(cidrs);
+    cidrCache.set(cidrs, parsed);
+  }
+  return parsed;
+}
+
 /** Unwrap IPv4-mapped IPv6 (::ffff:a.b.c.d) to IPv4. */
 function normalise(addr: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
   if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) {
@@ -89,9 +101,11 @@ export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<U
   if (url.username !== '' || url.password !== '') {
     return { ok: false, reason: 'credentials in the URL are not allowed' };
   }
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  // One trailing dot names the same host (`localhost.` is localhost).
+  const bare = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const host = bare.endsWith('.') ? bare.slice(0, -1) : bare;
   if (host === '') return { ok: false, reason: 'host is missing' };
-  const allow = parseCidrs(policy.allowCidrs);
+  const allow = parsedCidrs(policy.allowCidrs);
   if (ipaddr.isValid(host)) {
     const refusal = ipRefusal(host, allow);
     return refusal ? { ok: false, reason: refusal } : { ok: true, url };

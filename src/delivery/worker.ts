@@ -2,27 +2,33 @@
  * The webhook delivery worker: claim → decrypt → sign → send → record → reschedule (DESIGN data
  * flow; SPEC §Events "Delivery to a webhook_url", §States "Delivery status").
  *
- * One loop per worker, up to `concurrency` attempts in flight (config.delivery.concurrency,
- * default 64):
- * - Claim (claim.ts) only free slots, so every claimed notification starts at once and its lease
- *   (webhook timeout + 20 s) covers it. To keep claims batched under load, the loop claims when
- *   at least a quarter of the slots are free, or when none is in flight.
- * - A claim that returns fewer rows than asked means nothing more is due: the loop sleeps
+ * Up to `concurrency` attempts in flight (config.delivery.concurrency, default 64), fed from a
+ * queue of claimed notifications so that the HTTP slots do not wait for the database:
+ * - Claims (claim.ts, one statement each, at most two in flight) top the queue up to a depth of
+ *   what the slots start within a quarter of the lease margin at the current pace (between
+ *   concurrency / 4 and 2 × concurrency), at least concurrency / 2 rows at a time, so claims stay
+ *   batched under load and their round trips are hidden behind queued work.
+ * - A claim that returns fewer rows than asked means nothing more is due: claims pause for
  *   `pollMs` (config.delivery.pollMs, default 250) or until `wake()` (ingest calls it after
  *   committing notifications), whichever is first.
- * - Outcomes are recorded in batches (complete.ts), group-commit style: one transaction in flight;
- *   outcomes that finish meanwhile wait for the next one. The attempt row is written in the same
- *   transaction as, and before, the state move (invariant 3).
+ * - Lease: timeout + margin (claim.ts; 10 s + 20 s). The queue depth rule bounds a queued
+ *   notification's wait to about a quarter of the margin; one that has waited more than three
+ *   quarters of it anyway is released unattempted rather than started late, so every attempt
+ *   starts, ends (timeout) and is recorded within its lease (invariant 3).
+ * - Outcomes are recorded in batches (complete.ts), group-commit style: one transaction in
+ *   flight; outcomes that finish meanwhile go into the next one. The attempt row is written in
+ *   the same transaction as, and before, the state move.
  * - A database error never ends the loop: it is logged, the loop backs off (exponential, full
  *   jitter, up to 10 s) and tries again; outcomes not yet recorded are kept and retried, so a
  *   PostgreSQL restart costs a pause, not attempts (DESIGN "Postgres unreachable").
- * - An undecryptable secret (unknown key id, tampered ciphertext) is a failed attempt with that
- *   reason, never a crash.
+ * - An undecryptable secret (unknown key id, tampered ciphertext) or a watch without URL is a
+ *   failed attempt with that reason, never a crash.
  *
- * Stopping (`stop()` or the start signal aborting): no new claims; attempts in flight finish
- * within their deadline (config.delivery.timeoutMs) and are recorded; then `start` resolves. If
- * the database stays unreachable, recording is retried until the lease margin has passed, then
- * given up (logged): the leases expire and another worker retries (at-least-once).
+ * Stopping (`stop()` or the start signal aborting): no new claims and no new attempts (queued
+ * notifications are released, due at once for any worker); attempts in flight finish within their
+ * deadline (config.delivery.timeoutMs) and are recorded; then `start` resolves. If the database
+ * stays unreachable, recording is retried until the lease margin has passed, then given up
+ * (logged): the leases expire and another worker retries (at-least-once).
  *
  * Counters on the instance (`delivered`, `failed`, `dead`, …) count committed outcomes; metrics
  * come later.
@@ -30,11 +36,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../common/logger.js';
 import { backoffDelay, sleep } from '../common/retry.js';
-import type { SecretBox } from '../common/secrets.js';
+import type { EncryptedSecret, SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { type ClaimedNotification, claimNotifications, LEASE_MARGIN_MS, leaseMs } from './claim.js';
-import { type Completion, completeAttempts } from './complete.js';
+import { type Completion, completeAttempts, releaseClaims } from './complete.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
 
 export interface DeliveryWorkerOptions {
@@ -48,12 +54,30 @@ export interface DeliveryWorkerOptions {
   workerId?: string;
   /** Lease = timeoutMs + this, ms. Default LEASE_MARGIN_MS (20 s). */
   leaseMarginMs?: number;
-  /** Most notifications per claim. Default: config.delivery.concurrency. */
+  /** Most notifications per claim statement. Default: config.delivery.concurrency. */
   claimBatch?: number;
 }
 
+/**
+ * Claims in flight at once. Two hide a claim's round trip behind the other's when the database
+ * is slow to answer (a loaded server): measured in bench/delivery.ts.
+ */
+const MAX_CLAIMS_IN_FLIGHT = 2;
+
+/** Webhook secrets kept decrypted at most (one per watch with deliveries in progress). */
+const SECRETS_REMEMBERED = 10_000;
+
+/** How long a completion waits for more outcomes while attempts are in flight, ms. */
+const COMPLETE_GATHER_MS = 10;
+
 /** Outcomes per completion transaction, at most (bounds statement size and lock time). */
 const MAX_COMPLETE_BATCH = 1_000;
+
+interface Queued {
+  claim: ClaimedNotification;
+  /** performance.now() when the claim returned. */
+  claimedAt: number;
+}
 
 export class DeliveryWorker {
   readonly workerId: string;
@@ -71,7 +95,11 @@ export class DeliveryWorker {
   claimed = 0;
   /** Claim statements that succeeded (empty ones included). */
   claimRounds = 0;
-  /** Database errors survived (claims and completions). */
+  /** Completion transactions committed (complete.ts). */
+  completeRounds = 0;
+  /** Claimed notifications given back unattempted (stopping, or queued too long). */
+  released = 0;
+  /** Database errors survived (claims, completions, releases). */
   dbErrors = 0;
 
   private readonly db: Db;
@@ -79,20 +107,41 @@ export class DeliveryWorker {
   private readonly delivery: Config['delivery'];
   private readonly logger: Logger;
   private readonly sender: WebhookSender;
+  private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly leaseMarginMs: number;
   private readonly claimBatch: number;
-  /** Claim when at least this many slots are free (or nothing is in flight). */
+  /** Queue depth bounds: concurrency / 4 … 2 × concurrency (see room()). */
+  private readonly maxQueued: number;
+  private readonly minQueued: number;
+  /**
+   * Claim only when at least this many more may be held (half of concurrency): PostgreSQL's CPU
+   * per notification falls steeply with the rows per statement (claim + completion measured on
+   * the 2-vCPU dev machine: ~0.19 ms at 16 rows, ~0.10 ms at 64), and the queue hides the wait.
+   */
   private readonly claimThreshold: number;
+  /** A queued notification older than this (ms since its claim; ¾ of the lease margin) is released. */
+  private readonly maxQueueWaitMs: number;
 
   private inflight = 0;
+  /** Decrypted secrets by key id and ciphertext (see decrypt). */
+  private readonly plaintexts = new Map<string, string>();
+  /** Moving average of attempt durations, ms (EWMA, weight 1/32; starts at 100 ms). */
+  private meanAttemptMs = 100;
+  /** Rows asked for by claims in flight (they may all arrive). */
+  private reserved = 0;
+  private claimErrors = 0;
+  /** performance.now() before which no claim starts unless woken (idle poll or backoff). */
+  private pauseUntil = 0;
+  private queue: Queued[] = [];
   private readonly idle = new Set<() => void>();
+  private readonly releasing = new Set<Promise<void>>();
   private pending: Completion[] = [];
   private flushing: Promise<void> | null = null;
   /** Set when stopping: the time after which unrecorded outcomes are abandoned (ms epoch). */
   private giveUpAt: number | null = null;
   private woken = false;
-  private waiting: 'slots' | 'poll' | null = null;
+  private waiting: 'room' | 'poll' | null = null;
   private nudge: (() => void) | null = null;
   private stopping = false;
   private running: Promise<void> | null = null;
@@ -106,14 +155,17 @@ export class DeliveryWorker {
     this.logger = opts.logger.child({ worker_id: this.workerId });
     this.leaseMarginMs = opts.leaseMarginMs ?? LEASE_MARGIN_MS;
     this.leaseMs = leaseMs(this.delivery.timeoutMs, this.leaseMarginMs);
-    const concurrency = Math.max(1, this.delivery.concurrency);
-    this.claimBatch = Math.max(1, opts.claimBatch ?? concurrency);
-    this.claimThreshold = Math.max(1, Math.ceil(concurrency / 4));
+    this.maxQueueWaitMs = (this.leaseMarginMs * 3) / 4;
+    this.concurrency = Math.max(1, this.delivery.concurrency);
+    this.claimBatch = Math.max(1, opts.claimBatch ?? this.concurrency);
+    this.maxQueued = 2 * this.concurrency;
+    this.minQueued = Math.max(1, Math.ceil(this.concurrency / 4));
+    this.claimThreshold = Math.max(1, Math.ceil(this.concurrency / 2));
     this.sender = new WebhookSender({
       timeoutMs: this.delivery.timeoutMs,
       allowCidrs: this.delivery.allowCidrs,
       caFile: this.delivery.caFile,
-      connections: concurrency,
+      connections: this.concurrency,
     });
   }
 
@@ -157,8 +209,24 @@ export class DeliveryWorker {
     this.nudge?.();
   }
 
-  /** Wait for a nudge (wake, stop, or — when waiting for slots — a freed slot) or `ms`. */
-  private wait(reason: 'slots' | 'poll', ms: number): Promise<void> {
+  /**
+   * How many more notifications may be claimed: the free slots plus the queue depth, minus what
+   * is queued or being claimed. The queue depth is what the slots start within a quarter of the
+   * lease margin at the current pace (concurrency × window / mean attempt duration), between a
+   * quarter of `concurrency` and maxQueued: deep against fast receivers, to hide the claims'
+   * round trips; shallow against slow ones, so queued notifications start well within their lease.
+   */
+  private room(): number {
+    const window = this.leaseMarginMs / 4;
+    const depth = Math.min(
+      this.maxQueued,
+      Math.max(this.minQueued, Math.floor((this.concurrency * window) / this.meanAttemptMs)),
+    );
+    return this.concurrency + depth - this.inflight - this.queue.length - this.reserved;
+  }
+
+  /** Wait for a nudge (wake, stop, or — when waiting for room — a freed slot) or `ms`. */
+  private wait(reason: 'room' | 'poll', ms: number): Promise<void> {
     if (this.stopping) return Promise.resolve();
     if (reason === 'poll' && this.woken) return Promise.resolve();
     return new Promise((resolve) => {
@@ -177,58 +245,100 @@ export class DeliveryWorker {
   }
 
   private async loop(): Promise<void> {
-    const concurrency = Math.max(1, this.delivery.concurrency);
-    let claimErrors = 0;
     this.logger.info(
-      { concurrency, lease_ms: this.leaseMs, poll_ms: this.delivery.pollMs },
+      { concurrency: this.concurrency, lease_ms: this.leaseMs, poll_ms: this.delivery.pollMs },
       'delivery worker started',
     );
+    const claims = new Set<Promise<void>>();
     while (!this.stopping) {
-      const free = concurrency - this.inflight;
-      if (free < this.claimThreshold && this.inflight > 0) {
-        await this.wait('slots', this.delivery.pollMs);
+      // Nothing was due at the last claim (or the database failed): sleep, unless woken.
+      const pause = this.pauseUntil - performance.now();
+      if (pause > 0 && !this.woken) {
+        await this.wait('poll', pause);
+        continue;
+      }
+      const room = this.room();
+      if (claims.size >= MAX_CLAIMS_IN_FLIGHT || room < this.claimThreshold) {
+        await this.wait('room', this.delivery.pollMs);
         continue;
       }
       this.woken = false;
-      const limit = Math.min(free, this.claimBatch);
-      let batch: ClaimedNotification[];
-      try {
-        batch = await claimNotifications(this.db, {
-          limit,
-          leaseMs: this.leaseMs,
-          owner: this.workerId,
-        });
-        claimErrors = 0;
-      } catch (err) {
-        claimErrors++;
-        this.dbErrors++;
-        const delay = backoffDelay(claimErrors, { baseMs: 250, capMs: 10_000 });
-        this.logger.warn(
-          { err: errorText(err), retry_in_ms: delay, consecutive: claimErrors },
-          'claim failed; retrying',
-        );
-        await this.wait('poll', delay);
-        continue;
-      }
-      this.claimRounds++;
-      this.claimed += batch.length;
-      for (const c of batch) this.launch(c);
-      // Fewer than asked: nothing more is due now. Sleep until the poll or a wake().
-      if (batch.length < limit) await this.wait('poll', this.delivery.pollMs);
+      const limit = Math.min(room, this.claimBatch);
+      const claim = this.claimOnce(limit).finally(() => {
+        claims.delete(claim);
+        this.poke();
+      });
+      claims.add(claim);
     }
+    await Promise.all(claims);
     await this.drain();
     await this.sender.close();
     this.logger.info(
-      { delivered: this.delivered, failed: this.failed, dead: this.dead, stale: this.stale },
+      {
+        delivered: this.delivered,
+        failed: this.failed,
+        dead: this.dead,
+        stale: this.stale,
+        released: this.released,
+      },
       'delivery worker stopped',
     );
   }
 
-  /** Start one attempt in a free slot; its outcome joins the next completion batch. */
+  /**
+   * One claim of up to `limit` notifications into the queue. Fewer than asked means nothing more
+   * is due: claims pause for pollMs (or until wake()). A database error pauses them for a
+   * backoff (exponential, full jitter, up to 10 s).
+   */
+  private async claimOnce(limit: number): Promise<void> {
+    this.reserved += limit;
+    try {
+      const batch = await claimNotifications(this.db, {
+        limit,
+        leaseMs: this.leaseMs,
+        owner: this.workerId,
+      });
+      this.claimErrors = 0;
+      this.claimRounds++;
+      this.claimed += batch.length;
+      const claimedAt = performance.now();
+      for (const claim of batch) this.queue.push({ claim, claimedAt });
+      if (batch.length < limit) this.pauseUntil = claimedAt + this.delivery.pollMs;
+    } catch (err) {
+      this.claimErrors++;
+      this.dbErrors++;
+      const delay = backoffDelay(this.claimErrors, { baseMs: 250, capMs: 10_000 });
+      this.pauseUntil = performance.now() + delay;
+      this.logger.warn(
+        { err: errorText(err), retry_in_ms: delay, consecutive: this.claimErrors },
+        'claim failed; retrying',
+      );
+    } finally {
+      this.reserved -= limit;
+    }
+    this.pump();
+  }
+
+  /** Start queued notifications in free slots; release those queued too long. */
+  private pump(): void {
+    if (this.stopping) return;
+    const tooOld: ClaimedNotification[] = [];
+    const now = performance.now();
+    while (this.inflight < this.concurrency && this.queue.length > 0) {
+      const q = this.queue.shift() as Queued;
+      if (now - q.claimedAt > this.maxQueueWaitMs) tooOld.push(q.claim);
+      else this.launch(q.claim);
+    }
+    if (tooOld.length > 0) this.releaseLater(tooOld);
+    if (this.waiting === 'room' && this.room() >= this.claimThreshold) this.poke();
+  }
+
+  /** Start one attempt; its outcome joins the next completion batch. */
   private launch(c: ClaimedNotification): void {
     this.inflight++;
     void this.attempt(c).then((result) => {
       this.inflight--;
+      this.meanAttemptMs += (Math.max(1, result.durationMs) - this.meanAttemptMs) / 32;
       this.pending.push({
         notificationId: c.notificationId,
         leaseToken: c.leaseToken,
@@ -247,7 +357,7 @@ export class DeliveryWorker {
         result.ok ? 'webhook delivered' : 'webhook attempt failed',
       );
       this.scheduleFlush();
-      if (this.waiting === 'slots') this.poke();
+      this.pump();
       if (this.inflight === 0) for (const f of this.idle) f();
     });
   }
@@ -261,7 +371,7 @@ export class DeliveryWorker {
     }
     let secret: string;
     try {
-      secret = this.secrets.decrypt(c.secret);
+      secret = this.decrypt(c.secret);
     } catch (err) {
       return failedAttempt(`secret: ${errorText(err)}`, startedAt, t0);
     }
@@ -270,6 +380,46 @@ export class DeliveryWorker {
     } catch (err) {
       // send() classifies everything; this is a bug guard, not a path.
       return failedAttempt(`internal: ${errorText(err)}`, startedAt, t0);
+    }
+  }
+
+  /**
+   * SecretBox.decrypt, remembered per ciphertext: a watch's deliveries share one secret, and an
+   * AES-GCM decipher costs ~25 µs (~6 % of the worker's CPU in the benchmark). The plaintext
+   * only lives in this process's memory, as it does during every attempt; at most
+   * SECRETS_REMEMBERED are kept, then the memo starts over. Failures are not remembered.
+   * @throws SecretDecryptError
+   */
+  private decrypt(enc: EncryptedSecret): string {
+    const key = `${enc.keyId}:${enc.ciphertext.toString('base64')}`;
+    const known = this.plaintexts.get(key);
+    if (known !== undefined) return known;
+    const secret = this.secrets.decrypt(enc);
+    if (this.plaintexts.size >= SECRETS_REMEMBERED) this.plaintexts.clear();
+    this.plaintexts.set(key, secret);
+    return secret;
+  }
+
+  /** Release in the background (awaited by drain before the worker reports stopped). */
+  private releaseLater(claims: ClaimedNotification[]): void {
+    const p = this.release(claims, 'queued too long to finish within the lease').finally(() =>
+      this.releasing.delete(p),
+    );
+    this.releasing.add(p);
+  }
+
+  /** Give claimed, unattempted notifications back (due at once); a failure only logs. */
+  private async release(claims: ClaimedNotification[], why: string): Promise<void> {
+    if (claims.length === 0) return;
+    try {
+      this.released += await releaseClaims(this.db, claims);
+      this.logger.info({ count: claims.length, reason: why }, 'claimed notifications released');
+    } catch (err) {
+      this.dbErrors++;
+      this.logger.warn(
+        { err: errorText(err), count: claims.length },
+        'releasing claims failed; their leases will expire',
+      );
     }
   }
 
@@ -290,10 +440,16 @@ export class DeliveryWorker {
   private async flushAll(): Promise<void> {
     let failures = 0;
     while (this.pending.length > 0 && !this.givenUp()) {
+      // Under load, gather a little: one transaction per ~concurrency outcomes instead of one
+      // per few (half the transactions in the benchmark); an isolated outcome goes at once.
+      if (this.pending.length < this.concurrency && this.inflight > 0 && !this.stopping) {
+        await sleep(COMPLETE_GATHER_MS);
+      }
       const batch = this.pending.splice(0, MAX_COMPLETE_BATCH);
       try {
         const o = await completeAttempts(this.db, batch, this.delivery.scheduleScale);
         failures = 0;
+        this.completeRounds++;
         this.attempts += o.recorded;
         this.delivered += o.delivered;
         this.dead += o.dead;
@@ -325,8 +481,14 @@ export class DeliveryWorker {
     return this.giveUpAt !== null && Date.now() > this.giveUpAt;
   }
 
-  /** After stopping: wait for attempts in flight, then for their outcomes to be recorded. */
+  /**
+   * After the loop: release what is queued, wait for attempts in flight, then for their outcomes
+   * to be recorded.
+   */
   private async drain(): Promise<void> {
+    const queued = this.queue.map((q) => q.claim);
+    this.queue = [];
+    const released = this.release(queued, 'worker stopping');
     if (this.inflight > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -336,6 +498,8 @@ export class DeliveryWorker {
         this.idle.add(done);
       });
     }
+    await released;
+    await Promise.all(this.releasing);
     this.giveUpAt = Date.now() + this.leaseMarginMs;
     this.scheduleFlush();
     while (this.flushing) await this.flushing;

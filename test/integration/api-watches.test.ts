@@ -204,6 +204,8 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       'https://0x7f.1/hook', // hex 127.0.0.1
       'https://[::ffff:127.0.0.1]/hook', // IPv4-mapped loopback
       'https://localhost/hook',
+      'https://localhost./hook', // trailing dot: the same host
+      'https://api.localhost./hook',
       'ftp://hooks.example.com/x',
       `https://hooks.example.com/${'a'.repeat(2049 - 'https://hooks.example.com/'.length)}`,
     ];

@@ -404,52 +404,43 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     });
     const [ev] = await insertEvents(db, { accountId, watchId });
     const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
-    await vi
-      .waitFor(
-        async () => {
-          const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
-          if (got.length === 0) throw new Error('lease of a not expired yet');
-          return got;
-        },
-        { timeout: 10_000, interval: 20 },
-      )
-      .then(async ([b]) => {
-        expect(b!.leaseToken).not.toBe(a!.leaseToken);
-        const fail = (attemptsBefore: number, token: string) => ({
-          notificationId: ev!.notificationId,
-          leaseToken: token,
-          attemptsBefore,
-          result: {
-            ok: false,
-            status: 503,
-            error: 'HTTP 503',
-            durationMs: 1,
-            startedAt: new Date(),
-          },
-        });
-        // a's outcome arrives after b's claim: recorded, not applied.
-        expect(await completeAttempts(db, [fail(a!.attempts, a!.leaseToken)], 1)).toMatchObject({
-          recorded: 1,
-          stale: 1,
-        });
-        expect(await notification(db, ev!.notificationId)).toMatchObject({
-          status: 'PENDING',
-          attempts: 0,
-          lease_token: b!.leaseToken,
-          last_status: null,
-        });
-        // b's outcome applies: first failure, rescheduled by the schedule (+1 m).
-        const moved = await completeAttempts(db, [fail(b!.attempts, b!.leaseToken)], 1);
-        expect(moved).toMatchObject({ recorded: 1, retried: 1, stale: 0 });
-        const n = await notification(db, ev!.notificationId);
-        expect(n).toMatchObject({
-          status: 'PENDING',
-          attempts: 1,
-          lease_token: null,
-          last_status: 503,
-        });
-        expect(n.next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
-      });
+    // Once a's lease has run out, b claims the notification.
+    const [b] = await vi.waitFor(
+      async () => {
+        const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
+        if (got.length === 0) throw new Error('lease of a not expired yet');
+        return got;
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect(b!.leaseToken).not.toBe(a!.leaseToken);
+    const failure = (attemptsBefore: number, leaseToken: string) => ({
+      notificationId: ev!.notificationId,
+      leaseToken,
+      attemptsBefore,
+      result: { ok: false, status: 503, error: 'HTTP 503', durationMs: 1, startedAt: new Date() },
+    });
+    // a's outcome arrives after b's claim: recorded, not applied.
+    const late = await completeAttempts(db, [failure(a!.attempts, a!.leaseToken)], 1);
+    expect(late).toMatchObject({ recorded: 1, stale: 1 });
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'PENDING',
+      attempts: 0,
+      lease_token: b!.leaseToken,
+      last_status: null,
+    });
+    // b's outcome applies: first failure, rescheduled by the schedule (+1 m).
+    const moved = await completeAttempts(db, [failure(b!.attempts, b!.leaseToken)], 1);
+    expect(moved).toMatchObject({ recorded: 1, retried: 1, stale: 0 });
+    const n = await notification(db, ev!.notificationId);
+    expect(n).toMatchObject({
+      status: 'PENDING',
+      attempts: 1,
+      lease_token: null,
+      last_status: 503,
+    });
+    expect(n.next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
   });
 
   it('two workers share the outbox: 200 notifications, none delivered twice', async () => {
@@ -546,7 +537,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
   });
 
   it('stop() lets attempts in flight finish and records them', async () => {
-    const r = await receiver({ respond: () => ({ status: 200, delayMs: 300 }) });
+    const r = await receiver({ respond: () => ({ status: 200, delayMs: 1_000 }) });
     const { db, accountId, watchId } = await setup(r);
     const [ev] = await insertEvents(db, { accountId, watchId });
     const { worker, done } = startWorker(db, { caFile: r.caFile });
@@ -560,6 +551,31 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       attempts: 1,
     });
     expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1);
+  });
+
+  it('stop() gives back claimed notifications it has not started, due at once', async () => {
+    const r = await receiver({ respond: () => ({ status: 200, delayMs: 1_000 }) });
+    const { db, accountId, watchId } = await setup(r);
+    const events = await insertEvents(db, { accountId, watchId, count: 5 });
+    // One slot: one attempt in flight, the others claimed into the queue behind it.
+    const { worker, done } = startWorker(db, { caFile: r.caFile, concurrency: 1 });
+    await vi.waitFor(() => expect(r.requests).toBe(1), { timeout: 30_000, interval: 5 });
+    await vi.waitFor(() => expect(worker.claimed).toBeGreaterThan(1), { interval: 5 });
+    expect(worker.inFlight).toBe(1); // the first answer takes a second
+    await worker.stop();
+    await done;
+    const after = await Promise.all(events.map((e) => notification(db, e.notificationId)));
+    const delivered = after.filter((n) => n.status === 'DELIVERED');
+    const given = after.filter((n) => n.status === 'PENDING');
+    expect(delivered).toHaveLength(1);
+    expect(worker.released).toBe(worker.claimed - 1);
+    for (const n of given) {
+      expect(n).toMatchObject({ attempts: 0, lease_token: null });
+      expect(n.next_attempt_at.getTime()).toBeLessThanOrEqual(Date.now());
+    }
+    // Another worker takes them at once.
+    const [again] = await claimNotifications(db, { limit: 10, leaseMs: 1_000, owner: 'next' });
+    expect(again).toBeDefined();
   });
 
   it.runIf(engine === 'postgres')(
