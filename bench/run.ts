@@ -1,11 +1,13 @@
 /**
  * `npm run bench`: every benchmark, each printing its figures next to a baseline measured in the
  * same run, and the ratio. Select parts with BENCH=scan,delivery,… (default: all).
- * Parts: scan (issue 2), e2e and watches (issue 3), delivery (issue 3).
+ * Parts: scan (issue 2), e2e, delivery and watches (issue 3), api (issue 4).
  * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
- * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000).
+ * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
+ * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
+import { benchApi } from './api.js';
 import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
 import { benchIngestWatches } from './ingest-watches.js';
@@ -24,6 +26,11 @@ const parts: Part[] = [
         intervalMs: env('BENCH_INTERVAL_MS', 150),
         paceSeconds: env('BENCH_PACE_SECONDS', 45),
       }),
+  },
+  {
+    name: 'api',
+    run: () =>
+      benchApi({ events: env('BENCH_EVENTS', 1_000_000), seconds: env('BENCH_SECONDS', 8) }),
   },
   { name: 'delivery', run: async () => (await benchDelivery({})).lines },
   {

@@ -1,0 +1,203 @@
+/**
+ * API benchmark (issue 4): autocannon against `tronwatch api` (its own process) with 1,000,000
+ * stored events, next to a bare route of the same framework (Fastify, own process) in the same
+ * run: GET /v1/events?limit=50 at full speed and at a fixed 1,000 requests/s (p99), and
+ * POST + DELETE /v1/watches pairs. Goals on 2 cores: GET /v1/events ≥ 3,000 requests/s; p99 under
+ * 25 ms at 1,000 requests/s. Needs PostgreSQL (DATABASE_URL): a fresh database is seeded.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
+import { migrate } from '../src/db/migrate.js';
+import { hexToBase58 } from '../src/tron/address.js';
+import { emptyDb } from '../test/helpers/db.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+function start(
+  args: string[],
+  env: Record<string, string>,
+  readyLine: RegExp | null,
+): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out = readline.createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const err = readline.createInterface({ input: child.stderr as NodeJS.ReadableStream });
+  return new Promise((resolve, reject) => {
+    const onLine = (line: string) => {
+      if (!readyLine || readyLine.test(line)) resolve({ child, line });
+    };
+    out.on('line', onLine);
+    err.on('line', onLine);
+    child.once('exit', (code) => reject(new Error(`child exited with ${code}`)));
+  });
+}
+
+const stop = (c: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (c.exitCode !== null) return resolve();
+    c.once('exit', () => resolve());
+    c.kill('SIGTERM');
+  });
+
+function run(opts: autocannon.Options): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
+  });
+}
+
+const fmt = (r: autocannon.Result) =>
+  `${Math.round(r.requests.average)} req/s, latency p50 ${r.latency.p50} ms p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`;
+
+export async function benchApi(
+  opts: { events?: number; seconds?: number } = {},
+): Promise<string[]> {
+  const n = opts.events ?? 1_000_000;
+  const seconds = opts.seconds ?? 8;
+  if (!process.env.DATABASE_URL)
+    return [
+      'api: skipped (needs DATABASE_URL: 1,000,000 events on PGlite is not a meaningful server benchmark)',
+    ];
+  const t = await emptyDb('postgres');
+  const lines: string[] = [];
+  const children: ChildProcess[] = [];
+  try {
+    await migrate(t.db);
+    const acc = await accountsCreate(t.db, {
+      email: 'bench@example.com',
+      plan: 'business',
+      rateLimit: 100_000_000,
+      watchQuota: 10_000_000,
+    });
+    const key = (await keysCreate(t.db, { account: acc.id })).key;
+    await t.db.query(
+      "INSERT INTO chain_head (network, solidified_block_number, head_block_number) VALUES ('mainnet', 79000000, 79000018)",
+    );
+    await t.db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+       VALUES ('wh_bench', $1, 'mainnet', 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t', '41a614f803b6fd780986a42c78ec9c7f77e6ded13c', 'ALL', 'both', 'webhook', 'https://93.184.216.34/hook', 'k', '\\x00'::bytea, 1)`,
+      [acc.id],
+    );
+    const seedStart = performance.now();
+    for (let from = 1; from <= n; from += 250_000) {
+      const to = Math.min(n, from + 249_999);
+      await t.db.query(
+        `INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index, block_number, block_timestamp,
+                             from_address, to_address, amount_raw, contract, created_at)
+         SELECT 'evt_' || lpad(g::text, 26, '0'), $1, 'wh_bench', 'mainnet', 'incoming', 'USDT', md5(g::text) || md5('t' || g::text), 0,
+                79000000 + g / 100, now() - interval '1 day', 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t', 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+                1000000 + g, 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t', timestamptz '2026-01-01' + g * interval '1 microsecond'
+           FROM generate_series($2::int, $3::int) g`,
+        [acc.id, from, to],
+      );
+      await t.db.query(
+        `INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts, next_attempt_at, created_at, delivered_at)
+         SELECT 'ntf_' || lpad(g::text, 26, '0'), 'evt_' || lpad(g::text, 26, '0'), $1, 'wh_bench', 'webhook', 'DELIVERED', 1,
+                now(), timestamptz '2026-01-01' + g * interval '1 microsecond', now()
+           FROM generate_series($2::int, $3::int) g`,
+        [acc.id, from, to],
+      );
+    }
+    await t.db.query('ANALYZE');
+    lines.push(
+      `database: postgres; ${n.toLocaleString('en-US')} events seeded in ${((performance.now() - seedStart) / 1000).toFixed(0)} s; servers in their own processes; autocannon ${seconds} s per run, 32 connections`,
+    );
+
+    const api = await start(
+      ['src/main.ts', 'api'],
+      { DATABASE_URL: t.url ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', REDIS_URL: '' },
+      /api listening/,
+    );
+    children.push(api.child);
+    const apiUrl = (JSON.parse(api.line) as { url: string }).url;
+    const bare = await start(['bench/bare-server.ts'], {}, /"url"/);
+    children.push(bare.child);
+    const bareUrl = (JSON.parse(bare.line) as { url: string }).url;
+    const auth = { authorization: `Bearer ${key}` };
+
+    await run({ url: `${apiUrl}/v1/events?limit=50`, headers: auth, connections: 32, duration: 2 }); // warm-up
+    await run({ url: `${bareUrl}/bare`, connections: 32, duration: 2 });
+    const bareRes = await run({ url: `${bareUrl}/bare`, connections: 32, duration: seconds });
+    const events = await run({
+      url: `${apiUrl}/v1/events?limit=50`,
+      headers: auth,
+      connections: 32,
+      duration: seconds,
+    });
+    const paced = await run({
+      url: `${apiUrl}/v1/events?limit=50`,
+      headers: auth,
+      connections: 32,
+      duration: seconds,
+      overallRate: 1000,
+    });
+    const pacedBare = await run({
+      url: `${bareUrl}/bare`,
+      connections: 32,
+      duration: seconds,
+      overallRate: 1000,
+    });
+    lines.push(`bare Fastify route:            ${fmt(bareRes)}`);
+    lines.push(
+      `GET /v1/events?limit=50:       ${fmt(events)}  → ratio ${(events.requests.average / bareRes.requests.average).toFixed(2)} of bare (goal ≥ 3,000 req/s)`,
+    );
+    lines.push(
+      `GET /v1/events at 1,000 req/s: ${fmt(paced)}  (bare at 1,000 req/s: p99 ${pacedBare.latency.p99} ms; goal p99 < 25 ms)`,
+    );
+
+    const watchPairs = await run({
+      url: apiUrl,
+      connections: 16,
+      duration: seconds,
+      requests: [
+        {
+          method: 'POST',
+          path: '/v1/watches',
+          headers: { ...auth, 'content-type': 'application/json' },
+          setupRequest: (req) => ({
+            ...req,
+            body: JSON.stringify({
+              address: hexToBase58(`41${randomBytes(20).toString('hex')}`),
+              asset_filter: 'USDT',
+              webhook_url: 'https://93.184.216.34/hook',
+            }),
+          }),
+          onResponse: (status, body, context) => {
+            if (status === 201)
+              (context as { id?: string }).id = (JSON.parse(body) as { id: string }).id;
+          },
+        },
+        {
+          method: 'DELETE',
+          headers: auth,
+          setupRequest: (req, context) => ({
+            ...req,
+            path: `/v1/watches/${String((context as { id?: string }).id)}`,
+          }),
+        },
+      ],
+    });
+    lines.push(
+      `POST + DELETE /v1/watches:     ${fmt(watchPairs)} (requests, half of each) → ratio ${(watchPairs.requests.average / bareRes.requests.average).toFixed(2)} of bare`,
+    );
+  } finally {
+    await Promise.all(children.map(stop));
+    await t.drop();
+  }
+  return lines;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  for (const l of await benchApi({
+    events: Number(process.env.BENCH_EVENTS ?? 1_000_000),
+    seconds: Number(process.env.BENCH_SECONDS ?? 8),
+  }))
+    console.log(l);
+}
