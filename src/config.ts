@@ -73,6 +73,13 @@ export const EnvSchema = T.Object({
         'AES-256-GCM key for webhook secrets (64 hex digits or base64 of 32 bytes). Unset: DATA_DIR/secret.key, created on first start.',
     }),
   ),
+  SECRET_ENCRYPTION_KEYS_OLD: T.Optional(
+    T.String({
+      minLength: 1,
+      description:
+        'Comma-separated previous SECRET_ENCRYPTION_KEYs, read-only: they decrypt webhook secrets not yet re-encrypted by `tronwatch secrets rotate-key`, never encrypt.',
+    }),
+  ),
   WEBHOOK_TIMEOUT_MS: Int({
     minimum: 50,
     maximum: 60_000,
@@ -104,6 +111,14 @@ export const EnvSchema = T.Object({
   }),
   WEBHOOK_CA_FILE: T.Optional(
     T.String({ minLength: 1, description: 'Extra CA certificate (PEM) trusted for webhook TLS.' }),
+  ),
+  METRICS_PORT: T.Optional(
+    T.Integer({
+      minimum: 0,
+      maximum: 65_535,
+      description:
+        'Serve GET /metrics on this port too (on HOST), for processes without the api role. Unset: only the API serves /metrics.',
+    }),
   ),
   HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
   PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
@@ -138,7 +153,8 @@ export interface Config {
     concurrency: number;
   };
   ingest: { startBlock: number | undefined; blockIntervalMs: number };
-  secrets: { key: string | undefined };
+  /** `oldKeys`: SECRET_ENCRYPTION_KEYS_OLD split on commas (decrypt only; rotation). */
+  secrets: { key: string | undefined; oldKeys?: string[] };
   delivery: {
     timeoutMs: number;
     scheduleScale: number;
@@ -148,6 +164,8 @@ export interface Config {
     caFile: string | undefined;
   };
   http: { host: string; port: number };
+  /** Port of a metrics-only listener (roles without the API); undefined = none. */
+  metricsPort: number | undefined;
   logLevel: Env['LOG_LEVEL'];
 }
 
@@ -191,7 +209,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       concurrency: e.TRON_NODE_CONCURRENCY,
     },
     ingest: { startBlock: e.INGEST_START_BLOCK, blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS },
-    secrets: { key: e.SECRET_ENCRYPTION_KEY },
+    secrets: {
+      key: e.SECRET_ENCRYPTION_KEY,
+      oldKeys: (e.SECRET_ENCRYPTION_KEYS_OLD ?? '')
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== ''),
+    },
     delivery: {
       timeoutMs: e.WEBHOOK_TIMEOUT_MS,
       scheduleScale: e.DELIVERY_SCHEDULE_SCALE,
@@ -203,6 +227,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       caFile: e.WEBHOOK_CA_FILE,
     },
     http: { host: e.HOST, port: e.PORT },
+    metricsPort: e.METRICS_PORT,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -13,7 +13,8 @@ import { type Config, ConfigError, loadConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDb } from './db/pool.js';
 import { runDemo } from './demo.js';
-import { type Role, startService } from './service.js';
+import { rotateKey } from './secrets/rotate.js';
+import { type Role, secretBox, startService } from './service.js';
 import { NodeClient } from './tron/node-client.js';
 import { recordBlocks } from './tron/record.js';
 import { runReplayNodeCli } from './tron/replay-node.js';
@@ -248,18 +249,47 @@ program
     },
   );
 
-/** Run roles until SIGINT/SIGTERM, then stop them gracefully. */
+/**
+ * Graceful stop budget after SIGINT/SIGTERM, ms: in-flight requests, webhook attempts (10 s
+ * deadline each) and the block in progress finish within it; past it the process exits 1.
+ */
+const SHUTDOWN_DEADLINE_MS = 15_000;
+/** After a clean stop, how long a handle left open may delay the exit, ms (then exit 0 anyway). */
+const EXIT_GRACE_MS = 1_000;
+
+/** Run roles until SIGINT/SIGTERM, then stop them gracefully (exit 0), within the deadline. */
 async function runRoles(roles: Role[]): Promise<void> {
   const cfg = config();
   const log = createLogger(cfg.logLevel);
   const signal = shutdownSignal();
+  // The deadline runs from the signal, whatever the process is doing (start-up included).
+  signal.addEventListener(
+    'abort',
+    () => {
+      setTimeout(() => {
+        log.error({ deadline_ms: SHUTDOWN_DEADLINE_MS }, 'graceful stop overran its deadline');
+        log.flush();
+        process.exit(1);
+      }, SHUTDOWN_DEADLINE_MS).unref();
+    },
+    { once: true },
+  );
   const svc = await startService(cfg, { roles, logger: log });
   log.info({ roles, database: svc.db.kind, node: cfg.node.url }, 'tronwatch running');
-  await new Promise<void>((resolve) =>
-    signal.addEventListener('abort', () => resolve(), { once: true }),
-  );
+  if (!signal.aborted) {
+    await new Promise<void>((resolve) =>
+      signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+  }
   log.info('shutting down');
   await svc.stop();
+  log.info({ roles }, 'stopped');
+  process.exitCode = 0;
+  setTimeout(() => {
+    log.warn('a handle is still open after the stop; exiting anyway');
+    log.flush();
+    process.exit(0);
+  }, EXIT_GRACE_MS).unref();
 }
 
 program
@@ -348,6 +378,32 @@ keys
   .description('revoke a key: refused from the next request on')
   .argument('<keyId>', 'key id (key_…)')
   .action((keyId: string) => withDb((db) => keysRevoke(db, { keyId })));
+
+const secretsCmd = program
+  .command('secrets')
+  .description('manage the encryption of webhook secrets at rest');
+secretsCmd
+  .command('rotate-key')
+  .description(
+    're-encrypt every webhook secret not under the current key (SECRET_ENCRYPTION_KEY; embedded mode: a new DATA_DIR/secret.key is generated first, the old one kept as secret.key.old-<keyid>), then print the count and the old key ids no longer referenced',
+  )
+  .option('--no-new-key', 'embedded mode: keep the current key file, only finish re-encrypting')
+  .option('--batch-size <n>', 'rows per transaction', int('--batch-size', 1), 500)
+  .action((o: { newKey: boolean; batchSize: number }) =>
+    withDb(async (db) => {
+      const cfg = config();
+      const log = createLogger(cfg.logLevel);
+      const r = await rotateKey(db, {
+        keyring: () => secretBox(cfg, log),
+        keyFileDir: cfg.secrets.key ? undefined : cfg.dataDir,
+        newKey: o.newKey,
+        batchSize: o.batchSize,
+        onBatch: (n) => log.debug({ reencrypted: n }, 'webhook secrets re-encrypted so far'),
+      });
+      if (r.failures.length > 0) process.exitCode = 1;
+      return r;
+    }),
+  );
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`tronwatch: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -9,22 +9,30 @@
  *     limit, testnet refusal: src/api/auth.ts).
  *  4. The routes, one resource per file: watches, events, health, docs.
  *
- * Request logs are Fastify's (method, URL, status, time); bodies and headers are never logged.
+ * Request ids: the caller's X-Request-Id when sane, else a random one (routes/metrics.ts
+ * requestId), echoed as X-Request-Id and carried as `request_id` by every log line of the request.
+ * One log line per request ('request completed': method, route, path, status_code, duration_ms,
+ * client_ip) replaces Fastify's two; bodies and headers are never logged. The same hook feeds
+ * the request-latency histogram of GET /metrics.
  */
 
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import { ApiError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { Metrics } from '../common/metrics.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import type { Resolver } from '../delivery/dns.js';
 import { enforceAnonymousRateLimit, isV1, registerV1Guard } from './auth.js';
-import { registerErrorHandling, sendError } from './error-handler.js';
+import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import type { RateLimiter } from './rate-limit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
+import { metricsRoutes, requestId } from './routes/metrics.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
 import type { App } from './types.js';
@@ -40,6 +48,13 @@ export interface AppDeps {
   rateLimiter: RateLimiter;
   /** Redis liveness for /healthz; absent when no Redis is configured (then reported true). */
   redisCheck?: () => Promise<boolean>;
+  /**
+   * Resolves webhook host names when a watch is created (URL policy: every answer must be
+   * public). Default: the system resolver. Tests inject a stub so names resolve offline.
+   */
+  resolver?: Resolver;
+  /** The process's metrics, served at GET /metrics. Default: a new Metrics on `db`. */
+  metrics?: Metrics;
 }
 
 /**
@@ -54,13 +69,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app: App = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: requestId,
+    requestIdLogLabel: 'request_id',
+    // One snake_case line per request instead (the onResponse hook below).
+    disableRequestLogging: true,
     // HEAD /v1/… would be undocumented surface; none is part of the contract.
     exposeHeadRoutes: false,
     // Report every invalid field of a body or query in `details`, not only the first.
-    ajv: { customOptions: { allErrors: true } },
+    // Unknown members of a body or query are REJECTED (400, `details` names each), not silently
+    // dropped: the request schemas say `additionalProperties: false`, and removeAdditional is off
+    // so that a typo (`directon`) cannot quietly fall back to a default.
+    ajv: { customOptions: { allErrors: true, removeAdditional: false } },
+    // A request Node cannot parse (oversized headers, bad framing) gets the contract's body too.
+    clientErrorHandler: clientError,
     // Errors raised before routing (bad %-encoding, an over-long path parameter) get the
     // contract's body too, and the rate-limit headers under /v1.
     frameworkErrors: (err, request, reply) => {
+      reply.header('X-Request-Id', request.id);
       void frameworkError(err, reply, async () => {
         if (isV1(request.url)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
       }).catch((e: unknown) => sendError(e, request, reply, BODY_LIMIT_BYTES));
@@ -70,6 +95,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // Bodies are read as sent: a compressed (or falsely labelled) one is refused, not misread.
+    // The charset parameter is ignored: JSON is UTF-8 (RFC 8259 §8.1).
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
+      done(new ApiError(415, 'unsupported Content-Encoding: send an uncompressed body'), undefined);
+      return;
+    }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text === '') {
       done(null, undefined);
@@ -83,6 +115,34 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addSchema(s);
   }
 
+  const metrics = deps.metrics ?? new Metrics({ db: deps.db, logger: deps.logger });
+  app.decorate('metrics', metrics);
+  // (Answers given before routing get it in frameworkErrors above: no hook runs for them.)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const status = reply.statusCode;
+    metrics.httpRequestDuration.observe(
+      { method: request.method, route, status_code: String(status) },
+      reply.elapsedTime / 1000,
+    );
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        // The path only: a client may put a credential in the query string (?api_key=…), and
+        // secrets never enter a log line.
+        path: request.url.split('?', 1)[0],
+        status_code: status,
+        duration_ms: Math.round(reply.elapsedTime * 10) / 10,
+        client_ip: request.ip,
+      },
+      'request completed',
+    );
+  });
+
   registerErrorHandling(app, BODY_LIMIT_BYTES);
   registerV1Guard(app, {
     db: deps.db,
@@ -94,6 +154,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   eventRoutes(app, deps);
   healthRoutes(app, deps);
   docsRoutes(app);
+  metricsRoutes(app, metrics);
   return app;
 }
 

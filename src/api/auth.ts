@@ -130,6 +130,7 @@ export async function enforceRateLimit(
   reply.header('X-RateLimit-Limit', String(r.limit));
   reply.header('X-RateLimit-Remaining', String(r.remaining));
   if (!r.allowed) {
+    reply.server.metrics?.rateLimitRefusals.inc({ scope: id.startsWith('ip:') ? 'ip' : 'key' });
     throw new ApiError(
       429,
       `rate limit of ${r.limit} requests per minute exceeded: retry in ${r.retryAfterSeconds} s`,

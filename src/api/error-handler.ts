@@ -8,11 +8,13 @@
  *   body over the limit              → 413 { error }
  *   malformed URL (bad %-encoding)   → 400 { error }
  *   unknown route                    → 404 { error }
+ *   unparseable HTTP (clientError)   → 431 / 408 / 400 { error }, connection closed
  *   anything else                    → logged with its stack, 500 {"error":"internal server error"}
  *
  * Bad input never reaches the last line: every framework error about the request (Fastify's
  * FST_* errors with a 4xx status) keeps its 4xx status with the contract's body.
  */
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorBody, INTERNAL_ERROR_BODY } from '../common/errors.js';
 import type { FieldError } from './schemas.js';
@@ -153,4 +155,29 @@ export function sendError(
 export function registerErrorHandling(app: App, bodyLimit: number): void {
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply, bodyLimit));
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'not found' }));
+}
+
+/**
+ * Fastify's `clientErrorHandler`: a request Node's HTTP parser refused before Fastify saw it —
+ * headers (or URL) over Node's 16 KiB limit → 431, a request not complete in time → 408, bad
+ * framing (Content-Length with Transfer-Encoding, a malformed request line, bytes left over
+ * after a body shorter than its Content-Length) → 400 — gets the contract's `{ error }` body,
+ * then the connection is closed. No route ran, so no rate-limit headers.
+ */
+export function clientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, error] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'request header fields too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'request timeout']
+        : [400, 'Bad Request', 'malformed HTTP request'];
+  const body = JSON.stringify({ error });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

@@ -16,6 +16,8 @@
  *   happens (whole seconds, rounded up, at least 1).
  */
 
+import type { Logger } from '../common/logger.js';
+
 /** Length of the sliding window, ms (SPEC: "a sliding 60-second window"). */
 export const WINDOW_MS = 60_000;
 
@@ -103,5 +105,92 @@ export class MemoryRateLimiter implements RateLimiter {
   /** Ids currently tracked (tests and metrics). */
   get size(): number {
     return this.logs.size;
+  }
+}
+
+export interface FallbackRateLimiterOptions {
+  /** Where the transitions are logged (warn, once each way). */
+  logger: Logger;
+  /** The windows used while the primary fails. Default: a new MemoryRateLimiter (per replica). */
+  fallback?: RateLimiter;
+  /** While on the fallback, at most one request per this many ms tries the primary. Default 1000. */
+  probeIntervalMs?: number;
+  /** Name of the primary in logs. Default 'redis'. */
+  name?: string;
+}
+
+/**
+ * A shared limiter (Redis) that degrades to in-process windows while it fails (DESIGN
+ * decisions: "Redis unreachable: the API keeps serving on an in-process window (per replica),
+ * logs it, /healthz answers 503"; the 503 is the health route's own PING, not this class).
+ *
+ * - Up: every request goes to the primary. One that fails (unreachable, command timeout)
+ *   switches to the fallback, logged once (warn), and that request is answered by the fallback:
+ *   a Redis outage never becomes an API error.
+ * - Down: requests go to the fallback; at most one request per `probeIntervalMs` (1 s) tries the
+ *   primary again, so an unanswering Redis costs one command timeout per second, not one per
+ *   request. The first probe that succeeds switches back, logged once (warn).
+ * - Outcomes of requests started before the last switch are ignored: a late success from before
+ *   an outage, or a late failure from before the recovery, does not flip the state again.
+ *
+ * What this costs: while down, each replica counts alone (N replicas allow up to N × limit), and
+ * the counts of either side are not carried over a switch (a client may get up to one extra
+ * window's worth once per switch). Both bounded, both the price of not refusing service.
+ */
+export class FallbackRateLimiter implements RateLimiter {
+  private readonly logger: Logger;
+  private readonly fallback: RateLimiter;
+  private readonly probeIntervalMs: number;
+  private readonly name: string;
+  private down = false;
+  /** Incremented at every switch; a request acts on its outcome only in the epoch it began. */
+  private epoch = 0;
+  private nextProbeMs = 0;
+
+  constructor(
+    private readonly primary: RateLimiter,
+    opts: FallbackRateLimiterOptions,
+  ) {
+    this.logger = opts.logger;
+    this.fallback = opts.fallback ?? new MemoryRateLimiter();
+    this.probeIntervalMs = opts.probeIntervalMs ?? 1_000;
+    this.name = opts.name ?? 'redis';
+  }
+
+  /** True while requests are counted on the fallback. */
+  get degraded(): boolean {
+    return this.down;
+  }
+
+  /** See RateLimiter.hit. `nowMs` also clocks the probes (tests); default Date.now(). */
+  async hit(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
+    const t = nowMs ?? Date.now();
+    if (!this.down || t >= this.nextProbeMs) {
+      const epoch = this.epoch;
+      if (this.down) this.nextProbeMs = t + this.probeIntervalMs;
+      try {
+        const r = await this.primary.hit(id, limit, nowMs);
+        if (this.down && epoch === this.epoch) {
+          this.down = false;
+          this.epoch++;
+          this.logger.warn(
+            { limiter: this.name },
+            `${this.name} reachable again: rate limits are shared between replicas again`,
+          );
+        }
+        return r;
+      } catch (err) {
+        if (!this.down && epoch === this.epoch) {
+          this.down = true;
+          this.epoch++;
+          this.nextProbeMs = t + this.probeIntervalMs;
+          this.logger.warn(
+            { limiter: this.name, err: err instanceof Error ? err.message : String(err) },
+            `${this.name} unreachable: rate limits fall back to in-process windows (per replica)`,
+          );
+        }
+      }
+    }
+    return this.fallback.hit(id, limit, nowMs);
   }
 }

@@ -41,6 +41,38 @@ export interface FieldError {
   message: string;
 }
 
+/** The JSON Schema type names `value` satisfies (a whole number is also an `integer`). */
+function jsonTypes(value: unknown): string[] {
+  if (value === null) return ['null'];
+  if (Array.isArray(value)) return ['array'];
+  if (typeof value === 'number')
+    return Number.isInteger(value) ? ['integer', 'number'] : ['number'];
+  return [typeof value];
+}
+
+/**
+ * Stop ajv coercing the top-level scalar members of a JSON `body`. Fastify's ajv runs with
+ * `coerceTypes` (query strings need it), which would also convert body members (`"true"` → true,
+ * `1` → true, `["TRX"]` → "TRX", `12345` → "12345"). A route calls this in `preValidation`: each
+ * member whose JSON type is not one `schema` declares for it is replaced by `{}`, which no
+ * coercion turns into a scalar, so ajv reports it (`must be boolean`) together with every other
+ * problem of the body. Undeclared members, object/array members and non-object bodies are left
+ * to ajv.
+ */
+export function preventCoercion(schema: TSchema, body: unknown): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  const members = body as Record<string, unknown>;
+  const properties: Record<string, { type?: unknown }> = schema.properties ?? {};
+  for (const [field, value] of Object.entries(members)) {
+    if (!Object.hasOwn(properties, field)) continue;
+    const declared = properties[field]?.type;
+    const types: unknown[] =
+      typeof declared === 'string' ? [declared] : Array.isArray(declared) ? declared : [];
+    if (types.length === 0 || types.includes('object') || types.includes('array')) continue;
+    if (!jsonTypes(value).some((t) => types.includes(t))) members[field] = {};
+  }
+}
+
 export const FieldErrorSchema = T.Object(
   {
     field: T.String({ description: 'The member at fault (`body` for the whole body).' }),

@@ -30,7 +30,7 @@ export function isRetryableDbError(err: unknown): boolean {
     if (RETRYABLE_NODE_CODES.has(code)) return true;
   }
   const msg = err instanceof Error ? err.message : '';
-  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+  return /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect|Query read timeout/i.test(
     msg,
   );
 }

@@ -43,6 +43,9 @@ class PostgresDb implements Db {
       max,
       // A dead server must surface as an error, not a hang (DESIGN: Postgres unreachable).
       connectionTimeoutMillis: 5_000,
+      // A server that stops answering without closing the connection must not hang a request or
+      // a loop forever: the query fails (retryable) after this long. Our statements take ms.
+      query_timeout: 30_000,
       idleTimeoutMillis: 30_000,
       types: {
         getTypeParser: ((oid: number, format?: 'text' | 'binary') =>

@@ -5,6 +5,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { formatAmount } from '../tron/amount.js';
+import { type StandardWebhookHeaders, standardWebhookHeaders } from './standard-webhooks.js';
 
 export const API_VERSION = '2026-08';
 export const EVENT_TYPE = 'transfer.confirmed';
@@ -81,4 +82,19 @@ export function serializeEvent(e: EventPayload): Buffer {
  */
 export function signBody(secret: string, body: Buffer): string {
   return createHmac('sha256', secret).update(body).digest('hex');
+}
+
+/**
+ * The headers sent beside X-Signature (issue 5 item 5): Standard Webhooks' `webhook-id` (the
+ * event id), `webhook-timestamp` (unix seconds of the attempt's start) and `webhook-signature`
+ * (src/delivery/standard-webhooks.ts), signed over the same body bytes.
+ * @throws RangeError on a malformed secret (the message never contains it).
+ */
+export function extraSignatureHeaders(
+  secret: string,
+  eventId: string,
+  body: Buffer,
+  attemptStartedAt: Date,
+): StandardWebhookHeaders {
+  return standardWebhookHeaders(secret, eventId, body, attemptStartedAt.getTime() / 1000);
 }

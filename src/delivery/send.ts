@@ -14,25 +14,31 @@
  * All failures are retried per the schedule (schedule.ts): SPEC makes no exception.
  *
  * Deadline: `timeoutMs` (config.delivery.timeoutMs, SPEC 10 s) covers DNS, connect, TLS,
- * request, response headers and body, through one AbortSignal.timeout.
+ * request, response headers and body, through one AbortSignal.timeout (the resolution and
+ * undici's connect timer are bounded by the same value as a backstop).
  *
- * Address policy, checked twice: before connecting, the URL is re-checked with checkWebhookUrl
- * (a literal private or reserved IP is refused without any connection); at connect time a
- * host name is resolved by {@link guardedLookup}, which refuses the connection when any address
- * it resolves to is not public, and the socket connects to the address that was checked
- * (resolve, check, pin). Proxy environment variables are never honoured: the Agent below
- * connects directly (undici reads no HTTP(S)_PROXY unless an EnvHttpProxyAgent is used).
+ * Address policy, checked twice: before connecting, the URL's form is re-checked with
+ * checkUrlForm (scheme, credentials, length; a literal private or reserved IP is refused without
+ * any connection); at connect time a host name is resolved by {@link guardedLookup} through the
+ * injected {@link Resolver}, which refuses the connection when any address it resolves to is not
+ * public (a mixed answer is refused whole), and the socket connects only to an address that was
+ * checked (resolve, check, pin). The URL's host name is kept for TLS SNI and certificate
+ * verification. A name that resolved to a public address when the watch was created and to a
+ * private one now (DNS rebinding) is refused here. Proxy environment variables are never
+ * honoured: the Agent below connects directly (undici reads no HTTP(S)_PROXY unless an
+ * EnvHttpProxyAgent is used).
  *
  * Nothing here logs; results carry no body and no secret.
  */
-import dns from 'node:dns';
+import type { LookupOptions } from 'node:dns';
 import fs from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import tls from 'node:tls';
 import { Agent, request } from 'undici';
+import { ResolveError, type Resolver, resolveBounded, systemResolver } from './dns.js';
 import type { EventRow } from './payload.js';
-import { eventPayload, serializeEvent, signBody } from './payload.js';
-import { checkWebhookUrl, ipRefusal, parseCidrs, type UrlCheck } from './url-policy.js';
+import { eventPayload, extraSignatureHeaders, serializeEvent, signBody } from './payload.js';
+import { answersRefusal, checkUrlForm, parseCidrs, type UrlCheck } from './url-policy.js';
 
 /** Distinct webhook URLs whose verdict a sender remembers (~100 B each). */
 const VERDICTS_MAX = 10_000;
@@ -84,33 +90,52 @@ export class AddressRefusedError extends Error {
   }
 }
 
+/** The family a LookupOptions asks for: 4, 6, or 0 (any). */
+function wantedFamily(family: LookupOptions['family']): 0 | 4 | 6 {
+  if (family === 4 || family === 'IPv4') return 4;
+  if (family === 6 || family === 'IPv6') return 6;
+  return 0;
+}
+
 /**
- * A `lookup` for net/tls.connect that resolves like dns.lookup and fails with
- * AddressRefusedError when any resolved address is not public (ipRefusal, allow-list applied).
- * Refusing on any (not only the first) address means the socket cannot be steered to a private
- * one by address ordering or family selection. Not called for IP-literal hosts (checked before).
+ * A `lookup` for net/tls.connect: resolves `hostname` with `resolver` (bounded by `timeoutMs`)
+ * and fails with AddressRefusedError when any resolved address is not public (ipRefusal,
+ * allow-list applied). Refusing on any (not only the first) address means the socket cannot be
+ * steered to a private one by address ordering or family selection; the socket connects to one
+ * of the addresses returned, all checked. Not called for IP-literal hosts (checked before).
+ * A name that does not resolve (or not in time) fails with ResolveError (ENOTFOUND, ETIMEOUT…).
  */
-export function guardedLookup(allowCidrs: readonly string[]): LookupFunction {
+export function guardedLookup(
+  allowCidrs: readonly string[],
+  resolver: Resolver = systemResolver,
+  timeoutMs = 10_000,
+): LookupFunction {
   const allow = parseCidrs(allowCidrs);
   return (hostname, options, callback) => {
-    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) {
-        callback(err, '', 0);
-        return;
-      }
-      for (const a of addresses) {
-        const refusal = ipRefusal(a.address, allow);
+    resolveBounded(resolver, hostname, timeoutMs).then(
+      (answers) => {
+        const refusal = answersRefusal(answers, allow);
         if (refusal) {
           callback(new AddressRefusedError(`refused: ${hostname} resolves to ${refusal}`), '', 0);
           return;
         }
-      }
-      const first = addresses[0];
-      if (options.all) callback(null, addresses);
-      else if (first) callback(null, first.address, first.family);
-      else
-        callback(Object.assign(new Error(`${hostname}: no address`), { code: 'ENOTFOUND' }), '', 0);
-    });
+        const family = wantedFamily(options.family);
+        const usable = answers.filter((a) => family === 0 || a.family === family);
+        const first = usable[0];
+        if (!first) {
+          callback(new ResolveError(hostname, 'ENOTFOUND', `no IPv${family} address`), '', 0);
+        } else if (options.all) {
+          callback(null, usable);
+        } else {
+          callback(null, first.address, first.family);
+        }
+      },
+      (err: unknown) => {
+        const e =
+          err instanceof ResolveError ? err : new ResolveError(hostname, 'ENOTFOUND', String(err));
+        callback(e, '', 0);
+      },
+    );
   };
 }
 
@@ -126,6 +151,11 @@ export interface WebhookSenderOptions {
   caFile?: string | undefined;
   /** Keep-alive connections per receiver origin. Default 64 (config.delivery.concurrency). */
   connections?: number;
+  /**
+   * Resolves webhook host names at connect time (default: the system resolver, node:dns
+   * lookup with `all: true`). Tests inject a stub (DNS rebinding, mixed answers, timeouts).
+   */
+  resolver?: Resolver | undefined;
 }
 
 /**
@@ -150,7 +180,7 @@ export function webhookAgent(opts: WebhookSenderOptions): Agent {
     bodyTimeout: opts.timeoutMs,
     connect: {
       timeout: opts.timeoutMs,
-      lookup: guardedLookup(opts.allowCidrs),
+      lookup: guardedLookup(opts.allowCidrs, opts.resolver, opts.timeoutMs),
       ...(secureContext ? { secureContext } : {}),
     },
   });
@@ -168,11 +198,13 @@ export function failedAttempt(
 /** One line for a transport error: code and message, never a body. */
 function describeError(err: unknown): string {
   if (err instanceof AddressRefusedError) return err.message;
+  if (err instanceof ResolveError) return `dns: ${err.message}`.slice(0, 500);
   if (err instanceof Error) {
     const code = (err as NodeJS.ErrnoException).code;
     // undici wraps socket errors; the cause carries the system code (ECONNREFUSED, TLS…).
     const cause = err.cause instanceof Error ? err.cause : undefined;
     if (cause instanceof AddressRefusedError) return cause.message;
+    if (cause instanceof ResolveError) return `dns: ${cause.message}`.slice(0, 500);
     const causeCode = cause ? (cause as NodeJS.ErrnoException).code : undefined;
     const parts = [code, causeCode, err.message, cause?.message].filter(
       (p, i, all): p is string => typeof p === 'string' && p !== '' && all.indexOf(p) === i,
@@ -191,10 +223,10 @@ export class WebhookSender {
   private readonly agent: Agent;
   private readonly allowCidrs: readonly string[];
   /**
-   * checkWebhookUrl's verdicts by URL string. Exact, not a cache that can go stale: the check
-   * is a pure function of the URL and this sender's fixed policy (no DNS: host names are checked
-   * at connect time by guardedLookup). It costs ~50 µs of IP parsing per call, ~7 % of the
-   * worker's CPU in the benchmark. If checkWebhookUrl ever resolves names, drop this memo.
+   * checkUrlForm's verdicts by URL string. Exact, not a cache that can go stale: the check is a
+   * pure function of the URL and this sender's fixed policy (no DNS: host names are resolved and
+   * checked at connect time by guardedLookup, never memoised). It costs ~50 µs of URL and IP
+   * parsing per call, ~7 % of the worker's CPU in the benchmark.
    */
   private readonly verdicts = new Map<string, UrlCheck>();
 
@@ -218,7 +250,7 @@ export class WebhookSender {
   ): Promise<AttemptResult> {
     const startedAt = new Date();
     const t0 = performance.now();
-    const check = await this.check(url);
+    const check = this.check(url);
     if (!check.ok) return failedAttempt(`refused: ${check.reason}`, startedAt, t0);
     const body = serializeEvent(eventPayload(event));
     const timeout = AbortSignal.timeout(this.timeoutMs);
@@ -229,7 +261,11 @@ export class WebhookSender {
         method: 'POST',
         dispatcher: this.agent,
         signal: sig,
-        headers: webhookHeaders(event.id, signBody(secret, body)),
+        // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe).
+        headers: {
+          ...webhookHeaders(event.id, signBody(secret, body)),
+          ...extraSignatureHeaders(secret, event.id, body, startedAt),
+        },
         body,
       });
       status = res.statusCode;
@@ -259,10 +295,10 @@ export class WebhookSender {
     }
   }
 
-  private async check(url: string): Promise<UrlCheck> {
+  private check(url: string): UrlCheck {
     const known = this.verdicts.get(url);
     if (known) return known;
-    const verdict = await checkWebhookUrl(url, { allowCidrs: this.allowCidrs });
+    const verdict = checkUrlForm(url, { allowCidrs: this.allowCidrs });
     // Bounded: at most VERDICTS_MAX distinct URLs are remembered, then the memo starts over.
     if (this.verdicts.size >= VERDICTS_MAX) this.verdicts.clear();
     this.verdicts.set(url, verdict);

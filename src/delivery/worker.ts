@@ -30,11 +30,13 @@
  * stays unreachable, recording is retried until the lease margin has passed, then given up
  * (logged): the leases expire and another worker retries (at-least-once).
  *
- * Counters on the instance (`delivered`, `failed`, `dead`, …) count committed outcomes; metrics
- * come later.
+ * Counters on the instance (`delivered`, `failed`, `dead`, …) count committed outcomes; with
+ * `metrics`, the same outcomes feed tronwatch_deliveries_total and every attempt's duration
+ * tronwatch_delivery_attempt_duration_seconds (src/common/metrics.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../common/logger.js';
+import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
 import type { EncryptedSecret, SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
@@ -56,6 +58,8 @@ export interface DeliveryWorkerOptions {
   leaseMarginMs?: number;
   /** Most notifications per claim statement. Default: config.delivery.concurrency. */
   claimBatch?: number;
+  /** Deliveries by outcome and attempt durations (src/common/metrics.ts). Default: none. */
+  metrics?: Metrics;
 }
 
 /**
@@ -106,6 +110,7 @@ export class DeliveryWorker {
   private readonly secrets: SecretBox;
   private readonly delivery: Config['delivery'];
   private readonly logger: Logger;
+  private readonly metrics: Metrics | undefined;
   private readonly sender: WebhookSender;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -153,6 +158,7 @@ export class DeliveryWorker {
     this.delivery = opts.config.delivery;
     this.workerId = opts.workerId ?? `${process.pid}-${randomBytes(3).toString('hex')}`;
     this.logger = opts.logger.child({ worker_id: this.workerId });
+    this.metrics = opts.metrics;
     this.leaseMarginMs = opts.leaseMarginMs ?? LEASE_MARGIN_MS;
     this.leaseMs = leaseMs(this.delivery.timeoutMs, this.leaseMarginMs);
     this.maxQueueWaitMs = (this.leaseMarginMs * 3) / 4;
@@ -339,6 +345,7 @@ export class DeliveryWorker {
     void this.attempt(c).then((result) => {
       this.inflight--;
       this.meanAttemptMs += (Math.max(1, result.durationMs) - this.meanAttemptMs) / 32;
+      this.metrics?.attemptDuration.observe(result.durationMs / 1000);
       this.pending.push({
         notificationId: c.notificationId,
         leaseToken: c.leaseToken,
@@ -454,6 +461,7 @@ export class DeliveryWorker {
         this.delivered += o.delivered;
         this.dead += o.dead;
         this.stale += o.stale;
+        this.metrics?.deliveriesCompleted(o);
         for (const c of batch) if (!c.result.ok) this.failed++;
         if (o.dead > 0) this.logger.warn({ count: o.dead }, 'notifications dead-lettered');
         if (o.stale > 0) {

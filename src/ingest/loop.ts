@@ -18,8 +18,10 @@
  */
 
 import type { Logger } from '../common/logger.js';
+import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, isRetryable, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
+import { isRetryableDbError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import { extractTransfers } from '../tron/extract.js';
 import type { ChainHeads, NodeClient } from '../tron/node-client.js';
@@ -42,6 +44,8 @@ export interface IngesterOptions {
     solidifiedAtMs: number;
   }) => void;
   hooks?: CommitHooks;
+  /** Chain gauges and ingest counters (src/common/metrics.ts). Default: none. */
+  metrics?: Metrics;
   /** Blocks per fetch window while catching up. Default 100. */
   window?: number;
 }
@@ -95,6 +99,7 @@ export class Ingester {
         this.seenAt.set(n, now);
       }
       this.stats.solidified = heads.solidified;
+      this.o.metrics?.chainHeads(heads.solidified);
       this.lastAdvanceAt = now;
     }
     this.stats.head = Math.max(this.stats.head, heads.head);
@@ -141,6 +146,7 @@ export class Ingester {
         if (cursor === undefined) {
           cursor = (await ensureCursor(db, network, await this.firstBlock(signal))).block_number;
           this.stats.cursor = cursor;
+          this.o.metrics?.chainCursor(cursor);
           logger.info({ block_number: cursor + 1 }, 'ingest starting');
         }
         if (cursor >= this.stats.solidified) {
@@ -165,6 +171,12 @@ export class Ingester {
           this.stats.blocks++;
           this.stats.transfers += transfers.length;
           this.stats.events += r.events;
+          this.o.metrics?.blockCommitted({
+            blockNumber: cursor,
+            timestampMs: b.ref.timestamp,
+            transfers,
+            events: r.events,
+          });
           if (r.events > 0) this.o.onEvents?.(r.events);
           this.o.onBlock?.({
             blockNumber: cursor,
@@ -185,7 +197,8 @@ export class Ingester {
         failures++;
         cursor = undefined; // re-read: another ingester may have moved it
         const delay = backoffDelay(failures, { baseMs: 200, capMs: 10_000 });
-        logger[isRetryable(err) ? 'warn' : 'error'](
+        // A database connection error is as transient as a node timeout (db/errors.ts).
+        logger[isRetryable(err) || isRetryableDbError(err) ? 'warn' : 'error'](
           {
             err: err instanceof Error ? err.message : String(err),
             attempt: failures,

@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/common/logger.js';
 import { SecretBox } from '../../src/common/secrets.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
+import { type Resolver, stubResolver } from '../../src/delivery/dns.js';
 import { saveChainHead } from '../../src/ingest/chain-head.js';
 import { type Engine, migratedDb, type TestDb } from './db.js';
 
@@ -50,7 +51,21 @@ export interface HarnessOptions {
   redisCheck?: () => Promise<boolean>;
   /** Store a chain head (default true) so watches can be created. */
   chainHead?: boolean;
+  /** Resolves webhook hosts at creation (default {@link offlineResolver}: no network). */
+  resolver?: Resolver;
 }
+
+/** A public address (example.com's) that the default test resolver answers for every name. */
+export const PUBLIC_TEST_ADDRESS = '93.184.215.14';
+
+/**
+ * The harness's default resolver: offline, every name resolves to PUBLIC_TEST_ADDRESS except
+ * names under `.invalid` (RFC 2606), which do not resolve.
+ */
+export const offlineResolver: Resolver = (hostname) =>
+  /(^|\.)invalid\.?$/i.test(hostname)
+    ? stubResolver({})(hostname)
+    : stubResolver({}, [PUBLIC_TEST_ADDRESS])(hostname);
 
 let seq = 0;
 
@@ -71,6 +86,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     secrets,
     rateLimiter: limiter,
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),
+    resolver: opts.resolver ?? offlineResolver,
   };
   const app = await buildApp(deps);
   return {

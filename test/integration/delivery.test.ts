@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
@@ -219,6 +220,15 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(req.headers['content-type']).toBe('application/json');
     expect(req.headers['x-event-id']).toBe(ev!.eventId);
     expect(req.headers['user-agent']).toMatch(/^tronwatch\/\d+\.\d+\.\d+/);
+    // Standard Webhooks headers, verified by the reference library on the same bytes.
+    expect(req.headers['webhook-id']).toBe(ev!.eventId);
+    expect(req.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
+    const verified = new StandardWebhook(secret).verify(req.body.toString('utf8'), {
+      'webhook-id': String(req.headers['webhook-id']),
+      'webhook-timestamp': String(req.headers['webhook-timestamp']),
+      'webhook-signature': String(req.headers['webhook-signature']),
+    });
+    expect(verified).toEqual(JSON.parse(req.body.toString('utf8')));
 
     const body = JSON.parse(req.body.toString('utf8')) as Record<string, unknown>;
     expect(Object.keys(body)).toEqual(EVENT_FIELDS);

@@ -11,6 +11,7 @@
  */
 import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
+import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { listEvents } from '../../events/list.js';
 import type { AppDeps } from '../app.js';
@@ -101,24 +102,28 @@ const instant = (description: string) =>
     }),
   );
 
-export const EventsQuery = T.Object({
-  limit: T.Optional(
-    T.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size: 1 to 200.' }),
-  ),
-  before: instant('Exclusive upper bound on creation time (the previous page’s `next_before`).'),
-  since: instant('Inclusive lower bound on creation time.'),
-  watch_id: T.Optional(
-    T.String({
-      maxLength: 64,
-      description: "Only this watch's events (another account's watch yields no data).",
-    }),
-  ),
-  network: T.Optional(
-    StringEnum(['mainnet'] as const, {
-      description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-    }),
-  ),
-});
+/** Unknown query parameters are rejected (400, `details` names each): see NetworkQuery. */
+export const EventsQuery = T.Object(
+  {
+    limit: T.Optional(
+      T.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size: 1 to 200.' }),
+    ),
+    before: instant('Exclusive upper bound on creation time (the previous page’s `next_before`).'),
+    since: instant('Inclusive lower bound on creation time.'),
+    watch_id: T.Optional(
+      T.String({
+        maxLength: 64,
+        description: "Only this watch's events (another account's watch yields no data).",
+      }),
+    ),
+    network: T.Optional(
+      StringEnum(['mainnet'] as const, {
+        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export const eventSchemas = [EventSchema, EventWithDeliverySchema, EventListSchema];
 
@@ -155,10 +160,17 @@ export function eventRoutes(app: App, deps: AppDeps): void {
       const auth = requireAuth(request);
       const q = request.query;
       const problems: FieldError[] = [];
+      // ajv coerces `limit=1e400` / `Infinity` to ±Infinity and then skips minimum/maximum.
+      if (q.limit !== undefined && !Number.isSafeInteger(q.limit)) {
+        problems.push({ field: 'limit', message: 'must be integer' });
+      }
       checkInstant('before', q.before, problems);
       checkInstant('since', q.since, problems);
       if (problems.length > 0)
         throw new ApiError(400, 'invalid query parameters', undefined, problems);
+      // A malformed id names no watch (as for DELETE): no data, and no NUL byte reaches SQL.
+      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh'))
+        return { data: [], next_before: null };
       try {
         return await listEvents(deps.db, {
           accountId: auth.accountId,

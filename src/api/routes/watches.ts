@@ -22,6 +22,7 @@ import {
   errorResponse,
   type FieldError,
   NullableString,
+  preventCoercion,
   QuotaExceededSchema,
   RATE_LIMIT_HEADERS,
   ref,
@@ -102,7 +103,11 @@ export const CreateWatchSchema = T.Object(
   },
   {
     $id: 'CreateWatch',
-    description: 'Exactly one of `webhook_url` or `telegram: true` must be given.',
+    description:
+      'Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
+    // Unknown members → 400 (not ignored): a misspelt optional member would otherwise fall back
+    // to its default silently (`directon: "outgoing"` → an incoming watch). See app.ts ajv options.
+    additionalProperties: false,
   },
 );
 
@@ -112,14 +117,20 @@ export const WatchListSchema = T.Object(
   { $id: 'WatchList', description: "The caller's watches on this network, newest first." },
 );
 
-/** The optional `network` query member every /v1 route accepts (anything but mainnet → 400). */
-export const NetworkQuery = T.Object({
-  network: T.Optional(
-    StringEnum(['mainnet'] as const, {
-      description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-    }),
-  ),
-});
+/**
+ * The optional `network` query member every /v1 route accepts (anything but mainnet → 400).
+ * Any other query parameter is rejected (400, `details` names it), like unknown body members.
+ */
+export const NetworkQuery = T.Object(
+  {
+    network: T.Optional(
+      StringEnum(['mainnet'] as const, {
+        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export const watchSchemas = [WatchSchema, WatchCreatedSchema, CreateWatchSchema, WatchListSchema];
 
@@ -179,6 +190,11 @@ export function watchRoutes(app: App, deps: AppDeps): void {
           }),
         },
       },
+      // A body member of the wrong JSON type is a 400, never converted by ajv's coerceTypes
+      // (`"true"`, `1` → true; `["TRX"]` → "TRX"): see preventCoercion.
+      preValidation: async (request) => {
+        preventCoercion(CreateWatchSchema, request.body);
+      },
     },
     async (request, reply) => {
       const auth = requireAuth(request);
@@ -203,7 +219,10 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       }
       const url = typeof body.webhook_url === 'string' ? body.webhook_url : null;
       if (url !== null) {
-        const check = await checkWebhookUrl(url, { allowCidrs: deps.config.delivery.allowCidrs });
+        const check = await checkWebhookUrl(url, {
+          allowCidrs: deps.config.delivery.allowCidrs,
+          resolver: deps.resolver,
+        });
         if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
       }
       if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);

@@ -1,0 +1,121 @@
+/**
+ * Rate-limit windows in Redis, shared by every API replica (SPEC §Limits "Rate limit"; DESIGN
+ * §Redis). Same semantics as the in-process MemoryRateLimiter (src/api/rate-limit.ts): a TRUE
+ * sliding 60 s window per id, refused requests not counted, exact `Retry-After`.
+ *
+ * One request = one atomic script (src/redis/sliding-window.lua, EVALSHA through ioredis
+ * `defineCommand`, which falls back to EVAL once after a NOSCRIPT): trim, count, and record
+ * when there is room. Time is the Redis server's clock (TIME inside the script), so replicas
+ * whose clocks disagree still share one window. Key: `tw:rl:<id>`, a sorted set of at most
+ * `limit` entries that expires when its newest entry leaves the window.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  FallbackRateLimiter,
+  MemoryRateLimiter,
+  type RateLimiter,
+  type RateLimitResult,
+  WINDOW_MS,
+} from '../api/rate-limit.js';
+import type { Logger } from '../common/logger.js';
+import { closeRedis, createRedis, luaScript, pingRedis, type Redis, waitReady } from './client.js';
+
+/** Default key prefix: the window of id `key:key_…` is `tw:rl:key:key_…`. */
+export const RATE_LIMIT_PREFIX = 'tw:rl:';
+
+/** ioredis command name of src/redis/sliding-window.lua. */
+const COMMAND = 'twSlidingWindow';
+
+interface SlidingWindowCommand {
+  /** key, limit, window ms, now ms or '' (server clock), member suffix → [allowed, remaining, wait ms] */
+  [COMMAND](
+    key: string,
+    limit: number,
+    windowMs: number,
+    nowMs: string,
+    suffix: string,
+  ): Promise<unknown>;
+}
+
+export interface RedisRateLimiterOptions {
+  /** Prefix of every window key. Default RATE_LIMIT_PREFIX (`tw:rl:`); tests use their own. */
+  prefix?: string;
+}
+
+/** Sliding windows in Redis (see module doc). Errors (unreachable, timeout) reject `hit`. */
+export class RedisRateLimiter implements RateLimiter {
+  private readonly redis: Redis & SlidingWindowCommand;
+  private readonly prefix: string;
+
+  constructor(redis: Redis, opts: RedisRateLimiterOptions = {}) {
+    if (!(COMMAND in redis)) {
+      redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: luaScript('sliding-window.lua') });
+    }
+    // defineCommand adds the method at run time; the interface above is its type.
+    this.redis = redis as Redis & SlidingWindowCommand;
+    this.prefix = opts.prefix ?? RATE_LIMIT_PREFIX;
+  }
+
+  /**
+   * Count a request of `id` in `tw:rl:<id>` (see RateLimiter.hit).
+   * @param nowMs the time of the request, ms since the epoch. Omitted (production): the Redis
+   *   server clock. Tests pass it to place requests exactly.
+   * @throws the ioredis error when Redis is unreachable, too slow (command timeout) or answers
+   *   something else than the script's triple.
+   */
+  async hit(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
+    const reply = await this.redis[COMMAND](
+      this.prefix + id,
+      limit,
+      WINDOW_MS,
+      nowMs === undefined ? '' : String(Math.floor(nowMs)),
+      randomBytes(6).toString('hex'),
+    );
+    if (
+      !Array.isArray(reply) ||
+      reply.length !== 3 ||
+      !reply.every((n): n is number => typeof n === 'number')
+    ) {
+      throw new Error(`sliding-window.lua answered ${JSON.stringify(reply)}`);
+    }
+    const [allowed, remaining, waitMs] = reply as [number, number, number];
+    if (allowed === 1) return { allowed: true, limit, remaining, retryAfterSeconds: 0 };
+    return {
+      allowed: false,
+      limit,
+      remaining: 0,
+      retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+    };
+  }
+}
+
+/** What the API needs for its limits, and what to close at shutdown. */
+export interface RateLimits {
+  rateLimiter: RateLimiter;
+  /** Redis liveness for /healthz (PING within 500 ms); absent without Redis. */
+  redisCheck?: () => Promise<boolean>;
+  /** Close the Redis client, if any. */
+  close(): Promise<void>;
+}
+
+/** How long start-up waits for the first Redis connection, ms, before serving anyway. */
+const START_WAIT_MS = 1_000;
+
+/**
+ * The limits of an API process (DESIGN decisions):
+ * - `url` set: Redis windows shared by every replica; while Redis is unreachable, in-process
+ *   windows per replica (logged once per transition, /healthz 503 through `redisCheck`).
+ * - `url` unset: in-process windows only, and no `redisCheck` (/healthz reports redis true:
+ *   there is no Redis to be down).
+ * Start-up waits up to 1 s for Redis, then serves anyway (on the fallback until it connects).
+ */
+export async function openRateLimits(url: string | undefined, logger: Logger): Promise<RateLimits> {
+  if (!url) return { rateLimiter: new MemoryRateLimiter(), close: async () => {} };
+  const redis = createRedis(url, { logger });
+  await waitReady(redis, START_WAIT_MS);
+  return {
+    rateLimiter: new FallbackRateLimiter(new RedisRateLimiter(redis), { logger }),
+    redisCheck: () => pingRedis(redis),
+    close: () => closeRedis(redis),
+  };
+}

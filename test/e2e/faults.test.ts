@@ -1,0 +1,453 @@
+/**
+ * Dependencies failing under real processes (DESIGN decisions "Postgres unreachable", "Redis
+ * unreachable"; ingest never skips a block):
+ * - PostgreSQL behind a TCP proxy that is cut for a while under `tronwatch serve`: /healthz
+ *   answers 503 (checks.postgres false) and /v1 answers 500 {"error":"internal server error"}
+ *   while cut, never hanging; the ingest leader stops when its lock connection breaks; after
+ *   the restore, ingest and delivery resume by themselves: every expected event exactly once,
+ *   every notification delivered exactly once.
+ * - Redis (when REDIS_URL is set) behind a proxy cut under `tronwatch api`: /v1 keeps answering
+ *   (in-process windows), /healthz says 503 with checks.redis false, then 200 after the restore.
+ * - The TRON node: answers that time out, HTTP 503, `{}`, then no node at all (closed, and a new
+ *   one started on the same port later): the ingester retries the same block, never passes it,
+ *   /healthz still says 200 (PostgreSQL is fine), and in the end every event exists exactly once.
+ * Waits poll the database, the processes' logs or the fault counters; no timing assertions.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../../src/accounts/keys.js';
+import { newId } from '../../src/common/ids.js';
+import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
+import type { Queryable } from '../../src/db/pool.js';
+import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { syntheticAddresses } from '../../src/tron/synthetic.js';
+import {
+  type ExpectedEvent,
+  eventKey,
+  expectedEvents,
+  serveSynthetic,
+  type TestWatch,
+} from '../helpers/chain.js';
+import { spawnCli } from '../helpers/cli.js';
+import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
+import { insertAccount } from '../helpers/outbox.js';
+import { startTcpProxy } from '../helpers/tcp-proxy.js';
+
+if (!POSTGRES_URL) console.warn('faults.test.ts skipped: DATABASE_URL is unset (needs PostgreSQL)');
+const REDIS_URL = process.env.REDIS_URL;
+
+/** A running `tronwatch` process with its JSON log lines (stderr) parsed. */
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  logs: Array<Record<string, unknown>>;
+  exit: Promise<number | null>;
+  /** Log lines whose `msg` starts with `msg`. */
+  count(msg: string): number;
+}
+
+function start(name: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawnCli(args, { LOG_LEVEL: 'info', ...env });
+  const logs: Array<Record<string, unknown>> = [];
+  let buf = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ msg: line });
+      }
+    }
+  });
+  const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  live.push({ child });
+  return {
+    name,
+    child,
+    logs,
+    exit,
+    count: (msg) => logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length,
+  };
+}
+
+/** Poll `cond` every 50 ms; fail fast if a process exited, or after `ms`, with its last logs. */
+async function until(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  procs: Proc[],
+  ms = 40_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+    if (Date.now() > end || dead) {
+      const tail = procs.map((p) => `${p.name}: ${JSON.stringify(p.logs.slice(-8))}`).join('\n');
+      throw new Error(`${dead ? `${dead.name} exited` : 'timed out'} waiting for ${what}\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function term(p: Proc): Promise<number | null> {
+  p.child.kill('SIGTERM');
+  return p.exit;
+}
+
+/** An HTTP answer; a request that takes more than 8 s fails the test (a hang). */
+async function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(8_000) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const live: Array<{ child: ChildProcess }> = [];
+const cleanup: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const p of live) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  for (const c of cleanup.reverse()) await c();
+});
+
+function tmpDir(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-faults-'));
+  cleanup.push(async () => fs.rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+/** Insert webhook watches on the first `n` synthetic addresses (secret encrypted by `box`). */
+async function insertWatches(
+  db: Queryable,
+  opts: {
+    chain: { seed: number; addresses: number; firstBlock: number };
+    n: number;
+    box: SecretBox;
+    url: string;
+    secret: string;
+  },
+): Promise<{ accountId: string; watches: TestWatch[] }> {
+  const accountId = await insertAccount(db, 'scale');
+  const enc = opts.box.encrypt(opts.secret);
+  const watches: TestWatch[] = [];
+  for (const [i, a] of syntheticAddresses(opts.chain).slice(0, opts.n).entries()) {
+    const w: TestWatch = {
+      id: newId('wh'),
+      addressHex: a,
+      asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
+      direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+      activeFrom: opts.chain.firstBlock - 1,
+    };
+    await db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
+                            channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+       VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', $7, $8, $9, $10)`,
+      [
+        w.id,
+        accountId,
+        hexToBase58(a),
+        a,
+        w.asset,
+        w.direction,
+        opts.url,
+        enc.keyId,
+        enc.ciphertext,
+        w.activeFrom,
+      ],
+    );
+    watches.push(w);
+  }
+  return { accountId, watches };
+}
+
+/** The stored events as sorted keys, and their total count (duplicates would show). */
+async function storedEvents(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{
+    watch_id: string;
+    tx_id: string;
+    event_index: number;
+    direction: 'incoming' | 'outgoing';
+    asset: 'USDT' | 'TRX';
+    amount_raw: string;
+  }>(
+    'SELECT watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw FROM events',
+  );
+  return rows
+    .map((r) =>
+      eventKey({
+        watchId: r.watch_id,
+        txId: r.tx_id,
+        eventIndex: r.event_index,
+        direction: r.direction,
+        asset: r.asset,
+        amountRaw: r.amount_raw,
+      }),
+    )
+    .sort();
+}
+
+function keys(expected: ExpectedEvent[]): string[] {
+  return expected.map(eventKey).sort();
+}
+
+async function cursorOf(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ block_number: number }>(
+    'SELECT block_number FROM chain_cursor',
+  );
+  return rows[0]?.block_number ?? 0;
+}
+
+async function count(db: Queryable, sql: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(sql);
+  return rows[0]?.n ?? 0;
+}
+
+describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () => {
+  it('PostgreSQL cut mid-run: 503/500 while cut, then ingest and delivery resume, nothing lost or doubled', async () => {
+    const CHAIN = {
+      seed: 41,
+      firstBlock: 75_000_000,
+      txPerBlock: 300,
+      addresses: 1_500,
+      count: 30,
+    };
+    const t: TestDb = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const pgUrl = new URL(t.url ?? '');
+    const proxy = await startTcpProxy({ host: pgUrl.hostname, port: Number(pgUrl.port || 5432) });
+    cleanup.push(() => proxy.close());
+    const chain = await serveSynthetic(CHAIN, { intervalMs: 0 });
+    cleanup.push(() => chain.node.close());
+    const key = randomBytes(32);
+    const secret = newWebhookSecret();
+    const receiver: Receiver = await startReceiver({ secretFor: secret });
+    cleanup.push(() => receiver.close());
+    const dir = tmpDir();
+    const caFile = path.join(dir, 'receiver-ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+    const { accountId, watches } = await insertWatches(t.db, {
+      chain: CHAIN,
+      n: 8,
+      box: new SecretBox([key]),
+      url: receiver.url,
+      secret,
+    });
+    const apiKey = await createApiKey(t.db, accountId);
+    const auth = { authorization: `Bearer ${apiKey.key}` };
+    const expected = expectedEvents(chain.transfers, watches);
+    expect(expected.length).toBeGreaterThan(20);
+
+    const serve = start('serve', ['serve'], {
+      DATABASE_URL: proxy.via(t.url ?? ''),
+      DATA_DIR: dir,
+      SECRET_ENCRYPTION_KEY: key.toString('hex'),
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_CA_FILE: caFile,
+      WEBHOOK_TIMEOUT_MS: '2000', // lease 22 s: a claim lost in the cut is retried within the test
+      DELIVERY_POLL_MS: '50',
+      TRON_NODE_URL: chain.node.url,
+      INGEST_START_BLOCK: String(chain.first),
+      TRON_BLOCK_INTERVAL_MS: '100',
+      HOST: '127.0.0.1',
+      PORT: '0',
+    });
+    await until('serve running', () => serve.count('tronwatch running') > 0, [serve]);
+    const line = serve.logs.find((l) => l.msg === 'api listening');
+    const api = typeof line?.url === 'string' ? line.url : '';
+    expect((await get(`${api}/healthz`)).status).toBe(200);
+
+    chain.node.advanceTo(chain.first + 12);
+    await until(
+      'first blocks ingested and delivered',
+      async () => (await cursorOf(t.db)) >= chain.first + 12 && receiver.countsByEvent.size > 0,
+      [serve],
+    );
+
+    proxy.cut();
+    chain.node.advanceTo(chain.last); // blocks keep coming while the database is away
+    await until('the ingest leader stops', () => serve.count('ingest leadership lost') > 0, [
+      serve,
+    ]);
+    let health = await get(`${api}/healthz`);
+    expect(health.status).toBe(503);
+    expect(health.body.checks).toMatchObject({ postgres: false });
+    const v1 = await get(`${api}/v1/events`, auth);
+    expect(v1).toEqual({ status: 500, body: { error: 'internal server error' } });
+    // Stay cut until every part has tried and failed to reach the database a few times.
+    await until(
+      'reconnects refused',
+      () => proxy.refused >= 10 && serve.count('ingest leader lock: database unreachable') >= 2,
+      [serve],
+    );
+    expect((await get(`${api}/v1/events`, auth)).status).toBe(500);
+
+    proxy.restore();
+    await until('healthz 200', async () => (await get(`${api}/healthz`)).status === 200, [serve]);
+    health = await get(`${api}/healthz`);
+    expect(health.body.checks).toMatchObject({ postgres: true });
+    await until('ingest resumes to the end', async () => (await cursorOf(t.db)) === chain.last, [
+      serve,
+    ]);
+    await until(
+      'every notification delivered',
+      async () =>
+        (await count(
+          t.db,
+          "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'DELIVERED'",
+        )) === expected.length,
+      [serve],
+      60_000,
+    );
+    expect(serve.count('ingest leader acquired')).toBeGreaterThanOrEqual(2); // re-elected itself
+    expect(await storedEvents(t.db)).toEqual(keys(expected));
+    expect(await count(t.db, 'SELECT count(*)::int8 AS n FROM notifications')).toBe(
+      expected.length,
+    );
+    expect(receiver.countsByEvent.size).toBe(expected.length);
+    expect([...receiver.countsByEvent.values()].every((n) => n === 1)).toBe(true);
+    expect((await get(`${api}/v1/events`, auth)).status).toBe(200);
+    expect(await term(serve)).toBe(0);
+  }, 90_000);
+
+  it.skipIf(!REDIS_URL)(
+    'Redis cut: the API keeps answering, /healthz tells',
+    async () => {
+      const t = await migratedDb('postgres');
+      cleanup.push(() => t.drop());
+      const redisUrl = new URL(REDIS_URL ?? '');
+      const proxy = await startTcpProxy({
+        host: redisUrl.hostname,
+        port: Number(redisUrl.port || 6379),
+      });
+      cleanup.push(() => proxy.close());
+      const accountId = await insertAccount(t.db, 'pro');
+      const apiKey = await createApiKey(t.db, accountId);
+      const auth = { authorization: `Bearer ${apiKey.key}` };
+      const api = start('api', ['api'], {
+        DATABASE_URL: t.url ?? '',
+        REDIS_URL: proxy.via(REDIS_URL ?? ''),
+        DATA_DIR: tmpDir(),
+        HOST: '127.0.0.1',
+        PORT: '0',
+      });
+      await until('api running', () => api.count('tronwatch running') > 0, [api]);
+      const line = api.logs.find((l) => l.msg === 'api listening');
+      const base = typeof line?.url === 'string' ? line.url : '';
+      expect((await get(`${base}/healthz`)).status).toBe(200);
+      expect((await get(`${base}/v1/events`, auth)).status).toBe(200);
+
+      proxy.cut();
+      await until('healthz 503 with redis false', async () => {
+        const h = await get(`${base}/healthz`);
+        return h.status === 503 && (h.body.checks as { redis?: boolean }).redis === false;
+      }, [api]);
+      for (let i = 0; i < 5; i++) {
+        const r = await get(`${base}/v1/events`, auth); // bounded: a hang fails the test
+        expect(r.status).toBe(200);
+      }
+      proxy.restore();
+      await until('healthz 200', async () => (await get(`${base}/healthz`)).status === 200, [api]);
+      expect((await get(`${base}/v1/events`, auth)).status).toBe(200);
+      expect(await term(api)).toBe(0);
+    },
+    60_000,
+  );
+
+  it('TRON node timeouts, 503s, empty answers and absence: the same block is retried, then every event exactly once', async () => {
+    const CHAIN = {
+      seed: 43,
+      firstBlock: 76_000_000,
+      txPerBlock: 300,
+      addresses: 1_500,
+      count: 30,
+    };
+    const t = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const chain = await serveSynthetic(CHAIN, { intervalMs: 0 });
+    let node = chain.node; // replaced by a new node on the same port below
+    const port = node.port;
+    cleanup.push(() => node.close());
+    const { watches } = await insertWatches(t.db, {
+      chain: CHAIN,
+      n: 8,
+      box: new SecretBox([randomBytes(32)]),
+      url: 'https://hooks.example.com/h',
+      secret: newWebhookSecret(),
+    });
+    const expected = expectedEvents(chain.transfers, watches);
+    expect(expected.length).toBeGreaterThan(20);
+    const env = {
+      DATABASE_URL: t.url ?? '',
+      DATA_DIR: tmpDir(),
+      TRON_NODE_URL: node.url,
+      TRON_NODE_TIMEOUT_MS: '300',
+      TRON_NODE_RETRIES: '1',
+      INGEST_START_BLOCK: String(chain.first),
+      TRON_BLOCK_INTERVAL_MS: '100',
+      HOST: '127.0.0.1',
+      PORT: '0',
+    };
+    const ingest = start('ingest', ['ingest'], env);
+    const api = start('api', ['api'], env);
+    const procs = [ingest, api];
+    await until('both running', () => procs.every((p) => p.count('tronwatch running') > 0), procs);
+    const apiLine = api.logs.find((l) => l.msg === 'api listening');
+    const base = typeof apiLine?.url === 'string' ? apiLine.url : '';
+    const at = chain.first + 5;
+    node.advanceTo(at);
+    await until('first blocks', async () => (await cursorOf(t.db)) === at, procs);
+
+    const failed = () => ingest.count('ingest step failed; retrying the same block');
+    const phases: Array<{
+      name: string;
+      faults: Parameters<typeof node.setFaults>[0];
+      n: () => number;
+    }> = [
+      { name: 'timeouts', faults: { delayMs: 1_000 }, n: () => node.stats.faults.delayed },
+      { name: '503s', faults: { errorRate: 1 }, n: () => node.stats.faults.error },
+      { name: 'empty answers', faults: { emptyRate: 1 }, n: () => node.stats.faults.empty },
+    ];
+    node.advanceTo(chain.last);
+    for (const ph of phases) {
+      const before = ph.n();
+      const failedBefore = failed();
+      node.setFaults(ph.faults);
+      await until(
+        `${ph.name} seen and a failed step`,
+        () => ph.n() >= before + 2 && failed() > failedBefore,
+        procs,
+      );
+      expect(await cursorOf(t.db)).toBe(at); // never past the block it cannot read
+      const h = await get(`${base}/healthz`);
+      expect(h.status).toBe(200); // the truth: PostgreSQL (and Redis) are up
+    }
+    // No node at all for a while, then a new one on the same port.
+    node.setFaults(undefined);
+    const failedBefore = failed();
+    await node.close();
+    await until('failed steps without a node', () => failed() >= failedBefore + 2, procs, 60_000);
+    expect(await cursorOf(t.db)).toBe(at);
+    expect((await get(`${base}/healthz`)).status).toBe(200);
+    node = (await serveSynthetic(CHAIN, { intervalMs: 0, port })).node;
+    node.advanceTo(chain.last);
+    await until(
+      'ingest reaches the end',
+      async () => (await cursorOf(t.db)) === chain.last,
+      procs,
+      60_000,
+    );
+
+    expect(await storedEvents(t.db)).toEqual(keys(expected));
+    expect(await count(t.db, 'SELECT count(*)::int8 AS n FROM notifications')).toBe(
+      expected.length,
+    );
+    expect(await Promise.all(procs.map(term))).toEqual([0, 0]);
+  }, 90_000);
+});

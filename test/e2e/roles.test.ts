@@ -1,0 +1,342 @@
+/**
+ * The roles as separate real processes (`tronwatch ingest|worker|api|serve`) on real PostgreSQL
+ * (DESIGN §Processes and scale-out):
+ * - two `ingest` processes: one leads (the other logs 'standby' and never ingests); kill -9 the
+ *   leader mid-run, the standby takes over; the events are exactly the expected set.
+ * - two `worker` processes share the outbox: every notification is delivered exactly once to a
+ *   local HTTPS receiver, and both workers delivered some.
+ * - SIGTERM stops every role gracefully with exit code 0 (a worker finishes and records the
+ *   attempts it has in flight first).
+ * PGlite cannot be shared by processes: skipped without DATABASE_URL.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { newId } from '../../src/common/ids.js';
+import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
+import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { syntheticAddresses } from '../../src/tron/synthetic.js';
+import {
+  eventKey,
+  expectedEvents,
+  type SyntheticChain,
+  serveSynthetic,
+  type TestWatch,
+} from '../helpers/chain.js';
+import { spawnCli } from '../helpers/cli.js';
+import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
+import {
+  insertAccount,
+  insertEvents,
+  insertWebhookWatch,
+  statusCounts,
+} from '../helpers/outbox.js';
+
+if (!POSTGRES_URL) console.warn('roles.test.ts skipped: DATABASE_URL is unset (needs PostgreSQL)');
+
+/** A running `tronwatch` process with its JSON log lines (stderr) parsed. */
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  logs: Array<Record<string, unknown>>;
+  exit: Promise<number | null>;
+  has(msg: string): boolean;
+}
+
+function start(name: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawnCli(args, { LOG_LEVEL: 'info', ...env });
+  const logs: Array<Record<string, unknown>> = [];
+  let buf = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ msg: line });
+      }
+    }
+  });
+  const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { name, child, logs, exit, has: (msg) => logs.some((l) => l.msg === msg) };
+}
+
+/** Poll `cond` every 20 ms; fail with `what` and the processes' last logs after `ms`. */
+async function until(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  ms = 30_000,
+  procs: Proc[] = [],
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+    if (Date.now() > end || dead) {
+      const tail = procs.map((p) => `${p.name}: ${JSON.stringify(p.logs.slice(-8))}`).join('\n');
+      throw new Error(`${dead ? `${dead.name} exited` : 'timed out'} waiting for ${what}\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** SIGTERM and the exit code (bounded by the test's timeout; the process's own deadline is 15 s). */
+async function term(p: Proc): Promise<number | null> {
+  p.child.kill('SIGTERM');
+  return p.exit;
+}
+
+const live: Proc[] = [];
+const cleanup: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const p of live) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  for (const c of cleanup.reverse()) await c();
+});
+
+function tmpDir(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-roles-'));
+  cleanup.push(async () => fs.rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+const CHAIN = { seed: 31, firstBlock: 74_000_000, txPerBlock: 300, addresses: 1_500, count: 32 };
+
+describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
+  it('two ingesters: one leads, the standby takes over after kill -9, events exactly once', async () => {
+    const t: TestDb = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const chain: SyntheticChain = await serveSynthetic(CHAIN, { intervalMs: 0 });
+    cleanup.push(() => chain.node.close());
+    const acc = await insertAccount(t.db, 'scale');
+    const watches: TestWatch[] = [];
+    for (const [i, a] of syntheticAddresses(CHAIN).slice(0, 30).entries()) {
+      const w: TestWatch = {
+        id: newId('wh'),
+        addressHex: a,
+        asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
+        direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+        activeFrom: chain.first - 1,
+      };
+      await t.db.query(
+        `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
+                              webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+         VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', 'https://example.com/h', 'k', '\\x00'::bytea, $7)`,
+        [w.id, acc, hexToBase58(a), a, w.asset, w.direction, w.activeFrom],
+      );
+      watches.push(w);
+    }
+    const expected = expectedEvents(chain.transfers, watches);
+    expect(expected.length).toBeGreaterThan(100);
+    const cursor = async () =>
+      (await t.db.query<{ block_number: number }>('SELECT block_number FROM chain_cursor')).rows[0]
+        ?.block_number ?? 0;
+    const env = {
+      DATABASE_URL: t.url ?? '',
+      DATA_DIR: tmpDir(),
+      TRON_NODE_URL: chain.node.url,
+      INGEST_START_BLOCK: String(chain.first),
+      TRON_BLOCK_INTERVAL_MS: '100',
+      TRON_NODE_CONCURRENCY: '2',
+    };
+
+    // Both start at once; whichever takes the lock first is `a`, the other must be on standby.
+    const p1 = start('ingest-1', ['ingest'], env);
+    const p2 = start('ingest-2', ['ingest'], env);
+    live.push(p1, p2);
+    await until(
+      'one leader and one standby',
+      () =>
+        (p1.has('ingest leader acquired') && p2.has('standby')) ||
+        (p2.has('ingest leader acquired') && p1.has('standby')),
+      30_000,
+      [p1, p2],
+    );
+    const [a, b] = p1.has('ingest leader acquired') ? [p1, p2] : [p2, p1];
+
+    chain.node.advanceTo(chain.first + 20);
+    await until('a ingests', async () => (await cursor()) >= chain.first + 12, 30_000, [a, b]);
+    expect(a.has('ingest starting')).toBe(true);
+    expect(b.has('ingest leader acquired')).toBe(false);
+    expect(b.has('ingest starting')).toBe(false); // only the leader advances
+    a.child.kill('SIGKILL');
+    expect(await a.exit).toBe(null);
+    const killedAt = await cursor();
+    expect(killedAt).toBeLessThan(chain.last);
+
+    chain.node.advanceTo(chain.last);
+    await until('b takes over', () => b.has('ingest leader acquired'), 30_000, [b]);
+    await until('b reaches the end', async () => (await cursor()) === chain.last, 60_000, [b]);
+    expect(await term(b)).toBe(0);
+    expect(b.has('stopped')).toBe(true);
+
+    const { rows } = await t.db.query<{
+      watch_id: string;
+      tx_id: string;
+      event_index: number;
+      direction: 'incoming' | 'outgoing';
+      asset: 'USDT' | 'TRX';
+      amount_raw: string;
+    }>(
+      'SELECT watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw FROM events',
+    );
+    const got = rows
+      .map((r) =>
+        eventKey({
+          watchId: r.watch_id,
+          txId: r.tx_id,
+          eventIndex: r.event_index,
+          direction: r.direction,
+          asset: r.asset,
+          amountRaw: r.amount_raw,
+        }),
+      )
+      .sort();
+    expect(got).toEqual(expected.map(eventKey).sort());
+    const { rows: n } = await t.db.query<{ notifications: number }>(
+      'SELECT count(*)::int8 AS notifications FROM notifications',
+    );
+    expect(n[0]?.notifications).toBe(expected.length);
+  }, 85_000);
+
+  it('two workers deliver every notification exactly once; SIGTERM exits 0', async () => {
+    const t = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const key = randomBytes(32);
+    const box = new SecretBox([key]);
+    const secret = newWebhookSecret();
+    const receiver: Receiver = await startReceiver({
+      secretFor: secret,
+      respond: (req) => ({ status: req.verified ? 200 : 401, delayMs: 10 }),
+    });
+    cleanup.push(() => receiver.close());
+    const dir = tmpDir();
+    const caFile = path.join(dir, 'receiver-ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+    const acc = await insertAccount(t.db, 'pro');
+    const { watchId } = await insertWebhookWatch(t.db, box, {
+      accountId: acc,
+      url: receiver.url,
+      secret,
+    });
+    const env = {
+      DATABASE_URL: t.url ?? '',
+      DATA_DIR: dir,
+      SECRET_ENCRYPTION_KEY: key.toString('hex'),
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_CA_FILE: caFile,
+      DELIVERY_CONCURRENCY: '4',
+      DELIVERY_POLL_MS: '50',
+    };
+    const w1 = start('worker-1', ['worker'], env);
+    const w2 = start('worker-2', ['worker'], env);
+    live.push(w1, w2);
+    await until(
+      'both workers started',
+      () => w1.has('delivery worker started') && w2.has('delivery worker started'),
+      30_000,
+      [w1, w2],
+    );
+    const events = await insertEvents(t.db, { accountId: acc, watchId, count: 300 });
+    await until(
+      'every notification delivered',
+      async () => (await statusCounts(t.db)).DELIVERED === events.length,
+      60_000,
+      [w1, w2],
+    );
+    expect(await Promise.all([term(w1), term(w2)])).toEqual([0, 0]);
+
+    expect(receiver.countsByEvent.size).toBe(events.length);
+    for (const e of events) expect(receiver.countsByEvent.get(e.eventId)).toBe(1);
+    expect(receiver.received.every((r) => r.verified)).toBe(true);
+    const delivered = [w1, w2].map((w) => {
+      const line = w.logs.find((l) => l.msg === 'delivery worker stopped');
+      return typeof line?.delivered === 'number' ? line.delivered : -1;
+    });
+    expect(delivered[0]).toBeGreaterThan(0); // both took part
+    expect(delivered[1]).toBeGreaterThan(0);
+    expect((delivered[0] ?? 0) + (delivered[1] ?? 0)).toBe(events.length);
+    const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM attempts');
+    expect(rows[0]?.n).toBe(events.length);
+  }, 85_000);
+
+  it('SIGTERM: serve, api, ingest and worker exit 0; a worker records its in-flight attempts', async () => {
+    const t = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const chain = await serveSynthetic({ ...CHAIN, count: 5 }, { intervalMs: 0 });
+    cleanup.push(() => chain.node.close());
+    chain.node.advanceTo(chain.last);
+    const key = randomBytes(32);
+    const secret = newWebhookSecret();
+    const receiver = await startReceiver({
+      secretFor: secret,
+      respond: () => ({ status: 200, delayMs: 1_500 }), // slow: attempts are in flight at SIGTERM
+    });
+    cleanup.push(() => receiver.close());
+    const dir = tmpDir();
+    const caFile = path.join(dir, 'receiver-ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+    const acc = await insertAccount(t.db, 'pro');
+    const { watchId } = await insertWebhookWatch(t.db, new SecretBox([key]), {
+      accountId: acc,
+      url: receiver.url,
+      secret,
+    });
+    await insertEvents(t.db, { accountId: acc, watchId, count: 20 });
+    const env = {
+      DATABASE_URL: t.url ?? '',
+      DATA_DIR: dir,
+      SECRET_ENCRYPTION_KEY: key.toString('hex'),
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_CA_FILE: caFile,
+      DELIVERY_CONCURRENCY: '4',
+      TRON_NODE_URL: chain.node.url,
+      INGEST_START_BLOCK: String(chain.first),
+      TRON_BLOCK_INTERVAL_MS: '100',
+      HOST: '127.0.0.1',
+      PORT: '0',
+    };
+    // serve, api and ingest start meanwhile, on a database of their own (serve's worker would
+    // otherwise take part in the deliveries counted below).
+    const t2 = await migratedDb('postgres');
+    cleanup.push(() => t2.drop());
+    const env2 = { ...env, DATABASE_URL: t2.url ?? '' };
+    const procs = [
+      start('serve', ['serve'], env2),
+      start('api', ['api'], env2),
+      start('ingest', ['ingest'], env2),
+    ];
+    live.push(...procs);
+    const worker = start('worker', ['worker'], env);
+    live.push(worker);
+    await until('attempts in flight', () => receiver.received.length > 0, 30_000, [worker]);
+    // Everything in flight now finishes and is recorded before the exit.
+    expect(await term(worker)).toBe(0);
+    const requests = receiver.received.length;
+    expect(requests).toBeGreaterThan(0);
+    const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM attempts');
+    expect(rows[0]?.n).toBe(requests);
+    const { rows: leased } = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int8 AS n FROM notifications WHERE lease_token IS NOT NULL',
+    );
+    expect(leased[0]?.n).toBe(0); // queued claims were released, not left to expire
+
+    for (const p of procs)
+      await until(`${p.name} running`, () => p.has('tronwatch running'), 30_000, [p]);
+    const cursor = async () =>
+      (await t2.db.query<{ block_number: number }>('SELECT block_number FROM chain_cursor')).rows[0]
+        ?.block_number ?? 0;
+    await until(
+      'ingest reaches the end',
+      async () => (await cursor()) === chain.last,
+      30_000,
+      procs,
+    );
+    expect(await Promise.all(procs.map(term))).toEqual([0, 0, 0]);
+    for (const p of procs) expect(p.has('stopped')).toBe(true);
+  }, 85_000);
+});

@@ -1,0 +1,55 @@
+/**
+ * A process without the api role (here: ingest only) serves GET /metrics on METRICS_PORT, with the
+ * chain gauges of its ingester; anything else there is a 404.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/common/logger.js';
+import { loadConfig } from '../../src/config.js';
+import { type Service, startService } from '../../src/service.js';
+import { type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
+
+describe('METRICS_PORT', () => {
+  let svc: Service | undefined;
+  let chain: SyntheticChain | undefined;
+  let dir: string | undefined;
+  afterEach(async () => {
+    await svc?.stop();
+    await chain?.node.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves the ingest role’s metrics on their own port', async () => {
+    chain = await serveSynthetic({
+      seed: 4,
+      firstBlock: 74_000_000,
+      txPerBlock: 50,
+      addresses: 100,
+      count: 3,
+    });
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-metrics-port-'));
+    const cfg = loadConfig({
+      DATA_DIR: dir,
+      TRON_NODE_URL: chain.node.url,
+      INGEST_START_BLOCK: String(chain.first),
+      TRON_BLOCK_INTERVAL_MS: '50',
+      METRICS_PORT: '0',
+      HOST: '127.0.0.1',
+    });
+    svc = await startService(cfg, { roles: ['ingest'], logger: silentLogger });
+    expect(svc.url).toBeUndefined(); // no API in this process
+    expect(svc.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    while ((svc.ingester?.stats.cursor ?? 0) < chain.last)
+      await new Promise((r) => setTimeout(r, 20));
+    const res = await fetch(svc.metricsUrl as string);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toMatch(/^tronwatch_blocks_ingested_total 3$/m);
+    expect(text).toMatch(new RegExp(`^tronwatch_chain_cursor_block ${chain.last}$`, 'm'));
+    expect((await fetch((svc.metricsUrl as string).replace('/metrics', '/v1/events'))).status).toBe(
+      404,
+    );
+  });
+});

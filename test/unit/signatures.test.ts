@@ -1,0 +1,319 @@
+/**
+ * Webhook signatures (SPEC §Webhook signature; issue 5 item 5): X-Signature and the Standard
+ * Webhooks headers, checked against
+ *  - the published known-answer vectors (docs/signature-vectors.json),
+ *  - a reference verifier, npm `standardwebhooks` (its Webhook class must accept our headers),
+ *  - the Standard Webhooks project's own published example,
+ *  - the README's Node and Python snippets, extracted from README.md and run as written.
+ * Go: the README's Go snippet is not run here (no `go` toolchain on the machines).
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newWebhookSecret } from '../../src/common/secrets.js';
+import { extraSignatureHeaders, signBody } from '../../src/delivery/payload.js';
+import { verifySignature } from '../../src/delivery/receiver.js';
+import { webhookHeaders } from '../../src/delivery/send.js';
+import {
+  standardWebhookHeaders,
+  standardWebhookKey,
+  standardWebhookSignature,
+  verifyStandardWebhook,
+} from '../../src/delivery/standard-webhooks.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const VECTORS_FILE = path.join(ROOT, 'docs/signature-vectors.json');
+
+interface Vector {
+  name: string;
+  secret: string;
+  webhook_id: string;
+  webhook_timestamp: number;
+  body: string;
+  x_signature: string;
+  webhook_signature: string;
+}
+
+const vectors = (JSON.parse(fs.readFileSync(VECTORS_FILE, 'utf8')) as { vectors: Vector[] })
+  .vectors;
+
+/** The first ```lang block of README.md's "Receiving webhooks" section. */
+function readmeSnippet(lang: string): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('## Receiving webhooks');
+  expect(start).toBeGreaterThanOrEqual(0);
+  const end = readme.indexOf('\n## ', start + 1);
+  const section = readme.slice(start, end < 0 ? undefined : end);
+  const m = new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``).exec(section);
+  if (!m?.[1]) throw new Error(`no ${lang} block in "Receiving webhooks"`);
+  return m[1];
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+describe('known-answer vectors (docs/signature-vectors.json)', () => {
+  it('has vectors, one of them a non-ASCII body', () => {
+    expect(vectors.length).toBeGreaterThanOrEqual(2);
+    expect(vectors.some((v) => Buffer.byteLength(v.body) !== v.body.length)).toBe(true);
+  });
+
+  for (const v of vectors) {
+    it(`${v.name}: X-Signature and webhook-signature match our functions`, () => {
+      const body = Buffer.from(v.body, 'utf8');
+      expect(signBody(v.secret, body)).toBe(v.x_signature);
+      expect(verifySignature(v.secret, body, v.x_signature)).toBe(true);
+      expect(standardWebhookHeaders(v.secret, v.webhook_id, body, v.webhook_timestamp)).toEqual({
+        'webhook-id': v.webhook_id,
+        'webhook-timestamp': String(v.webhook_timestamp),
+        'webhook-signature': v.webhook_signature,
+      });
+    });
+
+    it(`${v.name}: the reference library computes the same webhook-signature`, () => {
+      const wh = new Webhook(v.secret);
+      const date = new Date(v.webhook_timestamp * 1000);
+      expect(wh.sign(v.webhook_id, date, Buffer.from(v.body, 'utf8'))).toBe(v.webhook_signature);
+    });
+  }
+});
+
+describe('standardWebhookHeaders', () => {
+  it('is verified by the npm standardwebhooks Webhook class (fresh secrets, real bodies)', () => {
+    for (let i = 0; i < 20; i++) {
+      const secret = newWebhookSecret();
+      const body = Buffer.from(
+        JSON.stringify({ event_id: `evt_${i}`, memo: randomBytes(8).toString('hex'), n: i }),
+      );
+      const h = standardWebhookHeaders(secret, `evt_${i}`, body, now());
+      expect(new Webhook(secret).verify(body, { ...h })).toEqual(JSON.parse(body.toString()));
+      // The library rejects the same headers for another secret or a changed body.
+      expect(() => new Webhook(newWebhookSecret()).verify(body, { ...h })).toThrow();
+      expect(() => new Webhook(secret).verify(Buffer.from(`${body} `), { ...h })).toThrow();
+    }
+  });
+
+  it('is rejected by the reference library once older than 5 minutes', () => {
+    const secret = newWebhookSecret();
+    const body = Buffer.from('{"a":1}');
+    const h = standardWebhookHeaders(secret, 'evt_old', body, now() - 6 * 60);
+    expect(() => new Webhook(secret).verify(body, { ...h })).toThrow(/too old/);
+  });
+
+  it("reproduces the Standard Webhooks project's published example", () => {
+    const sig = standardWebhookSignature(
+      'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      'msg_p5jXN8AQM9LWM0D4loKWxJek',
+      1614265330,
+      Buffer.from('{"test": 2432232314}'),
+    );
+    expect(sig).toBe('v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=');
+  });
+
+  it('keys with the decoded bytes, not the string (unlike X-Signature)', () => {
+    const secret = newWebhookSecret();
+    expect(standardWebhookKey(secret)).toHaveLength(32);
+    expect(standardWebhookKey(secret).toString('base64')).toBe(secret.slice('whsec_'.length));
+  });
+
+  it('drops fractions of a second and signs bytes exactly', () => {
+    const secret = newWebhookSecret();
+    const body = Buffer.from([0x7b, 0x22, 0xc3, 0xa9, 0x22, 0x7d]);
+    const a = standardWebhookHeaders(secret, 'evt_x', body, 1_700_000_000.9);
+    expect(a['webhook-timestamp']).toBe('1700000000');
+    expect(a['webhook-signature']).toBe(
+      standardWebhookSignature(secret, 'evt_x', 1_700_000_000, body),
+    );
+  });
+
+  it('refuses a malformed secret without echoing it', () => {
+    for (const bad of ['whsec_', 'whsec_not base64!', 'whsec_AAA', 'tw_live_abc']) {
+      let message = '';
+      try {
+        standardWebhookHeaders(bad, 'evt_x', Buffer.from('{}'), now());
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/whsec_ followed by standard base64/);
+      if (bad.length > 6) expect(message).not.toContain(bad);
+    }
+    expect(() => standardWebhookSignature(newWebhookSecret(), 'evt', -1, Buffer.from(''))).toThrow(
+      RangeError,
+    );
+  });
+});
+
+describe("a delivery's full header set (send.ts webhookHeaders + payload.ts extraSignatureHeaders)", () => {
+  it('carries both schemes; each verifies with the reference verifiers', () => {
+    const secret = newWebhookSecret();
+    const body = Buffer.from('{"event_id":"evt_full","amount":"1.5"}');
+    const startedAt = new Date(Date.now() - 1234);
+    const headers: Record<string, string> = {
+      ...webhookHeaders('evt_full', signBody(secret, body)),
+      ...extraSignatureHeaders(secret, 'evt_full', body, startedAt),
+    };
+    expect(headers['x-event-id']).toBe('evt_full');
+    expect(headers['webhook-id']).toBe('evt_full');
+    expect(headers['webhook-timestamp']).toBe(String(Math.floor(startedAt.getTime() / 1000)));
+    expect(verifySignature(secret, body, headers['x-signature'])).toBe(true);
+    expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body.toString()));
+    expect(verifyStandardWebhook(secret, headers, body, now())).toBeNull();
+  });
+});
+
+describe('verifyStandardWebhook (the receiver logic the snippets follow)', () => {
+  const secret = newWebhookSecret();
+  const body = Buffer.from('{"event_id":"evt_v"}');
+  const t = 1_767_879_441;
+  const h = standardWebhookHeaders(secret, 'evt_v', body, t);
+
+  it('accepts within 5 minutes either way, refuses beyond', () => {
+    expect(verifyStandardWebhook(secret, h, body, t)).toBeNull();
+    expect(verifyStandardWebhook(secret, h, body, t + 300)).toBeNull();
+    expect(verifyStandardWebhook(secret, h, body, t - 300)).toBeNull();
+    expect(verifyStandardWebhook(secret, h, body, t + 301)).toBe('timestamp_too_old');
+    expect(verifyStandardWebhook(secret, h, body, t - 301)).toBe('timestamp_too_new');
+  });
+
+  it('accepts when any of several v1 signatures matches, refuses tampering', () => {
+    const multi = { ...h, 'webhook-signature': `v2,zzz v1,AAAA ${h['webhook-signature']}` };
+    expect(verifyStandardWebhook(secret, multi, body, t)).toBeNull();
+    expect(verifyStandardWebhook(secret, h, Buffer.from(`${body} `), t)).toBe('bad_signature');
+    expect(verifyStandardWebhook(secret, { ...h, 'webhook-id': 'evt_w' }, body, t)).toBe(
+      'bad_signature',
+    );
+    const later = { ...h, 'webhook-timestamp': String(t + 1) };
+    expect(verifyStandardWebhook(secret, later, body, t)).toBe('bad_signature');
+    expect(verifyStandardWebhook(newWebhookSecret(), h, body, t)).toBe('bad_signature');
+    expect(verifyStandardWebhook(secret, { ...h, 'webhook-timestamp': '1e9' }, body, t)).toBe(
+      'bad_timestamp',
+    );
+    expect(verifyStandardWebhook(secret, { 'webhook-id': 'evt_v' }, body, t)).toBe(
+      'missing_headers',
+    );
+  });
+});
+
+type SnippetFn = (...args: unknown[]) => boolean;
+
+describe("README's Node snippet (extracted and run as written)", () => {
+  let dir: string;
+  let verifyXSignature: SnippetFn;
+  let verifyStd: SnippetFn;
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-'));
+    const file = path.join(dir, 'verify.mjs');
+    fs.writeFileSync(file, readmeSnippet('js'));
+    const mod = (await import(pathToFileURL(file).href)) as Record<string, SnippetFn>;
+    verifyXSignature = mod.verifyXSignature as SnippetFn;
+    verifyStd = mod.verifyStandardWebhook as SnippetFn;
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('verifies every vector, both schemes, and refuses stale or tampered ones', () => {
+    for (const v of vectors) {
+      const body = Buffer.from(v.body, 'utf8');
+      const headers = {
+        'webhook-id': v.webhook_id,
+        'webhook-timestamp': String(v.webhook_timestamp),
+        'webhook-signature': v.webhook_signature,
+      };
+      expect(verifyXSignature(v.secret, body, v.x_signature)).toBe(true);
+      expect(verifyXSignature(v.secret, body, v.x_signature.toUpperCase())).toBe(false);
+      expect(
+        verifyXSignature(v.secret, Buffer.concat([body, Buffer.from(' ')]), v.x_signature),
+      ).toBe(false);
+      expect(verifyStd(v.secret, body, headers, v.webhook_timestamp)).toBe(true);
+      expect(verifyStd(v.secret, body, headers, v.webhook_timestamp + 300)).toBe(true);
+      expect(verifyStd(v.secret, body, headers, v.webhook_timestamp + 301)).toBe(false);
+      expect(verifyStd(v.secret, body, headers, v.webhook_timestamp - 301)).toBe(false);
+      expect(verifyStd(v.secret, Buffer.from(`${v.body} `), headers, v.webhook_timestamp)).toBe(
+        false,
+      );
+      expect(verifyStd(newWebhookSecret(), body, headers, v.webhook_timestamp)).toBe(false);
+    }
+  });
+
+  it('verifies headers made now by standardWebhookHeaders with the default clock', () => {
+    const secret = newWebhookSecret();
+    const body = Buffer.from('{"event_id":"evt_now"}');
+    expect(verifyStd(secret, body, standardWebhookHeaders(secret, 'evt_now', body, now()))).toBe(
+      true,
+    );
+    const stale = standardWebhookHeaders(secret, 'evt_now', body, now() - 301);
+    expect(verifyStd(secret, body, stale)).toBe(false);
+  });
+});
+
+describe("README's Python snippet (python3, extracted and run as written)", () => {
+  const harness = `
+import json, sys
+doc = json.load(open(sys.argv[1], encoding="utf-8"))
+out = []
+for v in doc["vectors"]:
+    body = v["body"].encode("utf-8")
+    ts = v["webhook_timestamp"]
+    h = {"webhook-id": v["webhook_id"], "webhook-timestamp": str(ts), "webhook-signature": v["webhook_signature"]}
+    out.append({
+        "x": verify_x_signature(v["secret"], body, v["x_signature"]),
+        "x_upper": verify_x_signature(v["secret"], body, v["x_signature"].upper()),
+        "x_tampered": verify_x_signature(v["secret"], body + b" ", v["x_signature"]),
+        "std": verify_standard_webhook(v["secret"], body, h, now=ts),
+        "std_edge": verify_standard_webhook(v["secret"], body, h, now=ts + 300),
+        "std_old": verify_standard_webhook(v["secret"], body, h, now=ts + 301),
+        "std_new": verify_standard_webhook(v["secret"], body, h, now=ts - 301),
+        "std_tampered": verify_standard_webhook(v["secret"], body + b" ", h, now=ts),
+        "std_clock": verify_standard_webhook(v["secret"], body, h),
+    })
+print(json.dumps(out))
+`;
+
+  it('verifies every vector and refuses stale or tampered ones', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-py-'));
+    try {
+      const file = path.join(dir, 'verify.py');
+      fs.writeFileSync(file, `${readmeSnippet('python')}\n${harness}`);
+      // A live vector signed now, to exercise the snippet's default clock too.
+      const secret = newWebhookSecret();
+      const body = Buffer.from('{"event_id":"evt_py","memo":"₮"}');
+      const t = now();
+      const live: Vector = {
+        name: 'live',
+        secret,
+        webhook_id: 'evt_py',
+        webhook_timestamp: t,
+        body: body.toString('utf8'),
+        x_signature: signBody(secret, body),
+        webhook_signature: standardWebhookHeaders(secret, 'evt_py', body, t)['webhook-signature'],
+      };
+      const vfile = path.join(dir, 'vectors.json');
+      fs.writeFileSync(vfile, JSON.stringify({ vectors: [...vectors, live] }));
+      const out = JSON.parse(
+        execFileSync('python3', [file, vfile], { encoding: 'utf8', timeout: 20_000 }),
+      ) as Record<string, boolean>[];
+      expect(out).toHaveLength(vectors.length + 1);
+      out.forEach((r, i) => {
+        const isLive = i === vectors.length;
+        expect(r).toEqual({
+          x: true,
+          x_upper: false,
+          x_tampered: false,
+          std: true,
+          std_edge: true,
+          std_old: false,
+          std_new: false,
+          std_tampered: false,
+          // Published vectors are far older than 5 minutes by the wall clock; the live one is fresh.
+          std_clock: isLive,
+        });
+      });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
