@@ -387,6 +387,15 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
       if (delivered.size >= expected.length) break;
       await sleep(100);
     }
+    // The receiver holds a POST a moment before the worker records it DELIVERED (attempts are
+    // recorded in batches): let the outbox settle before reconciling.
+    while (Date.now() < deadline) {
+      const { rows: open } = await service.db.query<{ n: number }>(
+        "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'",
+      );
+      if ((open[0]?.n ?? 0) === 0) break;
+      await sleep(100);
+    }
 
     // 6. Verify signatures, print deliveries, reconcile.
     const unverified = receiver.received.filter((r) => !r.verified);

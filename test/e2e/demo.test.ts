@@ -13,7 +13,7 @@ describe('npm run demo', () => {
       const out: string[] = [];
       const code = await runDemo({ blocks: chainDir(), out: (l) => out.push(l) });
       expect(out.join('\n')).toMatch(/OK: every expected transfer was delivered/);
-      expect(code).toBe(0);
+      expect(code, out.join('\n')).toBe(0);
       expect(out.join('\n')).toMatch(/expected events: +67 /);
     },
     180_000,
@@ -23,6 +23,6 @@ describe('npm run demo', () => {
     const out: string[] = [];
     const code = await runDemo({ offline: true, out: (l) => out.push(l) });
     expect(out.join('\n')).toMatch(/synthetic chain/);
-    expect(code).toBe(0);
+    expect(code, out.join('\n')).toBe(0);
   }, 180_000);
 });
