@@ -31,6 +31,7 @@ import {
   eventKey,
   expectedEvents,
   serveSynthetic,
+  storedEventKeys,
   type TestWatch,
 } from '../helpers/chain.js';
 import { spawnCli } from '../helpers/cli.js';
@@ -169,28 +170,7 @@ async function insertWatches(
 
 /** The stored events as sorted keys, and their total count (duplicates would show). */
 async function storedEvents(db: Queryable): Promise<string[]> {
-  const { rows } = await db.query<{
-    watch_id: string;
-    tx_id: string;
-    event_index: number;
-    direction: 'incoming' | 'outgoing';
-    asset: 'USDT' | 'TRX';
-    amount_raw: string;
-  }>(
-    'SELECT watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw FROM events',
-  );
-  return rows
-    .map((r) =>
-      eventKey({
-        watchId: r.watch_id,
-        txId: r.tx_id,
-        eventIndex: r.event_index,
-        direction: r.direction,
-        asset: r.asset,
-        amountRaw: r.amount_raw,
-      }),
-    )
-    .sort();
+  return storedEventKeys(db);
 }
 
 function keys(expected: ExpectedEvent[]): string[] {

@@ -25,6 +25,7 @@ import {
   expectedEvents,
   type SyntheticChain,
   serveSynthetic,
+  storedEventKeys,
   type TestWatch,
 } from '../helpers/chain.js';
 import { spawnCli } from '../helpers/cli.js';
@@ -174,28 +175,7 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     expect(await term(b)).toBe(0);
     expect(b.has('stopped')).toBe(true);
 
-    const { rows } = await t.db.query<{
-      watch_id: string;
-      tx_id: string;
-      event_index: number;
-      direction: 'incoming' | 'outgoing';
-      asset: 'USDT' | 'TRX';
-      amount_raw: string;
-    }>(
-      'SELECT watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw FROM events',
-    );
-    const got = rows
-      .map((r) =>
-        eventKey({
-          watchId: r.watch_id,
-          txId: r.tx_id,
-          eventIndex: r.event_index,
-          direction: r.direction,
-          asset: r.asset,
-          amountRaw: r.amount_raw,
-        }),
-      )
-      .sort();
+    const got = await storedEventKeys(t.db);
     expect(got).toEqual(expected.map(eventKey).sort());
     const { rows: n } = await t.db.query<{ notifications: number }>(
       'SELECT count(*)::int8 AS notifications FROM notifications',

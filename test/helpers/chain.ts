@@ -3,6 +3,7 @@
  * they should produce (the generator's own ground truth, matched by a loop written here, not by
  * src/ingest/match.ts).
  */
+import type { Queryable } from '../../src/db/pool.js';
 import {
   memorySource,
   type ReplayNode,
@@ -83,4 +84,30 @@ export function expectedEvents(
 /** A stable sort key for comparing event sets. */
 export function eventKey(e: ExpectedEvent): string {
   return `${e.watchId}|${e.txId}|${e.eventIndex}|${e.direction}|${e.asset}|${e.amountRaw}`;
+}
+
+/** Every stored event as an {@link eventKey}, sorted (to compare with expectedEvents). */
+export async function storedEventKeys(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{
+    watch_id: string;
+    tx_id: string;
+    event_index: number;
+    direction: 'incoming' | 'outgoing';
+    asset: 'USDT' | 'TRX';
+    amount_raw: string;
+  }>(
+    'SELECT watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw FROM events',
+  );
+  return rows
+    .map((r) =>
+      eventKey({
+        watchId: r.watch_id,
+        txId: r.tx_id,
+        eventIndex: r.event_index,
+        direction: r.direction,
+        asset: r.asset,
+        amountRaw: r.amount_raw,
+      }),
+    )
+    .sort();
 }
