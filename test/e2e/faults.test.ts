@@ -20,21 +20,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/accounts/keys.js';
-import { newId } from '../../src/common/ids.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Queryable } from '../../src/db/pool.js';
 import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
-import { hexToBase58 } from '../../src/tron/address.js';
 import { syntheticAddresses } from '../../src/tron/synthetic.js';
 import {
   type ExpectedEvent,
   eventKey,
   expectedEvents,
+  insertSyntheticWatches,
   serveSynthetic,
   storedEventKeys,
   type TestWatch,
 } from '../helpers/chain.js';
-import { spawnCli } from '../helpers/cli.js';
+import { type LoggedProcess, startLogged } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 import { insertAccount } from '../helpers/outbox.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
@@ -42,41 +41,13 @@ import { startTcpProxy } from '../helpers/tcp-proxy.js';
 if (!POSTGRES_URL) console.warn('faults.test.ts skipped: DATABASE_URL is unset (needs PostgreSQL)');
 const REDIS_URL = process.env.REDIS_URL;
 
-/** A running `tronwatch` process with its JSON log lines (stderr) parsed. */
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  logs: Array<Record<string, unknown>>;
-  exit: Promise<number | null>;
-  /** Log lines whose `msg` starts with `msg`. */
-  count(msg: string): number;
-}
+type Proc = LoggedProcess;
 
+/** Start a logged process and register it for the final kill. */
 function start(name: string, args: string[], env: Record<string, string>): Proc {
-  const child = spawnCli(args, { LOG_LEVEL: 'info', ...env });
-  const logs: Array<Record<string, unknown>> = [];
-  let buf = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    buf += d.toString();
-    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        logs.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        logs.push({ msg: line });
-      }
-    }
-  });
-  const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  live.push({ child });
-  return {
-    name,
-    child,
-    logs,
-    exit,
-    count: (msg) => logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length,
-  };
+  const p = startLogged(name, args, env);
+  live.push({ child: p.child });
+  return p;
 }
 
 /** Poll `cond` every 50 ms; fail fast if a process exited, or after `ms`, with its last logs. */
@@ -137,34 +108,16 @@ async function insertWatches(
 ): Promise<{ accountId: string; watches: TestWatch[] }> {
   const accountId = await insertAccount(db, 'scale');
   const enc = opts.box.encrypt(opts.secret);
-  const watches: TestWatch[] = [];
-  for (const [i, a] of syntheticAddresses(opts.chain).slice(0, opts.n).entries()) {
-    const w: TestWatch = {
-      id: newId('wh'),
-      addressHex: a,
-      asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
-      direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+  const watches = await insertSyntheticWatches(
+    db,
+    accountId,
+    syntheticAddresses(opts.chain).slice(0, opts.n),
+    {
       activeFrom: opts.chain.firstBlock - 1,
-    };
-    await db.query(
-      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
-                            channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-       VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', $7, $8, $9, $10)`,
-      [
-        w.id,
-        accountId,
-        hexToBase58(a),
-        a,
-        w.asset,
-        w.direction,
-        opts.url,
-        enc.keyId,
-        enc.ciphertext,
-        w.activeFrom,
-      ],
-    );
-    watches.push(w);
-  }
+      webhookUrl: opts.url,
+      secret: enc,
+    },
+  );
   return { accountId, watches };
 }
 

@@ -6,15 +6,14 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
-import { hexToBase58 } from '../../src/tron/address.js';
 import { syntheticAddresses } from '../../src/tron/synthetic.js';
 import {
   eventKey,
   expectedEvents,
+  insertSyntheticWatches,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  type TestWatch,
 } from '../helpers/chain.js';
 import { spawnCli } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
@@ -37,23 +36,14 @@ describe.skipIf(!POSTGRES_URL)('ingest survives kill -9 (PostgreSQL)', () => {
       "INSERT INTO accounts (id, email, plan) VALUES ($1, 'kill@example.com', 'scale')",
       [acc],
     );
-    const watches: TestWatch[] = [];
-    for (const [i, a] of syntheticAddresses(CHAIN).slice(0, 30).entries()) {
-      const w: TestWatch = {
-        id: newId('wh'),
-        addressHex: a,
-        asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
-        direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+    const watches = await insertSyntheticWatches(
+      t.db,
+      acc,
+      syntheticAddresses(CHAIN).slice(0, 30),
+      {
         activeFrom: chain.first - 1,
-      };
-      await t.db.query(
-        `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
-                              webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-         VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', 'https://example.com/h', 'k', '\\x00'::bytea, $7)`,
-        [w.id, acc, hexToBase58(a), a, w.asset, w.direction, w.activeFrom],
-      );
-      watches.push(w);
-    }
+      },
+    );
     const expected = expectedEvents(chain.transfers, watches);
     expect(expected.length).toBeGreaterThan(500);
 

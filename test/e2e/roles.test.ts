@@ -1,34 +1,20 @@
-/**
- * The roles as separate real processes (`tronwatch ingest|worker|api|serve`) on real PostgreSQL
- * (DESIGN §Processes and scale-out):
- * - two `ingest` processes: one leads (the other logs 'standby' and never ingests); kill -9 the
- *   leader mid-run, the standby takes over; the events are exactly the expected set.
- * - two `worker` processes share the outbox: every notification is delivered exactly once to a
- *   local HTTPS receiver, and both workers delivered some.
- * - SIGTERM stops every role gracefully with exit code 0 (a worker finishes and records the
- *   attempts it has in flight first).
- * PGlite cannot be shared by processes: skipped without DATABASE_URL.
- */
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/common/ids.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
-import { hexToBase58 } from '../../src/tron/address.js';
 import { syntheticAddresses } from '../../src/tron/synthetic.js';
 import {
   eventKey,
   expectedEvents,
+  insertSyntheticWatches,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  type TestWatch,
 } from '../helpers/chain.js';
-import { spawnCli } from '../helpers/cli.js';
+import { type LoggedProcess, startLogged } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 import {
   insertAccount,
@@ -39,34 +25,8 @@ import {
 
 if (!POSTGRES_URL) console.warn('roles.test.ts skipped: DATABASE_URL is unset (needs PostgreSQL)');
 
-/** A running `tronwatch` process with its JSON log lines (stderr) parsed. */
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  logs: Array<Record<string, unknown>>;
-  exit: Promise<number | null>;
-  has(msg: string): boolean;
-}
-
-function start(name: string, args: string[], env: Record<string, string>): Proc {
-  const child = spawnCli(args, { LOG_LEVEL: 'info', ...env });
-  const logs: Array<Record<string, unknown>> = [];
-  let buf = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    buf += d.toString();
-    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        logs.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        logs.push({ msg: line });
-      }
-    }
-  });
-  const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { name, child, logs, exit, has: (msg) => logs.some((l) => l.msg === msg) };
-}
+type Proc = LoggedProcess;
+const start = startLogged;
 
 /** Poll `cond` every 20 ms; fail with `what` and the processes' last logs after `ms`. */
 async function until(
@@ -114,23 +74,14 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     const chain: SyntheticChain = await serveSynthetic(CHAIN, { intervalMs: 0 });
     cleanup.push(() => chain.node.close());
     const acc = await insertAccount(t.db, 'scale');
-    const watches: TestWatch[] = [];
-    for (const [i, a] of syntheticAddresses(CHAIN).slice(0, 30).entries()) {
-      const w: TestWatch = {
-        id: newId('wh'),
-        addressHex: a,
-        asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
-        direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+    const watches = await insertSyntheticWatches(
+      t.db,
+      acc,
+      syntheticAddresses(CHAIN).slice(0, 30),
+      {
         activeFrom: chain.first - 1,
-      };
-      await t.db.query(
-        `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
-                              webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-         VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', 'https://example.com/h', 'k', '\\x00'::bytea, $7)`,
-        [w.id, acc, hexToBase58(a), a, w.asset, w.direction, w.activeFrom],
-      );
-      watches.push(w);
-    }
+      },
+    );
     const expected = expectedEvents(chain.transfers, watches);
     expect(expected.length).toBeGreaterThan(100);
     const cursor = async () =>

@@ -3,7 +3,9 @@
  * they should produce (the generator's own ground truth, matched by a loop written here, not by
  * src/ingest/match.ts).
  */
+import { newId } from '../../src/common/ids.js';
 import type { Queryable } from '../../src/db/pool.js';
+import { hexToBase58 } from '../../src/tron/address.js';
 import {
   memorySource,
   type ReplayNode,
@@ -110,4 +112,46 @@ export async function storedEventKeys(db: Queryable): Promise<string[]> {
       }),
     )
     .sort();
+}
+
+/**
+ * Insert one webhook watch per address (directly, bypassing the API), cycling asset filters
+ * ALL/USDT/TRX and directions both/incoming/outgoing, all active from `activeFrom`.
+ * `secret`: the encrypted secret to store (a placeholder when the test delivers nothing).
+ */
+export async function insertSyntheticWatches(
+  db: Queryable,
+  accountId: string,
+  addresses: readonly string[],
+  opts: { activeFrom: number; webhookUrl?: string; secret?: { keyId: string; ciphertext: Buffer } },
+): Promise<TestWatch[]> {
+  const watches: TestWatch[] = [];
+  for (const [i, a] of addresses.entries()) {
+    const w: TestWatch = {
+      id: newId('wh'),
+      addressHex: a,
+      asset: (['ALL', 'USDT', 'TRX'] as const)[i % 3] ?? 'ALL',
+      direction: (['both', 'incoming', 'outgoing'] as const)[i % 3] ?? 'both',
+      activeFrom: opts.activeFrom,
+    };
+    await db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
+                            channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+       VALUES ($1, $2, 'mainnet', $3, $4, $5, $6, 'webhook', $7, $8, $9, $10)`,
+      [
+        w.id,
+        accountId,
+        hexToBase58(a),
+        a,
+        w.asset,
+        w.direction,
+        opts.webhookUrl ?? 'https://example.com/h',
+        opts.secret?.keyId ?? 'k',
+        opts.secret?.ciphertext ?? Buffer.from([0]),
+        w.activeFrom,
+      ],
+    );
+    watches.push(w);
+  }
+  return watches;
 }

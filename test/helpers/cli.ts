@@ -30,3 +30,48 @@ export function runCli(
   });
   return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
 }
+
+/** A running `tronwatch` process with its JSON log lines (stderr) parsed as they arrive. */
+export interface LoggedProcess {
+  name: string;
+  child: ChildProcess;
+  logs: Array<Record<string, unknown>>;
+  exit: Promise<number | null>;
+  /** A log line's `msg` is exactly `msg`. */
+  has(msg: string): boolean;
+  /** Log lines whose `msg` starts with `prefix`. */
+  count(prefix: string): number;
+}
+
+/** Spawn `tronwatch ...args` at LOG_LEVEL info and collect its log lines. */
+export function startLogged(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+): LoggedProcess {
+  const child = spawnCli(args, { LOG_LEVEL: 'info', ...env });
+  const logs: Array<Record<string, unknown>> = [];
+  let buf = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ msg: line });
+      }
+    }
+  });
+  const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return {
+    name,
+    child,
+    logs,
+    exit,
+    has: (msg) => logs.some((l) => l.msg === msg),
+    count: (prefix) =>
+      logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(prefix)).length,
+  };
+}
