@@ -149,6 +149,8 @@ export async function findKeyByHash(
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = $1`,
     [keyHash],
+    // Run on every /v1 request: planned once per connection.
+    { name: 'api_key_by_hash' },
   );
   return rows[0];
 }

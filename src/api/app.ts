@@ -18,7 +18,12 @@
 
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from 'fastify';
 import { ApiError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { Metrics } from '../common/metrics.js';
@@ -70,9 +75,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: requestId,
-    requestIdLogLabel: 'request_id',
-    // One snake_case line per request instead (the onResponse hook below).
-    disableRequestLogging: true,
+    logController: new LogController({
+      requestIdLogLabel: 'request_id',
+      // One snake_case line per request instead (the onResponse hook below).
+      disableRequestLogging: true,
+    }),
     // HEAD /v1/… would be undocumented surface; none is part of the contract.
     exposeHeadRoutes: false,
     // Report every invalid field of a body or query in `details`, not only the first.

@@ -3,6 +3,7 @@
  * block's commit where hundreds of events fall within one millisecond).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { listEvents, pageQuery } from '../../src/events/list.js';
 import {
   ADDR2_B58,
   type ApiHarness,
@@ -238,6 +239,106 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     });
     expect(del.statusCode).toBe(204);
     expect(json<Page>(await page(bob, '')).data).toHaveLength(4);
+  });
+
+  it('writes a TRX event with contract null, as application/json', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    const [id] = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'trx',
+      count: 1,
+      start: '2026-01-08T13:36:54Z',
+    });
+    await h.db.query(
+      "UPDATE events SET asset = 'TRX', contract = NULL, amount_raw = 5000000 WHERE id = $1",
+      [id],
+    );
+    const res = await page(c, '');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+    const [item] = json<Page>(res).data;
+    expect(item).toMatchObject({ event_id: id, asset: 'TRX', amount: '5', contract: null });
+    expect(item?.delivery.created_at).toBe('2026-01-08T13:36:54.000000Z');
+  });
+
+  it('pages every event exactly once at page sizes in and between the LIMIT buckets', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    const ids = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'lim',
+      count: 230,
+      start: '2026-01-08T13:36:54.5Z',
+    });
+    for (const limit of [1, 9, 10, 37, 50, 51, 150, 200]) {
+      const seen: string[] = [];
+      let before: string | undefined;
+      for (let pages = 0; pages < 300; pages++) {
+        const p = await listEvents(h.db, {
+          accountId: c.accountId,
+          network: 'mainnet',
+          limit,
+          before,
+        });
+        expect(p.data.length).toBeLessThanOrEqual(limit);
+        seen.push(...p.data.map((e) => e.event_id));
+        if (p.next_before === null) break;
+        expect(p.data).toHaveLength(limit);
+        before = p.next_before;
+      }
+      expect(seen, `limit ${limit}`).toEqual([...ids].reverse());
+    }
+  });
+
+  it('plans the page on the account index, also as a generic plan (migration 004)', async () => {
+    h = await apiHarness(engine);
+    const big = await h.caller();
+    const small = await h.caller();
+    const wb = await watch(big);
+    const ws = await watch(small);
+    await insertEvents(h.db, {
+      accountId: big.accountId,
+      watchId: wb,
+      tag: 'big',
+      count: 3000,
+      start: '2026-01-08T10:00:00Z',
+    });
+    await insertEvents(h.db, {
+      accountId: small.accountId,
+      watchId: ws,
+      tag: 'sml',
+      count: 3,
+      start: '2026-01-08T09:00:00Z',
+    });
+    await h.db.query('ANALYZE events');
+    // PostgreSQL stops planning a named statement once its generic plan costs what the custom
+    // plans did; the generic plan must then read the small account's own index range, not walk
+    // the big account's events newest first.
+    const shapes = [
+      { before: undefined, since: undefined },
+      { before: '2026-01-08T11:00:00Z', since: '2026-01-01T00:00:00Z' },
+    ];
+    for (const shape of shapes) {
+      const q = pageQuery({ accountId: small.accountId, network: 'mainnet', limit: 50, ...shape });
+      const plan = await h.db.transaction(async (tx) => {
+        await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
+        await tx.query(`PREPARE plan_test AS ${q.text}`);
+        const literals = q.values.map((v) => `'${String(v).replace(/'/g, "''")}'`).join(', ');
+        const r = await tx.query<{ 'QUERY PLAN': unknown }>(
+          `EXPLAIN (FORMAT JSON) EXECUTE plan_test(${literals})`,
+        );
+        await tx.query('DEALLOCATE plan_test');
+        return JSON.stringify(r.rows[0]?.['QUERY PLAN']);
+      });
+      expect(plan).toContain('"Index Name":"events_account_created"');
+      expect(plan).toMatch(/"Index Cond":"\(\(?account_id = \$1\)/);
+      expect(plan).not.toContain('"Node Type":"Sort"');
+    }
   });
 
   it('answers 400 with field details to an invalid query', async () => {
