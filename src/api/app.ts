@@ -31,7 +31,13 @@ import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Resolver } from '../delivery/dns.js';
-import { enforceAnonymousRateLimit, isV1, registerV1Guard } from './auth.js';
+import {
+  authenticate,
+  enforceAnonymousRateLimit,
+  isV1,
+  KeyCache,
+  registerV1Guard,
+} from './auth.js';
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import type { RateLimiter } from './rate-limit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
@@ -60,6 +66,11 @@ export interface AppDeps {
   resolver?: Resolver;
   /** The process's metrics, served at GET /metrics. Default: a new Metrics on `db`. */
   metrics?: Metrics;
+  /**
+   * Callers of recently verified API keys, for routes that re-check the key in their own
+   * statement (src/api/auth.ts). Default: a new KeyCache (10 s TTL).
+   */
+  keyCache?: KeyCache;
 }
 
 /**
@@ -150,15 +161,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   });
 
-  registerErrorHandling(app, BODY_LIMIT_BYTES);
+  const keyCache = deps.keyCache ?? new KeyCache();
+  registerErrorHandling(app, BODY_LIMIT_BYTES, async (request) => {
+    await authenticate(deps.db, request.headers.authorization, deps.config.network, keyCache);
+  });
   registerV1Guard(app, {
     db: deps.db,
     rateLimiter: deps.rateLimiter,
     network: deps.config.network,
+    keyCache,
   });
 
   watchRoutes(app, deps);
-  eventRoutes(app, deps);
+  eventRoutes(app, { ...deps, keyCache });
   healthRoutes(app, deps);
   docsRoutes(app);
   metricsRoutes(app, metrics);

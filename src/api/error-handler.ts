@@ -151,9 +151,29 @@ export function sendError(
   return reply.code(r.status).send(r.body);
 }
 
-/** Install the error handler and the 404 handler. */
-export function registerErrorHandling(app: App, bodyLimit: number): void {
-  app.setErrorHandler((err, request, reply) => sendError(err, request, reply, bodyLimit));
+/**
+ * Install the error handler and the 404 handler.
+ * @param verifyCaller looks up in the database a caller the guard took from the key cache
+ *   (`request.auth.verified` false, src/api/auth.ts) and throws its 401 when the key has been
+ *   revoked since: an error answer to such a request is then that 401, as it would have been
+ *   without the cache (a revoked key is answered revoked_api_key, not, say, 400).
+ */
+export function registerErrorHandling(
+  app: App,
+  bodyLimit: number,
+  verifyCaller?: (request: FastifyRequest) => Promise<void>,
+): void {
+  app.setErrorHandler(async (err, request, reply) => {
+    let answer: unknown = err;
+    if (verifyCaller && request.auth?.verified === false) {
+      try {
+        await verifyCaller(request);
+      } catch (authErr) {
+        answer = authErr;
+      }
+    }
+    return sendError(answer, request, reply, bodyLimit);
+  });
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'not found' }));
 }
 

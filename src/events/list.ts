@@ -45,6 +45,12 @@ export interface ListEventsQuery {
   since?: string;
   /** Only this watch's events (an unknown or foreign id simply matches nothing). */
   watchId?: string;
+  /**
+   * Return rows only while this API key is not revoked, checked by the page's own statement (an
+   * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
+   * the key revoked; the caller asks the key lookup which.
+   */
+  activeKeyId?: string;
 }
 
 /** SPEC §GET /v1/events 200 body. */
@@ -204,6 +210,13 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     values.push(q.watchId);
     where.push(`e.watch_id = $${values.length}`);
   }
+  if (q.activeKeyId !== undefined) {
+    // Evaluated once per execution (an InitPlan), in the statement's snapshot.
+    values.push(q.activeKeyId);
+    where.push(
+      `EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${values.length} AND k.revoked_at IS NULL)`,
+    );
+  }
   const fetchRows = LIMIT_BUCKETS.find((b) => b > q.limit) ?? q.limit + 1;
   // Each row as ONE text column, its fields joined by SEP, timestamps as UTC text (no Date, so
   // microseconds are kept). node-postgres decodes every column of every row into a string of its
@@ -211,7 +224,7 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
   // same cost to PostgreSQL. The notification is a scalar subquery rather than a join: half the
   // planning time.
   //
-  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 8 × 6 per connection).
+  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 16 × 6 per connection).
   // With the LIMIT a literal, PostgreSQL's generic plan costs what a custom one does, so after five
   // executions it stops planning (a parameter LIMIT is costed as 10% of the table and kept it
   // planning at every request: ~0.15 ms of PostgreSQL CPU per page). The generic plan is good for
@@ -219,7 +232,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
   const shape =
     (q.before === undefined ? 0 : 1) |
     (q.since === undefined ? 0 : 2) |
-    (q.watchId === undefined ? 0 : 4);
+    (q.watchId === undefined ? 0 : 4) |
+    (q.activeKeyId === undefined ? 0 : 8);
   return {
     text: `SELECT concat_ws(E'\\x1f', e.id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
               e.event_index, e.block_number, e.block_timestamp AT TIME ZONE 'UTC', e.from_address,
@@ -237,14 +251,16 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
 
 /**
  * One page of events as the JSON text of SPEC's 200 body (`{"data":[…],"next_before":…}`),
- * ready to send: what GET /v1/events answers.
+ * ready to send: what GET /v1/events answers. Null when no event matched (with `activeKeyId`:
+ * or the key is revoked); the empty page is then `{"data":[],"next_before":null}`.
  * @throws the database error 22007/22008 (data exception) when a bound is not a timestamp
  *   PostgreSQL can hold (e.g. year 0000); the caller answers 400. Error when a row is not what
  *   the query writes (a notification missing, a timestamp not in ISO DateStyle).
  */
-export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise<string> {
+export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise<string | null> {
   const page = pageQuery(q);
   const rows = (await db.query<{ r: string }>(page.text, page.values, { name: page.name })).rows;
+  if (rows.length === 0) return null;
   const n = Math.min(rows.length, q.limit);
   let json = '{"data":[';
   let lastCreated = '';
@@ -263,7 +279,8 @@ export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise
  * @throws as eventsPageJson.
  */
 export async function listEvents(db: Queryable, q: ListEventsQuery): Promise<EventPage> {
-  return JSON.parse(await eventsPageJson(db, q)) as EventPage;
+  const json = await eventsPageJson(db, q);
+  return json === null ? { data: [], next_before: null } : (JSON.parse(json) as EventPage);
 }
 
 /** For tests: the object and the direct JSON writer of one row text (they must agree). */

@@ -9,6 +9,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createApiKey, type KeyNetwork } from '../../src/accounts/keys.js';
 import { type AppDeps, buildApp } from '../../src/api/app.js';
+import type { KeyCache } from '../../src/api/auth.js';
 import type { Plan } from '../../src/api/plans.js';
 import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
 import { silentLogger } from '../../src/common/logger.js';
@@ -53,6 +54,8 @@ export interface HarnessOptions {
   chainHead?: boolean;
   /** Resolves webhook hosts at creation (default {@link offlineResolver}: no network). */
   resolver?: Resolver;
+  /** The app's key cache (default: a new one, 10 s TTL). */
+  keyCache?: KeyCache;
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -87,6 +90,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     rateLimiter: limiter,
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),
     resolver: opts.resolver ?? offlineResolver,
+    ...(opts.keyCache ? { keyCache: opts.keyCache } : {}),
   };
   const app = await buildApp(deps);
   return {

@@ -8,9 +8,17 @@ import { createAccount, findAccountByEmail } from '../../src/accounts/accounts.j
 import { accountsCreate, keysCreate, keysList, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey, hashApiKey, listApiKeys, revokeApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
+import { KeyCache } from '../../src/api/auth.js';
 import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
 import { silentLogger } from '../../src/common/logger.js';
-import { type ApiHarness, apiHarness, json, otherNetworkKey } from '../helpers/api.js';
+import {
+  type ApiHarness,
+  apiHarness,
+  insertEvents,
+  json,
+  otherNetworkKey,
+  webhookWatch,
+} from '../helpers/api.js';
 import { dbEngines } from '../helpers/db.js';
 
 const LIVE_KEY_RE = /^tw_live_[1-9A-HJ-NP-Za-km-z]{24,33}$/;
@@ -169,6 +177,181 @@ describe.each(dbEngines)('API authentication on %s', (engine) => {
       expect(res.statusCode).toBe(200);
       expect(res.headers['x-ratelimit-limit']).toBeUndefined();
     }
+  });
+});
+
+describe.each(dbEngines)('the key cache of GET /v1/events on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  /** A caller with one watch and `events` events, and a replica app sharing the database. */
+  async function setup(cache: KeyCache, events: number) {
+    h = await apiHarness(engine, { keyCache: cache });
+    const c = await h.caller({ plan: 'pro' });
+    const created = await h.app.inject({
+      method: 'POST',
+      url: '/v1/watches',
+      headers: c.headers,
+      payload: webhookWatch(),
+    });
+    expect(created.statusCode).toBe(201);
+    const watchId = String(json(created).id);
+    if (events > 0) {
+      await insertEvents(h.db, {
+        accountId: c.accountId,
+        watchId,
+        tag: 'kc',
+        count: events,
+        start: '2026-01-08T00:00:00Z',
+      });
+    }
+    return { c, watchId };
+  }
+
+  it('serves a cached caller and refuses it from the next request once revoked, whatever it asks', async () => {
+    const cache = new KeyCache();
+    const { c, watchId } = await setup(cache, 3);
+    const h1 = h as ApiHarness;
+    const replicaCache = new KeyCache();
+    const replica = await buildApp({
+      config: h1.config,
+      db: h1.db,
+      logger: silentLogger,
+      secrets: h1.secrets,
+      rateLimiter: new MemoryRateLimiter(),
+      keyCache: replicaCache,
+    });
+    try {
+      for (const app of [h1.app, replica]) {
+        // The first page looks the key up and caches it; the second is served from the cache.
+        for (let i = 0; i < 2; i++) {
+          const res = await app.inject({ url: '/v1/events', headers: c.headers });
+          expect(res.statusCode).toBe(200);
+          expect(json<{ data: unknown[] }>(res).data).toHaveLength(3);
+        }
+      }
+      expect(cache.size).toBe(1);
+      expect(replicaCache.size).toBe(1);
+
+      const revoked = await revokeApiKey(h1.db, c.keyId);
+      const at = revoked?.revoked_at?.toISOString();
+      // Every way a cached caller can be answered: a page with rows, an empty page (since),
+      // another watch's empty page, a malformed watch id, an invalid query (400 before the
+      // statement). Each must be the revocation's 401, on both replicas.
+      const queries = [
+        '',
+        '?since=2027-01-01T00:00:00Z',
+        `?watch_id=${watchId.replace(/.$/, (x) => (x === '0' ? '1' : '0'))}`,
+        '?watch_id=nonsense',
+        '?limit=0',
+        '?limit=10&bogus=1',
+      ];
+      for (const app of [h1.app, replica]) {
+        for (const q of queries) {
+          // Put the caller back in the cache each time, as a replica that has not seen the
+          // revocation would have it.
+          const cacheOf = app === replica ? replicaCache : cache;
+          cacheOf.set(hashApiKey(c.key), {
+            keyId: c.keyId,
+            accountId: c.accountId,
+            plan: 'pro',
+            limits: { name: 'Pro', requestsPerMinute: 300, activeWatches: 100 },
+            verified: true,
+          });
+          const res = await app.inject({ url: `/v1/events${q}`, headers: c.headers });
+          expect(res.statusCode, q).toBe(401);
+          expect(json(res).code, q).toBe('revoked_api_key');
+          expect(json(res).details, q).toEqual({ revoked_at: at });
+          // The lookup that found the revocation dropped the entry.
+          expect(cacheOf.size, q).toBe(0);
+        }
+      }
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it('answers a revoked cached caller whose window is full with 401, not 429', async () => {
+    const cache = new KeyCache();
+    h = await apiHarness(engine, { keyCache: cache });
+    const c = await h.caller({ plan: 'business', rateLimitPerMin: 2 });
+    for (let i = 0; i < 2; i++) {
+      expect((await h.app.inject({ url: '/v1/events', headers: c.headers })).statusCode).toBe(200);
+    }
+    expect((await h.app.inject({ url: '/v1/events', headers: c.headers })).statusCode).toBe(429);
+    await revokeApiKey(h.db, c.keyId);
+    const res = await h.app.inject({ url: '/v1/events', headers: c.headers });
+    expect(res.statusCode).toBe(401);
+    expect(json(res).code).toBe('revoked_api_key');
+  });
+
+  it('never caches an unknown or revoked key, and other routes always look the key up', async () => {
+    const cache = new KeyCache();
+    const { c } = await setup(cache, 0);
+    const h1 = h as ApiHarness;
+    const unknown = `tw_live_${'B'.repeat(32)}`;
+    const res = await h1.app.inject({
+      url: '/v1/events',
+      headers: { authorization: `Bearer ${unknown}` },
+    });
+    expect(json(res).code).toBe('invalid_api_key');
+    expect(cache.size).toBe(1); // the caller's own key, cached by setup's POST; not the unknown one
+    expect(cache.get(hashApiKey(unknown))).toBeUndefined();
+    // /v1/watches ignores the cache: its answer reflects a revocation even with the entry there.
+    await revokeApiKey(h1.db, c.keyId);
+    expect(cache.get(hashApiKey(c.key))).toBeDefined();
+    const watches = await h1.app.inject({ url: '/v1/watches', headers: c.headers });
+    expect(json(watches).code).toBe('revoked_api_key');
+    expect(cache.size).toBe(0);
+  });
+
+  it('applies a change of limits within the TTL on the cached route, at once elsewhere', async () => {
+    let now = 1_000_000;
+    const cache = new KeyCache({ ttlMs: 10_000, now: () => now });
+    h = await apiHarness(engine, { keyCache: cache });
+    const c = await h.caller({ plan: 'business', rateLimitPerMin: 1_000 });
+    const limitOf = async (url: string) =>
+      (await (h as ApiHarness).app.inject({ url, headers: c.headers })).headers[
+        'x-ratelimit-limit'
+      ];
+    expect(await limitOf('/v1/events')).toBe('1000');
+    await h.db.query('UPDATE accounts SET rate_limit_per_min = 2000 WHERE id = $1', [c.accountId]);
+    expect(await limitOf('/v1/events')).toBe('1000'); // cached
+    expect(await limitOf('/v1/watches')).toBe('2000'); // looked up (and re-caches)
+    expect(await limitOf('/v1/events')).toBe('2000');
+    await h.db.query('UPDATE accounts SET rate_limit_per_min = 3000 WHERE id = $1', [c.accountId]);
+    now += 10_000;
+    expect(await limitOf('/v1/events')).toBe('3000'); // expired: looked up again
+  });
+});
+
+describe('KeyCache', () => {
+  const auth = (keyId: string) => ({
+    keyId,
+    accountId: 'acc_1',
+    plan: 'free' as const,
+    limits: { name: 'Free', requestsPerMinute: 60, activeWatches: 3 },
+    verified: true,
+  });
+
+  it('returns entries unverified until their TTL, and keeps at most maxEntries', () => {
+    let now = 0;
+    const cache = new KeyCache({ ttlMs: 100, maxEntries: 2, now: () => now });
+    cache.set('a', auth('k_a'));
+    expect(cache.get('a')).toEqual({ ...auth('k_a'), verified: false });
+    now = 99;
+    expect(cache.get('a')?.keyId).toBe('k_a');
+    now = 100;
+    expect(cache.get('a')).toBeUndefined();
+    cache.set('a', auth('k_a'));
+    cache.set('b', auth('k_b'));
+    cache.set('c', auth('k_c'));
+    expect(cache.size).toBe(2);
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('c')?.keyId).toBe('k_c');
   });
 });
 

@@ -15,7 +15,7 @@ import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { eventsPageJson } from '../../events/list.js';
 import type { AppDeps } from '../app.js';
-import { requireAuth } from '../auth.js';
+import { authenticate, type KeyCache, requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
@@ -137,11 +137,15 @@ function checkInstant(field: string, value: string | undefined, problems: FieldE
   }
 }
 
-/** Register the events route. */
-export function eventRoutes(app: App, deps: AppDeps): void {
+/**
+ * Register the events route. It re-checks the API key in its page statement, so the guard may
+ * take the caller from the key cache (src/api/auth.ts): one database round trip per page.
+ */
+export function eventRoutes(app: App, deps: AppDeps & { keyCache: KeyCache }): void {
   app.get(
     '/v1/events',
     {
+      config: { keyCheckedInQuery: true },
       schema: {
         operationId: 'listEvents',
         summary: 'List events with their delivery state',
@@ -158,6 +162,9 @@ export function eventRoutes(app: App, deps: AppDeps): void {
     },
     async (request, reply) => {
       const auth = requireAuth(request);
+      // The database's word on a cached caller (throws its 401 when the key was revoked since).
+      const verify = () =>
+        authenticate(deps.db, request.headers.authorization, deps.config.network, deps.keyCache);
       const q = request.query;
       const problems: FieldError[] = [];
       // ajv coerces `limit=1e400` / `Infinity` to ±Infinity and then skips minimum/maximum.
@@ -169,8 +176,10 @@ export function eventRoutes(app: App, deps: AppDeps): void {
       if (problems.length > 0)
         throw new ApiError(400, 'invalid query parameters', undefined, problems);
       // A malformed id names no watch (as for DELETE): no data, and no NUL byte reaches SQL.
-      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh'))
+      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
+        if (!auth.verified) await verify();
         return { data: [], next_before: null };
+      }
       try {
         // The page is JSON text already (src/events/list.ts, the hot path): sent as is, the
         // response schema documents it and the tests check answers against it.
@@ -181,7 +190,15 @@ export function eventRoutes(app: App, deps: AppDeps): void {
           before: q.before,
           since: q.since,
           watchId: q.watch_id,
+          // A caller from the key cache: the page's statement checks the key is not revoked.
+          activeKeyId: auth.verified ? undefined : auth.keyId,
         });
+        if (json === null) {
+          // No row: an empty page or, for a cached caller, maybe a key revoked since. The lookup
+          // tells which (and throws the 401 revoked_api_key it would have thrown).
+          if (!auth.verified) await verify();
+          return { data: [], next_before: null };
+        }
         // (A JSON string is not the schema's object type: `never` lets it through.)
         return reply.type('application/json; charset=utf-8').send(json as never);
       } catch (err) {
