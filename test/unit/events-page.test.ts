@@ -162,7 +162,7 @@ describe('the events page row writer', () => {
       { numRuns: 300 },
     );
     // The characters that matter, one by one.
-    for (const c of ['"', '\\', '\n', '\u0000', '\u001e']) {
+    for (const c of ['"', '\\', '\n', '\u0000', '\u001e', '\ud800', '\udfff', '😀', 'é']) {
       const line = row({
         id: `evt_${c}`,
         watch: 'wh_1',
@@ -178,9 +178,9 @@ describe('the events page row writer', () => {
         ts: ['2026-01-08 13:36:54', '2026-01-08 13:36:54', '2026-01-08 13:36:54'],
         enums: ['mainnet', 'incoming', 'TRX', 'PENDING'],
       });
-      expect((JSON.parse(rowWritersForTest.json(line)) as { event_id: string }).event_id).toBe(
-        `evt_${c}`,
-      );
+      const written = rowWritersForTest.json(line);
+      expect(written).toBe(JSON.stringify(rowWritersForTest.object(line)));
+      expect((JSON.parse(written) as { event_id: string }).event_id).toBe(`evt_${c}`);
     }
   });
 

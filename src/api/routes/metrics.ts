@@ -10,7 +10,7 @@
  *
  * Also here: the request-id rule of the app (X-Request-Id, see {@link requestId}).
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Metrics } from '../../common/metrics.js';
 import type { App } from '../types.js';
@@ -33,8 +33,21 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 export function requestId(req: IncomingMessage): string {
   const given = req.headers['x-request-id'];
   if (typeof given === 'string' && SANE_REQUEST_ID.test(given)) return given;
-  return `req_${randomBytes(8).toString('hex')}`;
+  if (idOffset + 8 > idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const id = `req_${idPool.toString('hex', idOffset, idOffset + 8)}`;
+  idOffset += 8;
+  return id;
 }
+
+/**
+ * Random bytes for request ids, drawn 4 KiB at a time: one call into the system's generator per
+ * 512 ids instead of one per request (it was ~2% of the API's CPU). Ids must be unique, not secret.
+ */
+const idPool = Buffer.alloc(4096);
+let idOffset = idPool.length;
 
 /** Register GET /metrics. */
 export function metricsRoutes(app: App, metrics: Metrics): void {
