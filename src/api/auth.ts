@@ -8,6 +8,8 @@
  * rate-limit headers are on every `/v1/*` answer, including 400/413/415 and unknown `/v1` routes.
  *
  * Authentication, in this order:
+ * 0. More than one `Authorization` header → 401 invalid_api_key (Node would keep the first, a
+ *    proxy in front might act on another: which key is meant is ambiguous).
  * 1. No `Authorization: Bearer …` header → 401 missing_api_key.
  * 2. Not the shape of a key (`tw_live_`/`tw_test_` + base58) → 401 invalid_api_key.
  * 3. A `tw_test_` key → 403 wrong_network, naming the key to use; no lookup (it belongs to another
@@ -134,7 +136,23 @@ export function isV1(url: string): boolean {
 const BEARER_RE = /^Bearer +(\S*) *$/i;
 
 /**
+ * The request's Authorization header values, from the raw header list (Node's `headers` keeps
+ * only the first of duplicates). `rawHeaders` is [name, value, name, value, …].
+ */
+export function authorizationHeaders(rawHeaders: readonly string[]): string[] {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      values.push(rawHeaders[i + 1] as string);
+    }
+  }
+  return values;
+}
+
+/**
  * Authenticate an `Authorization` header value.
+ * @param header the header's value, or every value it was sent with (authorizationHeaders).
  * @param network this deployment's network (`mainnet`).
  * @param cache refreshed by every database lookup; read (result `verified: false`) only when
  *   `allowCached` is true.
@@ -143,11 +161,20 @@ const BEARER_RE = /^Bearer +(\S*) *$/i;
  */
 export async function authenticate(
   db: Db,
-  header: string | undefined,
+  header: string | readonly string[] | undefined,
   network: string,
   cache?: KeyCache,
   allowCached = false,
 ): Promise<AuthContext> {
+  if (typeof header !== 'string' && header !== undefined) {
+    if (header.length > 1) {
+      throw unauthorized(
+        'invalid_api_key',
+        'more than one Authorization header: send exactly one, Authorization: Bearer tw_live_…',
+      );
+    }
+    return authenticate(db, header[0], network, cache, allowCached);
+  }
   const m = header === undefined ? null : BEARER_RE.exec(header);
   if (!m) {
     throw unauthorized(
@@ -277,7 +304,7 @@ export function registerV1Guard(
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request, reply) => {
     if (!isV1(request.url)) return;
-    const header = request.headers.authorization;
+    const header = authorizationHeaders(request.raw.rawHeaders);
     const allowCached = request.routeOptions.config?.keyCheckedInQuery === true;
     let auth: AuthContext;
     try {
