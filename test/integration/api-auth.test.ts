@@ -187,7 +187,7 @@ describe.each(dbEngines)('the key cache of GET /v1/events on %s', (engine) => {
     h = undefined;
   });
 
-  /** A caller with one watch and `events` events, and a replica app sharing the database. */
+  /** A Pro caller with one watch and `events` events, on an app using `cache`. */
   async function setup(cache: KeyCache, events: number) {
     h = await apiHarness(engine, { keyCache: cache });
     const c = await h.caller({ plan: 'pro' });
