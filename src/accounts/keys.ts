@@ -149,7 +149,7 @@ export async function findKeyByHash(
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = $1`,
     [keyHash],
-    // Run on every /v1 request: planned once per connection.
+    // Run on most /v1 requests: a named statement, parsed once per connection (src/db/pool.ts).
     { name: 'api_key_by_hash' },
   );
   return rows[0];
