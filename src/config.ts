@@ -20,6 +20,13 @@ export const EnvSchema = T.Object({
       description: 'PostgreSQL URL. Unset: embedded PGlite in DATA_DIR/pgdata.',
     }),
   ),
+  DATABASE_POOL_SIZE: Int({
+    minimum: 1,
+    maximum: 1_000,
+    default: 10,
+    description:
+      'PostgreSQL connections per process, at most (the ingest leader lock holds one more). Ignored by the embedded database.',
+  }),
   REDIS_URL: T.Optional(
     T.String({ minLength: 1, description: 'Redis URL. Unset: in-process rate-limit windows.' }),
   ),
@@ -143,7 +150,8 @@ export interface Config {
   /** Only mainnet is served (SPEC §What the service does, 9). */
   network: 'mainnet';
   dataDir: string;
-  database: { url: string | undefined; embeddedDir: string };
+  /** `poolSize`: PostgreSQL connections per process, at most (DATABASE_POOL_SIZE). */
+  database: { url: string | undefined; embeddedDir: string; poolSize: number };
   redis: { url: string | undefined };
   node: {
     url: string;
@@ -199,7 +207,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return {
     network: 'mainnet',
     dataDir,
-    database: { url: e.DATABASE_URL, embeddedDir: path.join(dataDir, 'pgdata') },
+    database: {
+      url: e.DATABASE_URL,
+      embeddedDir: path.join(dataDir, 'pgdata'),
+      poolSize: e.DATABASE_POOL_SIZE,
+    },
     redis: { url: e.REDIS_URL },
     node: {
       url: e.TRON_NODE_URL.replace(/\/+$/, ''),

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../../src/accounts/keys.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
 import { syntheticAddresses } from '../../src/tron/synthetic.js';
@@ -270,4 +271,51 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     expect(await Promise.all(procs.map(term))).toEqual([0, 0, 0]);
     for (const p of procs) expect(p.has('stopped')).toBe(true);
   }, 85_000);
+
+  it('DATABASE_POOL_SIZE bounds the PostgreSQL connections of a process', async () => {
+    const t: TestDb = await migratedDb('postgres');
+    cleanup.push(() => t.drop());
+    const accountId = await insertAccount(t.db, 'scale');
+    const key = await createApiKey(t.db, accountId);
+    const url = new URL(t.url ?? '');
+    url.searchParams.set('application_name', 'tw_pool_test');
+    const api = start('api', ['api'], {
+      DATABASE_URL: url.toString(),
+      DATABASE_POOL_SIZE: '2',
+      DATA_DIR: tmpDir(),
+      HOST: '127.0.0.1',
+      PORT: '0',
+    });
+    live.push(api);
+    await until('api running', () => api.has('tronwatch running'), 30_000, [api]);
+    const line = api.logs.find((l) => l.msg === 'api listening');
+    const base = typeof line?.url === 'string' ? line.url : '';
+    const connections = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          "SELECT count(*)::int8 AS n FROM pg_stat_activity WHERE application_name = 'tw_pool_test'",
+        )
+      ).rows[0]?.n ?? -1;
+    // 40 requests at a time, each needing the database (GET /v1/watches looks the key up and
+    // lists), for a while: the pool opens its connections, and no more.
+    let most = 0;
+    const statuses = new Set<number>();
+    for (let round = 0; round < 10; round++) {
+      const load = Promise.all(
+        Array.from({ length: 40 }, async () => {
+          const r = await fetch(`${base}/v1/watches`, {
+            headers: { authorization: `Bearer ${key.key}` },
+          });
+          await r.arrayBuffer();
+          statuses.add(r.status);
+        }),
+      );
+      most = Math.max(most, await connections());
+      await load;
+      most = Math.max(most, await connections());
+    }
+    expect([...statuses]).toEqual([200]);
+    expect(most).toBe(2);
+    expect(await term(api)).toBe(0);
+  }, 60_000);
 });

@@ -13,6 +13,7 @@ describe('loadConfig', () => {
       concurrency: 8,
     });
     expect(c.database.url).toBeUndefined();
+    expect(c.database.poolSize).toBe(10);
     expect(c.dataDir).toBe(path.resolve('.tronwatch'));
     expect(c.database.embeddedDir).toBe(path.join(path.resolve('.tronwatch'), 'pgdata'));
     expect(c.http).toEqual({ host: '0.0.0.0', port: 8080 });
@@ -25,8 +26,10 @@ describe('loadConfig', () => {
       TRON_NODE_TIMEOUT_MS: '2500',
       DATABASE_URL: '',
       TRON_NODE_URL: 'http://127.0.0.1:1/',
+      DATABASE_POOL_SIZE: '4',
     });
     expect(c.http.port).toBe(9000);
+    expect(c.database.poolSize).toBe(4);
     expect(c.node.timeoutMs).toBe(2500);
     expect(c.database.url).toBeUndefined();
     expect(c.node.url).toBe('http://127.0.0.1:1');
@@ -39,12 +42,19 @@ describe('loadConfig', () => {
         TRON_NODE_TIMEOUT_MS: '5',
         LOG_LEVEL: 'loud',
         TRON_NODE_URL: 'ftp://x',
+        DATABASE_POOL_SIZE: '0',
       });
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       const problems = (err as ConfigError).problems.join('\n');
-      for (const v of ['PORT', 'TRON_NODE_TIMEOUT_MS', 'LOG_LEVEL', 'TRON_NODE_URL'])
+      for (const v of [
+        'PORT',
+        'TRON_NODE_TIMEOUT_MS',
+        'LOG_LEVEL',
+        'TRON_NODE_URL',
+        'DATABASE_POOL_SIZE',
+      ])
         expect(problems).toContain(v);
     }
   });
