@@ -4,7 +4,9 @@
  * Endpoints (POST, JSON body; java-tron `HttpApiOnSolidityService` / `FullNodeHttpApiService`):
  * - `/walletsolidity/getblock {"detail":false}`: the solidified head's header (cheap).
  * - `/wallet/getnodeinfo`: the full-node head and the solidified head in one call
- *   (`block` / `solidityBlock` as "Num:<n>,ID:<id>"), what the ingester polls.
+ *   (`block` / `solidityBlock` as "Num:<n>,ID:<id>"), what the ingester polls. Where a node or a
+ *   provider does not serve it, the heads come from `/wallet/getblock {"detail":false}` and
+ *   `/walletsolidity/getblock {"detail":false}` instead (two requests; see getHeads).
  * - `/walletsolidity/getblockbynum {"num":n}`: a solidified block (visible=false, hex addresses).
  * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
  *
@@ -78,6 +80,16 @@ export interface SolidifiedBlock {
 
 const HEAD_RE = /^Num:(\d+),ID:/;
 
+/** A `/wallet/getnodeinfo` failure that retrying later will not cure (see NodeClient.getHeads). */
+function nodeInfoUnusable(err: NodeError): boolean {
+  return (
+    (err.kind === 'http' && !err.retryable) ||
+    err.kind === 'node_error' ||
+    err.kind === 'malformed' ||
+    err.kind === 'empty'
+  );
+}
+
 export class NodeClient {
   readonly url: string;
   private readonly agent: Agent;
@@ -87,6 +99,8 @@ export class NodeClient {
   private readonly logger: Logger | undefined;
   /** Highest solidified head observed; blocks above it are never requested. */
   private solidifiedSeen = -1;
+  /** Set once `/wallet/getnodeinfo` proved unusable on this node (see getHeads). */
+  private headsFromBlocks = false;
   /** Requests sent (attempts included): the benchmark's requests-per-second figure. */
   requestCount = 0;
 
@@ -200,10 +214,36 @@ export class NodeClient {
   }
 
   /**
-   * Both heads via `/wallet/getnodeinfo` (one request).
-   * @throws NodeError('empty', retryable) when the answer lacks `block`/`solidityBlock` after retries.
+   * Both heads: via `/wallet/getnodeinfo` (one request), or, once that endpoint has proved
+   * unusable on this node (an HTTP 4xx other than 429, a java-tron `{"Error"}`, an answer that is
+   * not JSON, or one without the heads after every retry: providers that disable it), via the
+   * newest block headers of both views (two requests, in parallel) for the rest of the client's
+   * life, logged once. Transient failures (network, timeout, 429, 5xx) never switch.
+   * @throws NodeError as the endpoint read last.
    */
   async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
+    if (!this.headsFromBlocks) {
+      try {
+        return await this.headsFromNodeInfo(signal);
+      } catch (err) {
+        if (!(err instanceof NodeError) || !nodeInfoUnusable(err)) throw err;
+        this.headsFromBlocks = true;
+        this.logger?.warn(
+          { err: err.message },
+          'node: /wallet/getnodeinfo is not usable here; reading the heads from /wallet/getblock and /walletsolidity/getblock from now on (two requests per poll)',
+        );
+      }
+    }
+    const [head, solidified] = await Promise.all([
+      this.newestFullNodeBlock(signal),
+      this.getSolidifiedHead(signal),
+    ]);
+    // Behind a load balancer the two answers may come from nodes that lag each other.
+    return { head: Math.max(head.number, solidified.number), solidified: solidified.number };
+  }
+
+  /** Both heads from `/wallet/getnodeinfo`. @throws NodeError('empty') without them. */
+  private async headsFromNodeInfo(signal?: AbortSignal): Promise<ChainHeads> {
     const heads = await withRetry(
       async () => {
         const info = (await this.postOnce('/wallet/getnodeinfo', {}, signal)) as Record<
@@ -225,6 +265,21 @@ export class NodeClient {
     );
     this.noteSolidified(heads.solidified);
     return heads;
+  }
+
+  /** The full node's newest block header (`/wallet/getblock {"detail":false}`): NOT solidified. */
+  private async newestFullNodeBlock(signal?: AbortSignal): Promise<BlockRef> {
+    const json = await withRetry(
+      async () => {
+        const j = (await this.postOnce('/wallet/getblock', { detail: false }, signal)) as BlockJson;
+        if (!j || typeof j !== 'object' || !j.block_header) {
+          throw new NodeError('empty', '/wallet/getblock: empty answer', true);
+        }
+        return j;
+      },
+      this.retryOpts({ path: '/wallet/getblock' }, signal),
+    );
+    return blockRef(json);
   }
 
   /**

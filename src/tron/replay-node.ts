@@ -36,7 +36,7 @@
  * - `/wallet(solidity)/gettransactioninfobyblocknum {num}`: `[]` above the view's head.
  * The solidity view (`/walletsolidity/…`) ends at the solidified head, the full-node view
  * (`/wallet/…`) at the full-node head. Malformed parameters: HTTP 200 `{"Error": "…"}` as
- * java-tron answers; unknown path: 404.
+ * java-tron answers; unknown path (or one of `disabledPaths`): 404.
  *
  * Fault injection (tests of client resilience): `faults` apply to getblockbynum and
  * gettransactioninfobyblocknum answers for blocks at or below the solidified head, drawn from a
@@ -196,6 +196,11 @@ export interface ReplayNodeOptions {
   /** Default 127.0.0.1. */
   host?: string;
   faults?: ReplayFaults;
+  /**
+   * Paths answered 404 as if this node did not serve them (e.g. `/wallet/getnodeinfo`, which
+   * some providers disable). Default none.
+   */
+  disabledPaths?: string[];
   /** Clock of the timeline, ms (monotonic). Default performance.now(). */
   now?: () => number;
 }
@@ -386,6 +391,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   // Faults.
   let faults: ReplayFaults = {};
   let random = prng(1);
+  const disabled = new Set(opts.disabledPaths ?? []);
   function setFaults(f: ReplayFaults | undefined): void {
     faults = { ...(f ?? {}) };
     random = prng(faults.seed ?? 1);
@@ -667,7 +673,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     const path = url.pathname;
     stats.requests.total++;
     stats.requests.byPath[path] = (stats.requests.byPath[path] ?? 0) + 1;
-    const route = ROUTES.get(path);
+    const route = disabled.has(path) ? undefined : ROUTES.get(path);
     if (!route) {
       req.resume();
       return send(res, 404, `${JSON.stringify({ Error: `no such endpoint: ${path}` })}\n`);

@@ -97,118 +97,124 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
     t = undefined;
   });
 
-  it('commits every matching transfer exactly once, in order, with its notification', async () => {
-    t = await migratedDb(engine);
-    chain = await serveSynthetic(CHAIN);
-    const addrs = syntheticAddresses(CHAIN);
-    const acc = await insertAccount(t.db);
-    const activeFrom = chain.first - 1;
-    const watches = [
-      await insertWatch(t.db, acc, {
-        addressHex: addrs[0]!,
-        asset: 'ALL',
-        direction: 'both',
-        activeFrom,
-      }),
-      await insertWatch(t.db, acc, {
-        addressHex: addrs[1]!,
-        asset: 'USDT',
-        direction: 'incoming',
-        activeFrom,
-      }),
-      await insertWatch(t.db, acc, {
-        addressHex: addrs[2]!,
-        asset: 'TRX',
-        direction: 'outgoing',
-        activeFrom,
-      }),
-      await insertWatch(t.db, acc, {
-        addressHex: addrs[3]!,
-        asset: 'ALL',
-        direction: 'incoming',
-        activeFrom: chain.first + 5,
-      }),
-      await insertWatch(t.db, acc, {
-        addressHex: `41${'ee'.repeat(20)}`,
-        asset: 'ALL',
-        direction: 'both',
-        activeFrom,
-      }),
-    ];
-    // Neither a deleted nor a paused watch may match.
-    await insertWatch(
-      t.db,
-      acc,
-      { addressHex: addrs[4]!, asset: 'ALL', direction: 'both', activeFrom },
-      { deleted: true },
-    );
-    await insertWatch(
-      t.db,
-      acc,
-      { addressHex: addrs[5]!, asset: 'ALL', direction: 'both', activeFrom },
-      { paused: true },
-    );
+  it.each([
+    ['a node serving /wallet/getnodeinfo', []],
+    ['a node without /wallet/getnodeinfo', ['/wallet/getnodeinfo']],
+  ])(
+    'commits every matching transfer exactly once, in order, with its notification (%s)',
+    async (_, disabledPaths) => {
+      t = await migratedDb(engine);
+      chain = await serveSynthetic(CHAIN, { instant: true, disabledPaths });
+      const addrs = syntheticAddresses(CHAIN);
+      const acc = await insertAccount(t.db);
+      const activeFrom = chain.first - 1;
+      const watches = [
+        await insertWatch(t.db, acc, {
+          addressHex: addrs[0]!,
+          asset: 'ALL',
+          direction: 'both',
+          activeFrom,
+        }),
+        await insertWatch(t.db, acc, {
+          addressHex: addrs[1]!,
+          asset: 'USDT',
+          direction: 'incoming',
+          activeFrom,
+        }),
+        await insertWatch(t.db, acc, {
+          addressHex: addrs[2]!,
+          asset: 'TRX',
+          direction: 'outgoing',
+          activeFrom,
+        }),
+        await insertWatch(t.db, acc, {
+          addressHex: addrs[3]!,
+          asset: 'ALL',
+          direction: 'incoming',
+          activeFrom: chain.first + 5,
+        }),
+        await insertWatch(t.db, acc, {
+          addressHex: `41${'ee'.repeat(20)}`,
+          asset: 'ALL',
+          direction: 'both',
+          activeFrom,
+        }),
+      ];
+      // Neither a deleted nor a paused watch may match.
+      await insertWatch(
+        t.db,
+        acc,
+        { addressHex: addrs[4]!, asset: 'ALL', direction: 'both', activeFrom },
+        { deleted: true },
+      );
+      await insertWatch(
+        t.db,
+        acc,
+        { addressHex: addrs[5]!, asset: 'ALL', direction: 'both', activeFrom },
+        { paused: true },
+      );
 
-    const expected = expectedEvents(chain.transfers, watches);
-    expect(expected.length).toBeGreaterThan(20); // the chain really exercises the watches
-    expect(expected.some((e) => e.direction === 'outgoing')).toBe(true);
+      const expected = expectedEvents(chain.transfers, watches);
+      expect(expected.length).toBeGreaterThan(20); // the chain really exercises the watches
+      expect(expected.some((e) => e.direction === 'outgoing')).toBe(true);
 
-    const client = new NodeClient({ url: chain.node.url, retries: 3 });
-    let woken = 0;
-    const ing = new Ingester({
-      db: t.db,
-      client,
-      logger: silentLogger,
-      config: {
-        network: 'mainnet',
-        node: {
-          url: chain.node.url,
-          apiKey: undefined,
-          timeoutMs: 5000,
-          retries: 3,
-          concurrency: 4,
+      const client = new NodeClient({ url: chain.node.url, retries: 3 });
+      let woken = 0;
+      const ing = new Ingester({
+        db: t.db,
+        client,
+        logger: silentLogger,
+        config: {
+          network: 'mainnet',
+          node: {
+            url: chain.node.url,
+            apiKey: undefined,
+            timeoutMs: 5000,
+            retries: 3,
+            concurrency: 4,
+          },
+          ingest: { startBlock: chain.first, blockIntervalMs: 50 },
         },
-        ingest: { startBlock: chain.first, blockIntervalMs: 50 },
-      },
-      onEvents: (n) => {
-        woken += n;
-      },
-    });
-    await runUntil(ing, chain.last, new AbortController());
-    await client.close();
+        onEvents: (n) => {
+          woken += n;
+        },
+      });
+      await runUntil(ing, chain.last, new AbortController());
+      await client.close();
 
-    const rows = await storedEvents(t.db);
-    expect(
-      rows
-        .map((r) =>
-          eventKey({
-            watchId: r.watch_id,
-            txId: r.tx_id,
-            eventIndex: r.event_index,
-            direction: r.direction,
-            asset: r.asset,
-            amountRaw: r.amount_raw,
-          }),
-        )
-        .sort(),
-    ).toEqual(expected.map(eventKey).sort());
-    expect(woken).toBe(expected.length);
-    // created_at: unique and strictly increasing in block order (the paging invariant rests on it).
-    const created = rows.map((r) => r.created_at);
-    expect(new Set(created).size).toBe(created.length);
-    const { rows: n } = await t.db.query<{ n: number }>(
-      "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING' AND attempts = 0",
-    );
-    expect(n[0]?.n).toBe(expected.length);
-    const { rows: cur } = await t.db.query<{ block_number: number }>(
-      'SELECT block_number FROM chain_cursor',
-    );
-    expect(cur[0]?.block_number).toBeGreaterThanOrEqual(chain.last);
-    const { rows: head } = await t.db.query<{ head_block_number: number }>(
-      'SELECT head_block_number FROM chain_head',
-    );
-    expect(head[0]?.head_block_number).toBe(chain.last + 18);
-  });
+      const rows = await storedEvents(t.db);
+      expect(
+        rows
+          .map((r) =>
+            eventKey({
+              watchId: r.watch_id,
+              txId: r.tx_id,
+              eventIndex: r.event_index,
+              direction: r.direction,
+              asset: r.asset,
+              amountRaw: r.amount_raw,
+            }),
+          )
+          .sort(),
+      ).toEqual(expected.map(eventKey).sort());
+      expect(woken).toBe(expected.length);
+      // created_at: unique and strictly increasing in block order (the paging invariant rests on it).
+      const created = rows.map((r) => r.created_at);
+      expect(new Set(created).size).toBe(created.length);
+      const { rows: n } = await t.db.query<{ n: number }>(
+        "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING' AND attempts = 0",
+      );
+      expect(n[0]?.n).toBe(expected.length);
+      const { rows: cur } = await t.db.query<{ block_number: number }>(
+        'SELECT block_number FROM chain_cursor',
+      );
+      expect(cur[0]?.block_number).toBeGreaterThanOrEqual(chain.last);
+      const { rows: head } = await t.db.query<{ head_block_number: number }>(
+        'SELECT head_block_number FROM chain_head',
+      );
+      expect(head[0]?.head_block_number).toBe(chain.last + 18);
+    },
+  );
 
   it('loses nothing and repeats nothing when the commit dies mid-block', async () => {
     t = await migratedDb(engine);

@@ -1,7 +1,10 @@
 /**
- * NodeClient against a real replay node: consistency checks on transaction infos and the refusal
- * to read past the solidified head (fault recovery is covered in replay-node.test.ts).
+ * NodeClient against a real replay node: consistency checks on transaction infos, the refusal
+ * to read past the solidified head (fault recovery is covered in replay-node.test.ts), and the
+ * heads of a node that does not serve /wallet/getnodeinfo.
  */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NodeClient, NodeError } from '../../src/tron/node-client.js';
 import { memorySource, type ReplayNode, startReplayNode } from '../../src/tron/replay-node.js';
@@ -56,5 +59,52 @@ describe('NodeClient consistency checks', () => {
     const err = await client.getSolidifiedBlock(495).catch((e: unknown) => e);
     expect((err as NodeError).kind).toBe('beyond_solidified');
     expect(node.stats.requests.byPath['/walletsolidity/getblockbynum'] ?? 0).toBe(0);
+  });
+
+  it('reads both heads from the newest blocks when /wallet/getnodeinfo is not served, then only so', async () => {
+    const a = syntheticBlock(OPTS, 500);
+    node = await startReplayNode({
+      intervalMs: 0,
+      startBefore: 5,
+      disabledPaths: ['/wallet/getnodeinfo'],
+      source: memorySource(
+        new Map([[500, { block: JSON.stringify(a.block), infos: JSON.stringify(a.infos) }]]),
+      ),
+    });
+    client = new NodeClient({ url: node.url, retries: 2 });
+    expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
+    expect(client.solidifiedHead).toBe(494); // the solidified head, not the full node's
+    node.advanceTo(497);
+    expect(await client.getHeads()).toEqual({ solidified: 497, head: 497 + 18 });
+    const byPath = node.stats.requests.byPath;
+    // One 404 (not retried), then two requests per poll and no more getnodeinfo.
+    expect(byPath['/wallet/getnodeinfo']).toBe(1);
+    expect(byPath['/wallet/getblock']).toBe(2);
+    expect(byPath['/walletsolidity/getblock']).toBe(2);
+    expect(client.requestCount).toBe(5);
+    const block = await client.getSolidifiedBlock(497);
+    expect(block.ref.number).toBe(497);
+  });
+
+  it('keeps asking /wallet/getnodeinfo through transient failures (503)', async () => {
+    let nodeInfoCalls = 0;
+    const server: Server = createServer((req, res) => {
+      req.resume();
+      if (req.url === '/wallet/getnodeinfo') nodeInfoCalls++;
+      res.writeHead(503).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      client = new NodeClient({ url: `http://127.0.0.1:${port}`, retries: 1 });
+      for (let i = 0; i < 2; i++) {
+        const err = await client.getHeads().catch((e: unknown) => e);
+        expect((err as NodeError).status).toBe(503);
+      }
+      // Two calls, each its first try and one retry, all on getnodeinfo: never switched.
+      expect(nodeInfoCalls).toBe(4);
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });
