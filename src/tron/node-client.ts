@@ -80,14 +80,15 @@ export interface SolidifiedBlock {
 
 const HEAD_RE = /^Num:(\d+),ID:/;
 
-/** A `/wallet/getnodeinfo` failure that retrying later will not cure (see NodeClient.getHeads). */
+/**
+ * A `/wallet/getnodeinfo` failure that says the endpoint is not served here (see
+ * NodeClient.getHeads): 404, 405 or 501, a java-tron `{"Error"}`, an answer that is not JSON, or
+ * one without the heads after every retry. Not 401/403 (a key problem, or TronGrid's rate-limit
+ * penalty) nor 429/5xx: those are transient or concern every endpoint alike.
+ */
 function nodeInfoUnusable(err: NodeError): boolean {
-  return (
-    (err.kind === 'http' && !err.retryable) ||
-    err.kind === 'node_error' ||
-    err.kind === 'malformed' ||
-    err.kind === 'empty'
-  );
+  if (err.kind === 'http') return err.status === 404 || err.status === 405 || err.status === 501;
+  return err.kind === 'node_error' || err.kind === 'malformed' || err.kind === 'empty';
 }
 
 export class NodeClient {
@@ -214,11 +215,10 @@ export class NodeClient {
   }
 
   /**
-   * Both heads: via `/wallet/getnodeinfo` (one request), or, once that endpoint has proved
-   * unusable on this node (an HTTP 4xx other than 429, a java-tron `{"Error"}`, an answer that is
-   * not JSON, or one without the heads after every retry: providers that disable it), via the
-   * newest block headers of both views (two requests, in parallel) for the rest of the client's
-   * life, logged once. Transient failures (network, timeout, 429, 5xx) never switch.
+   * Both heads: via `/wallet/getnodeinfo` (one request), or, once that endpoint has proved not
+   * served on this node (nodeInfoUnusable: providers that disable it), via the newest block
+   * headers of both views (two requests, in parallel) for the rest of the client's life, logged
+   * once. Transient failures (network, timeout, 403, 429, 5xx) never switch.
    * @throws NodeError as the endpoint read last.
    */
   async getHeads(signal?: AbortSignal): Promise<ChainHeads> {

@@ -86,25 +86,29 @@ describe('NodeClient consistency checks', () => {
     expect(block.ref.number).toBe(497);
   });
 
-  it('keeps asking /wallet/getnodeinfo through transient failures (503)', async () => {
-    let nodeInfoCalls = 0;
-    const server: Server = createServer((req, res) => {
-      req.resume();
-      if (req.url === '/wallet/getnodeinfo') nodeInfoCalls++;
-      res.writeHead(503).end();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    try {
-      const port = (server.address() as AddressInfo).port;
-      client = new NodeClient({ url: `http://127.0.0.1:${port}`, retries: 1 });
-      for (let i = 0; i < 2; i++) {
-        const err = await client.getHeads().catch((e: unknown) => e);
-        expect((err as NodeError).status).toBe(503);
+  it.each([503, 403, 429])(
+    'keeps asking /wallet/getnodeinfo through HTTP %i (transient, or about every endpoint)',
+    async (status) => {
+      let nodeInfoCalls = 0;
+      const server: Server = createServer((req, res) => {
+        req.resume();
+        if (req.url === '/wallet/getnodeinfo') nodeInfoCalls++;
+        res.writeHead(status).end();
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      try {
+        const port = (server.address() as AddressInfo).port;
+        client = new NodeClient({ url: `http://127.0.0.1:${port}`, retries: 1 });
+        for (let i = 0; i < 2; i++) {
+          const err = await client.getHeads().catch((e: unknown) => e);
+          expect((err as NodeError).status).toBe(status);
+        }
+        // Every request went to getnodeinfo (its retries included): never switched.
+        expect(nodeInfoCalls).toBe(status === 403 ? 2 : 4);
+        expect(client.requestCount).toBe(nodeInfoCalls);
+      } finally {
+        await new Promise<void>((r) => server.close(() => r()));
       }
-      // Two calls, each its first try and one retry, all on getnodeinfo: never switched.
-      expect(nodeInfoCalls).toBe(4);
-    } finally {
-      await new Promise<void>((r) => server.close(() => r()));
-    }
-  });
+    },
+  );
 });
