@@ -33,7 +33,7 @@ import {
   storedEventKeys,
   type TestWatch,
 } from '../helpers/chain.js';
-import { type LoggedProcess, startLogged } from '../helpers/cli.js';
+import { type LoggedProcess, startLogged, terminate as term, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 import { insertAccount } from '../helpers/outbox.js';
 import { startTcpProxy } from '../helpers/tcp-proxy.js';
@@ -48,29 +48,6 @@ function start(name: string, args: string[], env: Record<string, string>): Proc 
   const p = startLogged(name, args, env);
   live.push({ child: p.child });
   return p;
-}
-
-/** Poll `cond` every 50 ms; fail fast if a process exited, or after `ms`, with its last logs. */
-async function until(
-  what: string,
-  cond: () => boolean | Promise<boolean>,
-  procs: Proc[],
-  ms = 40_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
-    if (Date.now() > end || dead) {
-      const tail = procs.map((p) => `${p.name}: ${JSON.stringify(p.logs.slice(-8))}`).join('\n');
-      throw new Error(`${dead ? `${dead.name} exited` : 'timed out'} waiting for ${what}\n${tail}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function term(p: Proc): Promise<number | null> {
-  p.child.kill('SIGTERM');
-  return p.exit;
 }
 
 /** An HTTP answer; a request that takes more than 8 s fails the test (a hang). */
@@ -191,13 +168,13 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       HOST: '127.0.0.1',
       PORT: '0',
     });
-    await until('serve running', () => serve.count('tronwatch running') > 0, [serve]);
+    await untilOrExit('serve running', () => serve.count('tronwatch running') > 0, [serve]);
     const line = serve.logs.find((l) => l.msg === 'api listening');
     const api = typeof line?.url === 'string' ? line.url : '';
     expect((await get(`${api}/healthz`)).status).toBe(200);
 
     chain.node.advanceTo(chain.first + 12);
-    await until(
+    await untilOrExit(
       'first blocks ingested and delivered',
       async () => (await cursorOf(t.db)) >= chain.first + 12 && receiver.countsByEvent.size > 0,
       [serve],
@@ -205,7 +182,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
 
     proxy.cut();
     chain.node.advanceTo(chain.last); // blocks keep coming while the database is away
-    await until('the ingest leader stops', () => serve.count('ingest leadership lost') > 0, [
+    await untilOrExit('the ingest leader stops', () => serve.count('ingest leadership lost') > 0, [
       serve,
     ]);
     let health = await get(`${api}/healthz`);
@@ -214,7 +191,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     const v1 = await get(`${api}/v1/events`, auth);
     expect(v1).toEqual({ status: 500, body: { error: 'internal server error' } });
     // Stay cut until every part has tried and failed to reach the database a few times.
-    await until(
+    await untilOrExit(
       'reconnects refused',
       () => proxy.refused >= 10 && serve.count('ingest leader lock: database unreachable') >= 2,
       [serve],
@@ -222,13 +199,17 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     expect((await get(`${api}/v1/events`, auth)).status).toBe(500);
 
     proxy.restore();
-    await until('healthz 200', async () => (await get(`${api}/healthz`)).status === 200, [serve]);
-    health = await get(`${api}/healthz`);
-    expect(health.body.checks).toMatchObject({ postgres: true });
-    await until('ingest resumes to the end', async () => (await cursorOf(t.db)) === chain.last, [
+    await untilOrExit('healthz 200', async () => (await get(`${api}/healthz`)).status === 200, [
       serve,
     ]);
-    await until(
+    health = await get(`${api}/healthz`);
+    expect(health.body.checks).toMatchObject({ postgres: true });
+    await untilOrExit(
+      'ingest resumes to the end',
+      async () => (await cursorOf(t.db)) === chain.last,
+      [serve],
+    );
+    await untilOrExit(
       'every notification delivered',
       async () =>
         (await count(
@@ -270,14 +251,14 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
         HOST: '127.0.0.1',
         PORT: '0',
       });
-      await until('api running', () => api.count('tronwatch running') > 0, [api]);
+      await untilOrExit('api running', () => api.count('tronwatch running') > 0, [api]);
       const line = api.logs.find((l) => l.msg === 'api listening');
       const base = typeof line?.url === 'string' ? line.url : '';
       expect((await get(`${base}/healthz`)).status).toBe(200);
       expect((await get(`${base}/v1/events`, auth)).status).toBe(200);
 
       proxy.cut();
-      await until('healthz 503 with redis false', async () => {
+      await untilOrExit('healthz 503 with redis false', async () => {
         const h = await get(`${base}/healthz`);
         return h.status === 503 && (h.body.checks as { redis?: boolean }).redis === false;
       }, [api]);
@@ -286,7 +267,9 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
         expect(r.status).toBe(200);
       }
       proxy.restore();
-      await until('healthz 200', async () => (await get(`${base}/healthz`)).status === 200, [api]);
+      await untilOrExit('healthz 200', async () => (await get(`${base}/healthz`)).status === 200, [
+        api,
+      ]);
       expect((await get(`${base}/v1/events`, auth)).status).toBe(200);
       expect(await term(api)).toBe(0);
     },
@@ -330,12 +313,16 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     const ingest = start('ingest', ['ingest'], env);
     const api = start('api', ['api'], env);
     const procs = [ingest, api];
-    await until('both running', () => procs.every((p) => p.count('tronwatch running') > 0), procs);
+    await untilOrExit(
+      'both running',
+      () => procs.every((p) => p.count('tronwatch running') > 0),
+      procs,
+    );
     const apiLine = api.logs.find((l) => l.msg === 'api listening');
     const base = typeof apiLine?.url === 'string' ? apiLine.url : '';
     const at = chain.first + 5;
     node.advanceTo(at);
-    await until('first blocks', async () => (await cursorOf(t.db)) === at, procs);
+    await untilOrExit('first blocks', async () => (await cursorOf(t.db)) === at, procs);
 
     const failed = () => ingest.count('ingest step failed; retrying the same block');
     const phases: Array<{
@@ -352,7 +339,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       const before = ph.n();
       const failedBefore = failed();
       node.setFaults(ph.faults);
-      await until(
+      await untilOrExit(
         `${ph.name} seen and a failed step`,
         () => ph.n() >= before + 2 && failed() > failedBefore,
         procs,
@@ -365,12 +352,17 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     node.setFaults(undefined);
     const failedBefore = failed();
     await node.close();
-    await until('failed steps without a node', () => failed() >= failedBefore + 2, procs, 60_000);
+    await untilOrExit(
+      'failed steps without a node',
+      () => failed() >= failedBefore + 2,
+      procs,
+      60_000,
+    );
     expect(await cursorOf(t.db)).toBe(at);
     expect((await get(`${base}/healthz`)).status).toBe(200);
     node = (await serveSynthetic(CHAIN, { intervalMs: 0, port })).node;
     node.advanceTo(chain.last);
-    await until(
+    await untilOrExit(
       'ingest reaches the end',
       async () => (await cursorOf(t.db)) === chain.last,
       procs,

@@ -15,7 +15,7 @@ import {
   serveSynthetic,
   storedEventKeys,
 } from '../helpers/chain.js';
-import { type LoggedProcess, startLogged } from '../helpers/cli.js';
+import { type LoggedProcess, startLogged, terminate as term, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 import {
   insertAccount,
@@ -28,30 +28,6 @@ if (!POSTGRES_URL) console.warn('roles.test.ts skipped: DATABASE_URL is unset (n
 
 type Proc = LoggedProcess;
 const start = startLogged;
-
-/** Poll `cond` every 20 ms; fail with `what` and the processes' last logs after `ms`. */
-async function until(
-  what: string,
-  cond: () => boolean | Promise<boolean>,
-  ms = 30_000,
-  procs: Proc[] = [],
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
-    if (Date.now() > end || dead) {
-      const tail = procs.map((p) => `${p.name}: ${JSON.stringify(p.logs.slice(-8))}`).join('\n');
-      throw new Error(`${dead ? `${dead.name} exited` : 'timed out'} waiting for ${what}\n${tail}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** SIGTERM and the exit code (bounded by the test's timeout; the process's own deadline is 15 s). */
-async function term(p: Proc): Promise<number | null> {
-  p.child.kill('SIGTERM');
-  return p.exit;
-}
 
 const live: Proc[] = [];
 const cleanup: Array<() => Promise<void>> = [];
@@ -101,18 +77,23 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     const p1 = start('ingest-1', ['ingest'], env);
     const p2 = start('ingest-2', ['ingest'], env);
     live.push(p1, p2);
-    await until(
+    await untilOrExit(
       'one leader and one standby',
       () =>
         (p1.has('ingest leader acquired') && p2.has('standby')) ||
         (p2.has('ingest leader acquired') && p1.has('standby')),
-      30_000,
       [p1, p2],
+      30_000,
     );
     const [a, b] = p1.has('ingest leader acquired') ? [p1, p2] : [p2, p1];
 
     chain.node.advanceTo(chain.first + 20);
-    await until('a ingests', async () => (await cursor()) >= chain.first + 12, 30_000, [a, b]);
+    await untilOrExit(
+      'a ingests',
+      async () => (await cursor()) >= chain.first + 12,
+      [a, b],
+      30_000,
+    );
     expect(a.has('ingest starting')).toBe(true);
     expect(b.has('ingest leader acquired')).toBe(false);
     expect(b.has('ingest starting')).toBe(false); // only the leader advances
@@ -122,8 +103,13 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     expect(killedAt).toBeLessThan(chain.last);
 
     chain.node.advanceTo(chain.last);
-    await until('b takes over', () => b.has('ingest leader acquired'), 30_000, [b]);
-    await until('b reaches the end', async () => (await cursor()) === chain.last, 60_000, [b]);
+    await untilOrExit('b takes over', () => b.has('ingest leader acquired'), [b], 30_000);
+    await untilOrExit(
+      'b reaches the end',
+      async () => (await cursor()) === chain.last,
+      [b],
+      60_000,
+    );
     expect(await term(b)).toBe(0);
     expect(b.has('stopped')).toBe(true);
 
@@ -167,18 +153,18 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     const w1 = start('worker-1', ['worker'], env);
     const w2 = start('worker-2', ['worker'], env);
     live.push(w1, w2);
-    await until(
+    await untilOrExit(
       'both workers started',
       () => w1.has('delivery worker started') && w2.has('delivery worker started'),
-      30_000,
       [w1, w2],
+      30_000,
     );
     const events = await insertEvents(t.db, { accountId: acc, watchId, count: 300 });
-    await until(
+    await untilOrExit(
       'every notification delivered',
       async () => (await statusCounts(t.db)).DELIVERED === events.length,
-      60_000,
       [w1, w2],
+      60_000,
     );
     expect(await Promise.all([term(w1), term(w2)])).toEqual([0, 0]);
 
@@ -245,7 +231,7 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     live.push(...procs);
     const worker = start('worker', ['worker'], env);
     live.push(worker);
-    await until('attempts in flight', () => receiver.received.length > 0, 30_000, [worker]);
+    await untilOrExit('attempts in flight', () => receiver.received.length > 0, [worker], 30_000);
     // Everything in flight now finishes and is recorded before the exit.
     expect(await term(worker)).toBe(0);
     const requests = receiver.received.length;
@@ -258,15 +244,15 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     expect(leased[0]?.n).toBe(0); // queued claims were released, not left to expire
 
     for (const p of procs)
-      await until(`${p.name} running`, () => p.has('tronwatch running'), 30_000, [p]);
+      await untilOrExit(`${p.name} running`, () => p.has('tronwatch running'), [p], 30_000);
     const cursor = async () =>
       (await t2.db.query<{ block_number: number }>('SELECT block_number FROM chain_cursor')).rows[0]
         ?.block_number ?? 0;
-    await until(
+    await untilOrExit(
       'ingest reaches the end',
       async () => (await cursor()) === chain.last,
-      30_000,
       procs,
+      30_000,
     );
     expect(await Promise.all(procs.map(term))).toEqual([0, 0, 0]);
     for (const p of procs) expect(p.has('stopped')).toBe(true);
@@ -287,7 +273,7 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
       PORT: '0',
     });
     live.push(api);
-    await until('api running', () => api.has('tronwatch running'), 30_000, [api]);
+    await untilOrExit('api running', () => api.has('tronwatch running'), [api], 30_000);
     const line = api.logs.find((l) => l.msg === 'api listening');
     const base = typeof line?.url === 'string' ? line.url : '';
     const connections = async () =>

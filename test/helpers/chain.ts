@@ -5,6 +5,7 @@
  */
 import { newId } from '../../src/common/ids.js';
 import type { Queryable } from '../../src/db/pool.js';
+import type { IngesterOptions } from '../../src/ingest/loop.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import {
   memorySource,
@@ -20,6 +21,18 @@ export interface SyntheticChain {
   first: number;
   last: number;
   transfers: Transfer[];
+}
+
+/**
+ * The Ingester configuration the integration tests use on a served chain: start at its first
+ * block, poll every 50 ms, 4 blocks ahead, 3 retries of 5 s.
+ */
+export function testIngestConfig(chain: SyntheticChain): IngesterOptions['config'] {
+  return {
+    network: 'mainnet',
+    node: { url: chain.node.url, apiKey: undefined, timeoutMs: 5000, retries: 3, concurrency: 4 },
+    ingest: { startBlock: chain.first, blockIntervalMs: 50 },
+  };
 }
 
 /** Serve blocks first..first+count-1 of a synthetic chain. */

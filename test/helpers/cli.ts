@@ -75,3 +75,30 @@ export function startLogged(
       logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(prefix)).length,
   };
 }
+
+/**
+ * Poll `cond` every 20 ms until it holds. Fails at once when one of `procs` has exited, or after
+ * `ms`, with the last log lines of every process in the message.
+ */
+export async function untilOrExit(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  procs: LoggedProcess[],
+  ms = 40_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+    if (Date.now() > end || dead) {
+      const tail = procs.map((p) => `${p.name}: ${JSON.stringify(p.logs.slice(-8))}`).join('\n');
+      throw new Error(`${dead ? `${dead.name} exited` : 'timed out'} waiting for ${what}\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** SIGTERM the process; resolves with its exit code. */
+export function terminate(p: LoggedProcess): Promise<number | null> {
+  p.child.kill('SIGTERM');
+  return p.exit;
+}

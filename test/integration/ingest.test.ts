@@ -19,6 +19,7 @@ import {
   type SyntheticChain,
   serveSynthetic,
   type TestWatch,
+  testIngestConfig,
 } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 
@@ -164,17 +165,7 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
         db: t.db,
         client,
         logger: silentLogger,
-        config: {
-          network: 'mainnet',
-          node: {
-            url: chain.node.url,
-            apiKey: undefined,
-            timeoutMs: 5000,
-            retries: 3,
-            concurrency: 4,
-          },
-          ingest: { startBlock: chain.first, blockIntervalMs: 50 },
-        },
+        config: testIngestConfig(chain),
         onEvents: (n) => {
           woken += n;
         },
@@ -244,17 +235,7 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
       db: t.db,
       client,
       logger: silentLogger,
-      config: {
-        network: 'mainnet',
-        node: {
-          url: chain.node.url,
-          apiKey: undefined,
-          timeoutMs: 5000,
-          retries: 3,
-          concurrency: 4,
-        },
-        ingest: { startBlock: chain.first, blockIntervalMs: 50 },
-      },
+      config: testIngestConfig(chain),
       onBlock: (b) => {
         current = b.blockNumber;
       },

@@ -29,7 +29,7 @@ import { hexToBase58 } from '../../src/tron/address.js';
 import { NodeClient } from '../../src/tron/node-client.js';
 import { syntheticAddresses } from '../../src/tron/synthetic.js';
 import { ADDR_B58, offlineResolver, webhookWatch } from '../helpers/api.js';
-import { expectedEvents, serveSynthetic } from '../helpers/chain.js';
+import { expectedEvents, serveSynthetic, testIngestConfig } from '../helpers/chain.js';
 import { dbEngines, type Engine, migratedDb, type TestDb } from '../helpers/db.js';
 import {
   insertAccount,
@@ -435,17 +435,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       client,
       logger: silentLogger,
       metrics,
-      config: {
-        network: 'mainnet',
-        node: {
-          url: chain.node.url,
-          apiKey: undefined,
-          timeoutMs: 5000,
-          retries: 3,
-          concurrency: 4,
-        },
-        ingest: { startBlock: chain.first, blockIntervalMs: 50 },
-      },
+      config: testIngestConfig(chain),
     });
     const ac = new AbortController();
     const done = ing.run(ac.signal);
