@@ -18,6 +18,7 @@ import {
   expectedEvents,
   type SyntheticChain,
   serveSynthetic,
+  storedEventKeys,
   type TestWatch,
   testIngestConfig,
 } from '../helpers/chain.js';
@@ -174,20 +175,7 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
       await client.close();
 
       const rows = await storedEvents(t.db);
-      expect(
-        rows
-          .map((r) =>
-            eventKey({
-              watchId: r.watch_id,
-              txId: r.tx_id,
-              eventIndex: r.event_index,
-              direction: r.direction,
-              asset: r.asset,
-              amountRaw: r.amount_raw,
-            }),
-          )
-          .sort(),
-      ).toEqual(expected.map(eventKey).sort());
+      expect(await storedEventKeys(t.db)).toEqual(expected.map(eventKey).sort());
       expect(woken).toBe(expected.length);
       // created_at: unique and strictly increasing in block order (the paging invariant rests on it).
       const created = rows.map((r) => r.created_at);
@@ -252,21 +240,7 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
     await runUntil(ing, chain.last, new AbortController());
     await client.close();
     expect(crashes).toBe(2);
-    const rows = await storedEvents(t.db);
-    expect(
-      rows
-        .map((r) =>
-          eventKey({
-            watchId: r.watch_id,
-            txId: r.tx_id,
-            eventIndex: r.event_index,
-            direction: r.direction,
-            asset: r.asset,
-            amountRaw: r.amount_raw,
-          }),
-        )
-        .sort(),
-    ).toEqual(expected.map(eventKey).sort());
+    expect(await storedEventKeys(t.db)).toEqual(expected.map(eventKey).sort());
     const { rows: n } = await t.db.query<{ n: number }>(
       'SELECT count(*)::int8 AS n FROM notifications',
     );
