@@ -31,6 +31,31 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     expect(rows[0]?.n).toBe(0);
   });
 
+  it('makes every identifier column compare as bytes, free text not (migration 005)', async () => {
+    t = await emptyDb(engine);
+    await migrate(t.db);
+    const { rows } = await t.db.query<{ col: string; collation: string | null }>(
+      `SELECT table_name || '.' || column_name AS col, collation_name AS collation
+         FROM information_schema.columns
+        WHERE table_schema = current_schema() AND data_type = 'text' AND table_name <> 'schema_migrations'`,
+    );
+    // Identifiers by name: ids, references, hashes, hex, base58 and network names. A new column
+    // named like one must be created COLLATE "C" too.
+    const identifier = (col: string) =>
+      /\.(id|[a-z_]+_id|key_hash|network|address|address_hex|tx_id|from_address|to_address|contract|block_id|lease_token)$/.test(
+        col,
+      );
+    const ids = rows.filter((r) => identifier(r.col));
+    expect(ids.map((r) => r.col)).toEqual(
+      expect.arrayContaining(['events.id', 'events.account_id', 'notifications.event_id']),
+    );
+    expect(ids.length).toBeGreaterThanOrEqual(29);
+    expect(ids.filter((r) => r.collation !== 'C')).toEqual([]);
+    // Free text keeps the database's collation.
+    const email = rows.find((r) => r.col === 'accounts.email');
+    expect(email?.collation).not.toBe('C');
+  });
+
   it('is safe when several migrators start at once', async () => {
     t = await emptyDb(engine);
     // On PostgreSQL each migrator has its own pool (as separate processes would); PGlite has one connection.
