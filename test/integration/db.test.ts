@@ -56,6 +56,43 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     expect(email?.collation).not.toBe('C');
   });
 
+  it('keeps the planner statistics through migration 005 (its type changes drop them)', async () => {
+    t = await emptyDb(engine);
+    const db = t.db;
+    const upTo4 = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-migrations-'));
+    for (const f of fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^00[1-4]\.do\./.test(f)))
+      fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(upTo4, f));
+    expect((await migrate(db, upTo4)).version).toBe(4);
+    await db.query("INSERT INTO accounts (id, email, plan) VALUES ('acc_s', 's@example.com', 'free')");
+    await db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
+                            channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
+       VALUES ('wh_s', 'acc_s', 'mainnet', 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+               '41a614f803b6fd780986a42c78ec9c7f77e6ded13c', 'ALL', 'both', 'webhook',
+               'https://example.com/hook', 'k', '\\x00'::bytea, 1)`,
+    );
+    await db.query(
+      `INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index,
+                           block_number, block_timestamp, from_address, to_address, amount_raw, created_at)
+       SELECT 'evt_' || g, 'acc_s', 'wh_s', 'mainnet', 'incoming', 'TRX', md5(g::text), 0, g, now(),
+              'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t', 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t', g,
+              timestamptz '2026-01-01' + g * interval '1 microsecond'
+         FROM generate_series(1, 500) g`,
+    );
+    await db.query('ANALYZE events');
+    const statsColumns = async () =>
+      (
+        await db.query<{ attname: string }>(
+          `SELECT attname FROM pg_stats
+            WHERE schemaname = current_schema() AND tablename = 'events'
+              AND attname IN ('id', 'account_id', 'created_at') ORDER BY attname`,
+        )
+      ).rows.map((r) => r.attname);
+    expect(await statsColumns()).toEqual(['account_id', 'created_at', 'id']);
+    expect((await migrate(db)).applied).toContain(5);
+    expect(await statsColumns()).toEqual(['account_id', 'created_at', 'id']);
+  });
+
   it('is safe when several migrators start at once', async () => {
     t = await emptyDb(engine);
     // On PostgreSQL each migrator has its own pool (as separate processes would); PGlite has one connection.
