@@ -20,7 +20,7 @@
 
 import type { Queryable } from '../db/pool.js';
 import { API_VERSION, EVENT_TYPE, type EventPayload } from '../delivery/payload.js';
-import { formatAmount } from '../tron/amount.js';
+import { formatAmountDigits } from '../tron/amount.js';
 
 /** SPEC §EventWithDelivery `delivery`. */
 export interface DeliveryState {
@@ -65,8 +65,7 @@ export interface EventPage {
  * node-postgres and PGlite assume): `2026-01-08 13:36:54.123456`, trailing fractional zeros
  * dropped (`…:54.1`, or no fraction at all).
  */
-const PG_TIMESTAMP_RE =
-  /^([0-9]{4}-[0-9]{2}-[0-9]{2}) ([0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?$/;
+const PG_TIMESTAMP_RE = /^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?$/;
 
 /**
  * ISO 8601 UTC instant from PostgreSQL's text of `ts AT TIME ZONE 'UTC'`, with `digits`
@@ -78,11 +77,11 @@ const PG_TIMESTAMP_RE =
  *   or the year has more than 4 digits.
  */
 export function isoFromPgTimestamp(text: string, digits: 3 | 6): string {
-  const m = PG_TIMESTAMP_RE.exec(text);
-  if (!m)
+  // test, not exec, then fixed positions: no match array and capture strings per timestamp.
+  if (!PG_TIMESTAMP_RE.test(text))
     throw new Error(`unexpected timestamp text from PostgreSQL (DateStyle must be ISO): ${text}`);
-  const fraction = (m[3] ?? '').padEnd(6, '0').slice(0, digits);
-  return `${m[1]}T${m[2]}.${fraction}Z`;
+  const fraction = text.length === 19 ? '000000' : `${text.slice(20)}00000`;
+  return `${text.slice(0, 10)}T${text.slice(11, 19)}.${fraction.slice(0, digits)}Z`;
 }
 
 /**
@@ -157,7 +156,7 @@ function rowObject(f: RowFields): EventWithDelivery {
     from: f[9],
     to: f[10],
     amount_raw: f[11],
-    amount: formatAmount(BigInt(f[11])),
+    amount: formatAmountDigits(f[11]),
     watch_id: f[1],
     contract: f[12] === '' ? null : f[12],
     delivery: {
@@ -183,7 +182,7 @@ function rowJson(line: string, f: RowFields): string {
     `"direction":"${f[3]}","network":"${f[2]}","asset":"${f[4]}","tx_id":"${f[5]}",` +
     `"event_index":${f[6]},"block_number":${f[7]},` +
     `"block_timestamp":"${isoFromPgTimestamp(f[8], 3)}","from":"${f[9]}","to":"${f[10]}",` +
-    `"amount_raw":"${f[11]}","amount":"${formatAmount(BigInt(f[11]))}","watch_id":"${f[1]}",` +
+    `"amount_raw":"${f[11]}","amount":"${formatAmountDigits(f[11])}","watch_id":"${f[1]}",` +
     `"contract":${contract},"delivery":{"notification_id":"${f[14]}","status":"${f[15]}",` +
     `"attempts":${f[16]},"created_at":"${isoFromPgTimestamp(f[17], 6)}"}}`
   );

@@ -63,7 +63,9 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     for (const f of fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^00[1-4]\.do\./.test(f)))
       fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(upTo4, f));
     expect((await migrate(db, upTo4)).version).toBe(4);
-    await db.query("INSERT INTO accounts (id, email, plan) VALUES ('acc_s', 's@example.com', 'free')");
+    await db.query(
+      "INSERT INTO accounts (id, email, plan) VALUES ('acc_s', 's@example.com', 'free')",
+    );
     await db.query(
       `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                             channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)

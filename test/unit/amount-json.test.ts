@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatAmount } from '../../src/tron/amount.js';
+import { formatAmount, formatAmountDigits } from '../../src/tron/amount.js';
 import { parseNodeJson, toBigInt } from '../../src/tron/json.js';
 
 describe('formatAmount', () => {
@@ -21,6 +22,26 @@ describe('formatAmount', () => {
   });
   it('refuses negatives', () => {
     expect(() => formatAmount(-1n)).toThrow(RangeError);
+  });
+});
+
+describe('formatAmountDigits', () => {
+  it('writes what formatAmount writes, for every non-negative integer up to 2^256', () => {
+    fc.assert(
+      fc.property(
+        fc.bigInt({ min: 0n, max: 2n ** 256n }),
+        fc.integer({ min: 0, max: 18 }),
+        (raw, d) => {
+          expect(formatAmountDigits(raw.toString(), d)).toBe(formatAmount(raw, d));
+        },
+      ),
+      { numRuns: 5000 },
+    );
+    for (const raw of [0n, 1n, 10n, 100_000n, 999_999n, 1_000_000n, 1_000_001n, 10n ** 30n])
+      expect(formatAmountDigits(raw.toString())).toBe(formatAmount(raw));
+  });
+  it.each(['', '-1', '007', '00', '1e6', '1.5', ' 1', '1 ', '+1', '١'])('refuses %j', (text) => {
+    expect(() => formatAmountDigits(text)).toThrow(RangeError);
   });
 });
 
