@@ -4,8 +4,8 @@
  *  - the published known-answer vectors (docs/signature-vectors.json),
  *  - a reference verifier, npm `standardwebhooks` (its Webhook class must accept our headers),
  *  - the Standard Webhooks project's own published example,
- *  - the README's Node and Python snippets, extracted from README.md and run as written.
- * Go: the README's Go snippet is not run here (no `go` toolchain on the machines).
+ *  - the README's Node, Python and Go snippets, extracted from README.md and run as written
+ *    (Go: with the `go` toolchain, which .ci/run installs; skipped with a message without it).
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -250,6 +250,47 @@ describe("README's Node snippet (extracted and run as written)", () => {
   });
 });
 
+/**
+ * The published vectors plus a live one signed now (to exercise a snippet's default clock too),
+ * written to `dir`/vectors.json for a snippet harness in another language. Returns the file.
+ */
+function writeVectorsWithLive(dir: string, id: string): string {
+  const secret = newWebhookSecret();
+  const body = Buffer.from(`{"event_id":"${id}","memo":"₮"}`);
+  const t = now();
+  const live: Vector = {
+    name: 'live',
+    secret,
+    webhook_id: id,
+    webhook_timestamp: t,
+    body: body.toString('utf8'),
+    x_signature: signBody(secret, body),
+    webhook_signature: standardWebhookHeaders(secret, id, body, t)['webhook-signature'],
+  };
+  const file = path.join(dir, 'vectors.json');
+  fs.writeFileSync(file, JSON.stringify({ vectors: [...vectors, live] }));
+  return file;
+}
+
+/** What a snippet harness must print for writeVectorsWithLive's file, vector by vector. */
+function expectSnippetVerdicts(out: unknown): void {
+  expect(out).toHaveLength(vectors.length + 1);
+  (out as Record<string, boolean>[]).forEach((r, i) => {
+    expect(r).toEqual({
+      x: true,
+      x_upper: false,
+      x_tampered: false,
+      std: true,
+      std_edge: true,
+      std_old: false,
+      std_new: false,
+      std_tampered: false,
+      // Published vectors are far older than 5 minutes by the wall clock; the live one is fresh.
+      std_clock: i === vectors.length,
+    });
+  });
+}
+
 describe("README's Python snippet (python3, extracted and run as written)", () => {
   const harness = `
 import json, sys
@@ -278,42 +319,111 @@ print(json.dumps(out))
     try {
       const file = path.join(dir, 'verify.py');
       fs.writeFileSync(file, `${readmeSnippet('python')}\n${harness}`);
-      // A live vector signed now, to exercise the snippet's default clock too.
-      const secret = newWebhookSecret();
-      const body = Buffer.from('{"event_id":"evt_py","memo":"₮"}');
-      const t = now();
-      const live: Vector = {
-        name: 'live',
-        secret,
-        webhook_id: 'evt_py',
-        webhook_timestamp: t,
-        body: body.toString('utf8'),
-        x_signature: signBody(secret, body),
-        webhook_signature: standardWebhookHeaders(secret, 'evt_py', body, t)['webhook-signature'],
-      };
-      const vfile = path.join(dir, 'vectors.json');
-      fs.writeFileSync(vfile, JSON.stringify({ vectors: [...vectors, live] }));
-      const out = JSON.parse(
-        execFileSync('python3', [file, vfile], { encoding: 'utf8', timeout: 20_000 }),
-      ) as Record<string, boolean>[];
-      expect(out).toHaveLength(vectors.length + 1);
-      out.forEach((r, i) => {
-        const isLive = i === vectors.length;
-        expect(r).toEqual({
-          x: true,
-          x_upper: false,
-          x_tampered: false,
-          std: true,
-          std_edge: true,
-          std_old: false,
-          std_new: false,
-          std_tampered: false,
-          // Published vectors are far older than 5 minutes by the wall clock; the live one is fresh.
-          std_clock: isLive,
-        });
-      });
+      const vfile = writeVectorsWithLive(dir, 'evt_py');
+      expectSnippetVerdicts(
+        JSON.parse(execFileSync('python3', [file, vfile], { encoding: 'utf8', timeout: 20_000 })),
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
+
+/** Whether a Go toolchain is on PATH (Debian: golang-go; .ci/run installs it). */
+const goVersion = (() => {
+  try {
+    return execFileSync('go', ['version'], { encoding: 'utf8', timeout: 20_000 }).trim();
+  } catch {
+    return null;
+  }
+})();
+if (goVersion === null)
+  console.warn(
+    "skipping the README's Go snippet test: no `go` on PATH (apt-get install golang-go)",
+  );
+
+describe.skipIf(goVersion === null)(
+  "README's Go snippet (go run, extracted and run as written)",
+  () => {
+    const harness = `package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	raw, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	var doc struct {
+		Vectors []struct {
+			Secret string \`json:"secret"\`
+			ID     string \`json:"webhook_id"\`
+			TS     int64  \`json:"webhook_timestamp"\`
+			Body   string \`json:"body"\`
+			X      string \`json:"x_signature"\`
+			Sig    string \`json:"webhook_signature"\`
+		} \`json:"vectors"\`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		panic(err)
+	}
+	out := []map[string]bool{}
+	for _, v := range doc.Vectors {
+		body := []byte(v.Body)
+		tampered := append(append([]byte{}, body...), ' ')
+		h := http.Header{}
+		h.Set("Webhook-Id", v.ID)
+		h.Set("Webhook-Timestamp", strconv.FormatInt(v.TS, 10))
+		h.Set("Webhook-Signature", v.Sig)
+		at := func(d int64) time.Time { return time.Unix(v.TS+d, 0) }
+		out = append(out, map[string]bool{
+			"x":            VerifyXSignature(v.Secret, body, v.X),
+			"x_upper":      VerifyXSignature(v.Secret, body, strings.ToUpper(v.X)),
+			"x_tampered":   VerifyXSignature(v.Secret, tampered, v.X),
+			"std":          VerifyStandardWebhook(v.Secret, body, h, at(0)),
+			"std_edge":     VerifyStandardWebhook(v.Secret, body, h, at(300)),
+			"std_old":      VerifyStandardWebhook(v.Secret, body, h, at(301)),
+			"std_new":      VerifyStandardWebhook(v.Secret, body, h, at(-301)),
+			"std_tampered": VerifyStandardWebhook(v.Secret, tampered, h, at(0)),
+			"std_clock":    VerifyStandardWebhook(v.Secret, body, h, time.Now()),
+		})
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		panic(err)
+	}
+}
+`;
+
+    it('verifies every vector and refuses stale or tampered ones', () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-go-'));
+      try {
+        const snippet = readmeSnippet('go');
+        // The README shows it as a package of the reader's own; here it is the harness's package.
+        expect(snippet).toMatch(/^package webhook\n/);
+        fs.writeFileSync(
+          path.join(dir, 'webhook.go'),
+          snippet.replace(/^package webhook\n/, 'package main\n'),
+        );
+        fs.writeFileSync(path.join(dir, 'main.go'), harness);
+        const vfile = writeVectorsWithLive(dir, 'evt_go');
+        const out = execFileSync('go', ['run', 'webhook.go', 'main.go', vfile], {
+          cwd: dir,
+          encoding: 'utf8',
+          timeout: 120_000,
+          // Offline and self-contained: standard library only, no module downloads.
+          env: { ...process.env, GOPROXY: 'off', GO111MODULE: 'off' },
+        });
+        expectSnippetVerdicts(JSON.parse(out));
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    }, 150_000);
+  },
+);
