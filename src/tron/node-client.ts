@@ -6,7 +6,8 @@
  * - `/wallet/getnodeinfo`: the full-node head and the solidified head in one call
  *   (`block` / `solidityBlock` as "Num:<n>,ID:<id>"), what the ingester polls. Where a node or a
  *   provider does not serve it, the heads come from `/wallet/getblock {"detail":false}` and
- *   `/walletsolidity/getblock {"detail":false}` instead (two requests; see getHeads).
+ *   `/walletsolidity/getblock {"detail":false}` instead (two requests; asked again every 10
+ *   minutes; see getHeads).
  * - `/walletsolidity/getblockbynum {"num":n}`: a solidified block (visible=false, hex addresses).
  * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
  *
@@ -60,6 +61,11 @@ export interface NodeClientOptions {
   retries?: number;
   /** Keep-alive connections to the node. Default 8. */
   connections?: number;
+  /**
+   * After `/wallet/getnodeinfo` proved unusable, ask it again (one attempt) this long after,
+   * and go back to it when it answers with both heads. ms, default 600_000 (10 minutes).
+   */
+  nodeInfoRetryMs?: number;
   logger?: Logger;
 }
 
@@ -100,8 +106,12 @@ export class NodeClient {
   private readonly logger: Logger | undefined;
   /** Highest solidified head observed; blocks above it are never requested. */
   private solidifiedSeen = -1;
-  /** Set once `/wallet/getnodeinfo` proved unusable on this node (see getHeads). */
-  private headsFromBlocks = false;
+  private readonly nodeInfoRetryMs: number;
+  /**
+   * performance.now() when `/wallet/getnodeinfo` last proved unusable on this node (the heads then
+   * come from block headers until nodeInfoRetryMs later); null while it is used (see getHeads).
+   */
+  private nodeInfoUnusableAt: number | null = null;
   /** Requests sent (attempts included): the benchmark's requests-per-second figure. */
   requestCount = 0;
 
@@ -109,6 +119,7 @@ export class NodeClient {
     this.url = opts.url.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.retries = opts.retries ?? 6;
+    this.nodeInfoRetryMs = opts.nodeInfoRetryMs ?? 600_000;
     this.logger = opts.logger;
     this.agent = new Agent({
       connections: opts.connections ?? 8,
@@ -215,22 +226,39 @@ export class NodeClient {
   }
 
   /**
-   * Both heads: via `/wallet/getnodeinfo` (one request), or, once that endpoint has proved not
+   * Both heads: via `/wallet/getnodeinfo` (one request), or, while that endpoint has proved not
    * served on this node (nodeInfoUnusable: providers that disable it), via the newest block
-   * headers of both views (two requests, in parallel) for the rest of the client's life, logged
-   * once. Transient failures (network, timeout, 403, 429, 5xx) never switch.
+   * headers of both views (two requests, in parallel). Switching is logged. Every
+   * nodeInfoRetryMs in that mode, one poll asks getnodeinfo once more (a single attempt; any
+   * failure keeps the block headers for another period), so a node that serves it again is back
+   * to one request per poll. Transient failures (network, timeout, 403, 429, 5xx) never switch.
    * @throws NodeError as the endpoint read last.
    */
   async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
-    if (!this.headsFromBlocks) {
+    const since = this.nodeInfoUnusableAt;
+    if (since === null) {
       try {
-        return await this.headsFromNodeInfo(signal);
+        return await this.headsFromNodeInfo(this.retries, signal);
       } catch (err) {
         if (!(err instanceof NodeError) || !nodeInfoUnusable(err)) throw err;
-        this.headsFromBlocks = true;
+        this.nodeInfoUnusableAt = performance.now();
         this.logger?.warn(
-          { err: err.message },
-          'node: /wallet/getnodeinfo is not usable here; reading the heads from /wallet/getblock and /walletsolidity/getblock from now on (two requests per poll)',
+          { err: err.message, retry_in_ms: this.nodeInfoRetryMs },
+          'node: /wallet/getnodeinfo is not usable here; reading the heads from /wallet/getblock and /walletsolidity/getblock (two requests per poll)',
+        );
+      }
+    } else if (performance.now() - since >= this.nodeInfoRetryMs) {
+      try {
+        const heads = await this.headsFromNodeInfo(0, signal);
+        this.nodeInfoUnusableAt = null;
+        this.logger?.info('node: /wallet/getnodeinfo answers again; one request per poll');
+        return heads;
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        this.nodeInfoUnusableAt = performance.now();
+        this.logger?.debug(
+          { err: err instanceof Error ? err.message : String(err) },
+          'node: /wallet/getnodeinfo still not usable',
         );
       }
     }
@@ -242,8 +270,11 @@ export class NodeClient {
     return { head: Math.max(head.number, solidified.number), solidified: solidified.number };
   }
 
-  /** Both heads from `/wallet/getnodeinfo`. @throws NodeError('empty') without them. */
-  private async headsFromNodeInfo(signal?: AbortSignal): Promise<ChainHeads> {
+  /**
+   * Both heads from `/wallet/getnodeinfo`, with `retries` retries of transient failures.
+   * @throws NodeError('empty') without them.
+   */
+  private async headsFromNodeInfo(retries: number, signal?: AbortSignal): Promise<ChainHeads> {
     const heads = await withRetry(
       async () => {
         const info = (await this.postOnce('/wallet/getnodeinfo', {}, signal)) as Record<
@@ -261,7 +292,7 @@ export class NodeClient {
         }
         return { head: Number(head[1]), solidified: Number(solid[1]) };
       },
-      this.retryOpts({ path: '/wallet/getnodeinfo' }, signal),
+      { ...this.retryOpts({ path: '/wallet/getnodeinfo' }, signal), retries },
     );
     this.noteSolidified(heads.solidified);
     return heads;

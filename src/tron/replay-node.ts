@@ -231,6 +231,8 @@ export interface ReplayNode {
   solidifiedAt(n: number): number | undefined;
   /** Replace the injected faults (undefined = none); reseeds the PRNG. */
   setFaults(f: ReplayFaults | undefined): void;
+  /** Replace the paths answered 404 (see ReplayNodeOptions.disabledPaths). */
+  setDisabledPaths(paths: string[]): void;
   /** Live counters (mutated in place). */
   stats: ReplayStats;
   /** Stop listening, drop connections and pending delayed answers. */
@@ -391,7 +393,10 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   // Faults.
   let faults: ReplayFaults = {};
   let random = prng(1);
-  const disabled = new Set(opts.disabledPaths ?? []);
+  let disabled = new Set(opts.disabledPaths ?? []);
+  function setDisabledPaths(paths: string[]): void {
+    disabled = new Set(paths);
+  }
   function setFaults(f: ReplayFaults | undefined): void {
     faults = { ...(f ?? {}) };
     random = prng(faults.seed ?? 1);
@@ -761,6 +766,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     advanceTo,
     solidifiedAt,
     setFaults,
+    setDisabledPaths,
     stats,
     close,
   };

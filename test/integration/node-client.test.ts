@@ -86,6 +86,39 @@ describe('NodeClient consistency checks', () => {
     expect(block.ref.number).toBe(497);
   });
 
+  it('asks /wallet/getnodeinfo again every nodeInfoRetryMs, once, and goes back to it when served', async () => {
+    const a = syntheticBlock(OPTS, 500);
+    node = await startReplayNode({
+      intervalMs: 0,
+      startBefore: 5,
+      disabledPaths: ['/wallet/getnodeinfo'],
+      source: memorySource(
+        new Map([[500, { block: JSON.stringify(a.block), infos: JSON.stringify(a.infos) }]]),
+      ),
+    });
+    client = new NodeClient({ url: node.url, retries: 2, nodeInfoRetryMs: 200 });
+    const byPath = node.stats.requests.byPath;
+    const counts = () => [
+      byPath['/wallet/getnodeinfo'] ?? 0,
+      byPath['/wallet/getblock'] ?? 0,
+      byPath['/walletsolidity/getblock'] ?? 0,
+    ];
+    expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
+    expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
+    expect(counts()).toEqual([1, 2, 2]); // within the period: block headers only
+    await new Promise((r) => setTimeout(r, 250));
+    expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
+    expect(counts()).toEqual([2, 3, 3]); // one more try (404, not retried), then the headers
+    expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
+    expect(counts()).toEqual([2, 4, 4]); // the period starts again
+    node.setDisabledPaths([]);
+    node.advanceTo(497);
+    await new Promise((r) => setTimeout(r, 250));
+    expect(await client.getHeads()).toEqual({ solidified: 497, head: 497 + 18 });
+    expect(await client.getHeads()).toEqual({ solidified: 497, head: 497 + 18 });
+    expect(counts()).toEqual([4, 4, 4]); // served again: one request per poll from now on
+  });
+
   it.each([503, 403, 429])(
     'keeps asking /wallet/getnodeinfo through HTTP %i (transient, or about every endpoint)',
     async (status) => {
