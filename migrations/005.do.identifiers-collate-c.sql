@@ -48,4 +48,18 @@ ALTER TABLE attempts      ALTER COLUMN notification_id  TYPE text COLLATE "C";
 -- Changing a column's type drops its planner statistics, and autovacuum would not gather them
 -- again until enough rows change: until then the events page is planned blind (measured on
 -- 1,000,000 events: a sort of every event of the account, ~2 s per page instead of ~0.5 ms).
-ANALYZE chain_cursor, chain_head, accounts, api_keys, watches, events, notifications, attempts;
+-- So each table that had statistics is analyzed again. A table never analyzed (reltuples < 0:
+-- a fresh installation) is left so: analyzed while empty, the planner would take it for empty
+-- until autovacuum's next analyze (measured: ingest at a quarter of its speed meanwhile).
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['chain_cursor', 'chain_head', 'accounts', 'api_keys', 'watches',
+                           'events', 'notifications', 'attempts'] LOOP
+    IF (SELECT c.reltuples >= 0 FROM pg_class c WHERE c.oid = t::regclass) THEN
+      EXECUTE format('ANALYZE %I', t);
+    END IF;
+  END LOOP;
+END
+$$;

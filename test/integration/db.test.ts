@@ -56,6 +56,18 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     expect(email?.collation).not.toBe('C');
   });
 
+  it("leaves a fresh installation's tables unanalyzed (analyzed empty, they would plan as empty)", async () => {
+    t = await emptyDb(engine);
+    await migrate(t.db);
+    const { rows } = await t.db.query<{ relname: string; reltuples: number }>(
+      `SELECT relname, reltuples::int8 AS reltuples FROM pg_class
+        WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'
+          AND relname <> 'schema_migrations' ORDER BY relname`,
+    );
+    expect(rows.map((r) => r.relname)).toContain('events');
+    expect(rows.filter((r) => r.reltuples !== -1)).toEqual([]);
+  });
+
   it('keeps the planner statistics through migration 005 (its type changes drop them)', async () => {
     t = await emptyDb(engine);
     const db = t.db;
