@@ -10,6 +10,7 @@
 import fs from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { sqlState } from './sqlstate.js';
 
 /** Options of one query. */
 export interface QueryOptions {
@@ -20,7 +21,10 @@ export interface QueryOptions {
    * (API-key lookup, the events page), where planning cost as much as executing (pgbench, events
    * page: 3,900 statements/s planned each time, 9,600 with one plan). The name must be unique per
    * SQL text in the process, and the statement's result columns must not change type under a
-   * running process (PostgreSQL refuses such a cached plan until the connection is replaced).
+   * running process: PostgreSQL then refuses the connection's cached plan ("cached plan must not
+   * change result type", before executing anything), node-postgres drops that connection, and
+   * the query is run again on another (isStalePlan; as many times as the pool has connections),
+   * so a migration such as 005 costs running processes no failed request.
    * Ignored by the embedded database (one connection).
    */
   name?: string;
@@ -48,12 +52,27 @@ export interface Db extends Queryable {
 
 const INT8_OID = 20;
 
+/**
+ * PostgreSQL's refusal of a prepared statement whose result columns changed type or collation
+ * under it (a migration ran while this process was up): SQLSTATE 0A000, raised while
+ * revalidating the plan, before the statement runs, so running it again elsewhere is safe.
+ */
+function isStalePlan(err: unknown): boolean {
+  return (
+    sqlState(err) === '0A000' &&
+    err instanceof Error &&
+    err.message.includes('cached plan must not change result type')
+  );
+}
+
 class PostgresDb implements Db {
   readonly kind = 'postgres' as const;
   readonly pool: pg.Pool;
+  private readonly max: number;
   private closed = false;
 
   constructor(url: string, max: number) {
+    this.max = max;
     this.pool = new pg.Pool({
       connectionString: url,
       max,
@@ -76,11 +95,19 @@ class PostgresDb implements Db {
 
   async query<R>(sql: string, params?: readonly unknown[], opts?: QueryOptions) {
     const values = params as unknown[] | undefined;
-    const r =
-      opts?.name === undefined
-        ? await this.pool.query(sql, values)
-        : await this.pool.query({ name: opts.name, text: sql, values });
-    return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+    if (opts?.name === undefined) {
+      const r = await this.pool.query(sql, values);
+      return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+    }
+    // A failed query's connection leaves the pool (pg-pool), so each stale plan is met once.
+    for (let stale = 0; ; stale++) {
+      try {
+        const r = await this.pool.query({ name: opts.name, text: sql, values });
+        return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+      } catch (err) {
+        if (!isStalePlan(err) || stale >= this.max) throw err;
+      }
+    }
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {

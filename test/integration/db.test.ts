@@ -124,6 +124,32 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     }
   });
 
+  it.runIf(engine === 'postgres')(
+    'runs a named statement again when a migration changed its result under the pool',
+    async () => {
+      t = await emptyDb(engine);
+      await t.db.query('CREATE TABLE stale_t (id text PRIMARY KEY, v int)');
+      await t.db.query("INSERT INTO stale_t VALUES ('a', 1)");
+      const pool = await openDb({ url: t.url, embeddedDir: '', max: 3 });
+      try {
+        const sql = 'SELECT id, v, pg_sleep(0.05) IS NULL AS slept FROM stale_t';
+        const named = () => pool.query<{ id: string }>(sql, [], { name: 'stale_test' });
+        // Three at once: the statement is prepared on each of the pool's three connections.
+        await Promise.all([named(), named(), named()]);
+        // What migration 005 does to a result column, from another connection.
+        await t.db.query('ALTER TABLE stale_t ALTER COLUMN id TYPE text COLLATE "C"');
+        const rows = await Promise.all([named(), named(), named(), named()]);
+        expect(rows.map((r) => r.rows[0]?.id)).toEqual(['a', 'a', 'a', 'a']);
+        // An unnamed statement's errors are not retried (the rule is for stale plans only).
+        await expect(pool.query('SELECT no_such_column FROM stale_t')).rejects.toThrow(
+          /no_such_column/,
+        );
+      } finally {
+        await pool.close();
+      }
+    },
+  );
+
   it('rolls a failing migration back entirely', async () => {
     t = await emptyDb(engine);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-mig-'));
