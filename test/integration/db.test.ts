@@ -75,6 +75,7 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     for (const f of fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^00[1-4]\.do\./.test(f)))
       fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(upTo4, f));
     expect((await migrate(db, upTo4)).version).toBe(4);
+    fs.rmSync(upTo4, { recursive: true, force: true });
     await db.query(
       "INSERT INTO accounts (id, email, plan) VALUES ('acc_s', 's@example.com', 'free')",
     );

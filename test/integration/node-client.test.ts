@@ -96,7 +96,8 @@ describe('NodeClient consistency checks', () => {
         new Map([[500, { block: JSON.stringify(a.block), infos: JSON.stringify(a.infos) }]]),
       ),
     });
-    client = new NodeClient({ url: node.url, retries: 2, nodeInfoRetryMs: 200 });
+    // A period long enough that two polls surely fit in it on a loaded machine.
+    client = new NodeClient({ url: node.url, retries: 2, nodeInfoRetryMs: 1_000 });
     const byPath = node.stats.requests.byPath;
     const counts = () => [
       byPath['/wallet/getnodeinfo'] ?? 0,
@@ -106,14 +107,14 @@ describe('NodeClient consistency checks', () => {
     expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
     expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
     expect(counts()).toEqual([1, 2, 2]); // within the period: block headers only
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, 1_050));
     expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
     expect(counts()).toEqual([2, 3, 3]); // one more try (404, not retried), then the headers
     expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
     expect(counts()).toEqual([2, 4, 4]); // the period starts again
     node.setDisabledPaths([]);
     node.advanceTo(497);
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, 1_050));
     expect(await client.getHeads()).toEqual({ solidified: 497, head: 497 + 18 });
     expect(await client.getHeads()).toEqual({ solidified: 497, head: 497 + 18 });
     expect(counts()).toEqual([4, 4, 4]); // served again: one request per poll from now on
