@@ -73,7 +73,7 @@ async function freshDb(url: string | undefined): Promise<{ db: Db; drop(): Promi
   await admin.end();
   const u = new URL(url);
   u.pathname = `/${name}`;
-  const db = await openDb({ url: u.toString(), embeddedDir: '', max: 10 });
+  const db = await openDb({ url: u.toString(), embeddedDir: '', poolSize: 10 });
   return {
     db,
     async drop() {

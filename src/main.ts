@@ -63,11 +63,7 @@ program
   .action(async () => {
     const cfg = config();
     const log = createLogger(cfg.logLevel);
-    const db = await openDb({
-      url: cfg.database.url,
-      embeddedDir: cfg.database.embeddedDir,
-      max: cfg.database.poolSize,
-    });
+    const db = await openDb(cfg.database);
     try {
       const r = await migrate(db);
       log.info({ applied: r.applied, version: r.version, database: db.kind }, 'migrations applied');
@@ -333,11 +329,7 @@ async function withDb<T>(
   fn: (db: Awaited<ReturnType<typeof openDb>>) => Promise<T>,
 ): Promise<void> {
   const cfg = config();
-  const db = await openDb({
-    url: cfg.database.url,
-    embeddedDir: cfg.database.embeddedDir,
-    max: cfg.database.poolSize,
-  });
+  const db = await openDb(cfg.database);
   try {
     await migrate(db);
     process.stdout.write(`${JSON.stringify(await fn(db), null, 2)}\n`);

@@ -75,11 +75,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       'WEBHOOK_ALLOW_CIDRS is set: webhooks may reach these NON-PUBLIC addresses (development and tests only)',
     );
   }
-  const db = await openDb({
-    url: cfg.database.url,
-    embeddedDir: cfg.database.embeddedDir,
-    max: cfg.database.poolSize,
-  });
+  const db = await openDb(cfg.database);
   const ac = new AbortController();
   const running: Promise<void>[] = [];
   let app: FastifyInstance | undefined;

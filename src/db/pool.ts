@@ -218,13 +218,13 @@ export interface OpenDbOptions {
   url: string | undefined;
   /** Folder of the embedded database; `memory://` keeps it in memory (tests). */
   embeddedDir: string;
-  /** Pool size for PostgreSQL. Default 10. */
-  max?: number;
+  /** PostgreSQL connections in the pool, at most (DATABASE_POOL_SIZE). Default 10. */
+  poolSize?: number;
 }
 
 /** Open the database selected by `url` (see module doc). Does not run migrations. */
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
-  if (opts.url) return new PostgresDb(opts.url, opts.max ?? 10);
+  if (opts.url) return new PostgresDb(opts.url, opts.poolSize ?? 10);
   if (!opts.embeddedDir.startsWith('memory://')) {
     await fs.mkdir(opts.embeddedDir, { recursive: true });
   }

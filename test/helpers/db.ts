@@ -50,7 +50,7 @@ export async function emptyDb(engine: Engine): Promise<TestDb> {
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   const url = withDatabase(POSTGRES_URL, name);
-  const db = await openDb({ url, embeddedDir: '', max: 10 });
+  const db = await openDb({ url, embeddedDir: '', poolSize: 10 });
   return {
     db,
     engine,

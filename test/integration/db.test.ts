@@ -131,7 +131,7 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
       t = await emptyDb(engine);
       await t.db.query('CREATE TABLE stale_t (id text PRIMARY KEY, v int)');
       await t.db.query("INSERT INTO stale_t VALUES ('a', 1)");
-      const pool = await openDb({ url: t.url, embeddedDir: '', max: 3 });
+      const pool = await openDb({ url: t.url, embeddedDir: '', poolSize: 3 });
       try {
         const sql = 'SELECT id, v, pg_sleep(0.05) IS NULL AS slept FROM stale_t';
         const named = () => pool.query<{ id: string }>(sql, [], { name: 'stale_test' });
