@@ -22,6 +22,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
+  type FastifyRequest,
   LogController,
 } from 'fastify';
 import { ApiError } from '../common/errors.js';
@@ -162,9 +163,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const keyCache = deps.keyCache ?? new KeyCache();
-  registerErrorHandling(app, BODY_LIMIT_BYTES, async (request) => {
+  // The database's word on a caller the guard took from the key cache: throws its 401 when the
+  // key was revoked since (src/api/auth.ts). Used by the error handler and the events route.
+  const verifyCaller = async (request: FastifyRequest) => {
     await authenticate(deps.db, request.headers.authorization, deps.config.network, keyCache);
-  });
+  };
+  registerErrorHandling(app, BODY_LIMIT_BYTES, verifyCaller);
   registerV1Guard(app, {
     db: deps.db,
     rateLimiter: deps.rateLimiter,
@@ -173,7 +177,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   watchRoutes(app, deps);
-  eventRoutes(app, { ...deps, keyCache });
+  eventRoutes(app, { ...deps, verifyCaller });
   healthRoutes(app, deps);
   docsRoutes(app);
   metricsRoutes(app, metrics);

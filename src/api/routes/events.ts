@@ -9,13 +9,15 @@
  *
  * The Event schema is also the webhook body (the document's `webhooks`, src/api/routes/docs.ts).
  */
+
 import { Type as T } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { eventsPageJson } from '../../events/list.js';
 import type { AppDeps } from '../app.js';
-import { authenticate, type KeyCache, requireAuth } from '../auth.js';
+import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
@@ -140,8 +142,13 @@ function checkInstant(field: string, value: string | undefined, problems: FieldE
 /**
  * Register the events route. It re-checks the API key in its page statement, so the guard may
  * take the caller from the key cache (src/api/auth.ts): one database round trip per page.
+ * `verifyCaller` looks a cached caller up in the database (throws its 401 when the key was
+ * revoked since); the route calls it before answering an empty page.
  */
-export function eventRoutes(app: App, deps: AppDeps & { keyCache: KeyCache }): void {
+export function eventRoutes(
+  app: App,
+  deps: AppDeps & { verifyCaller: (request: FastifyRequest) => Promise<void> },
+): void {
   app.get(
     '/v1/events',
     {
@@ -162,9 +169,7 @@ export function eventRoutes(app: App, deps: AppDeps & { keyCache: KeyCache }): v
     },
     async (request, reply) => {
       const auth = requireAuth(request);
-      // The database's word on a cached caller (throws its 401 when the key was revoked since).
-      const verify = () =>
-        authenticate(deps.db, request.headers.authorization, deps.config.network, deps.keyCache);
+      const verify = () => deps.verifyCaller(request);
       const q = request.query;
       const problems: FieldError[] = [];
       // ajv coerces `limit=1e400` / `Infinity` to ±Infinity and then skips minimum/maximum.
