@@ -61,9 +61,10 @@ describe('NodeClient consistency checks', () => {
     expect(node.stats.requests.byPath['/walletsolidity/getblockbynum'] ?? 0).toBe(0);
   });
 
-  it('reads both heads from the newest blocks when /wallet/getnodeinfo is not served, then only so', async () => {
+  /** A paused replay node of one block (500, solidified head 494) that answers 404 to getnodeinfo. */
+  const nodeWithoutNodeInfo = () => {
     const a = syntheticBlock(OPTS, 500);
-    node = await startReplayNode({
+    return startReplayNode({
       intervalMs: 0,
       startBefore: 5,
       disabledPaths: ['/wallet/getnodeinfo'],
@@ -71,6 +72,10 @@ describe('NodeClient consistency checks', () => {
         new Map([[500, { block: JSON.stringify(a.block), infos: JSON.stringify(a.infos) }]]),
       ),
     });
+  };
+
+  it('reads both heads from the newest blocks when /wallet/getnodeinfo is not served, then only so', async () => {
+    node = await nodeWithoutNodeInfo();
     client = new NodeClient({ url: node.url, retries: 2 });
     expect(await client.getHeads()).toEqual({ solidified: 494, head: 494 + 18 });
     expect(client.solidifiedHead).toBe(494); // the solidified head, not the full node's
@@ -87,15 +92,7 @@ describe('NodeClient consistency checks', () => {
   });
 
   it('asks /wallet/getnodeinfo again every nodeInfoRetryMs, once, and goes back to it when served', async () => {
-    const a = syntheticBlock(OPTS, 500);
-    node = await startReplayNode({
-      intervalMs: 0,
-      startBefore: 5,
-      disabledPaths: ['/wallet/getnodeinfo'],
-      source: memorySource(
-        new Map([[500, { block: JSON.stringify(a.block), infos: JSON.stringify(a.infos) }]]),
-      ),
-    });
+    node = await nodeWithoutNodeInfo();
     // A period long enough that two polls surely fit in it on a loaded machine.
     client = new NodeClient({ url: node.url, retries: 2, nodeInfoRetryMs: 1_000 });
     const byPath = node.stats.requests.byPath;
