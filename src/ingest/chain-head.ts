@@ -12,12 +12,6 @@
  */
 import type { Queryable } from '../db/pool.js';
 
-export interface ChainHeadRow {
-  solidified_block_number: number;
-  head_block_number: number;
-  observed_at: Date;
-}
-
 /** Record the heads just observed (upsert; a lower head never replaces a higher one). */
 export async function saveChainHead(
   db: Queryable,
@@ -35,17 +29,6 @@ export async function saveChainHead(
   );
 }
 
-export async function readChainHead(
-  db: Queryable,
-  network: string,
-): Promise<ChainHeadRow | undefined> {
-  const { rows } = await db.query<ChainHeadRow>(
-    'SELECT solidified_block_number, head_block_number, observed_at FROM chain_head WHERE network = $1',
-    [network],
-  );
-  return rows[0];
-}
-
 /** No head has ever been observed for this network: the ingester has not run yet. */
 export class ChainHeadUnknownError extends Error {
   readonly retryable = true;
@@ -57,19 +40,28 @@ export class ChainHeadUnknownError extends Error {
 
 /**
  * The activation block for a watch created now: the stored full-node head, extrapolated by
- * elapsed time when the observation is older than one block interval.
+ * elapsed time when the observation is older than one block interval. The elapsed time is
+ * measured on ONE clock, the database's (`clock_timestamp() - observed_at`, both PostgreSQL's):
+ * an API host whose clock runs ahead of the database's would otherwise push the activation block
+ * up by a block per interval of skew and make the watch miss its first transfers (DESIGN
+ * invariant 5: clock skew cannot drop a transfer).
  * @param blockIntervalMs the chain's block interval (3000 on mainnet).
+ * @returns a block number (int8).
  * @throws ChainHeadUnknownError when no head was ever stored.
  */
 export async function activationBlock(
   db: Queryable,
   network: string,
   blockIntervalMs: number,
-  now: Date = new Date(),
 ): Promise<number> {
-  const row = await readChainHead(db, network);
+  const { rows } = await db.query<{ block: number }>(
+    `SELECT (head_block_number + CASE WHEN age_ms > $2 THEN floor(age_ms / $2) ELSE 0 END)::int8 AS block
+       FROM (SELECT head_block_number,
+                    extract(epoch FROM clock_timestamp() - observed_at) * 1000 AS age_ms
+               FROM chain_head WHERE network = $1) h`,
+    [network, blockIntervalMs],
+  );
+  const row = rows[0];
   if (!row) throw new ChainHeadUnknownError(network);
-  const age = now.getTime() - row.observed_at.getTime();
-  const extra = age > blockIntervalMs ? Math.floor(age / blockIntervalMs) : 0;
-  return row.head_block_number + extra;
+  return row.block;
 }

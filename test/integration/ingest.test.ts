@@ -69,13 +69,14 @@ interface EventDbRow {
   direction: 'incoming' | 'outgoing';
   asset: 'USDT' | 'TRX';
   amount_raw: string;
+  block_number: number;
   created_at: string;
 }
 
 async function storedEvents(db: Queryable): Promise<EventDbRow[]> {
   const { rows } = await db.query<EventDbRow>(
     `SELECT id, watch_id, tx_id, event_index, direction, asset, amount_raw::text AS amount_raw,
-            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created_at
+            block_number, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created_at
        FROM events ORDER BY created_at`,
   );
   return rows;
@@ -178,8 +179,12 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
       expect(await storedEventKeys(t.db)).toEqual(expected.map(eventKey).sort());
       expect(woken).toBe(expected.length);
       // created_at: unique and strictly increasing in block order (the paging invariant rests on it).
+      // (rows come ordered by created_at: their blocks must then never go down.)
       const created = rows.map((r) => r.created_at);
       expect(new Set(created).size).toBe(created.length);
+      const blocks = rows.map((r) => r.block_number);
+      expect(new Set(blocks).size).toBeGreaterThan(3);
+      expect(blocks).toEqual([...blocks].sort((a, b) => a - b));
       const { rows: n } = await t.db.query<{ n: number }>(
         "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING' AND attempts = 0",
       );

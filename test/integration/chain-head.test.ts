@@ -1,0 +1,67 @@
+/**
+ * The activation block of a new watch (DESIGN invariant 5, src/ingest/chain-head.ts) on both
+ * database engines: exactly the stored head while the observation is fresh, extrapolated by one
+ * block per elapsed interval when it is stale, and measured on the database's clock only, so an
+ * API host whose clock runs ahead cannot push a watch past its first transfers.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  activationBlock,
+  ChainHeadUnknownError,
+  saveChainHead,
+} from '../../src/ingest/chain-head.js';
+import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+
+const INTERVAL_MS = 3_000;
+
+describe.each(dbEngines)('activation block on %s', (engine) => {
+  let t: TestDb | undefined;
+  afterEach(async () => {
+    vi.useRealTimers();
+    await t?.drop();
+    t = undefined;
+  });
+
+  /** Store heads 1,000 / 1,018 (once), dated `ageMs` back on the database clock. */
+  async function headObservedAgo(ageMs: number): Promise<TestDb> {
+    if (!t) {
+      t = await migratedDb(engine);
+      await saveChainHead(t.db, 'mainnet', { solidified: 1_000, head: 1_018 });
+    }
+    await t.db.query(
+      "UPDATE chain_head SET observed_at = clock_timestamp() - $1 * interval '1 millisecond'",
+      [ageMs],
+    );
+    return t;
+  }
+  const activation = async (ageMs: number) =>
+    activationBlock((await headObservedAgo(ageMs)).db, 'mainnet', INTERVAL_MS);
+
+  it('refuses while no head was ever stored', async () => {
+    t = await migratedDb(engine);
+    await expect(activationBlock(t.db, 'mainnet', INTERVAL_MS)).rejects.toBeInstanceOf(
+      ChainHeadUnknownError,
+    );
+  });
+
+  it('is the stored head while the observation is under one interval old', async () => {
+    expect(await activation(0)).toBe(1_018);
+    expect(await activation(INTERVAL_MS - 500)).toBe(1_018);
+  });
+
+  it('adds one block per whole interval elapsed when the observation is stale', async () => {
+    expect(await activation(2.5 * INTERVAL_MS)).toBe(1_020);
+    expect(await activation(10 * INTERVAL_MS + 100)).toBe(1_028);
+  });
+
+  // PostgreSQL only: embedded PGlite runs in this process and reads its clock from it, so there
+  // the API host and the database cannot disagree (and faking one fakes the other).
+  it.skipIf(engine === 'pglite')(
+    'ignores the API host clock: 10 s ahead of the database still gives the stored head',
+    async () => {
+      await headObservedAgo(0);
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 10_000 });
+      expect(await activation(0)).toBe(1_018);
+    },
+  );
+});
