@@ -61,6 +61,12 @@ export interface Reply {
   delayMs?: number;
   /** Extra response headers, e.g. `{ location: '…' }` for a redirect. */
   headers?: Record<string, string>;
+  /**
+   * Send the status line, the headers and the first byte of the body at once, but end the body
+   * only this long after, ms (a receiver that acknowledges, then holds its answer open).
+   * Default 0.
+   */
+  bodyDelayMs?: number;
 }
 
 /**
@@ -219,7 +225,14 @@ export async function startReceiver(opts: ReceiverOptions = {}): Promise<Receive
           const send = () => {
             if (res.destroyed || res.writableEnded) return;
             res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
-            res.end(reply.status >= 200 && reply.status < 300 ? 'ok' : 'no');
+            const text = reply.status >= 200 && reply.status < 300 ? 'ok' : 'no';
+            if (!reply.bodyDelayMs) return void res.end(text);
+            res.write(text.slice(0, 1));
+            const t = setTimeout(() => {
+              timers.delete(t);
+              if (!res.destroyed && !res.writableEnded) res.end(text.slice(1));
+            }, reply.bodyDelayMs);
+            timers.add(t);
           };
           if (reply.delayMs && reply.delayMs > 0) {
             const t = setTimeout(() => {

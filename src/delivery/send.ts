@@ -8,14 +8,17 @@
  * headers `Content-Type: application/json`, `X-Signature` = signBody(secret, body),
  * `X-Event-Id` = event_id, `User-Agent: tronwatch/<version>`.
  *
- * Outcome: any 2xx → delivered. Anything else is a failed attempt: 3xx (redirects are never
- * followed: the Location could name a private address, invariant 7), 4xx, 5xx with the status;
- * no answer within the deadline, a network or TLS error, or a refused address without a status.
- * All failures are retried per the schedule (schedule.ts): SPEC makes no exception.
+ * Outcome: any 2xx status within the deadline → delivered, even while the answer's body is still
+ * coming (it is read and dropped in the background, within the same deadline): counting such an
+ * acknowledgement as a timeout would deliver the event again. Anything else is a failed attempt:
+ * 3xx (redirects are never followed: the Location could name a private address, invariant 7), 4xx,
+ * 5xx with the status; no answer within the deadline, a network or TLS error, or a refused address
+ * without a status. All failures are retried per the schedule (schedule.ts): SPEC makes no
+ * exception.
  *
- * Deadline: `timeoutMs` (config.delivery.timeoutMs, SPEC 10 s) covers DNS, connect, TLS,
- * request, response headers and body, through one AbortSignal.timeout (the resolution and
- * undici's connect timer are bounded by the same value as a backstop).
+ * Deadline: `timeoutMs` (config.delivery.timeoutMs, SPEC 10 s) covers DNS, connect, TLS, request
+ * and the answer's status, and then the draining of its body, through one AbortSignal.timeout (the
+ * resolution and undici's connect timer are bounded by the same value as a backstop).
  *
  * Address policy, checked twice: before connecting, the URL's form is re-checked with
  * checkUrlForm (scheme, credentials, length; a literal private or reserved IP is refused without
@@ -255,7 +258,6 @@ export class WebhookSender {
     const body = serializeEvent(eventPayload(event));
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    let status: number | undefined;
     try {
       const res = await request(check.url, {
         method: 'POST',
@@ -268,11 +270,14 @@ export class WebhookSender {
         },
         body,
       });
-      status = res.statusCode;
-      // Read (and drop) the answer within the same deadline so the connection can be reused;
-      // a body over 64 KiB is cut off with its connection (the status is what counts).
-      await res.body.dump({ limit: 64 * 1024, signal: sig });
+      const status = res.statusCode;
       const durationMs = Math.round(performance.now() - t0);
+      // The status is the answer (SPEC §Delivery: acknowledgement = any 2xx, within the timeout):
+      // a 2xx whose body is still coming is delivered, not a timeout that would send it again.
+      // The body is read and dropped in the background, within the same deadline, so the
+      // connection can be reused; one over 64 KiB or still open at the deadline is cut off with
+      // its connection.
+      res.body.dump({ limit: 64 * 1024, signal: sig }).catch(() => {});
       if (status >= 200 && status < 300) return { ok: true, status, durationMs, startedAt };
       const error =
         status >= 300 && status < 400
@@ -281,17 +286,15 @@ export class WebhookSender {
       return { ok: false, status, error, durationMs, startedAt };
     } catch (err) {
       const durationMs = Math.round(performance.now() - t0);
-      // A status whose body did not complete in time is still a failed attempt (total deadline);
-      // the status is kept for the log.
-      const partial = status === undefined ? {} : { status };
+      // No status within the deadline (DNS, connect, TLS, request body or the answer's head).
       if (timeout.aborted) {
         const error = `timeout: no complete answer within ${this.timeoutMs} ms`;
-        return { ok: false, ...partial, error, durationMs, startedAt };
+        return { ok: false, error, durationMs, startedAt };
       }
       if (signal?.aborted) {
-        return { ok: false, ...partial, error: 'aborted: worker stopping', durationMs, startedAt };
+        return { ok: false, error: 'aborted: worker stopping', durationMs, startedAt };
       }
-      return { ok: false, ...partial, error: describeError(err), durationMs, startedAt };
+      return { ok: false, error: describeError(err), durationMs, startedAt };
     }
   }
 

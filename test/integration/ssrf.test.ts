@@ -420,6 +420,20 @@ describe('deadline, redirects, proxies', () => {
     expect(res.durationMs).toBeLessThan(2_000);
   });
 
+  it('a 2xx status in time is an acknowledgement, even while its body is held open', async () => {
+    const r = await startReceiver({
+      secretFor: SECRET,
+      respond: () => ({ status: 200, bodyDelayMs: 1_500 }),
+    });
+    cleanups.push(() => r.close());
+    const s = sender({ caFile: caFileOf(r.ca), timeoutMs: 300 });
+    const res = await s.send(r.url, event(), SECRET);
+    // Counted as a timeout, the event would be delivered again (SPEC: acknowledgement = 2xx).
+    expect(res).toMatchObject({ ok: true, status: 200 });
+    expect(res.durationMs).toBeLessThan(1_500);
+    expect(r.received).toHaveLength(1);
+  });
+
   it('never follows a redirect: the Location target gets no connection', async () => {
     const target = await receiver();
     const r = await startReceiver({
