@@ -35,7 +35,7 @@ import type { Resolver } from '../delivery/dns.js';
 import {
   authenticate,
   enforceAnonymousRateLimit,
-  isV1,
+  isV1Request,
   KeyCache,
   registerV1Guard,
 } from './auth.js';
@@ -106,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: (err, request, reply) => {
       reply.header('X-Request-Id', request.id);
       void frameworkError(err, reply, async () => {
-        if (isV1(request.url)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+        if (isV1Request(request)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
       }).catch((e: unknown) => sendError(e, request, reply, BODY_LIMIT_BYTES));
     },
   }).withTypeProvider<TypeBoxTypeProvider>();

@@ -128,9 +128,28 @@ export class KeyCache {
   }
 }
 
-/** True for a path under `/v1`. */
+/** True for a path (or URL text starting with one) under `/v1`. */
 export function isV1(url: string): boolean {
   return url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
+}
+
+/**
+ * True for a request the router treats as under `/v1`: by the matched route's pattern, or, for a
+ * request no route matched, by its decoded path. Not by the raw request target, which a client
+ * may spell so that the router still finds a `/v1` route (`/%761/watches`, an absolute-form
+ * `http://host/v1/watches`) but a prefix test does not: such a request would pass unguarded
+ * (no authentication, rate limit or rate-limit headers) and fail later with a 500.
+ */
+export function isV1Request(request: FastifyRequest): boolean {
+  const route = request.routeOptions.url;
+  if (route !== undefined) return isV1(route);
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(request.url, 'http://localhost').pathname);
+  } catch {
+    path = request.url;
+  }
+  return isV1(path);
 }
 
 const BEARER_RE = /^Bearer +(\S*) *$/i;
@@ -303,7 +322,7 @@ export function registerV1Guard(
 ): void {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request, reply) => {
-    if (!isV1(request.url)) return;
+    if (!isV1Request(request)) return;
     const header = authorizationHeaders(request.raw.rawHeaders);
     const allowCached = request.routeOptions.config?.keyCheckedInQuery === true;
     let auth: AuthContext;
@@ -324,7 +343,7 @@ export function registerV1Guard(
   });
   // After parsing, before validation: a testnet request is refused as such, not as a bad field.
   app.addHook('preValidation', async (request) => {
-    if (!isV1(request.url)) return;
+    if (!isV1Request(request)) return;
     refuseTestnet(request.query, deps.network);
     refuseTestnet(request.body, deps.network);
   });

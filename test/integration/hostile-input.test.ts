@@ -603,6 +603,29 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
     expectContract(longUrl as Answer, '/');
   });
 
+  it('guards every spelling of a /v1 target that the router serves: encoded, absolute-form', async () => {
+    const send = (target: string, extra: string[] = []) =>
+      rawRequest([httpHead([`GET ${target} HTTP/1.1`, 'Host: x', ...extra, 'Connection: close'])]);
+    for (const target of [
+      '/%761/watches',
+      '/v%31/events',
+      '/%76%31/%77atches',
+      `http://127.0.0.1:${port}/v1/watches`,
+      `http://127.0.0.1:${port}/%761/events`,
+    ]) {
+      // Without a key: the guard's 401 with the rate-limit headers, not an unguarded 500.
+      const [anon] = await send(target);
+      expect(anon?.statusCode, target).toBe(401);
+      expect(JSON.parse(anon?.body ?? '').code, target).toBe('missing_api_key');
+      expect(anon?.headers['x-ratelimit-limit'], target).toBe('60');
+      expectContract(anon as Answer, target);
+      // With one: served, and counted against the key.
+      const [served] = await send(target, [`Authorization: Bearer ${c.key}`]);
+      expect(served?.statusCode, target).toBe(200);
+      expect(served?.headers['x-ratelimit-limit'], target).toBe('1000000');
+    }
+  });
+
   it('lying Content-Length, Content-Length with Transfer-Encoding, garbage framing', async () => {
     const text = JSON.stringify(valid({ direction: 'incoming', asset_filter: 'TRX' }));
     const head = (extra: string[]) =>
