@@ -3,17 +3,21 @@
  * DESIGN invariant 3), a batch at a time, in ONE transaction (one statement, one round trip):
  *
  * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST;
- * 2. move each notification whose attempt row was inserted and whose `lease_token` still
- *    matches the claim's:
+ * 2. move each notification whose attempt row was inserted, that is still PENDING, and whose
+ *    `lease_token` still matches the claim's (for a 2xx, whatever the token: see below):
  *    - 2xx → DELIVERED, delivered_at = now();
  *    - failure with attempts left → PENDING, next_attempt_at = now() + nextDelayMs (schedule.ts);
  *    - the sixth failure → DEAD;
  *    always attempts + 1, last_status / last_error of this attempt, lease_token cleared.
  *
- * The token guard: a worker that outlived its lease (stalled, partitioned) and whose notification
- * was claimed again by another worker still records its attempt (it happened: the receiver may
- * have seen it), but cannot move the notification under the newer claim. Such outcomes are
- * counted as `stale`.
+ * The token guard: a worker that outlived its lease (stalled, partitioned, or cut off from the
+ * database longer than the lease) and whose notification was claimed again by another worker
+ * still records its attempt (it happened: the receiver may have seen it), but its FAILURE cannot
+ * move the notification under the newer claim. Such outcomes are counted as `stale`. Its 2xx
+ * does move a notification that is still PENDING to DELIVERED, whoever holds the lease: the
+ * receiver has acknowledged the event, so putting it back on the retry schedule (or letting a
+ * later failure make it DEAD) would misstate what happened; the newer claim's own outcome then
+ * finds it DELIVERED and is recorded as stale.
  *
  * Batch statements pass columns as arrays through unnest() (one round trip per statement,
  * whatever the batch size; works on PostgreSQL 15 and PGlite).
@@ -76,7 +80,7 @@ UPDATE notifications AS n
        last_error = r.error,
        lease_token = NULL
   FROM r
- WHERE n.id = r.id AND n.lease_token = r.token AND n.status = 'PENDING'
+ WHERE n.id = r.id AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
    AND EXISTS (SELECT 1 FROM recorded
                 WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
 RETURNING r.target`;

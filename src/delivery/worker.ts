@@ -142,6 +142,12 @@ export class DeliveryWorker {
   private readonly idle = new Set<() => void>();
   private readonly releasing = new Set<Promise<void>>();
   private pending: Completion[] = [];
+  /**
+   * A completion transaction failed and its outcomes still wait to be recorded. No claim is made
+   * meanwhile: after an outage longer than the lease, a claim could take back this worker's own
+   * notifications whose 2xx it holds unrecorded, and send them again.
+   */
+  private recordingBacklog = false;
   private flushing: Promise<void> | null = null;
   /** Set when stopping: the time after which unrecorded outcomes are abandoned (ms epoch). */
   private giveUpAt: number | null = null;
@@ -261,6 +267,10 @@ export class DeliveryWorker {
       const pause = this.pauseUntil - performance.now();
       if (pause > 0 && !this.woken) {
         await this.wait('poll', pause);
+        continue;
+      }
+      if (this.recordingBacklog) {
+        await this.wait('room', this.delivery.pollMs);
         continue;
       }
       const room = this.room();
@@ -456,6 +466,10 @@ export class DeliveryWorker {
       try {
         const o = await completeAttempts(this.db, batch, this.delivery.scheduleScale);
         failures = 0;
+        if (this.recordingBacklog && this.pending.length === 0) {
+          this.recordingBacklog = false;
+          this.poke();
+        }
         this.completeRounds++;
         this.attempts += o.recorded;
         this.delivered += o.delivered;
@@ -472,6 +486,7 @@ export class DeliveryWorker {
         }
       } catch (err) {
         this.pending = batch.concat(this.pending);
+        this.recordingBacklog = true;
         failures++;
         this.dbErrors++;
         const delay = backoffDelay(failures, { baseMs: 250, capMs: 10_000 });

@@ -453,6 +453,85 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
   });
 
+  it('a stale 2xx still marks the notification DELIVERED: the receiver has it', async () => {
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://receiver.example/hook',
+    });
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
+    const [b] = await vi.waitFor(
+      async () => {
+        const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
+        if (got.length === 0) throw new Error('lease of a not expired yet');
+        return got;
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    const outcome = (attemptsBefore: number, leaseToken: string, ok: boolean) => ({
+      notificationId: ev!.notificationId,
+      leaseToken,
+      attemptsBefore,
+      result: ok
+        ? { ok: true, status: 200, durationMs: 1, startedAt: new Date() }
+        : { ok: false, status: 503, error: 'HTTP 503', durationMs: 1, startedAt: new Date() },
+    });
+    // a's 2xx arrives after b's claim (a was cut off from the database past its lease).
+    const late = await completeAttempts(db, [outcome(a!.attempts, a!.leaseToken, true)], 1);
+    expect(late).toMatchObject({ recorded: 1, delivered: 1, stale: 0 });
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'DELIVERED',
+      attempts: 1,
+      lease_token: null,
+      last_status: 200,
+    });
+    // b's failure then finds it DELIVERED: recorded, not applied (no retry, never DEAD).
+    const after = await completeAttempts(db, [outcome(b!.attempts, b!.leaseToken, false)], 1);
+    expect(after).toMatchObject({ recorded: 1, stale: 1, retried: 0 });
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'DELIVERED',
+      attempts: 1,
+      last_status: 200,
+    });
+    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
+  });
+
+  it('claims nothing while outcomes wait to be recorded: none re-sent after its lease ran out', async () => {
+    const r = await receiver({});
+    const { db, accountId, watchId } = await setup(r);
+    // Recording attempts fails (a real database refusal) while claims still work.
+    await db.query('ALTER TABLE attempts ADD CONSTRAINT tw_test_refuse CHECK (false) NOT VALID');
+    const [first] = await insertEvents(db, { accountId, watchId });
+    // Lease 1 s + 0.3 s: the 2xx of the first event stays unrecorded longer than that.
+    const { worker } = startWorker(
+      db,
+      { caFile: r.caFile, timeoutMs: 1_000 },
+      { leaseMarginMs: 300 },
+    );
+    await vi.waitFor(() => expect(worker.dbErrors).toBeGreaterThan(0), {
+      timeout: 10_000,
+      interval: 10,
+    });
+    expect(r.countsByEvent.get(first!.eventId)).toBe(1);
+    const [second] = await insertEvents(db, { accountId, watchId });
+    // Three leases: a claim now would take back the first event (and send it again) and the
+    // second one.
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    expect(r.countsByEvent.get(first!.eventId)).toBe(1);
+    expect(r.countsByEvent.get(second!.eventId)).toBeUndefined();
+    expect(await notification(db, first!.notificationId)).toMatchObject({ status: 'PENDING' });
+
+    await db.query('ALTER TABLE attempts DROP CONSTRAINT tw_test_refuse');
+    await until(db, first!.notificationId, 'DELIVERED');
+    await until(db, second!.notificationId, 'DELIVERED');
+    expect(r.countsByEvent.get(first!.eventId)).toBe(1);
+    expect(r.countsByEvent.get(second!.eventId)).toBe(1);
+    expect(await attemptsOf(db, first!.notificationId)).toHaveLength(1);
+  });
+
   it('two workers share the outbox: 200 notifications, none delivered twice', async () => {
     const r = await receiver({ record: false });
     const { db, accountId, watchId } = await setup(r);
