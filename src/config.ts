@@ -186,6 +186,16 @@ export class ConfigError extends Error {
 }
 
 /**
+ * Graceful stop budget after SIGINT/SIGTERM, ms: in-flight requests, webhook attempts and the
+ * block in progress finish within it; past it the process exits 1. 15 s, or the webhook timeout
+ * plus 5 s when that is longer, so an attempt started just before the signal is finished and
+ * recorded rather than cut off (and sent again once its lease runs out).
+ */
+export function shutdownDeadlineMs(cfg: Pick<Config, 'delivery'>): number {
+  return Math.max(15_000, cfg.delivery.timeoutMs + 5_000);
+}
+
+/**
  * Parse the environment into a {@link Config}.
  * @param env a process.env-like record; empty strings count as unset.
  * @throws ConfigError listing every problem at once.

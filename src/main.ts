@@ -9,7 +9,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { accountsCreate, keysCreate, keysList, keysRevoke } from './accounts/cli.js';
 import { createLogger } from './common/logger.js';
-import { type Config, ConfigError, loadConfig } from './config.js';
+import { type Config, ConfigError, loadConfig, shutdownDeadlineMs } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDb } from './db/pool.js';
 import { runDemo } from './demo.js';
@@ -249,11 +249,6 @@ program
     },
   );
 
-/**
- * Graceful stop budget after SIGINT/SIGTERM, ms: in-flight requests, webhook attempts (10 s
- * deadline each) and the block in progress finish within it; past it the process exits 1.
- */
-const SHUTDOWN_DEADLINE_MS = 15_000;
 /** After a clean stop, how long a handle left open may delay the exit, ms (then exit 0 anyway). */
 const EXIT_GRACE_MS = 1_000;
 
@@ -262,15 +257,16 @@ async function runRoles(roles: Role[]): Promise<void> {
   const cfg = config();
   const log = createLogger(cfg.logLevel);
   const signal = shutdownSignal();
+  const deadlineMs = shutdownDeadlineMs(cfg);
   // The deadline runs from the signal, whatever the process is doing (start-up included).
   signal.addEventListener(
     'abort',
     () => {
       setTimeout(() => {
-        log.error({ deadline_ms: SHUTDOWN_DEADLINE_MS }, 'graceful stop overran its deadline');
+        log.error({ deadline_ms: deadlineMs }, 'graceful stop overran its deadline');
         log.flush();
         process.exit(1);
-      }, SHUTDOWN_DEADLINE_MS).unref();
+      }, deadlineMs).unref();
     },
     { once: true },
   );

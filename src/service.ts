@@ -191,12 +191,16 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     worker,
     stop() {
       stopping ??= (async () => {
-        await app?.close(); // stop accepting requests; in-flight ones finish
-        await new Promise<void>((resolve) =>
-          metricsServer ? metricsServer.close(() => resolve()) : resolve(),
-        );
+        // Every role stops taking work at once (the worker does not claim while the API drains)
+        // and finishes what it has in flight: HTTP requests, webhook attempts, the block.
         ac.abort();
-        await worker?.stop();
+        await Promise.all([
+          app?.close(),
+          new Promise<void>((resolve) =>
+            metricsServer ? metricsServer.close(() => resolve()) : resolve(),
+          ),
+          worker?.stop(),
+        ]);
         await Promise.allSettled(running);
         await client?.close();
         await limits?.close();

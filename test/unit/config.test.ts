@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, shutdownDeadlineMs } from '../../src/config.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
@@ -57,5 +57,10 @@ describe('loadConfig', () => {
       ])
         expect(problems).toContain(v);
     }
+  });
+
+  it('gives a graceful stop 15 s, or the webhook timeout plus 5 s when that is longer', () => {
+    expect(shutdownDeadlineMs(loadConfig({}))).toBe(15_000);
+    expect(shutdownDeadlineMs(loadConfig({ WEBHOOK_TIMEOUT_MS: '30000' }))).toBe(35_000);
   });
 });
