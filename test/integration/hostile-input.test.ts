@@ -251,6 +251,22 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
       expect(body).toEqual({ error: `request body too large: at most ${BODY_LIMIT_BYTES} bytes` });
     }
 
+    // A DELETE needs no body; one that is sent is held to the same rules, as documented.
+    const del = (payload: string, contentType: string) =>
+      h.app.inject({
+        method: 'DELETE',
+        url: '/v1/watches/wh_00000000000000000000000000',
+        headers: { ...c.headers, 'content-type': contentType },
+        payload,
+      });
+    const DELETE_OP: Op = ['/v1/watches/{id}', 'delete'];
+    const big = await del(`${exact} `, 'application/json');
+    expectContract(big, '/v1/watches/{id}', DELETE_OP);
+    expect(big.statusCode).toBe(413);
+    const plain = await del('x', 'text/plain');
+    expectContract(plain, '/v1/watches/{id}', DELETE_OP);
+    expect(plain.statusCode).toBe(415);
+
     // Declared too large: refused on the header, before any byte of the body is read.
     const [declared] = await rawRequest([
       httpHead([

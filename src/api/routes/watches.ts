@@ -290,6 +290,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
           404: errorResponse(
             'No such watch of the caller (missing, already deleted, or not yours).',
           ),
+          // A DELETE needs no body, but one that is sent is read like any other.
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
         },
       },
     },
