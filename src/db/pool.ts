@@ -1,7 +1,7 @@
 /**
  * The database handle: a real PostgreSQL (node-postgres pool) when DATABASE_URL is set, an
- * embedded PostgreSQL (PGlite, WASM) in a local folder when it is not. Same SQL on both
- * (PostgreSQL 15 features only; PGlite is 18).
+ * embedded PostgreSQL (PGlite, WASM) in a local folder when it is not, held by one process at a
+ * time (lockEmbeddedDir). Same SQL on both (PostgreSQL 15 features only; PGlite is 18).
  *
  * Type parsing is the same on both: int8 → JS number (every int8 we store — block numbers,
  * milliseconds, counters — is below 2^53), numeric → string (amounts never pass through a float),
@@ -10,6 +10,7 @@
 import fs from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import lockfile from 'proper-lockfile';
 import { sqlState } from './sqlstate.js';
 
 /** Options of one query. */
@@ -191,7 +192,11 @@ class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   private readonly mutex = new Mutex();
   private closed = false;
-  constructor(readonly pg: PGlite) {}
+  /** @param unlock releases the data folder's lock (none for an in-memory database). */
+  constructor(
+    readonly pg: PGlite,
+    private readonly unlock?: () => Promise<void>,
+  ) {}
 
   query<R>(sql: string, params?: readonly unknown[]) {
     return this.mutex.run(() => pgliteQuery<R>(this.pg, sql, params));
@@ -209,7 +214,52 @@ class PgliteDb implements Db {
   async close() {
     if (this.closed) return;
     this.closed = true;
-    await this.mutex.run(() => this.pg.close());
+    try {
+      await this.mutex.run(() => this.pg.close());
+    } finally {
+      await this.unlock?.();
+    }
+  }
+}
+
+/** The embedded data folder is open in another process (EmbeddedDbLockedError.dir). */
+export class EmbeddedDbLockedError extends Error {
+  constructor(readonly dir: string) {
+    super(
+      `the embedded database in ${dir} is open in another tronwatch process: stop that process ` +
+        'first (the embedded database serves one process; to run several, use PostgreSQL through DATABASE_URL)',
+    );
+    this.name = 'EmbeddedDbLockedError';
+  }
+}
+
+/**
+ * Hold the embedded data folder for this process: PGlite keeps the database in the memory of
+ * the one process that opened it and writes it back to the folder, so two processes on one
+ * folder (a second `serve`, or `tronwatch accounts create` while the service runs) would each
+ * work on a copy and one's commits would be lost. The lock is `<dir>.lock` (proper-lockfile: a
+ * directory created atomically, its mtime refreshed every 2 s; a lock not refreshed for 10 s,
+ * its process dead, is taken over; released on close and on exit).
+ * @throws EmbeddedDbLockedError when another live process holds the folder.
+ */
+async function lockEmbeddedDir(dir: string): Promise<() => Promise<void>> {
+  try {
+    return await lockfile.lock(dir, {
+      stale: 10_000,
+      update: 2_000,
+      retries: 0,
+      realpath: false,
+      // A lock found refreshed by someone else (this process stalled past `stale`): the
+      // folder may now be open twice. Said on stderr, the process goes on (nothing else to do).
+      onCompromised: (err) => {
+        process.stderr.write(
+          `${JSON.stringify({ level: 50, msg: 'embedded database lock lost', dir, err: err.message })}\n`,
+        );
+      },
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ELOCKED') throw new EmbeddedDbLockedError(dir);
+    throw err;
   }
 }
 
@@ -225,9 +275,18 @@ export interface OpenDbOptions {
 /** Open the database selected by `url` (see module doc). Does not run migrations. */
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
   if (opts.url) return new PostgresDb(opts.url, opts.poolSize ?? 10);
+  let unlock: (() => Promise<void>) | undefined;
   if (!opts.embeddedDir.startsWith('memory://')) {
     await fs.mkdir(opts.embeddedDir, { recursive: true });
+    unlock = await lockEmbeddedDir(opts.embeddedDir);
   }
-  const db = await PGlite.create(opts.embeddedDir, { parsers: { [INT8_OID]: (v) => Number(v) } });
-  return new PgliteDb(db);
+  try {
+    const db = await PGlite.create(opts.embeddedDir, {
+      parsers: { [INT8_OID]: (v) => Number(v) },
+    });
+    return new PgliteDb(db, unlock);
+  } catch (err) {
+    await unlock?.();
+    throw err;
+  }
 }

@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
-import { openDb } from '../../src/db/pool.js';
+import { EmbeddedDbLockedError, openDb } from '../../src/db/pool.js';
+import { runCli } from '../helpers/cli.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 
 const migrationCount = fs
@@ -191,5 +192,50 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     });
     const { rows } = await t.db.query<{ id: number }>('SELECT id FROM t');
     expect(rows).toEqual([{ id: 2 }]);
+  });
+});
+
+describe('the embedded data folder', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  it('is held by one process: another open is refused (in-process and a CLI), then allowed once closed', {
+    timeout: 120_000,
+  }, async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-embedded-'));
+    dirs.push(dataDir);
+    const embeddedDir = path.join(dataDir, 'pgdata');
+    const first = await openDb({ url: undefined, embeddedDir });
+    try {
+      await migrate(first);
+      await first.query(
+        "INSERT INTO accounts (id, email, plan) VALUES ('acc_1', 'a@example.com', 'pro')",
+      );
+      await expect(openDb({ url: undefined, embeddedDir })).rejects.toBeInstanceOf(
+        EmbeddedDbLockedError,
+      );
+      // The CLI in another process: refused with the reason, nothing written.
+      const cli = await runCli(
+        ['accounts', 'create', '--email', 'b@example.com', '--plan', 'pro'],
+        {
+          DATA_DIR: dataDir,
+          DATABASE_URL: '',
+        },
+      );
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toContain('is open in another tronwatch process');
+    } finally {
+      await first.close();
+    }
+    // Closed: the folder opens again, with what the first process committed and nothing else.
+    const again = await openDb({ url: undefined, embeddedDir });
+    try {
+      const { rows } = await again.query<{ email: string }>('SELECT email FROM accounts');
+      expect(rows).toEqual([{ email: 'a@example.com' }]);
+    } finally {
+      await again.close();
+    }
   });
 });
