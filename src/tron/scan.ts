@@ -12,7 +12,10 @@ import type { NodeClient, SolidifiedBlock } from './node-client.js';
 import type { Transfer } from './types.js';
 
 /**
- * Yield solidified blocks `from..to` (inclusive) in order.
+ * Yield solidified blocks `from..to` (inclusive) in order. When the generator ends early (a
+ * block failed, the consumer stopped iterating, `signal` aborted), the requests still in flight
+ * for the blocks after it are aborted, retries included: against a rate-limited node they would
+ * otherwise go on being retried while the caller asks for the same blocks again.
  * @param concurrency requests in flight at most (≥ 1).
  * @throws the first NodeError that survives the client's retries; the blocks before it were yielded.
  */
@@ -24,10 +27,12 @@ export async function* fetchBlocks(
   signal?: AbortSignal,
 ): AsyncGenerator<SolidifiedBlock> {
   const inflight = new Map<number, Promise<SolidifiedBlock>>();
+  const readAhead = new AbortController();
+  const requests = signal ? AbortSignal.any([signal, readAhead.signal]) : readAhead.signal;
   let next = from;
   const fill = () => {
     while (next <= to && inflight.size < concurrency) {
-      const p = client.getSolidifiedBlock(next, signal);
+      const p = client.getSolidifiedBlock(next, requests);
       p.catch(() => {}); // surfaced when awaited in order; avoid an unhandled rejection meanwhile
       inflight.set(next, p);
       next++;
@@ -43,6 +48,7 @@ export async function* fetchBlocks(
       yield b;
     }
   } finally {
+    if (inflight.size > 0) readAhead.abort();
     inflight.clear();
   }
 }

@@ -3,11 +3,12 @@
  * to read past the solidified head (fault recovery is covered in replay-node.test.ts), and the
  * heads of a node that does not serve /wallet/getnodeinfo.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { NodeClient, NodeError } from '../../src/tron/node-client.js';
 import { memorySource, type ReplayNode, startReplayNode } from '../../src/tron/replay-node.js';
+import { fetchBlocks } from '../../src/tron/scan.js';
 import { syntheticBlock } from '../../src/tron/synthetic.js';
 
 const OPTS = { seed: 3, firstBlock: 500, txPerBlock: 20 };
@@ -142,4 +143,64 @@ describe('NodeClient consistency checks', () => {
       }
     },
   );
+});
+
+describe('fetchBlocks read-ahead', () => {
+  it('aborts the requests still in flight for later blocks when a block fails', async () => {
+    const blocks = new Map(
+      [500, 501, 502, 503].map((n) => {
+        const b = syntheticBlock(OPTS, n);
+        return [n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) }] as const;
+      }),
+    );
+    const node = await startReplayNode({ instant: true, source: memorySource(new Map(blocks)) });
+    // In front of the node: block 500 is refused (java-tron's error answer, not retried), the
+    // later blocks get no answer at all; everything else is the node's.
+    const held = new Set<IncomingMessage>();
+    const front: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => {
+        body += d.toString();
+      });
+      req.on('end', async () => {
+        if (req.url === '/walletsolidity/getblockbynum') {
+          const num = (JSON.parse(body) as { num: number }).num;
+          if (num === 500) {
+            // Refused once the later blocks' requests are all held here.
+            await vi.waitFor(() => expect(held.size).toBe(3), { timeout: 5_000, interval: 5 });
+            return void res.end(JSON.stringify({ Error: 'refused by the test' }));
+          }
+          held.add(req);
+          res.on('close', () => held.delete(req));
+          return;
+        }
+        const answer = await fetch(`${node.url}${req.url}`, { method: 'POST', body });
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(await answer.text());
+      });
+    });
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    const client = new NodeClient({
+      url: `http://127.0.0.1:${(front.address() as AddressInfo).port}`,
+      retries: 3,
+      timeoutMs: 30_000,
+    });
+    try {
+      await client.getSolidifiedHead();
+      const got: number[] = [];
+      const err = await (async () => {
+        for await (const b of fetchBlocks(client, 500, 503, 4)) got.push(b.ref.number);
+      })().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NodeError);
+      expect(got).toEqual([]);
+      // The three held requests (sent before 500 was refused) are given up at once, not at the
+      // client's 30 s timeout nor after their retries.
+      await vi.waitFor(() => expect(held.size).toBe(0), { timeout: 5_000, interval: 20 });
+    } finally {
+      await client.close();
+      front.closeAllConnections();
+      await new Promise<void>((r) => front.close(() => r()));
+      await node.close();
+    }
+  });
 });
