@@ -404,7 +404,11 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
   });
 
-  it('a stale completion does not move a notification re-claimed by another worker', async () => {
+  /**
+   * One notification claimed by worker a with a 100 ms lease, then, once that lease has run out,
+   * by worker b: a's claim is stale.
+   */
+  async function claimedTwice() {
     t = await migratedDb(engine);
     const db = t.db;
     const accountId = await insertAccount(db);
@@ -414,7 +418,6 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     });
     const [ev] = await insertEvents(db, { accountId, watchId });
     const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
-    // Once a's lease has run out, b claims the notification.
     const [b] = await vi.waitFor(
       async () => {
         const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
@@ -424,25 +427,30 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       { timeout: 10_000, interval: 20 },
     );
     expect(b!.leaseToken).not.toBe(a!.leaseToken);
+    return { db, ev: ev!, a: a!, b: b! };
+  }
+
+  it('a stale completion does not move a notification re-claimed by another worker', async () => {
+    const { db, ev, a, b } = await claimedTwice();
     const failure = (attemptsBefore: number, leaseToken: string) => ({
-      notificationId: ev!.notificationId,
+      notificationId: ev.notificationId,
       leaseToken,
       attemptsBefore,
       result: { ok: false, status: 503, error: 'HTTP 503', durationMs: 1, startedAt: new Date() },
     });
     // a's outcome arrives after b's claim: recorded, not applied.
-    const late = await completeAttempts(db, [failure(a!.attempts, a!.leaseToken)], 1);
+    const late = await completeAttempts(db, [failure(a.attempts, a.leaseToken)], 1);
     expect(late).toMatchObject({ recorded: 1, stale: 1 });
-    expect(await notification(db, ev!.notificationId)).toMatchObject({
+    expect(await notification(db, ev.notificationId)).toMatchObject({
       status: 'PENDING',
       attempts: 0,
-      lease_token: b!.leaseToken,
+      lease_token: b.leaseToken,
       last_status: null,
     });
     // b's outcome applies: first failure, rescheduled by the schedule (+1 m).
-    const moved = await completeAttempts(db, [failure(b!.attempts, b!.leaseToken)], 1);
+    const moved = await completeAttempts(db, [failure(b.attempts, b.leaseToken)], 1);
     expect(moved).toMatchObject({ recorded: 1, retried: 1, stale: 0 });
-    const n = await notification(db, ev!.notificationId);
+    const n = await notification(db, ev.notificationId);
     expect(n).toMatchObject({
       status: 'PENDING',
       attempts: 1,
@@ -450,29 +458,13 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       last_status: 503,
     });
     expect(n.next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
-    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
+    expect(await attemptsOf(db, ev.notificationId)).toHaveLength(2);
   });
 
   it('a stale 2xx still marks the notification DELIVERED: the receiver has it', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
-    const accountId = await insertAccount(db);
-    const { watchId } = await insertWebhookWatch(db, box, {
-      accountId,
-      url: 'https://receiver.example/hook',
-    });
-    const [ev] = await insertEvents(db, { accountId, watchId });
-    const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
-    const [b] = await vi.waitFor(
-      async () => {
-        const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
-        if (got.length === 0) throw new Error('lease of a not expired yet');
-        return got;
-      },
-      { timeout: 10_000, interval: 20 },
-    );
+    const { db, ev, a, b } = await claimedTwice();
     const outcome = (attemptsBefore: number, leaseToken: string, ok: boolean) => ({
-      notificationId: ev!.notificationId,
+      notificationId: ev.notificationId,
       leaseToken,
       attemptsBefore,
       result: ok
@@ -480,23 +472,23 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
         : { ok: false, status: 503, error: 'HTTP 503', durationMs: 1, startedAt: new Date() },
     });
     // a's 2xx arrives after b's claim (a was cut off from the database past its lease).
-    const late = await completeAttempts(db, [outcome(a!.attempts, a!.leaseToken, true)], 1);
+    const late = await completeAttempts(db, [outcome(a.attempts, a.leaseToken, true)], 1);
     expect(late).toMatchObject({ recorded: 1, delivered: 1, stale: 0 });
-    expect(await notification(db, ev!.notificationId)).toMatchObject({
+    expect(await notification(db, ev.notificationId)).toMatchObject({
       status: 'DELIVERED',
       attempts: 1,
       lease_token: null,
       last_status: 200,
     });
     // b's failure then finds it DELIVERED: recorded, not applied (no retry, never DEAD).
-    const after = await completeAttempts(db, [outcome(b!.attempts, b!.leaseToken, false)], 1);
+    const after = await completeAttempts(db, [outcome(b.attempts, b.leaseToken, false)], 1);
     expect(after).toMatchObject({ recorded: 1, stale: 1, retried: 0 });
-    expect(await notification(db, ev!.notificationId)).toMatchObject({
+    expect(await notification(db, ev.notificationId)).toMatchObject({
       status: 'DELIVERED',
       attempts: 1,
       last_status: 200,
     });
-    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
+    expect(await attemptsOf(db, ev.notificationId)).toHaveLength(2);
   });
 
   it('claims nothing while outcomes wait to be recorded: none re-sent after its lease ran out', async () => {
