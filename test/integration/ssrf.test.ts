@@ -21,7 +21,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { newWebhookSecret } from '../../src/common/secrets.js';
 import { type Resolver, type StubAnswer, stubResolver } from '../../src/delivery/dns.js';
 import type { EventRow } from '../../src/delivery/payload.js';
-import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
+import { type Receiver, type Reply, startReceiver } from '../../src/delivery/receiver.js';
 import { type AttemptResult, WebhookSender } from '../../src/delivery/send.js';
 import { checkWebhookUrl } from '../../src/delivery/url-policy.js';
 import { ADDR_B58, apiHarness, json, PUBLIC_TEST_ADDRESS } from '../helpers/api.js';
@@ -408,26 +408,22 @@ describe('deadline, redirects, proxies', () => {
     expect(r.connections).toBe(0);
   });
 
-  it('holds the deadline across the answer: a slow receiver is a timeout', async () => {
-    const r = await startReceiver({
-      secretFor: SECRET,
-      respond: () => ({ status: 200, delayMs: 2_000 }),
-    });
+  /** One event sent with a 300 ms deadline to a receiver that answers every request `reply`. */
+  async function sendWithin300ms(reply: Reply) {
+    const r = await startReceiver({ secretFor: SECRET, respond: () => reply });
     cleanups.push(() => r.close());
     const s = sender({ caFile: caFileOf(r.ca), timeoutMs: 300 });
-    const res = await s.send(r.url, event(), SECRET);
+    return { r, res: await s.send(r.url, event(), SECRET) };
+  }
+
+  it('holds the deadline across the answer: a slow receiver is a timeout', async () => {
+    const { res } = await sendWithin300ms({ status: 200, delayMs: 2_000 });
     expectFailed(res, /^timeout: no complete answer within 300 ms$/);
     expect(res.durationMs).toBeLessThan(2_000);
   });
 
   it('a 2xx status in time is an acknowledgement, even while its body is held open', async () => {
-    const r = await startReceiver({
-      secretFor: SECRET,
-      respond: () => ({ status: 200, bodyDelayMs: 1_500 }),
-    });
-    cleanups.push(() => r.close());
-    const s = sender({ caFile: caFileOf(r.ca), timeoutMs: 300 });
-    const res = await s.send(r.url, event(), SECRET);
+    const { r, res } = await sendWithin300ms({ status: 200, bodyDelayMs: 1_500 });
     // Counted as a timeout, the event would be delivered again (SPEC: acknowledgement = 2xx).
     expect(res).toMatchObject({ ok: true, status: 200 });
     expect(res.durationMs).toBeLessThan(1_500);
