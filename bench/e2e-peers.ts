@@ -4,9 +4,9 @@
  * local HTTPS receiver that verifies signatures. Driven by messages from bench/e2e.ts.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { startReceiver } from '../src/delivery/receiver.js';
-import { memorySource, startReplayNode } from '../src/tron/replay-node.js';
-import { syntheticBlock } from '../src/tron/synthetic.js';
+import { startReceiver } from '../src/devnet/receiver.js';
+import { memorySource, startReplayNode } from '../src/devnet/replay-node.js';
+import { syntheticBlock } from '../src/devnet/synthetic.js';
 
 const { chain, blocks, intervalMs } = workerData as {
   chain: { seed: number; firstBlock: number; txPerBlock: number; addresses: number };

@@ -15,12 +15,12 @@ import { Worker } from 'node:worker_threads';
 import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
 import { silentLogger } from '../src/common/logger.js';
 import { loadConfig } from '../src/config.js';
+import { memorySource, startReplayNode } from '../src/devnet/replay-node.js';
+import { syntheticAddresses, syntheticBlock } from '../src/devnet/synthetic.js';
 import { Ingester } from '../src/ingest/loop.js';
 import { startService } from '../src/service.js';
 import { hexToBase58 } from '../src/tron/address.js';
 import { NodeClient } from '../src/tron/node-client.js';
-import { memorySource, startReplayNode } from '../src/tron/replay-node.js';
-import { syntheticAddresses, syntheticBlock } from '../src/tron/synthetic.js';
 import { emptyDb } from '../test/helpers/db.js';
 
 const CHAIN = { seed: 5, firstBlock: 72_000_000, txPerBlock: 600, addresses: 10_000 };

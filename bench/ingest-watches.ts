@@ -14,11 +14,11 @@ import { newId } from '../src/common/ids.js';
 import { silentLogger } from '../src/common/logger.js';
 import { migrate } from '../src/db/migrate.js';
 import type { Db } from '../src/db/pool.js';
+import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
+import { syntheticAddresses } from '../src/devnet/synthetic.js';
 import { Ingester } from '../src/ingest/loop.js';
 import { hexToBase58 } from '../src/tron/address.js';
 import { NodeClient } from '../src/tron/node-client.js';
-import { writeSyntheticChain } from '../src/tron/synth-dir.js';
-import { syntheticAddresses } from '../src/tron/synthetic.js';
 import { type Engine, emptyDb } from '../test/helpers/db.js';
 import { startReplayProcess } from './replay-process.js';
 

@@ -1,7 +1,7 @@
 /**
  * The benchmark's webhook receiver in its own thread (worker_threads), so that the receiving
  * side's TLS and HTTP work does not share the event loop of the code under test — as in
- * production, where the receiver is another machine. It is src/delivery/receiver.ts unchanged:
+ * production, where the receiver is another machine. It is src/devnet/receiver.ts unchanged:
  * it verifies every signature and answers 200 only when it matches (401 otherwise).
  *
  * Protocol (parentPort): starts with workerData `{ secret }`, posts `{ url, ca }` when listening;
@@ -9,7 +9,7 @@
  * `'closed'`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { startReceiver } from '../src/delivery/receiver.js';
+import { startReceiver } from '../src/devnet/receiver.js';
 
 const port = parentPort;
 if (!port) throw new Error('receiver-thread.ts runs as a worker thread');

@@ -9,9 +9,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
+import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
 import { NodeClient } from '../src/tron/node-client.js';
 import { scan } from '../src/tron/scan.js';
-import { writeSyntheticChain } from '../src/tron/synth-dir.js';
 import { startReplayProcess } from './replay-process.js';
 
 async function baseline(

@@ -12,14 +12,14 @@ import { createLogger } from './common/logger.js';
 import { type Config, ConfigError, loadConfig, shutdownDeadlineMs } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDb } from './db/pool.js';
-import { runDemo } from './demo.js';
+import { runDemo } from './devnet/demo.js';
+import { recordBlocks } from './devnet/record.js';
+import { runReplayNodeCli } from './devnet/replay-node.js';
+import { writeSyntheticChain } from './devnet/synth-dir.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
 import { NodeClient } from './tron/node-client.js';
-import { recordBlocks } from './tron/record.js';
-import { runReplayNodeCli } from './tron/replay-node.js';
 import { scan, transferLine } from './tron/scan.js';
-import { writeSyntheticChain } from './tron/synth-dir.js';
 
 function int(name: string, min = 0) {
   return (v: string) => {

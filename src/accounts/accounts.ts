@@ -4,13 +4,13 @@
  * An account is created by the operator (CLI `tronwatch accounts create`; the console's sign-up
  * comes later). E-mail addresses are stored trimmed and lowercased, so lookups are
  * case-insensitive and one mailbox cannot own two accounts. Business limits are per account
- * (`rate_limit_per_min`, `watch_quota`); NULL means "the plan's value" (src/api/plans.ts).
+ * (`rate_limit_per_min`, `watch_quota`); NULL means "the plan's value" (src/accounts/plans.ts).
  */
 
-import { PLANS, type Plan } from '../api/plans.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 import { isUniqueViolation } from '../db/sqlstate.js';
+import { PLANS, type Plan } from './plans.js';
 
 /** An `accounts` row. */
 export interface AccountRow {

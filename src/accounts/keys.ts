@@ -11,9 +11,9 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { base58 } from '@scure/base';
-import type { Plan } from '../api/plans.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
+import type { Plan } from './plans.js';
 
 /** Networks a key can be bound to, and the prefix of each. */
 export const KEY_PREFIXES = { mainnet: 'tw_live_', nile: 'tw_test_' } as const;

@@ -26,12 +26,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { ApiError } from '../common/errors.js';
-import type { Logger } from '../common/logger.js';
 import { Metrics } from '../common/metrics.js';
-import type { SecretBox } from '../common/secrets.js';
-import type { Config } from '../config.js';
-import type { Db } from '../db/pool.js';
-import type { Resolver } from '../delivery/dns.js';
 import {
   authenticate,
   enforceAnonymousRateLimit,
@@ -40,39 +35,15 @@ import {
   registerV1Guard,
 } from './auth.js';
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
-import type { RateLimiter } from './rate-limit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { metricsRoutes, requestId } from './routes/metrics.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
-import type { App } from './types.js';
+import type { App, AppDeps } from './types.js';
 
-/** What the app needs; main.ts builds these once per process. */
-export interface AppDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  /** Encrypts new webhook secrets (AES-256-GCM, DESIGN invariant 6). */
-  secrets: SecretBox;
-  /** Per-key and per-IP request windows (MemoryRateLimiter, or a Redis one later). */
-  rateLimiter: RateLimiter;
-  /** Redis liveness for /healthz; absent when no Redis is configured (then reported true). */
-  redisCheck?: () => Promise<boolean>;
-  /**
-   * Resolves webhook host names when a watch is created (URL policy: every answer must be
-   * public). Default: the system resolver. Tests inject a stub so names resolve offline.
-   */
-  resolver?: Resolver;
-  /** The process's metrics, served at GET /metrics. Default: a new Metrics on `db`. */
-  metrics?: Metrics;
-  /**
-   * Callers of recently verified API keys, for routes that re-check the key in their own
-   * statement (src/api/auth.ts). Default: a new KeyCache (10 s TTL).
-   */
-  keyCache?: KeyCache;
-}
+export type { AppDeps } from './types.js';
 
 /**
  * Largest accepted request body, bytes. A CreateWatch is well under 3 KiB (a 2048-character

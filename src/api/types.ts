@@ -12,6 +12,14 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
+import type { Logger } from '../common/logger.js';
+import type { Metrics } from '../common/metrics.js';
+import type { SecretBox } from '../common/secrets.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/pool.js';
+import type { Resolver } from '../net/dns.js';
+import type { RateLimiter } from '../rate-limit/limiter.js';
+import type { KeyCache } from './key-cache.js';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -20,3 +28,28 @@ export type App = FastifyInstance<
   FastifyBaseLogger,
   TypeBoxTypeProvider
 >;
+
+/** What the app needs; main.ts builds these once per process. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  /** Encrypts new webhook secrets (AES-256-GCM, DESIGN invariant 6). */
+  secrets: SecretBox;
+  /** Per-key and per-IP request windows (MemoryRateLimiter, or a Redis one later). */
+  rateLimiter: RateLimiter;
+  /** Redis liveness for /healthz; absent when no Redis is configured (then reported true). */
+  redisCheck?: () => Promise<boolean>;
+  /**
+   * Resolves webhook host names when a watch is created (URL policy: every answer must be
+   * public). Default: the system resolver. Tests inject a stub so names resolve offline.
+   */
+  resolver?: Resolver;
+  /** The process's metrics, served at GET /metrics. Default: a new Metrics on `db`. */
+  metrics?: Metrics;
+  /**
+   * Callers of recently verified API keys, for routes that re-check the key in their own
+   * statement (src/api/auth.ts). Default: a new KeyCache (10 s TTL).
+   */
+  keyCache?: KeyCache;
+}

@@ -4,7 +4,7 @@
  * Redis sits on the request path of every `/v1/*` call, so the client is tuned to FAIL FAST
  * rather than queue: a command that cannot be sent at once (disconnected) is refused at once
  * (`enableOfflineQueue: false`), and one that is sent but not answered gives up after
- * `commandTimeoutMs`. Its callers fall back to in-process state (src/api/rate-limit.ts
+ * `commandTimeoutMs`. Its callers fall back to in-process state (src/rate-limit/limiter.ts
  * FallbackRateLimiter), so a Redis outage costs at most one timeout now and then, never a hung API.
  * Meanwhile ioredis keeps reconnecting in the background (every ≤ 1 s), so the service returns
  * to Redis by itself.

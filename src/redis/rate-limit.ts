@@ -1,6 +1,6 @@
 /**
  * Rate-limit windows in Redis, shared by every API replica (SPEC §Limits "Rate limit"; DESIGN
- * §Redis). Same semantics as the in-process MemoryRateLimiter (src/api/rate-limit.ts): a TRUE
+ * §Redis). Same semantics as the in-process MemoryRateLimiter (src/rate-limit/limiter.ts): a TRUE
  * sliding 60 s window per id, refused requests not counted, exact `Retry-After`.
  *
  * One request = one atomic script (src/redis/sliding-window.lua, EVALSHA through ioredis
@@ -10,14 +10,14 @@
  * `limit` entries that expires when its newest entry leaves the window.
  */
 import { randomBytes } from 'node:crypto';
+import type { Logger } from '../common/logger.js';
 import {
   FallbackRateLimiter,
   MemoryRateLimiter,
   type RateLimiter,
   type RateLimitResult,
   WINDOW_MS,
-} from '../api/rate-limit.js';
-import type { Logger } from '../common/logger.js';
+} from '../rate-limit/limiter.js';
 import { closeRedis, createRedis, luaScript, pingRedis, type Redis, waitReady } from './client.js';
 
 /** Default key prefix: the window of id `key:key_…` is `tw:rl:key:key_…`. */

@@ -1,5 +1,5 @@
 -- One request against a TRUE sliding window, atomically (src/redis/rate-limit.ts; semantics in
--- src/api/rate-limit.ts). The window key is a sorted set of the ACCEPTED requests in the window:
+-- src/rate-limit/limiter.ts). The window key is a sorted set of the ACCEPTED requests in the window:
 -- score = time of the request in ms, member = "<ms>-<random>" (unique, so two requests in the same
 -- millisecond are two entries).
 --

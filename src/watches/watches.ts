@@ -16,7 +16,7 @@
  *   pending notifications are kept and keep their schedule.
  */
 
-import { limitsFor, type Plan } from '../api/plans.js';
+import { limitsFor, type Plan } from '../accounts/plans.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import { newWebhookSecret, type SecretBox } from '../common/secrets.js';

@@ -3,7 +3,7 @@
  * delivered, signed, reconciled) and on the offline synthetic chain.
  */
 import { describe, expect, it } from 'vitest';
-import { runDemo } from '../../src/demo.js';
+import { runDemo } from '../../src/devnet/demo.js';
 import { chainDir, fixturesDir } from '../helpers/fixtures.js';
 
 describe('npm run demo', () => {

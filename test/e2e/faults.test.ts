@@ -22,8 +22,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Queryable } from '../../src/db/pool.js';
-import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
-import { syntheticAddresses } from '../../src/tron/synthetic.js';
+import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { syntheticAddresses } from '../../src/devnet/synthetic.js';
 import {
   type ExpectedEvent,
   eventKey,

@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
-import { syntheticAddresses } from '../../src/tron/synthetic.js';
+import { syntheticAddresses } from '../../src/devnet/synthetic.js';
 import {
   eventKey,
   expectedEvents,

@@ -5,8 +5,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
-import { type Receiver, startReceiver } from '../../src/delivery/receiver.js';
-import { syntheticAddresses } from '../../src/tron/synthetic.js';
+import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { syntheticAddresses } from '../../src/devnet/synthetic.js';
 import {
   eventKey,
   expectedEvents,

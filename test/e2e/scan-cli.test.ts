@@ -5,8 +5,8 @@
  * block's calldata, with base58 from the address codec (itself checked against TronGrid).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dirSource, type ReplayNode, startReplayNode } from '../../src/devnet/replay-node.js';
 import { hexToBase58, USDT_CONTRACT_HEX } from '../../src/tron/address.js';
-import { dirSource, type ReplayNode, startReplayNode } from '../../src/tron/replay-node.js';
 import type { BlockJson } from '../../src/tron/types.js';
 import { runCli } from '../helpers/cli.js';
 import { chainDir, fixtureJson, fixturesDir } from '../helpers/fixtures.js';

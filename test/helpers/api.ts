@@ -8,16 +8,16 @@ import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createApiKey, type KeyNetwork } from '../../src/accounts/keys.js';
+import type { Plan } from '../../src/accounts/plans.js';
 import { type AppDeps, buildApp } from '../../src/api/app.js';
 import type { KeyCache } from '../../src/api/auth.js';
-import type { Plan } from '../../src/api/plans.js';
-import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { SecretBox } from '../../src/common/secrets.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
-import { type Resolver, stubResolver } from '../../src/delivery/dns.js';
 import { saveChainHead } from '../../src/ingest/chain-head.js';
+import { type Resolver, stubResolver } from '../../src/net/dns.js';
+import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import { type Engine, migratedDb, type TestDb } from './db.js';
 
 /** A known mainnet address (USDT contract) in both spellings. */

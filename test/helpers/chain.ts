@@ -5,15 +5,15 @@
  */
 import { newId } from '../../src/common/ids.js';
 import type { Queryable } from '../../src/db/pool.js';
-import type { IngesterOptions } from '../../src/ingest/loop.js';
-import { hexToBase58 } from '../../src/tron/address.js';
 import {
   memorySource,
   type ReplayNode,
   type ReplayNodeOptions,
   startReplayNode,
-} from '../../src/tron/replay-node.js';
-import { type SyntheticChainOptions, syntheticBlock } from '../../src/tron/synthetic.js';
+} from '../../src/devnet/replay-node.js';
+import { type SyntheticChainOptions, syntheticBlock } from '../../src/devnet/synthetic.js';
+import type { IngesterOptions } from '../../src/ingest/loop.js';
+import { hexToBase58 } from '../../src/tron/address.js';
 import type { Transfer } from '../../src/tron/types.js';
 
 export interface SyntheticChain {

@@ -9,8 +9,8 @@ import { accountsCreate, keysCreate, keysList, keysRevoke } from '../../src/acco
 import { createApiKey, hashApiKey, listApiKeys, revokeApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
 import { KeyCache } from '../../src/api/auth.js';
-import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
 import { silentLogger } from '../../src/common/logger.js';
+import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import {
   type ApiHarness,
   apiHarness,

@@ -8,10 +8,10 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
-import { MemoryRateLimiter } from '../../src/api/rate-limit.js';
 import { ERROR_CODES } from '../../src/common/errors.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { openDb } from '../../src/db/pool.js';
+import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import {
   ADDR2_B58,
   type ApiHarness,

@@ -20,16 +20,16 @@ import type { Config } from '../../src/config.js';
 import { type Db, openDb } from '../../src/db/pool.js';
 import { claimNotifications } from '../../src/delivery/claim.js';
 import { completeAttempts } from '../../src/delivery/complete.js';
+import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
+import { AddressRefusedError, guardedLookup } from '../../src/delivery/send.js';
+import { DeliveryWorker } from '../../src/delivery/worker.js';
 import {
   type Receiver,
   type ReceiverOptions,
   replySequence,
   startReceiver,
   verifySignature,
-} from '../../src/delivery/receiver.js';
-import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
-import { AddressRefusedError, guardedLookup } from '../../src/delivery/send.js';
-import { DeliveryWorker } from '../../src/delivery/worker.js';
+} from '../../src/devnet/receiver.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 import {
   attemptsOf,

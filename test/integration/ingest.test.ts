@@ -8,11 +8,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import type { Queryable } from '../../src/db/pool.js';
+import { syntheticAddresses } from '../../src/devnet/synthetic.js';
 import { CursorMovedError, commitBlock, ensureCursor } from '../../src/ingest/commit.js';
 import { Ingester } from '../../src/ingest/loop.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { NodeClient } from '../../src/tron/node-client.js';
-import { syntheticAddresses } from '../../src/tron/synthetic.js';
 import {
   eventKey,
   expectedEvents,

@@ -23,7 +23,7 @@ import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { accountsCreate, keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { loadConfig } from '../../src/config.js';
-import { type Receiver, type Reply, startReceiver } from '../../src/delivery/receiver.js';
+import { type Receiver, type Reply, startReceiver } from '../../src/devnet/receiver.js';
 import { type Service, startService } from '../../src/service.js';
 import { type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';

@@ -6,10 +6,10 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { memorySource, type ReplayNode, startReplayNode } from '../../src/devnet/replay-node.js';
+import { syntheticBlock } from '../../src/devnet/synthetic.js';
 import { NodeClient, NodeError } from '../../src/tron/node-client.js';
-import { memorySource, type ReplayNode, startReplayNode } from '../../src/tron/replay-node.js';
 import { fetchBlocks } from '../../src/tron/scan.js';
-import { syntheticBlock } from '../../src/tron/synthetic.js';
 
 const OPTS = { seed: 3, firstBlock: 500, txPerBlock: 20 };
 

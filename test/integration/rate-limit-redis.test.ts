@@ -1,7 +1,7 @@
 /**
  * SPEC §Limits "Rate limit" on real Redis (DESIGN §Redis, decisions): the sliding window shared
  * by every API replica (src/redis/rate-limit.ts, src/redis/sliding-window.lua), and the
- * in-process fallback while Redis is unreachable (src/api/rate-limit.ts FallbackRateLimiter).
+ * in-process fallback while Redis is unreachable (src/rate-limit/limiter.ts FallbackRateLimiter).
  *
  * Needs REDIS_URL (skipped with a warning when unset, fails under CI=true). The two-process test
  * also needs DATABASE_URL (PostgreSQL: two processes cannot share an in-memory PGlite).
@@ -17,8 +17,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
-import { FallbackRateLimiter, WINDOW_MS } from '../../src/api/rate-limit.js';
 import type { Logger } from '../../src/common/logger.js';
+import { FallbackRateLimiter, WINDOW_MS } from '../../src/rate-limit/limiter.js';
 import {
   closeRedis,
   createRedis,

@@ -1,5 +1,5 @@
 /**
- * Replay node (src/tron/replay-node.ts) and recorder (src/tron/record.ts) over real HTTP, with
+ * Replay node (src/devnet/replay-node.ts) and recorder (src/devnet/record.ts) over real HTTP, with
  * the real NodeClient. Timing-free: heads are checked on an injected clock, or as relative and
  * monotonic facts while the real clock runs.
  *
@@ -11,15 +11,15 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NodeClient, NodeError } from '../../src/tron/node-client.js';
-import { recordBlocks } from '../../src/tron/record.js';
+import { recordBlocks } from '../../src/devnet/record.js';
 import {
   dirSource,
   memorySource,
   type ReplayNode,
   type ReplayNodeOptions,
   startReplayNode,
-} from '../../src/tron/replay-node.js';
+} from '../../src/devnet/replay-node.js';
+import { NodeClient, NodeError } from '../../src/tron/node-client.js';
 
 const FIXTURES_DIR = process.env.TRON_FIXTURES_DIR;
 const CHAIN_DIR = FIXTURES_DIR ? join(FIXTURES_DIR, 'chain') : '';

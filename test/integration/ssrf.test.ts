@@ -19,11 +19,11 @@ import type { TLSSocket } from 'node:tls';
 import { generate } from 'selfsigned';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { newWebhookSecret } from '../../src/common/secrets.js';
-import { type Resolver, type StubAnswer, stubResolver } from '../../src/delivery/dns.js';
 import type { EventRow } from '../../src/delivery/payload.js';
-import { type Receiver, type Reply, startReceiver } from '../../src/delivery/receiver.js';
 import { type AttemptResult, WebhookSender } from '../../src/delivery/send.js';
-import { checkWebhookUrl } from '../../src/delivery/url-policy.js';
+import { type Receiver, type Reply, startReceiver } from '../../src/devnet/receiver.js';
+import { type Resolver, type StubAnswer, stubResolver } from '../../src/net/dns.js';
+import { checkWebhookUrl } from '../../src/net/url-policy.js';
 import { ADDR_B58, apiHarness, json, PUBLIC_TEST_ADDRESS } from '../helpers/api.js';
 import { dbEngines } from '../helpers/db.js';
 

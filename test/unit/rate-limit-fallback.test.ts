@@ -1,5 +1,5 @@
 /**
- * FallbackRateLimiter transitions (src/api/rate-limit.ts): shared limiter → in-process windows
+ * FallbackRateLimiter transitions (src/rate-limit/limiter.ts): shared limiter → in-process windows
  * while it fails → back, each switch logged once. The primary here is a MemoryRateLimiter behind
  * a switch that makes it fail like an unreachable Redis; the real Redis path (a relay closed and
  * reopened) is in test/integration/rate-limit-redis.test.ts.
@@ -11,7 +11,7 @@ import {
   MemoryRateLimiter,
   type RateLimiter,
   type RateLimitResult,
-} from '../../src/api/rate-limit.js';
+} from '../../src/rate-limit/limiter.js';
 
 /** A working limiter that throws while `down`, counting the calls that reached it. */
 class SwitchableLimiter implements RateLimiter {

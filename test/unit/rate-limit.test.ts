@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryRateLimiter, WINDOW_MS } from '../../src/api/rate-limit.js';
+import { MemoryRateLimiter, WINDOW_MS } from '../../src/rate-limit/limiter.js';
 
 describe('MemoryRateLimiter (true sliding 60 s window)', () => {
   it('allows `limit` requests in any 60 s and frees a slot exactly 60 s after each', async () => {

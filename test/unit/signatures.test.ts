@@ -17,7 +17,6 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newWebhookSecret } from '../../src/common/secrets.js';
 import { extraSignatureHeaders, signBody } from '../../src/delivery/payload.js';
-import { verifySignature } from '../../src/delivery/receiver.js';
 import { webhookHeaders } from '../../src/delivery/send.js';
 import {
   standardWebhookHeaders,
@@ -25,6 +24,7 @@ import {
   standardWebhookSignature,
   verifyStandardWebhook,
 } from '../../src/delivery/standard-webhooks.js';
+import { verifySignature } from '../../src/devnet/receiver.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const VECTORS_FILE = path.join(ROOT, 'docs/signature-vectors.json');

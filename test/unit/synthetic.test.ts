@@ -1,8 +1,5 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { USDT_CONTRACT_HEX } from '../../src/tron/address.js';
-import { extractTransfers, TRANSFER_TOPIC } from '../../src/tron/extract.js';
-import { parseNodeJson } from '../../src/tron/json.js';
 import {
   encodeRawData,
   type SyntheticChainOptions,
@@ -10,7 +7,10 @@ import {
   syntheticAddresses,
   syntheticBlock,
   syntheticBlockId,
-} from '../../src/tron/synthetic.js';
+} from '../../src/devnet/synthetic.js';
+import { USDT_CONTRACT_HEX } from '../../src/tron/address.js';
+import { extractTransfers, TRANSFER_TOPIC } from '../../src/tron/extract.js';
+import { parseNodeJson } from '../../src/tron/json.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../../src/tron/types.js';
 
 const FIRST = 70_000_000;

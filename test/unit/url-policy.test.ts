@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
-import { ResolveError, resolveBounded, stubResolver } from '../../src/delivery/dns.js';
+import { ResolveError, resolveBounded, stubResolver } from '../../src/net/dns.js';
 import {
   checkWebhookUrl,
   classifyIp,
@@ -17,7 +17,7 @@ import {
   ipRefusal,
   MAX_WEBHOOK_URL_LENGTH,
   type SpecialRange,
-} from '../../src/delivery/url-policy.js';
+} from '../../src/net/url-policy.js';
 
 const PUBLIC4 = '93.184.215.14';
 const PUBLIC6 = '2606:2800:21f:cb07:6820:80da:af6b:8b2c';

@@ -16,7 +16,6 @@ import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { eventsPageJson } from '../../events/list.js';
-import type { AppDeps } from '../app.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -27,7 +26,7 @@ import {
   StringEnum,
   v1Response,
 } from '../schemas.js';
-import type { App } from '../types.js';
+import type { App, AppDeps } from '../types.js';
 
 const eventMembers = {
   api_version: T.String({ description: 'Currently `2026-08`.', examples: ['2026-08'] }),

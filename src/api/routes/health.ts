@@ -10,9 +10,8 @@
  *   configured: the rate-limit windows are in process and cannot be down, so the check is true.
  */
 import { Type as T } from '@sinclair/typebox';
-import type { AppDeps } from '../app.js';
 import { ref } from '../schemas.js';
-import type { App } from '../types.js';
+import type { App, AppDeps } from '../types.js';
 
 /** Deadline of each dependency probe, ms. */
 export const HEALTH_TIMEOUT_MS = 1_000;

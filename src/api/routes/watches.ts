@@ -11,10 +11,9 @@
 import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
-import { checkWebhookUrl, MAX_WEBHOOK_URL_LENGTH } from '../../delivery/url-policy.js';
+import { checkWebhookUrl, MAX_WEBHOOK_URL_LENGTH } from '../../net/url-policy.js';
 import { InvalidAddressError, parseAddress } from '../../tron/address.js';
 import { createWatch, deleteWatch, listWatches, type WatchRow } from '../../watches/watches.js';
-import type { AppDeps } from '../app.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -29,7 +28,7 @@ import {
   StringEnum,
   v1Response,
 } from '../schemas.js';
-import type { App } from '../types.js';
+import type { App, AppDeps } from '../types.js';
 
 const ASSET_FILTERS = ['USDT', 'TRX', 'ALL'] as const;
 const DIRECTIONS = ['incoming', 'outgoing', 'both'] as const;

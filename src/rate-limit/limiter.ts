@@ -1,6 +1,6 @@
 /**
  * Request rate limits (SPEC §Limits "Rate limit"): a sliding 60-second window per API key, at
- * the account's plan rate (src/api/plans.ts). Unauthenticated `/v1/*` requests are counted per
+ * the account's plan rate (src/accounts/plans.ts). Unauthenticated `/v1/*` requests are counted per
  * client IP at the Free rate (DESIGN decisions).
  *
  * `RateLimiter` is the seam: `MemoryRateLimiter` (this file) keeps the windows in the process —

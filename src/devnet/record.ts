@@ -19,7 +19,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { withRetry } from '../common/retry.js';
-import { type NodeClient, NodeError } from './node-client.js';
+import { type NodeClient, NodeError } from '../tron/node-client.js';
 
 export interface RecordProgress {
   blockNumber: number;

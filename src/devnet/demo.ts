@@ -19,26 +19,26 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { accountsCreate, keysCreate } from './accounts/cli.js';
-import { createLogger, type Logger } from './common/logger.js';
-import { type Config, loadConfig } from './config.js';
-import { startReceiver } from './delivery/receiver.js';
-import { type Service, startService } from './service.js';
-import { hexToBase58 } from './tron/address.js';
-import { formatAmount } from './tron/amount.js';
-import { extractTransfers } from './tron/extract.js';
-import { parseNodeJson } from './tron/json.js';
-import { NodeClient } from './tron/node-client.js';
+import { accountsCreate, keysCreate } from '../accounts/cli.js';
+import { createLogger, type Logger } from '../common/logger.js';
+import { type Config, loadConfig } from '../config.js';
+import { type Service, startService } from '../service.js';
+import { hexToBase58 } from '../tron/address.js';
+import { formatAmount } from '../tron/amount.js';
+import { extractTransfers } from '../tron/extract.js';
+import { parseNodeJson } from '../tron/json.js';
+import { NodeClient } from '../tron/node-client.js';
+import { scan } from '../tron/scan.js';
+import type { BlockJson, TransactionInfoJson, Transfer } from '../tron/types.js';
+import { startReceiver } from './receiver.js';
 import {
   type BlockSource,
   dirSource,
   memorySource,
   type ReplayNode,
   startReplayNode,
-} from './tron/replay-node.js';
-import { scan } from './tron/scan.js';
-import { syntheticBlock } from './tron/synthetic.js';
-import type { BlockJson, TransactionInfoJson, Transfer } from './tron/types.js';
+} from './replay-node.js';
+import { syntheticBlock } from './synthetic.js';
 
 export interface DemoOptions {
   /** Folder of recorded blocks (chain/ layout). */

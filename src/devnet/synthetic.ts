@@ -55,7 +55,7 @@ import type {
   TransactionInfoJson,
   TransactionJson,
   Transfer,
-} from './types.js';
+} from '../tron/types.js';
 
 /** Options of a synthetic chain. Two chains with equal options are byte-identical. */
 export interface SyntheticChainOptions {
