@@ -32,10 +32,11 @@ import { SecretBox } from '../src/common/secrets.js';
 import type { Config } from '../src/config.js';
 import { migrate } from '../src/db/migrate.js';
 import { type Db, openDb } from '../src/db/pool.js';
-import { type EventRow, eventPayload, serializeEvent, signBody } from '../src/delivery/payload.js';
+import { signBody } from '../src/delivery/payload.js';
 import { webhookAgent, webhookHeaders } from '../src/delivery/send.js';
 import { DeliveryWorker } from '../src/delivery/worker.js';
 import { startReceiver } from '../src/devnet/receiver.js';
+import { type EventRow, eventPayload, serializeEvent } from '../src/events/event.js';
 import {
   insertAccount,
   insertEvents,

@@ -12,18 +12,7 @@
 import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { ERROR_CODES, type ErrorCode } from '../common/errors.js';
 
-/** A string restricted to `values` (one `enum`, so one clear validation message). */
-export function StringEnum<const V extends readonly string[]>(
-  values: V,
-  opts: { description?: string; default?: V[number] } = {},
-) {
-  return T.Unsafe<V[number]>({ type: 'string', enum: [...values], ...opts });
-}
-
-/** `string | null` as one JSON Schema 2020-12 type list (OpenAPI 3.1), no `anyOf` coercion traps. */
-export function NullableString(opts: Record<string, unknown> = {}) {
-  return T.Unsafe<string | null>({ type: ['string', 'null'], ...opts });
-}
+export { NullableString, StringEnum } from '../common/schema.js';
 
 /**
  * A reference to a registered schema, typed as that schema. `extra` may carry a response's

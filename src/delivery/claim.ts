@@ -16,7 +16,7 @@
  */
 import type { EncryptedSecret } from '../common/secrets.js';
 import type { Queryable } from '../db/pool.js';
-import type { EventRow } from './payload.js';
+import type { EventRow } from '../events/event.js';
 
 /** What one delivery attempt needs, read with the claim (no second query per notification). */
 export interface ClaimedNotification {

@@ -38,10 +38,10 @@ import fs from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import tls from 'node:tls';
 import { Agent, request } from 'undici';
+import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
 import { ResolveError, type Resolver, resolveBounded, systemResolver } from '../net/dns.js';
 import { answersRefusal, checkUrlForm, parseCidrs, type UrlCheck } from '../net/url-policy.js';
-import type { EventRow } from './payload.js';
-import { eventPayload, extraSignatureHeaders, serializeEvent, signBody } from './payload.js';
+import { extraSignatureHeaders, signBody } from './payload.js';
 
 /** Distinct webhook URLs whose verdict a sender remembers (~100 B each). */
 const VERDICTS_MAX = 10_000;

@@ -22,6 +22,7 @@ import path from 'node:path';
 import { accountsCreate, keysCreate } from '../accounts/cli.js';
 import { createLogger, type Logger } from '../common/logger.js';
 import { type Config, loadConfig } from '../config.js';
+import type { EventWithDelivery } from '../events/event.js';
 import { type Service, startService } from '../service.js';
 import { hexToBase58 } from '../tron/address.js';
 import { formatAmount } from '../tron/amount.js';
@@ -186,18 +187,6 @@ async function api<T>(
   });
   const text = await res.text();
   return { status: res.status, json: (text ? JSON.parse(text) : undefined) as T };
-}
-
-interface EventWithDelivery {
-  event_id: string;
-  watch_id: string;
-  tx_id: string;
-  event_index: number;
-  direction: 'incoming' | 'outgoing';
-  asset: 'USDT' | 'TRX';
-  amount_raw: string;
-  amount: string;
-  delivery: { status: string; attempts: number };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -461,7 +450,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
       problems.push(`${notListed.length} expected events missing from GET /v1/events`);
     if (unexpectedListed.length)
       problems.push(`${unexpectedListed.length} unexpected events in GET /v1/events`);
-    const undelivered = listed.filter((e) => e.delivery.status !== 'DELIVERED');
+    const undelivered = listed.filter((e) => e.delivery?.status !== 'DELIVERED');
     if (undelivered.length)
       problems.push(`${undelivered.length} events not DELIVERED in GET /v1/events`);
     for (const w of planned) {

@@ -144,6 +144,32 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     });
   });
 
+  it('answers a page holding an event without its notification: that item has delivery null, the rest intact', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    const ids = await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'orphan',
+      count: 3,
+      start: '2026-01-08T13:36:54.000001Z',
+    });
+    // The middle event loses its notification (a partial restore, a hand edit): once a 500 for
+    // the whole page, because the row text had 14 fields instead of 18.
+    await h.db.query('DELETE FROM notifications WHERE event_id = $1', [ids[1]]);
+    const res = await page(c, '');
+    expect(res.statusCode).toBe(200);
+    const body = json<{ data: Array<{ event_id: string; delivery: unknown; amount: string }> }>(
+      res,
+    );
+    expect(body.data.map((e) => e.event_id)).toEqual([...ids].reverse());
+    expect(body.data[1]?.delivery).toBeNull();
+    expect(body.data[1]?.amount).toBe('1.500001');
+    expect(body.data[0]?.delivery).toMatchObject({ status: 'PENDING', attempts: 0 });
+    expect(body.data[2]?.delivery).toMatchObject({ notification_id: 'ntf_orphan_000000' });
+  });
+
   it('filters by since (inclusive), before (exclusive), watch_id; defaults to 50', async () => {
     h = await apiHarness(engine);
     const c = await h.caller();

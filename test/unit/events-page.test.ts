@@ -1,11 +1,22 @@
 /**
- * The events page writer (src/events/list.ts): PostgreSQL's timestamp text to ISO 8601, and the
+ * The events page row writer (src/events/event.ts): PostgreSQL's timestamp text to ISO 8601, and the
  * direct JSON writer of a row, which must give exactly JSON.stringify of the row's object — for
  * realistic rows (the fast path) and for rows holding characters JSON escapes (the slow path).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isoFromPgTimestamp, rowWritersForTest } from '../../src/events/list.js';
+import {
+  eventRowJson,
+  eventRowObject,
+  isoFromPgTimestamp,
+  splitEventRow,
+} from '../../src/events/event.js';
+
+/** The object and the direct JSON writer of one row text (they must agree). */
+const rowWriters = {
+  object: (line: string) => eventRowObject(splitEventRow(line)),
+  json: (line: string) => eventRowJson(line, splitEventRow(line)),
+};
 
 describe('isoFromPgTimestamp', () => {
   it.each([
@@ -121,8 +132,8 @@ describe('the events page row writer', () => {
         }),
         (f) => {
           const line = row(f);
-          const written = rowWritersForTest.json(line);
-          const object = rowWritersForTest.object(line);
+          const written = rowWriters.json(line);
+          const object = rowWriters.object(line);
           expect(written).toBe(JSON.stringify(object));
           expect(object.contract).toBe(f.contract === '' ? null : f.contract);
           expect(object.amount_raw).toBe(f.raw.toString());
@@ -151,8 +162,8 @@ describe('the events page row writer', () => {
         }),
         (f) => {
           const line = row(f);
-          const written = rowWritersForTest.json(line);
-          expect(written).toBe(JSON.stringify(rowWritersForTest.object(line)));
+          const written = rowWriters.json(line);
+          expect(written).toBe(JSON.stringify(rowWriters.object(line)));
           const parsed = JSON.parse(written) as Record<string, unknown>;
           expect(parsed.tx_id).toBe(f.tx);
           expect(parsed.from).toBe(f.from);
@@ -178,14 +189,46 @@ describe('the events page row writer', () => {
         ts: ['2026-01-08 13:36:54', '2026-01-08 13:36:54', '2026-01-08 13:36:54'],
         enums: ['mainnet', 'incoming', 'TRX', 'PENDING'],
       });
-      const written = rowWritersForTest.json(line);
-      expect(written).toBe(JSON.stringify(rowWritersForTest.object(line)));
+      const written = rowWriters.json(line);
+      expect(written).toBe(JSON.stringify(rowWriters.object(line)));
       expect((JSON.parse(written) as { event_id: string }).event_id).toBe(`evt_${c}`);
     }
   });
 
+  it('writes an event whose notification is missing (four empty delivery fields) with delivery null', () => {
+    const line = [
+      'evt_1',
+      'wh_1',
+      'mainnet',
+      'incoming',
+      'TRX',
+      'ab',
+      '0',
+      '7',
+      '2026-01-08 13:36:54.5',
+      'T1',
+      'T2',
+      '1500000',
+      '',
+      '2026-01-08 13:36:54.000001',
+      '',
+      '',
+      '',
+      '',
+    ].join(SEP);
+    const written = rowWriters.json(line);
+    expect(written).toBe(JSON.stringify(rowWriters.object(line)));
+    expect(JSON.parse(written)).toMatchObject({
+      event_id: 'evt_1',
+      amount: '1.5',
+      contract: null,
+      block_timestamp: '2026-01-08T13:36:54.500Z',
+      delivery: null,
+    });
+  });
+
   it('refuses a row that does not have exactly 18 fields', () => {
-    expect(() => rowWritersForTest.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 18/);
-    expect(() => rowWritersForTest.json(Array(19).fill('1').join(SEP))).toThrow(/19 fields/);
+    expect(() => rowWriters.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 18/);
+    expect(() => rowWriters.json(Array(19).fill('1').join(SEP))).toThrow(/19 fields/);
   });
 });

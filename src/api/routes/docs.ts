@@ -10,7 +10,7 @@
  * `api_version` (SPEC §Versioning).
  */
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
-import { API_VERSION } from '../../delivery/payload.js';
+import { API_VERSION } from '../../events/event.js';
 import type { App } from '../types.js';
 
 const DESCRIPTION = `Watches TRON mainnet addresses for confirmed USDT (TRC-20) and TRX transfers and delivers each one as a signed webhook (\`transfer.confirmed\`, see \`webhooks\`).

@@ -7,7 +7,8 @@
  * `next_before` to page backwards (null: no more). Timestamps keep microseconds end to end so a
  * page boundary inside one block's commit neither skips nor repeats (src/events/list.ts).
  *
- * The Event schema is also the webhook body (the document's `webhooks`, src/api/routes/docs.ts).
+ * The Event schema (src/events/event.ts) is also the webhook body (the document's `webhooks`,
+ * src/api/routes/docs.ts).
  */
 
 import { Type as T } from '@sinclair/typebox';
@@ -15,6 +16,7 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
+import { EventSchema, EventWithDeliverySchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { requireAuth } from '../auth.js';
 import {
@@ -27,61 +29,6 @@ import {
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
-
-const eventMembers = {
-  api_version: T.String({ description: 'Currently `2026-08`.', examples: ['2026-08'] }),
-  event_id: T.String({ description: 'Deduplication key (`evt_…`).' }),
-  type: StringEnum(['transfer.confirmed'] as const),
-  direction: StringEnum(['incoming', 'outgoing'] as const, {
-    description: 'The side of the transfer that this watch matched.',
-  }),
-  network: StringEnum(['mainnet', 'nile'] as const),
-  asset: StringEnum(['USDT', 'TRX'] as const),
-  tx_id: T.String({ description: 'Transaction identifier.' }),
-  event_index: T.Integer({
-    minimum: 0,
-    description: 'Transfer log index. Always 0 for native TRX.',
-  }),
-  block_number: T.Integer({ minimum: 0 }),
-  block_timestamp: T.String({
-    format: 'date-time',
-    description: 'ISO 8601, millisecond precision, UTC.',
-  }),
-  from: T.String({ description: 'Sender address (base58).' }),
-  to: T.String({ description: 'Recipient address (base58).' }),
-  amount_raw: T.String({
-    pattern: '^[0-9]+$',
-    description: 'Integer string in the smallest unit (6 decimals).',
-  }),
-  amount: T.String({
-    pattern: '^[0-9]+(\\.[0-9]+)?$',
-    description: 'Human-readable decimal string, never a float (amount_raw / 10^6, shortest form).',
-  }),
-  watch_id: T.String({ description: 'Id of the watch that matched.' }),
-  contract: T.Optional(
-    NullableString({ description: 'TRC-20 contract address in base58. Null for native TRX.' }),
-  ),
-};
-
-/** SPEC §Event: the webhook body and the stored record. */
-export const EventSchema = T.Object(eventMembers, {
-  $id: 'Event',
-  description: 'A transfer.confirmed event (SPEC §Event): the webhook body and the stored record.',
-});
-
-/** SPEC §EventWithDelivery. */
-export const EventWithDeliverySchema = T.Object(
-  {
-    ...eventMembers,
-    delivery: T.Object({
-      notification_id: T.String(),
-      status: StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const),
-      attempts: T.Integer({ minimum: 0, description: 'Number of delivery attempts.' }),
-      created_at: T.String({ format: 'date-time', description: 'UTC, microsecond precision.' }),
-    }),
-  },
-  { $id: 'EventWithDelivery', description: 'An Event plus its delivery state.' },
-);
 
 export const EventListSchema = T.Object(
   {
