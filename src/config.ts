@@ -6,7 +6,7 @@
  * Habit 3 of CONVENTIONS.md (Unkey `pkg/env.ts`).
  */
 import path from 'node:path';
-import { type Static, Type as T } from '@sinclair/typebox';
+import { type Static, Type as T, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
 const Int = (opts: { minimum?: number; maximum?: number; default: number; description: string }) =>
@@ -145,37 +145,69 @@ export const EnvSchema = T.Object({
 
 export type Env = Static<typeof EnvSchema>;
 
-/** The typed configuration every module receives (never process.env). */
-export interface Config {
-  /** Only mainnet is served (SPEC §What the service does, 9). */
-  network: 'mainnet';
-  dataDir: string;
-  /** `poolSize`: PostgreSQL connections per process, at most (DATABASE_POOL_SIZE). */
-  database: { url: string | undefined; embeddedDir: string; poolSize: number };
-  redis: { url: string | undefined };
-  node: {
-    url: string;
-    apiKey: string | undefined;
-    timeoutMs: number;
-    retries: number;
-    concurrency: number;
-  };
-  ingest: { startBlock: number | undefined; blockIntervalMs: number };
-  /** `oldKeys`: SECRET_ENCRYPTION_KEYS_OLD split on commas (decrypt only; rotation). */
-  secrets: { key: string | undefined; oldKeys?: string[] };
-  delivery: {
-    timeoutMs: number;
-    scheduleScale: number;
-    concurrency: number;
-    pollMs: number;
-    allowCidrs: string[];
-    caFile: string | undefined;
-  };
-  http: { host: string; port: number };
+/** The variables' schemas, so a field read as is shares its variable's type, bounds and text. */
+const V = EnvSchema.properties;
+
+/** A variable that may be unset: the field is always present, `undefined` when unset. */
+const Unset = <S extends TSchema>(s: S) => T.Union([T.Optional(s, false), T.Undefined()]);
+
+/** A group of fields: exactly these keys (Value.Check rejects any other). */
+const Group = <P extends TProperties>(properties: P) =>
+  T.Object(properties, { additionalProperties: false });
+
+/**
+ * The typed configuration every module receives (never process.env), grouped by concern. The
+ * {@link Config} type is inferred from it; {@link loadConfig} maps the validated {@link Env} onto
+ * it (the derived fields: resolved paths, trimmed URL, comma lists).
+ */
+export const ConfigSchema = Group({
+  network: T.Literal('mainnet', {
+    description: 'Only mainnet is served (SPEC §What the service does, 9).',
+  }),
+  dataDir: T.String({ description: 'DATA_DIR, resolved to an absolute path.' }),
+  database: Group({
+    url: Unset(V.DATABASE_URL),
+    embeddedDir: T.String({ description: 'dataDir/pgdata: the embedded PGlite data.' }),
+    poolSize: V.DATABASE_POOL_SIZE,
+  }),
+  redis: Group({ url: Unset(V.REDIS_URL) }),
+  node: Group({
+    url: T.String({ description: 'TRON_NODE_URL without trailing slashes.' }),
+    apiKey: Unset(V.TRON_API_KEY),
+    timeoutMs: V.TRON_NODE_TIMEOUT_MS,
+    retries: V.TRON_NODE_RETRIES,
+    concurrency: V.TRON_NODE_CONCURRENCY,
+  }),
+  ingest: Group({
+    startBlock: Unset(V.INGEST_START_BLOCK),
+    blockIntervalMs: V.TRON_BLOCK_INTERVAL_MS,
+  }),
+  secrets: Group({
+    key: Unset(V.SECRET_ENCRYPTION_KEY),
+    oldKeys: T.Optional(
+      T.Array(T.String({ minLength: 1 }), {
+        description: 'SECRET_ENCRYPTION_KEYS_OLD split on commas (decrypt only; rotation).',
+      }),
+    ),
+  }),
+  delivery: Group({
+    timeoutMs: V.WEBHOOK_TIMEOUT_MS,
+    scheduleScale: V.DELIVERY_SCHEDULE_SCALE,
+    concurrency: V.DELIVERY_CONCURRENCY,
+    pollMs: V.DELIVERY_POLL_MS,
+    allowCidrs: T.Array(T.String({ minLength: 1 }), {
+      description: 'WEBHOOK_ALLOW_CIDRS split on commas.',
+    }),
+    caFile: Unset(V.WEBHOOK_CA_FILE),
+  }),
+  http: Group({ host: V.HOST, port: V.PORT }),
   /** Port of a metrics-only listener (roles without the API); undefined = none. */
-  metricsPort: number | undefined;
-  logLevel: Env['LOG_LEVEL'];
-}
+  metricsPort: Unset(V.METRICS_PORT),
+  logLevel: V.LOG_LEVEL,
+});
+
+/** The typed configuration every module receives (never process.env): {@link ConfigSchema}. */
+export type Config = Static<typeof ConfigSchema>;
 
 /** Thrown by {@link loadConfig}; `problems` lists every invalid variable, one line each. */
 export class ConfigError extends Error {

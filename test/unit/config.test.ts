@@ -1,6 +1,7 @@
 import path from 'node:path';
+import { Value } from '@sinclair/typebox/value';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, shutdownDeadlineMs } from '../../src/config.js';
+import { ConfigError, ConfigSchema, loadConfig, shutdownDeadlineMs } from '../../src/config.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
@@ -56,6 +57,32 @@ describe('loadConfig', () => {
         'DATABASE_POOL_SIZE',
       ])
         expect(problems).toContain(v);
+    }
+  });
+
+  it('returns exactly the groups and fields of ConfigSchema, which the Config type is inferred from', () => {
+    const every = loadConfig({
+      DATABASE_URL: 'postgres://u@db/tw',
+      REDIS_URL: 'redis://cache:6379',
+      TRON_API_KEY: 'k',
+      INGEST_START_BLOCK: '70000000',
+      SECRET_ENCRYPTION_KEY: 'a'.repeat(64),
+      SECRET_ENCRYPTION_KEYS_OLD: ' x , ,y ',
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32, 10.0.0.0/8',
+      WEBHOOK_CA_FILE: '/ca.pem',
+      METRICS_PORT: '9100',
+    });
+    expect(every.secrets.oldKeys).toEqual(['x', 'y']);
+    expect(every.delivery.allowCidrs).toEqual(['127.0.0.1/32', '10.0.0.0/8']);
+    for (const c of [loadConfig({}), every]) {
+      // additionalProperties: false on every group, and unset variables are present as undefined.
+      expect([...Value.Errors(ConfigSchema, c)]).toEqual([]);
+      expect(Object.keys(c).sort()).toEqual(Object.keys(ConfigSchema.properties).sort());
+      for (const [group, schema] of Object.entries(ConfigSchema.properties))
+        if ('properties' in schema)
+          expect(Object.keys(c[group as keyof typeof c] as object).sort()).toEqual(
+            Object.keys(schema.properties).sort(),
+          );
     }
   });
 
