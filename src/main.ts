@@ -6,9 +6,10 @@
  *   scan | record | replay-node | synth the chain reader and its tools
  * Each command parses config once (config.ts) and closes what it opens.
  */
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { accountsCreate, keysCreate, keysList, keysRevoke } from './accounts/cli.js';
-import { createLogger } from './common/logger.js';
+import { createLogger, type Logger } from './common/logger.js';
+import { Shutdown } from './common/shutdown.js';
 import { type Config, ConfigError, loadConfig, shutdownDeadlineMs } from './config.js';
 import { migrate } from './db/migrate.js';
 import { openDb } from './db/pool.js';
@@ -18,7 +19,7 @@ import { runReplayNodeCli } from './devnet/replay-node.js';
 import { writeSyntheticChain } from './devnet/synth-dir.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
-import { NodeClient } from './tron/node-client.js';
+import { nodeClientFor } from './tron/node-client.js';
 import { scan, transferLine } from './tron/scan.js';
 
 function int(name: string, min = 0) {
@@ -41,13 +42,17 @@ function config(): Config {
   }
 }
 
-/** Ctrl-C / SIGTERM → abort the running command (loops take this signal). */
-function shutdownSignal(): AbortSignal {
-  const ac = new AbortController();
-  const stop = () => ac.abort(new Error('interrupted'));
+/**
+ * The process's shutdown registry (src/common/shutdown.ts): Ctrl-C / SIGTERM kill it, which aborts
+ * its signal (loops stop taking work) and closes what the command registered, in reverse order.
+ * A command also kills it when it ends, on success or failure.
+ */
+function processShutdown(logger?: Logger): Shutdown {
+  const shutdown = new Shutdown(logger);
+  const stop = () => void shutdown.kill(new Error('interrupted'));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  return ac.signal;
+  return shutdown;
 }
 
 const program = new Command()
@@ -63,12 +68,14 @@ program
   .action(async () => {
     const cfg = config();
     const log = createLogger(cfg.logLevel);
-    const db = await openDb(cfg.database);
+    const shutdown = processShutdown(log);
     try {
+      const db = await openDb(cfg.database);
+      shutdown.add('database', () => db.close());
       const r = await migrate(db);
       log.info({ applied: r.applied, version: r.version, database: db.kind }, 'migrations applied');
     } finally {
-      await db.close();
+      await shutdown.kill();
     }
   });
 
@@ -87,14 +94,10 @@ program
     const cfg = config();
     const log = createLogger(cfg.logLevel);
     if (o.to < o.from) throw new InvalidArgumentError('--to must be ≥ --from');
-    const client = new NodeClient({
-      url: o.node ?? cfg.node.url,
-      apiKey: cfg.node.apiKey,
-      timeoutMs: cfg.node.timeoutMs,
-      retries: cfg.node.retries,
-      logger: log,
-    });
-    const signal = shutdownSignal();
+    const shutdown = processShutdown(log);
+    const client = nodeClientFor(cfg.node, log, { url: o.node });
+    shutdown.add('node client', () => client.close());
+    const signal = shutdown.signal;
     const started = Date.now();
     let lastReport = started;
     const out: string[] = [];
@@ -123,7 +126,7 @@ program
       flush();
       log.info({ ...stats, seconds: (Date.now() - started) / 1000 }, 'scan done');
     } finally {
-      await client.close();
+      await shutdown.kill();
     }
   });
 
@@ -139,13 +142,9 @@ program
   .action(async (o: { node?: string; from: number; to: number; out: string }) => {
     const cfg = config();
     const log = createLogger(cfg.logLevel);
-    const client = new NodeClient({
-      url: o.node ?? cfg.node.url,
-      apiKey: cfg.node.apiKey,
-      timeoutMs: cfg.node.timeoutMs,
-      retries: cfg.node.retries,
-      logger: log,
-    });
+    const shutdown = processShutdown(log);
+    const client = nodeClientFor(cfg.node, log, { url: o.node });
+    shutdown.add('node client', () => client.close());
     let last = Date.now();
     try {
       const r = await recordBlocks({
@@ -156,7 +155,7 @@ program
         apiKey: cfg.node.apiKey,
         timeoutMs: cfg.node.timeoutMs,
         retries: cfg.node.retries,
-        signal: shutdownSignal(),
+        signal: shutdown.signal,
         onProgress: (p) => {
           if (Date.now() - last >= 2000 || p.done === p.total) {
             last = Date.now();
@@ -169,7 +168,7 @@ program
       });
       log.info(r, 'recorded');
     } finally {
-      await client.close();
+      await shutdown.kill();
     }
   });
 
@@ -256,7 +255,8 @@ const EXIT_GRACE_MS = 1_000;
 async function runRoles(roles: Role[]): Promise<void> {
   const cfg = config();
   const log = createLogger(cfg.logLevel);
-  const signal = shutdownSignal();
+  const shutdown = processShutdown(log);
+  const signal = shutdown.signal;
   const deadlineMs = shutdownDeadlineMs(cfg);
   // The deadline runs from the signal, whatever the process is doing (start-up included).
   signal.addEventListener(
@@ -270,7 +270,8 @@ async function runRoles(roles: Role[]): Promise<void> {
     },
     { once: true },
   );
-  const svc = await startService(cfg, { roles, logger: log });
+  // A failed start closes what it had opened (the registry) before this rejects.
+  const svc = await startService(cfg, { roles, logger: log, shutdown });
   log.info({ roles, database: svc.db.kind, node: cfg.node.url }, 'tronwatch running');
   if (!signal.aborted) {
     await new Promise<void>((resolve) =>
@@ -278,7 +279,7 @@ async function runRoles(roles: Role[]): Promise<void> {
     );
   }
   log.info('shutting down');
-  await svc.stop();
+  await shutdown.kill();
   log.info({ roles }, 'stopped');
   process.exitCode = 0;
   setTimeout(() => {
@@ -313,10 +314,16 @@ program
     'replay recorded blocks (chain/ layout) instead of live or synthetic ones',
   )
   .option('--offline', 'do not try live mainnet; use the synthetic chain')
-  .action(async (o: { blocks?: string; offline?: boolean }) => {
+  .addOption(
+    new Option('--log-level <level>', "the service's log level (JSON lines on stderr)")
+      .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      .default('warn'),
+  )
+  .action(async (o: { blocks?: string; offline?: boolean; logLevel: Config['logLevel'] }) => {
     process.exitCode = await runDemo({
       ...(o.blocks ? { blocks: o.blocks } : {}),
       ...(o.offline ? { offline: true } : {}),
+      logLevel: o.logLevel,
     });
   });
 
@@ -325,12 +332,14 @@ async function withDb<T>(
   fn: (db: Awaited<ReturnType<typeof openDb>>) => Promise<T>,
 ): Promise<void> {
   const cfg = config();
-  const db = await openDb(cfg.database);
+  const shutdown = processShutdown();
   try {
+    const db = await openDb(cfg.database);
+    shutdown.add('database', () => db.close());
     await migrate(db);
     process.stdout.write(`${JSON.stringify(await fn(db), null, 2)}\n`);
   } finally {
-    await db.close();
+    await shutdown.kill();
   }
 }
 

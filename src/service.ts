@@ -18,14 +18,15 @@ import {
   parseKeyList,
   SecretBox,
 } from './common/secrets.js';
+import { Shutdown } from './common/shutdown.js';
 import type { Config } from './config.js';
 import { migrate } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
-import { openRateLimits, type RateLimits } from './redis/rate-limit.js';
-import { NodeClient } from './tron/node-client.js';
+import { openRateLimits } from './redis/rate-limit.js';
+import { nodeClientFor } from './tron/node-client.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -64,11 +65,20 @@ export interface StartOptions {
   logger: Logger;
   /** Extra ingester options (demo/bench hooks). */
   ingest?: Partial<Pick<IngesterOptions, 'onBlock' | 'hooks'>>;
+  /** The process's shutdown registry (main.ts); default a new one, killed by stop(). */
+  shutdown?: Shutdown;
 }
 
-/** Start the given roles. @throws when the database cannot be opened or migrated. */
+/**
+ * Start the given roles. Everything opened is registered in `opts.shutdown` (a new registry when
+ * absent) right after it opens, so `stop()` (= the registry's kill) closes it in reverse order,
+ * and a start that fails halfway closes what it had opened before rethrowing.
+ * @throws when the database cannot be opened or migrated, WEBHOOK_CA_FILE is missing, Redis or a
+ *   listen fails.
+ */
 export async function startService(cfg: Config, opts: StartOptions): Promise<Service> {
   const { logger } = opts;
+  const shutdown = opts.shutdown ?? new Shutdown(logger);
   if (cfg.delivery.allowCidrs.length > 0) {
     logger.warn(
       { allow_cidrs: cfg.delivery.allowCidrs },
@@ -76,16 +86,15 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     );
   }
   const db = await openDb(cfg.database);
-  const ac = new AbortController();
+  shutdown.add('database', () => db.close());
   const running: Promise<void>[] = [];
+  // Closed after the database's closer is registered, so before it runs: the roles' loops end.
+  shutdown.add('roles', () => Promise.allSettled(running));
   let app: FastifyInstance | undefined;
   let url: string | undefined;
-  let metricsServer: http.Server | undefined;
   let metricsUrl: string | undefined;
   let ingester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
-  let client: NodeClient | undefined;
-  let limits: RateLimits | undefined;
   try {
     const m = await migrate(db);
     if (m.applied.length)
@@ -97,42 +106,20 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       throw new Error(`WEBHOOK_CA_FILE ${cfg.delivery.caFile} does not exist`);
     }
     if (opts.roles.includes('worker')) {
-      worker = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
-      running.push(worker.start(ac.signal));
+      const w = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
+      worker = w;
+      running.push(w.start(shutdown.signal));
+      shutdown.add('delivery worker', () => w.stop());
     }
     if (opts.roles.includes('ingest')) {
-      client = new NodeClient({
-        url: cfg.node.url,
-        apiKey: cfg.node.apiKey,
-        timeoutMs: cfg.node.timeoutMs,
-        retries: cfg.node.retries,
-        connections: cfg.node.concurrency,
-        logger,
-      });
-      const w = worker;
-      metrics.countNodeRequests(() => client?.requestCount ?? 0);
-      ingester = new Ingester({
-        db,
-        client,
-        config: cfg,
-        logger,
-        onEvents: () => w?.wake(),
-        metrics,
-        ...opts.ingest,
-      });
-      // Runs only while this process leads ingest for the network (leader.ts).
-      const ing = ingester;
-      running.push(
-        runWhileLeader({ url: cfg.database.url, network: cfg.network, logger }, ac.signal, (term) =>
-          ing.run(term),
-        ),
-      );
+      ingester = startIngest(cfg, { ...opts, db, metrics, worker, shutdown, running });
     }
     if (opts.roles.includes('api')) {
       // REDIS_URL set: windows shared in Redis, in-process while it is down, and /healthz
       // checks it. Unset: in-process windows, no redisCheck (health reports redis true).
-      limits = await openRateLimits(cfg.redis.url, logger);
-      app = await buildApp({
+      const limits = await openRateLimits(cfg.redis.url, logger);
+      shutdown.add('rate limits', () => limits.close());
+      const a = await buildApp({
         config: cfg,
         db,
         logger,
@@ -141,47 +128,20 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         rateLimiter: limits.rateLimiter,
         redisCheck: limits.redisCheck,
       });
-      url = await app.listen({ host: cfg.http.host, port: cfg.http.port });
+      app = a;
+      // Registered before listen: a failed listen still closes the app.
+      shutdown.add('api', () => a.close());
+      url = await a.listen({ host: cfg.http.host, port: cfg.http.port });
       logger.info({ url }, 'api listening');
     }
     if (cfg.metricsPort !== undefined) {
-      // Roles without the API (ingest, worker) have no HTTP listener: METRICS_PORT gives them one
-      // that serves only GET /metrics (chain lag lives in the ingest process).
-      metricsServer = http.createServer((req, res) => {
-        if (req.method !== 'GET' || (req.url ?? '').split('?', 1)[0] !== '/metrics') {
-          res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
-          return;
-        }
-        metrics.registry.metrics().then(
-          (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-          () =>
-            res
-              .writeHead(500, { 'content-type': 'application/json' })
-              .end('{"error":"internal server error"}'),
-        );
-      });
-      const server = metricsServer;
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(cfg.metricsPort, cfg.http.host, () => resolve());
-      });
-      const addr = server.address();
-      metricsUrl =
-        typeof addr === 'object' && addr
-          ? `http://${cfg.http.host}:${addr.port}/metrics`
-          : undefined;
+      metricsUrl = await listenMetrics(cfg, metrics, shutdown);
       logger.info({ url: metricsUrl }, 'metrics listening');
     }
   } catch (err) {
-    metricsServer?.close();
-    ac.abort();
-    await Promise.allSettled(running);
-    await client?.close();
-    await limits?.close();
-    await db.close();
+    await shutdown.kill(err);
     throw err;
   }
-  let stopping: Promise<void> | undefined;
   return {
     db,
     url,
@@ -189,24 +149,76 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     app,
     ingester,
     worker,
-    stop() {
-      stopping ??= (async () => {
-        // Every role stops taking work at once (the worker does not claim while the API drains)
-        // and finishes what it has in flight: HTTP requests, webhook attempts, the block.
-        ac.abort();
-        await Promise.all([
-          app?.close(),
-          new Promise<void>((resolve) =>
-            metricsServer ? metricsServer.close(() => resolve()) : resolve(),
-          ),
-          worker?.stop(),
-        ]);
-        await Promise.allSettled(running);
-        await client?.close();
-        await limits?.close();
-        await db.close();
-      })();
-      return stopping;
-    },
+    stop: () => shutdown.kill(),
   };
+}
+
+/**
+ * The ingest role: a NodeClient and an Ingester that runs only while this process leads ingest
+ * for the network (leader.ts). Its loop's promise joins `running`.
+ */
+function startIngest(
+  cfg: Config,
+  o: StartOptions & {
+    db: Db;
+    metrics: Metrics;
+    worker: DeliveryWorker | undefined;
+    shutdown: Shutdown;
+    running: Promise<void>[];
+  },
+): Ingester {
+  const client = nodeClientFor(cfg.node, o.logger);
+  o.shutdown.add('node client', () => client.close());
+  o.metrics.countNodeRequests(() => client.requestCount);
+  const w = o.worker;
+  const ingester = new Ingester({
+    db: o.db,
+    client,
+    config: cfg,
+    logger: o.logger,
+    onEvents: () => w?.wake(),
+    metrics: o.metrics,
+    ...o.ingest,
+  });
+  const leading = runWhileLeader(
+    { url: cfg.database.url, network: cfg.network, logger: o.logger },
+    o.shutdown.signal,
+    (term) => ingester.run(term),
+  );
+  o.running.push(leading);
+  // The block in flight finishes before the node client closes.
+  o.shutdown.add('ingest', () => leading.catch(() => undefined));
+  return ingester;
+}
+
+/**
+ * METRICS_PORT: roles without the API (ingest, worker) have no HTTP listener, so this one serves
+ * only GET /metrics (chain lag lives in the ingest process). @returns its URL.
+ */
+async function listenMetrics(cfg: Config, metrics: Metrics, shutdown: Shutdown): Promise<string> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?', 1)[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+      () =>
+        res
+          .writeHead(500, { 'content-type': 'application/json' })
+          .end('{"error":"internal server error"}'),
+    );
+  });
+  shutdown.add(
+    'metrics listener',
+    () => new Promise<void>((resolve) => server.close(() => resolve())),
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(cfg.metricsPort, cfg.http.host, () => resolve());
+  });
+  const addr = server.address();
+  return typeof addr === 'object' && addr
+    ? `http://${cfg.http.host}:${addr.port}/metrics`
+    : `http://${cfg.http.host}:${cfg.metricsPort}/metrics`;
 }

@@ -20,9 +20,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { accountsCreate, keysCreate } from '../accounts/cli.js';
-import { createLogger, type Logger } from '../common/logger.js';
+import { createLogger } from '../common/logger.js';
+import { Shutdown } from '../common/shutdown.js';
 import { type Config, loadConfig } from '../config.js';
-import type { EventWithDelivery } from '../events/event.js';
+import type { Event, EventWithDelivery } from '../events/event.js';
 import { type Service, startService } from '../service.js';
 import { hexToBase58 } from '../tron/address.js';
 import { formatAmount } from '../tron/amount.js';
@@ -31,7 +32,7 @@ import { parseNodeJson } from '../tron/json.js';
 import { NodeClient } from '../tron/node-client.js';
 import { scan } from '../tron/scan.js';
 import type { BlockJson, TransactionInfoJson, Transfer } from '../tron/types.js';
-import { startReceiver } from './receiver.js';
+import { type Receiver, startReceiver } from './receiver.js';
 import {
   type BlockSource,
   dirSource,
@@ -40,6 +41,9 @@ import {
   startReplayNode,
 } from './replay-node.js';
 import { syntheticBlock } from './synthetic.js';
+
+/** LOG_LEVEL's values (src/config.ts). */
+type LogLevel = Config['logLevel'];
 
 export interface DemoOptions {
   /** Folder of recorded blocks (chain/ layout). */
@@ -50,6 +54,8 @@ export interface DemoOptions {
   timeoutMs?: number;
   /** Where the report goes. Default stdout. */
   out?: (line: string) => void;
+  /** The service's log level (its JSON lines go to stderr). Default 'warn': the report stays readable. */
+  logLevel?: LogLevel;
 }
 
 interface DemoWatch {
@@ -191,98 +197,363 @@ async function api<T>(
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The chain the demo runs on, and what is known of its coming transfers. */
+interface DemoChain {
+  mode: 'recorded' | 'live' | 'synthetic';
+  nodeUrl: string;
+  /** The chain's block interval, ms (TRON_BLOCK_INTERVAL_MS). */
+  intervalMs: number;
+  /** The transfers of the coming blocks (recorded, synthetic); undefined for live until scanned. */
+  futureTransfers: Transfer[] | undefined;
+  /** The last block the demo waits for (live: decided once the watches exist). */
+  lastBlock: number;
+  replay: ReplayNode | undefined;
+  liveClient: NodeClient | undefined;
+}
+
+/** Mainnet's full-node head runs about 18 blocks ahead of the solidified head. */
+const LAG = 18;
+
+/**
+ * Step 1, the chain: recorded blocks (`--blocks`), else live mainnet when TronGrid answers within
+ * 4 s (not `--offline`), else six synthetic blocks; both replayed ones start 200 blocks early so
+ * the watches exist before the transfers happen. What it opens is registered in `shutdown`.
+ */
+async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoChain> {
+  const intervalMs = 250;
+  if (opts.blocks) {
+    const source = dirSource(opts.blocks);
+    const futureTransfers = await sourceTransfers(source);
+    const replay = await startReplayNode({
+      source,
+      intervalMs,
+      lag: LAG,
+      startBefore: LAG + 200,
+      stopAtEnd: false,
+    });
+    shutdown.add('replay node', () => replay.close());
+    return {
+      mode: 'recorded',
+      nodeUrl: replay.url,
+      intervalMs,
+      futureTransfers,
+      lastBlock: source.last,
+      replay,
+      liveClient: undefined,
+    };
+  }
+  if (!opts.offline) {
+    const liveClient = new NodeClient({
+      url: 'https://api.trongrid.io',
+      timeoutMs: 4000,
+      retries: 0,
+    });
+    shutdown.add('live node client', () => liveClient.close());
+    const live = await liveClient.getHeads().then(
+      () => true,
+      () => false,
+    );
+    if (live) {
+      return {
+        mode: 'live',
+        nodeUrl: liveClient.url,
+        intervalMs: 3000,
+        futureTransfers: undefined,
+        lastBlock: -1,
+        replay: undefined,
+        liveClient,
+      };
+    }
+  }
+  const chain = { seed: 2026, firstBlock: 70_000_000, txPerBlock: 600, addresses: 5_000 };
+  const map = new Map<number, { block: string; infos: string }>();
+  const futureTransfers: Transfer[] = [];
+  for (let n = chain.firstBlock; n < chain.firstBlock + 6; n++) {
+    const b = syntheticBlock(chain, n);
+    map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
+    futureTransfers.push(...b.transfers); // the generator's ground truth
+  }
+  const source = memorySource(map);
+  const replay = await startReplayNode({ source, intervalMs, lag: LAG, startBefore: LAG + 200 });
+  shutdown.add('replay node', () => replay.close());
+  return {
+    mode: 'synthetic',
+    nodeUrl: replay.url,
+    intervalMs,
+    futureTransfers,
+    lastBlock: source.last,
+    replay,
+    liveClient: undefined,
+  };
+}
+
+/** Step 2, the service on embedded defaults (PGlite in `dataDir`), trusting the receiver's CA. */
+async function startDemoService(
+  chain: DemoChain,
+  dataDir: string,
+  caFile: string,
+  logLevel: LogLevel,
+  shutdown: Shutdown,
+): Promise<Service> {
+  const cfg: Config = loadConfig({
+    DATA_DIR: dataDir,
+    TRON_NODE_URL: chain.nodeUrl,
+    TRON_BLOCK_INTERVAL_MS: String(chain.intervalMs),
+    WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+    WEBHOOK_CA_FILE: caFile,
+    DELIVERY_POLL_MS: '100',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    LOG_LEVEL: logLevel,
+  });
+  const service = await startService(cfg, {
+    roles: ['api', 'ingest', 'worker'],
+    logger: createLogger(logLevel),
+    shutdown,
+  });
+  return service;
+}
+
+/**
+ * Step 4, the watches through the public API (POST /v1/watches, retried while the ingester has
+ * not seen the chain head: 503). Sets each watch's id, secret and activation block.
+ */
+async function createWatches(
+  service: Service,
+  base: string,
+  apiKey: string,
+  planned: DemoWatch[],
+  hookUrl: (label: string) => string,
+): Promise<void> {
+  for (const w of planned) {
+    for (;;) {
+      const r = await api<{ id: string; secret: string; error?: string }>(
+        base,
+        apiKey,
+        'POST',
+        '/v1/watches',
+        {
+          address: w.address,
+          asset_filter: w.asset_filter,
+          direction: w.direction,
+          webhook_url: hookUrl(w.label),
+        },
+      );
+      if (r.status === 503) {
+        await sleep(200); // the ingester has not seen the chain head yet
+        continue;
+      }
+      if (r.status !== 201)
+        throw new Error(`POST /v1/watches ${w.label}: ${r.status} ${JSON.stringify(r.json)}`);
+      w.id = r.json.id;
+      w.secret = r.json.secret;
+      break;
+    }
+  }
+  const { rows } = await service.db.query<{ id: string; active_from_block: number }>(
+    'SELECT id, active_from_block FROM watches',
+  );
+  for (const w of planned) w.activeFrom = rows.find((r) => r.id === w.id)?.active_from_block;
+}
+
+/**
+ * Step 5, let the blocks be produced and solidified and wait, until `deadline` (ms since the
+ * epoch), for ingest to reach the last block, for every expected event to be received, and for
+ * the outbox to settle. @returns the expected events (live: scanned from the node now).
+ */
+async function awaitDeliveries(
+  chain: DemoChain,
+  service: Service,
+  planned: DemoWatch[],
+  receiver: Receiver,
+  deadline: number,
+  problems: string[],
+  print: (l: string) => void,
+): Promise<Expected[]> {
+  const minActive = Math.min(...planned.map((w) => w.activeFrom ?? Number.POSITIVE_INFINITY));
+  if (chain.replay) {
+    if (minActive >= chain.replay.first)
+      throw new Error(
+        `watches activated at ${minActive}, after the first recorded block ${chain.replay.first}: the chain ran ahead`,
+      );
+    // Skip the empty lead-in.
+    chain.replay.advanceTo(Math.max(chain.replay.heads().solidified, chain.replay.first - 2));
+  } else {
+    chain.lastBlock = minActive + 10;
+  }
+  const ingester = service.ingester;
+  print(`waiting for block ${chain.lastBlock} to be solidified and ingested…`);
+  while (Date.now() < deadline && (ingester?.stats.cursor ?? -1) < chain.lastBlock)
+    await sleep(100);
+  if ((ingester?.stats.cursor ?? -1) < chain.lastBlock)
+    problems.push(`ingest did not reach block ${chain.lastBlock} in time`);
+  if (chain.mode === 'live' && chain.liveClient) {
+    const t: Transfer[] = [];
+    await scan(chain.liveClient, minActive + 1, chain.lastBlock, {
+      concurrency: 4,
+      onTransfer: (x) => t.push(x),
+    });
+    chain.futureTransfers = t;
+  }
+  const expected = expectedFor(chain.futureTransfers ?? [], planned);
+  while (Date.now() < deadline) {
+    const delivered = new Set(receiver.received.filter((r) => r.verified).map((r) => r.eventId));
+    if (delivered.size >= expected.length) break;
+    await sleep(100);
+  }
+  // The receiver holds a POST a moment before the worker records it DELIVERED (attempts are
+  // recorded in batches): let the outbox settle before reconciling.
+  while (Date.now() < deadline) {
+    const { rows: open } = await service.db.query<{ n: number }>(
+      "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'",
+    );
+    if ((open[0]?.n ?? 0) === 0) break;
+    await sleep(100);
+  }
+  return expected;
+}
+
+/** Every event of the account through GET /v1/events, paged with next_before. */
+async function listAllEvents(base: string, apiKey: string): Promise<EventWithDelivery[]> {
+  const listed: EventWithDelivery[] = [];
+  let before: string | null = null;
+  for (;;) {
+    const q: string = `/v1/events?limit=200${before ? `&before=${encodeURIComponent(before)}` : ''}`;
+    const r = await api<{ data: EventWithDelivery[]; next_before: string | null }>(
+      base,
+      apiKey,
+      'GET',
+      q,
+    );
+    if (r.status !== 200) throw new Error(`GET /v1/events: ${r.status}`);
+    listed.push(...r.json.data);
+    if (!r.json.next_before) break;
+    before = r.json.next_before;
+  }
+  return listed;
+}
+
+/** The reconciliation key of a received or listed event. */
+const eventKey = (e: Event) =>
+  key({
+    watch: e.watch_id,
+    txId: e.tx_id,
+    eventIndex: e.event_index,
+    direction: e.direction,
+    asset: e.asset,
+    amountRaw: e.amount_raw,
+  });
+
+/**
+ * Step 6, verify the signatures, print the deliveries, reconcile deliveries and GET /v1/events
+ * against the expected events; every difference is pushed to `problems`.
+ */
+async function reconcile(
+  chain: DemoChain,
+  base: string,
+  apiKey: string,
+  planned: DemoWatch[],
+  receiver: Receiver,
+  expected: Expected[],
+  problems: string[],
+  print: (l: string) => void,
+): Promise<void> {
+  const byLabel = new Map(planned.map((w) => [w.label, w]));
+  const idOf = (label: string) => byLabel.get(label)?.id ?? label;
+  const expectedKeys = new Set(expected.map((e) => key({ ...e, watch: idOf(e.watchLabel) })));
+  const unverified = receiver.received.filter((r) => !r.verified);
+  if (unverified.length)
+    problems.push(`${unverified.length} deliveries failed signature verification`);
+  const deliveredKeys = new Map<string, number>();
+  print('');
+  print('delivered (signature verified):');
+  for (const r of receiver.received) {
+    const e = r.event as unknown as Event | undefined;
+    if (!e) continue;
+    const k = eventKey(e);
+    deliveredKeys.set(k, (deliveredKeys.get(k) ?? 0) + 1);
+    const label = planned.find((w) => w.id === e.watch_id)?.label ?? '?';
+    print(
+      `  ${label.padEnd(9)} ${e.direction.padEnd(8)} ${e.asset.padEnd(4)} ${e.amount.padStart(16)}  tx ${e.tx_id.slice(0, 16)}…#${e.event_index}  ${r.verified ? 'signature ok' : 'SIGNATURE BAD'}`,
+    );
+  }
+  const missing = [...expectedKeys].filter((k) => !deliveredKeys.has(k));
+  const extra = [...deliveredKeys.keys()].filter((k) => !expectedKeys.has(k));
+  const dupes = [...deliveredKeys.values()].filter((n) => n > 1).length;
+  if (missing.length) problems.push(`${missing.length} expected events were not delivered`);
+  if (extra.length) problems.push(`${extra.length} delivered events were not expected`);
+
+  const listed = await listAllEvents(base, apiKey);
+  const listedKeys = new Set(listed.map(eventKey));
+  const notListed = [...expectedKeys].filter((k) => !listedKeys.has(k));
+  const unexpectedListed = [...listedKeys].filter((k) => !expectedKeys.has(k));
+  if (listed.length !== listedKeys.size) problems.push('GET /v1/events repeated an event');
+  if (notListed.length)
+    problems.push(`${notListed.length} expected events missing from GET /v1/events`);
+  if (unexpectedListed.length)
+    problems.push(`${unexpectedListed.length} unexpected events in GET /v1/events`);
+  const undelivered = listed.filter((e) => e.delivery?.status !== 'DELIVERED');
+  if (undelivered.length)
+    problems.push(`${undelivered.length} events not DELIVERED in GET /v1/events`);
+  for (const w of planned) {
+    const n = expected.filter((e) => e.watchLabel === w.label).length;
+    if (!w.mustMatch && n > 0) problems.push(`watch ${w.label} should match nothing`);
+  }
+  const silentGot = listed.filter((e) => e.watch_id === idOf('silent')).length;
+  if (silentGot) problems.push(`the silent watch received ${silentGot} events`);
+
+  print('');
+  print('reconciliation:');
+  const total = (asset: string) =>
+    formatAmount(
+      expected.filter((e) => e.asset === asset).reduce((s, e) => s + BigInt(e.amountRaw), 0n),
+    );
+  print(
+    `  expected events:     ${expected.length} (USDT ${total('USDT')}, TRX ${total('TRX')}), computed independently from the blocks`,
+  );
+  print(
+    `  delivered:           ${deliveredKeys.size} distinct, ${receiver.received.length} requests (${dupes} duplicates), ${receiver.received.length - unverified.length} signatures verified`,
+  );
+  print(
+    `  GET /v1/events:      ${listed.length} events, ${listed.length - undelivered.length} DELIVERED`,
+  );
+  for (const w of planned) {
+    const n = listed.filter((e) => e.watch_id === w.id).length;
+    print(
+      `  ${w.label.padEnd(9)} ${String(n).padStart(4)} events (expected ${expected.filter((e) => e.watchLabel === w.label).length})`,
+    );
+  }
+  if (expected.length === 0 && chain.mode !== 'live')
+    problems.push('the chain produced no expected event: nothing was demonstrated');
+}
+
 /** Run the demo. @returns the process exit code (0 = every check passed). */
 export async function runDemo(opts: DemoOptions = {}): Promise<number> {
   const print = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
-  const logger: Logger = createLogger(process.env.LOG_LEVEL ?? 'warn');
+  const shutdown = new Shutdown();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tronwatch-demo-'));
-  const secrets = new Map<string, string>();
-  const receiver = await startReceiver({
-    secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
-  });
-  const caFile = path.join(dataDir, 'receiver-ca.pem');
-  fs.writeFileSync(caFile, receiver.ca);
-
-  let replay: ReplayNode | undefined;
-  let service: Service | undefined;
-  let liveClient: NodeClient | undefined;
+  shutdown.add('data folder', () => fs.rmSync(dataDir, { recursive: true, force: true }));
   const problems: string[] = [];
   try {
-    // 1. The chain.
-    let mode: 'recorded' | 'live' | 'synthetic';
-    let nodeUrl: string;
-    let intervalMs = 250;
-    let futureTransfers: Transfer[] | undefined;
-    let lastBlock: number;
-    const lag = 18;
-    if (opts.blocks) {
-      mode = 'recorded';
-      const source = dirSource(opts.blocks);
-      futureTransfers = await sourceTransfers(source);
-      replay = await startReplayNode({
-        source,
-        intervalMs,
-        lag,
-        startBefore: lag + 200,
-        stopAtEnd: false,
-      });
-      nodeUrl = replay.url;
-      lastBlock = source.last;
-    } else {
-      let live = false;
-      if (!opts.offline) {
-        liveClient = new NodeClient({
-          url: 'https://api.trongrid.io',
-          timeoutMs: 4000,
-          retries: 0,
-        });
-        live = await liveClient.getHeads().then(
-          () => true,
-          () => false,
-        );
-        if (!live) {
-          await liveClient.close();
-          liveClient = undefined;
-        }
-      }
-      if (live && liveClient) {
-        mode = 'live';
-        nodeUrl = liveClient.url;
-        intervalMs = 3000;
-        lastBlock = -1; // decided once the watches exist
-      } else {
-        mode = 'synthetic';
-        const chain = { seed: 2026, firstBlock: 70_000_000, txPerBlock: 600, addresses: 5_000 };
-        const map = new Map<number, { block: string; infos: string }>();
-        futureTransfers = [];
-        for (let n = chain.firstBlock; n < chain.firstBlock + 6; n++) {
-          const b = syntheticBlock(chain, n);
-          map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
-          futureTransfers.push(...b.transfers); // the generator's ground truth
-        }
-        const source = memorySource(map);
-        replay = await startReplayNode({ source, intervalMs, lag, startBefore: lag + 200 });
-        nodeUrl = replay.url;
-        lastBlock = source.last;
-      }
-    }
-    print(
-      `tronwatch demo: ${mode} chain${opts.blocks ? ` from ${opts.blocks}` : ''} (node ${nodeUrl})`,
-    );
-
-    // 2. The service, on embedded defaults.
-    const cfg: Config = loadConfig({
-      DATA_DIR: dataDir,
-      TRON_NODE_URL: nodeUrl,
-      TRON_BLOCK_INTERVAL_MS: String(intervalMs),
-      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
-      WEBHOOK_CA_FILE: caFile,
-      DELIVERY_POLL_MS: '100',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    const secrets = new Map<string, string>();
+    const receiver = await startReceiver({
+      secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
     });
-    service = await startService(cfg, { roles: ['api', 'ingest', 'worker'], logger });
+    shutdown.add('receiver', () => receiver.close());
+    const caFile = path.join(dataDir, 'receiver-ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+
+    const chain = await startChain(opts, shutdown);
+    print(
+      `tronwatch demo: ${chain.mode} chain${opts.blocks ? ` from ${opts.blocks}` : ''} (node ${chain.nodeUrl})`,
+    );
+    const service = await startDemoService(
+      chain,
+      dataDir,
+      caFile,
+      opts.logLevel ?? 'warn',
+      shutdown,
+    );
     const base = service.url as string;
     print(`service: ${base} (embedded PostgreSQL in ${dataDir})`);
 
@@ -291,210 +562,56 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     const apiKey = (await keysCreate(service.db, { account: account.id, name: 'demo' })).key;
     print(`account ${account.id} (plan Pro), API key ${apiKey.slice(0, 12)}… (shown once)`);
 
-    // 4. Watches on addresses of the coming blocks, through the public API.
-    let planned: DemoWatch[];
-    if (futureTransfers) {
-      planned = planWatches(futureTransfers);
-    } else {
-      // Live: the busiest addresses of the last solidified blocks are likely to transact again.
-      const client = liveClient as NodeClient;
+    // 4. Watches on addresses of the coming blocks (live: the busiest addresses of the last
+    // solidified blocks are likely to transact again).
+    let transfers = chain.futureTransfers;
+    if (!transfers && chain.liveClient) {
+      const client = chain.liveClient;
       const head = await client.getSolidifiedHead();
       const recent: Transfer[] = [];
       await scan(client, head.number - 4, head.number, {
         concurrency: 4,
         onTransfer: (t) => recent.push(t),
       });
-      planned = planWatches(recent);
+      transfers = recent;
     }
-    for (const w of planned) {
-      for (;;) {
-        const r = await api<{ id: string; secret: string; error?: string }>(
-          base,
-          apiKey,
-          'POST',
-          '/v1/watches',
-          {
-            address: w.address,
-            asset_filter: w.asset_filter,
-            direction: w.direction,
-            webhook_url: `${receiver.origin}/hook/${w.label}`,
-          },
-        );
-        if (r.status === 503) {
-          await sleep(200); // the ingester has not seen the chain head yet
-          continue;
-        }
-        if (r.status !== 201)
-          throw new Error(`POST /v1/watches ${w.label}: ${r.status} ${JSON.stringify(r.json)}`);
-        w.id = r.json.id;
-        w.secret = r.json.secret;
-        secrets.set(w.label, r.json.secret);
-        break;
-      }
-    }
-    const { rows } = await service.db.query<{ id: string; active_from_block: number }>(
-      'SELECT id, active_from_block FROM watches',
+    const planned = planWatches(transfers ?? []);
+    await createWatches(
+      service,
+      base,
+      apiKey,
+      planned,
+      (label) => `${receiver.origin}/hook/${label}`,
     );
-    for (const w of planned) w.activeFrom = rows.find((r) => r.id === w.id)?.active_from_block;
     for (const w of planned) {
+      if (w.secret) secrets.set(w.label, w.secret);
       print(
         `watch ${w.label.padEnd(9)} ${w.id} ${w.address} ${w.asset_filter}/${w.direction}, matches blocks > ${w.activeFrom}`,
       );
     }
-    const minActive = Math.min(...planned.map((w) => w.activeFrom ?? Number.POSITIVE_INFINITY));
-    if (replay) {
-      if (minActive >= replay.first)
-        throw new Error(
-          `watches activated at ${minActive}, after the first recorded block ${replay.first}: the chain ran ahead`,
-        );
-      replay.advanceTo(Math.max(replay.heads().solidified, replay.first - 2)); // skip the empty lead-in
-    } else {
-      lastBlock = minActive + 10;
-    }
 
-    // 5. Let the blocks be produced and solidified; wait for ingest and deliveries.
-    const deadline = Date.now() + (opts.timeoutMs ?? (mode === 'live' ? 180_000 : 120_000));
-    const ingester = service.ingester;
-    print(`waiting for block ${lastBlock} to be solidified and ingested…`);
-    while (Date.now() < deadline && (ingester?.stats.cursor ?? -1) < lastBlock) await sleep(100);
-    if ((ingester?.stats.cursor ?? -1) < lastBlock)
-      problems.push(`ingest did not reach block ${lastBlock} in time`);
-    if (mode === 'live' && liveClient) {
-      futureTransfers = [];
-      const t = futureTransfers;
-      await scan(liveClient, minActive + 1, lastBlock, {
-        concurrency: 4,
-        onTransfer: (x) => t.push(x),
-      });
-    }
-    const expected = expectedFor(futureTransfers ?? [], planned);
-    const byLabel = new Map(planned.map((w) => [w.label, w]));
-    const idOf = (label: string) => byLabel.get(label)?.id ?? label;
-    const expectedKeys = new Set(expected.map((e) => key({ ...e, watch: idOf(e.watchLabel) })));
-    while (Date.now() < deadline) {
-      const delivered = new Set(receiver.received.filter((r) => r.verified).map((r) => r.eventId));
-      if (delivered.size >= expected.length) break;
-      await sleep(100);
-    }
-    // The receiver holds a POST a moment before the worker records it DELIVERED (attempts are
-    // recorded in batches): let the outbox settle before reconciling.
-    while (Date.now() < deadline) {
-      const { rows: open } = await service.db.query<{ n: number }>(
-        "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'",
-      );
-      if ((open[0]?.n ?? 0) === 0) break;
-      await sleep(100);
-    }
-
-    // 6. Verify signatures, print deliveries, reconcile.
-    const unverified = receiver.received.filter((r) => !r.verified);
-    if (unverified.length)
-      problems.push(`${unverified.length} deliveries failed signature verification`);
-    const deliveredKeys = new Map<string, number>();
-    print('');
-    print('delivered (signature verified):');
-    for (const r of receiver.received) {
-      const e = r.event as unknown as EventWithDelivery | undefined;
-      if (!e) continue;
-      const k = key({
-        watch: e.watch_id,
-        txId: e.tx_id,
-        eventIndex: e.event_index,
-        direction: e.direction,
-        asset: e.asset,
-        amountRaw: e.amount_raw,
-      });
-      deliveredKeys.set(k, (deliveredKeys.get(k) ?? 0) + 1);
-      const label = planned.find((w) => w.id === e.watch_id)?.label ?? '?';
-      print(
-        `  ${label.padEnd(9)} ${e.direction.padEnd(8)} ${e.asset.padEnd(4)} ${e.amount.padStart(16)}  tx ${e.tx_id.slice(0, 16)}…#${e.event_index}  ${r.verified ? 'signature ok' : 'SIGNATURE BAD'}`,
-      );
-    }
-    const missing = [...expectedKeys].filter((k) => !deliveredKeys.has(k));
-    const extra = [...deliveredKeys.keys()].filter((k) => !expectedKeys.has(k));
-    const dupes = [...deliveredKeys.values()].filter((n) => n > 1).length;
-    if (missing.length) problems.push(`${missing.length} expected events were not delivered`);
-    if (extra.length) problems.push(`${extra.length} delivered events were not expected`);
-
-    const listed: EventWithDelivery[] = [];
-    let before: string | null = null;
-    for (;;) {
-      const q: string = `/v1/events?limit=200${before ? `&before=${encodeURIComponent(before)}` : ''}`;
-      const r = await api<{ data: EventWithDelivery[]; next_before: string | null }>(
-        base,
-        apiKey,
-        'GET',
-        q,
-      );
-      if (r.status !== 200) throw new Error(`GET /v1/events: ${r.status}`);
-      listed.push(...r.json.data);
-      if (!r.json.next_before) break;
-      before = r.json.next_before;
-    }
-    const listedKeys = new Set(
-      listed.map((e) =>
-        key({
-          watch: e.watch_id,
-          txId: e.tx_id,
-          eventIndex: e.event_index,
-          direction: e.direction,
-          asset: e.asset,
-          amountRaw: e.amount_raw,
-        }),
-      ),
+    // 5 and 6.
+    const deadline = Date.now() + (opts.timeoutMs ?? (chain.mode === 'live' ? 180_000 : 120_000));
+    const expected = await awaitDeliveries(
+      chain,
+      service,
+      planned,
+      receiver,
+      deadline,
+      problems,
+      print,
     );
-    const notListed = [...expectedKeys].filter((k) => !listedKeys.has(k));
-    const unexpectedListed = [...listedKeys].filter((k) => !expectedKeys.has(k));
-    if (listed.length !== listedKeys.size) problems.push('GET /v1/events repeated an event');
-    if (notListed.length)
-      problems.push(`${notListed.length} expected events missing from GET /v1/events`);
-    if (unexpectedListed.length)
-      problems.push(`${unexpectedListed.length} unexpected events in GET /v1/events`);
-    const undelivered = listed.filter((e) => e.delivery?.status !== 'DELIVERED');
-    if (undelivered.length)
-      problems.push(`${undelivered.length} events not DELIVERED in GET /v1/events`);
-    for (const w of planned) {
-      const n = expected.filter((e) => e.watchLabel === w.label).length;
-      if (!w.mustMatch && n > 0) problems.push(`watch ${w.label} should match nothing`);
-    }
-    const silentGot = listed.filter((e) => e.watch_id === idOf('silent')).length;
-    if (silentGot) problems.push(`the silent watch received ${silentGot} events`);
-
-    print('');
-    print('reconciliation:');
-    const total = (asset: string) =>
-      formatAmount(
-        expected.filter((e) => e.asset === asset).reduce((s, e) => s + BigInt(e.amountRaw), 0n),
-      );
-    print(
-      `  expected events:     ${expected.length} (USDT ${total('USDT')}, TRX ${total('TRX')}), computed independently from the blocks`,
-    );
-    print(
-      `  delivered:           ${deliveredKeys.size} distinct, ${receiver.received.length} requests (${dupes} duplicates), ${receiver.received.length - unverified.length} signatures verified`,
-    );
-    print(
-      `  GET /v1/events:      ${listed.length} events, ${listed.length - undelivered.length} DELIVERED`,
-    );
-    for (const w of planned) {
-      const n = listed.filter((e) => e.watch_id === w.id).length;
-      print(
-        `  ${w.label.padEnd(9)} ${String(n).padStart(4)} events (expected ${expected.filter((e) => e.watchLabel === w.label).length})`,
-      );
-    }
-    if (expected.length === 0 && mode !== 'live')
-      problems.push('the chain produced no expected event: nothing was demonstrated');
+    await reconcile(chain, base, apiKey, planned, receiver, expected, problems, print);
     print('');
     if (problems.length) {
       for (const p of problems) print(`FAIL: ${p}`);
       return 1;
     }
-    print(`OK: every expected transfer was delivered, signed and reconciled (${mode} chain).`);
+    print(
+      `OK: every expected transfer was delivered, signed and reconciled (${chain.mode} chain).`,
+    );
     return 0;
   } finally {
-    await service?.stop();
-    await replay?.close();
-    await liveClient?.close();
-    await receiver.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await shutdown.kill();
   }
 }

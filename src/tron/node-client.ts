@@ -27,6 +27,15 @@ import { blockRef } from './extract.js';
 import { parseNodeJson } from './json.js';
 import type { BlockJson, BlockRef, TransactionInfoJson } from './types.js';
 
+/** The node settings of the config (src/config.ts `node`): TRON_NODE_URL, TRON_API_KEY, … */
+export interface NodeSettings {
+  url: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  retries: number;
+  concurrency: number;
+}
+
 export type NodeErrorKind =
   | 'network'
   | 'timeout'
@@ -95,6 +104,26 @@ const HEAD_RE = /^Num:(\d+),ID:/;
 function nodeInfoUnusable(err: NodeError): boolean {
   if (err.kind === 'http') return err.status === 404 || err.status === 405 || err.status === 501;
   return err.kind === 'node_error' || err.kind === 'malformed' || err.kind === 'empty';
+}
+
+/**
+ * The one place a NodeClient is built from the config (serve, ingest, scan, record).
+ * @param node the config's `node` group (TRON_NODE_*, TRON_API_KEY).
+ * @param opts.url another node than TRON_NODE_URL (the `--node` option of scan and record).
+ */
+export function nodeClientFor(
+  node: NodeSettings,
+  logger: Logger,
+  opts: { url?: string | undefined } = {},
+): NodeClient {
+  return new NodeClient({
+    url: opts.url ?? node.url,
+    apiKey: node.apiKey,
+    timeoutMs: node.timeoutMs,
+    retries: node.retries,
+    connections: node.concurrency,
+    logger,
+  });
 }
 
 export class NodeClient {

@@ -1,8 +1,10 @@
 /**
  * A process without the api role (here: ingest only) serves GET /metrics on METRICS_PORT, with the
- * chain gauges of its ingester; anything else there is a 404.
+ * chain gauges of its ingester; anything else there is a 404. A start that fails on a taken port
+ * closes what it opened (the shutdown registry).
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -52,4 +54,46 @@ describe('METRICS_PORT', () => {
       404,
     );
   });
+});
+
+describe('a start that fails halfway', () => {
+  let dir: string | undefined;
+  let blocker: net.Server | undefined;
+  afterEach(async () => {
+    await new Promise<void>((r) => (blocker ? blocker.close(() => r()) : r()));
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each(['PORT', 'METRICS_PORT'])(
+    'closes what it had opened when %s is taken: the same data folder starts again at once',
+    async (variable) => {
+      blocker = net.createServer();
+      const server = blocker;
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      const taken = String((server.address() as net.AddressInfo).port);
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-failed-start-'));
+      const env = {
+        DATA_DIR: dir,
+        // No node is needed: the api and worker roles do not read the chain.
+        TRON_NODE_URL: 'http://127.0.0.1:9',
+        HOST: '127.0.0.1',
+        PORT: '0',
+      };
+      const failing = loadConfig({ ...env, [variable]: taken });
+      await expect(
+        startService(failing, { roles: ['api', 'worker'], logger: silentLogger }),
+      ).rejects.toThrow(/EADDRINUSE/);
+      // The embedded database holds its folder (DATA_DIR/pgdata.lock) while open: a second start
+      // is refused unless the failed one closed it.
+      const svc = await startService(loadConfig(env), {
+        roles: ['api', 'worker'],
+        logger: silentLogger,
+      });
+      try {
+        expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
+      } finally {
+        await svc.stop();
+      }
+    },
+  );
 });
