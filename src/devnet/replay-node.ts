@@ -350,26 +350,87 @@ function parseBool(v: unknown): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Server
+// Server: startReplayNode, then its steps in the order it takes them
 
 /**
- * Start a replay node listening on `host:port`.
+ * Start a replay node listening on `host:port`: validate the options into a timeline, set up the
+ * counters, the faults and the block view over `source`, route requests to one answer per
+ * endpoint family, listen.
  * @throws RangeError on invalid options; the listen error (EADDRINUSE…) when it cannot bind.
  */
 export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNode> {
+  const { source } = opts;
+  const timeline = createTimeline(opts);
+  const host = opts.host ?? '127.0.0.1';
+  const stats = newStats();
+  const faults = createFaultInjector(stats);
+  faults.set(opts.faults);
+  let disabled = new Set(opts.disabledPaths ?? []);
+  const chain = createChainView(source);
+  const onRequest = createRouter({
+    stats,
+    chain,
+    faults,
+    heads: timeline.heads,
+    route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
+  });
+  const server = await listen(onRequest, opts.port ?? 0, host);
+  const port = (server.address() as AddressInfo).port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    port,
+    first: source.first,
+    last: source.last,
+    heads: timeline.heads,
+    advanceTo: timeline.advanceTo,
+    solidifiedAt: timeline.solidifiedAt,
+    setFaults: faults.set,
+    setDisabledPaths(paths: string[]): void {
+      disabled = new Set(paths);
+    },
+    stats,
+    close(): Promise<void> {
+      closing ??= stop(server, faults);
+      return closing;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 1: the timeline (the clock that reveals blocks)
+
+/** Both heads, block numbers; `head - solidified` is the lag. */
+interface Heads {
+  solidified: number;
+  head: number;
+}
+
+/** The timeline part of ReplayNode (see there): heads now, manual moves, solidification times. */
+type Timeline = Pick<ReplayNode, 'heads' | 'advanceTo' | 'solidifiedAt'>;
+
+/**
+ * The timeline from the options: solidified = anchorBlock + floor((now − anchorTime) / intervalMs),
+ * capped at `source.last` with stopAtEnd; head = solidified + lag. The anchor starts at
+ * `first − startBefore − 1` (not below 0; `last` when instant) at the current clock reading, and
+ * advanceTo moves it. Block numbers and the injected clock's ms throughout.
+ * @throws RangeError when lag, intervalMs or startBefore (checked in this order) is not an
+ *   integer >= 0.
+ */
+function createTimeline(opts: ReplayNodeOptions): Timeline {
   const { source } = opts;
   const lag = nonNegativeInt(opts.lag ?? 18, 'lag');
   const intervalMs = opts.instant ? 0 : nonNegativeInt(opts.intervalMs ?? 3000, 'intervalMs');
   const startBefore = nonNegativeInt(opts.startBefore ?? lag + 10, 'startBefore');
   const stopAtEnd = opts.stopAtEnd ?? false;
   const now = opts.now ?? (() => performance.now());
-  const host = opts.host ?? '127.0.0.1';
 
   // Timeline: solidified = anchorBlock + floor((now - anchorTime) / intervalMs).
   let anchorBlock = opts.instant ? source.last : Math.max(0, source.first - startBefore - 1);
   let anchorTime = now();
 
-  function heads(): { solidified: number; head: number } {
+  function heads(): Heads {
     let solidified = anchorBlock;
     if (intervalMs > 0) solidified += Math.floor(Math.max(0, now() - anchorTime) / intervalMs);
     if (stopAtEnd && solidified > source.last) solidified = Math.max(anchorBlock, source.last);
@@ -390,113 +451,50 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     return toEpoch(anchorTime + (n - anchorBlock) * intervalMs);
   }
 
-  // Faults.
-  let faults: ReplayFaults = {};
-  let random = prng(1);
-  let disabled = new Set(opts.disabledPaths ?? []);
-  function setDisabledPaths(paths: string[]): void {
-    disabled = new Set(paths);
-  }
-  function setFaults(f: ReplayFaults | undefined): void {
-    faults = { ...(f ?? {}) };
-    random = prng(faults.seed ?? 1);
-  }
-  setFaults(opts.faults);
+  return { heads, advanceTo, solidifiedAt };
+}
 
-  const stats: ReplayStats = {
+// ---------------------------------------------------------------------------------------------
+// Step 2: the counters
+
+/** Zeroed counters; `byPath` has no prototype, since request paths are client input. */
+function newStats(): ReplayStats {
+  return {
     // No prototype: request paths are client input (a path named __proto__ stays a counter).
     requests: { total: 0, byPath: Object.create(null) as Record<string, number> },
     faults: { empty: 0, error: 0, errorJson: 0, delayed: 0 },
   };
+}
 
-  // Headers of recorded blocks, parsed on demand (LRU in Map order).
-  const headers = new Map<number, Header>();
+// ---------------------------------------------------------------------------------------------
+// Step 3: fault injection
 
-  async function recordedHeader(n: number): Promise<Header | undefined> {
-    if (n < source.first || n > source.last) return undefined;
-    const hit = headers.get(n);
-    if (hit) {
-      headers.delete(n);
-      headers.set(n, hit);
-      return hit;
-    }
-    const entry = await source.get(n);
-    if (!entry) return undefined;
-    const h = parseHeader(n, entry.block);
-    headers.set(n, h);
-    if (headers.size > HEADER_CACHE) {
-      const oldest = headers.keys().next().value;
-      if (oldest !== undefined) headers.delete(oldest);
-    }
-    return h;
-  }
+/** An answer that replaces the normal one: HTTP status and body. */
+interface FaultAnswer {
+  status: number;
+  body: string;
+}
 
-  /** The recorded block whose time a filler n counts from, and the number of blocks between. */
-  async function timeAnchor(n: number): Promise<{ h: Header | undefined; blocks: number }> {
-    if (n > source.last) return { h: await recordedHeader(source.last), blocks: n - source.last };
-    if (n < source.first)
-      return { h: await recordedHeader(source.first), blocks: n - source.first };
-    const rec = source.recorded;
-    if (rec) {
-      // Highest recorded number below n (binary search).
-      let lo = 0;
-      let hi = rec.length - 1;
-      let best = source.first;
-      while (lo <= hi) {
-        const mid = (lo + hi) >> 1;
-        const v = rec[mid] ?? source.first;
-        if (v < n) {
-          best = v;
-          lo = mid + 1;
-        } else hi = mid - 1;
-      }
-      return { h: await recordedHeader(best), blocks: n - best };
-    }
-    return { h: await recordedHeader(source.first), blocks: n - source.first };
-  }
+interface FaultInjector {
+  /** Replace the faults (undefined = none) and reseed the PRNG (seed default 1). */
+  set(f: ReplayFaults | undefined): void;
+  /**
+   * Draw a fault for an answer about a solidified block (`block`: getblockbynum, `infos`: its
+   * transaction infos), after waiting `delayMs` if set; undefined = answer normally. Counts into
+   * `stats.faults`. One PRNG draw per call when any rate is > 0, none otherwise.
+   */
+  draw(kind: 'block' | 'infos'): Promise<FaultAnswer | undefined>;
+  /** Resolve every pending delay now and clear its timer (close: no timer outlives the server). */
+  releaseDelays(): void;
+}
 
-  function syntheticId(n: number): string {
-    return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
-  }
-
-  async function fillerHeader(n: number): Promise<Header> {
-    const next = await recordedHeader(n + 1);
-    const prev = n > 0 ? await recordedHeader(n - 1) : undefined;
-    const id = next ? next.parentHash : syntheticId(n);
-    // n is not recorded, so a filler n-1 cannot borrow n's parentHash: its id is synthetic.
-    const parentHash = n === 0 ? ZERO_HASH : prev ? prev.id : syntheticId(n - 1);
-    const { h: anchor, blocks } = await timeAnchor(n);
-    const timestamp = Math.max(0, (anchor?.timestamp ?? 0) + blocks * BLOCK_SPACING_MS);
-    const version = anchor?.version ?? DEFAULT_BLOCK_VERSION;
-    const seed = sha256Hex(`tronwatch replay witness ${n}`);
-    const json = `${JSON.stringify({
-      blockID: id,
-      block_header: {
-        raw_data: {
-          number: n,
-          txTrieRoot: ZERO_HASH,
-          witness_address: `41${seed.slice(0, 40)}`,
-          parentHash,
-          version,
-          timestamp,
-        },
-        witness_signature: `${seed}${sha256Hex(seed)}00`,
-      },
-    })}\n`;
-    return { number: n, id, parentHash, timestamp, version, json };
-  }
-
-  async function headerOf(n: number): Promise<Header> {
-    return (await recordedHeader(n)) ?? fillerHeader(n);
-  }
-
-  /** Full block bytes (verbatim when recorded) and infos. */
-  async function blockOf(n: number): Promise<BlockEntry> {
-    const entry = n >= source.first && n <= source.last ? await source.get(n) : undefined;
-    if (entry) return entry;
-    const h = await fillerHeader(n);
-    return { block: Buffer.from(h.json), infos: EMPTY_ARRAY };
-  }
+/**
+ * Faults start as none; call `set` with the options' faults. One draw r in [0, 1) picks: error
+ * below errorRate, errorJson below errorRate + errorJsonRate, empty below the sum of all three.
+ */
+function createFaultInjector(stats: ReplayStats): FaultInjector {
+  let faults: ReplayFaults = {};
+  let random = prng(1);
 
   // Delayed answers are tracked so close() can release them (no timer outlives the server).
   const pendingDelays = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
@@ -513,10 +511,12 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     });
   }
 
-  /** Draw a fault for an answer about solidified block n; undefined = answer normally. */
-  async function fault(
-    kind: 'block' | 'infos',
-  ): Promise<{ status: number; body: string } | undefined> {
+  function set(f: ReplayFaults | undefined): void {
+    faults = { ...(f ?? {}) };
+    random = prng(faults.seed ?? 1);
+  }
+
+  async function draw(kind: 'block' | 'infos'): Promise<FaultAnswer | undefined> {
     if (faults.delayMs && faults.delayMs > 0) {
       stats.faults.delayed++;
       await delay(faults.delayMs);
@@ -541,235 +541,72 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     return undefined;
   }
 
-  function nodeInfo(
-    h: { solidified: number; head: number },
-    headId: string,
-    solidId: string,
-  ): string {
-    const total = totalmem();
-    const free = freemem();
-    return `${JSON.stringify({
-      beginSyncNum: Math.max(0, h.head - 1000),
-      block: `Num:${h.head},ID:${headId}`,
-      solidityBlock: `Num:${h.solidified},ID:${solidId}`,
-      currentConnectCount: 30,
-      activeConnectCount: 8,
-      passiveConnectCount: 22,
-      totalFlow: 0,
-      peerInfoList: [],
-      configNodeInfo: {
-        codeVersion: '4.8.0',
-        p2pVersion: '11111',
-        listenPort: 18888,
-        discoverEnable: true,
-        activeNodeSize: 0,
-        passiveNodeSize: 0,
-        sendNodeSize: 0,
-        maxConnectCount: 30,
-        sameIpMaxConnectCount: 2,
-        backupListenPort: 10001,
-        backupMemberSize: 0,
-        backupPriority: 8,
-        dbVersion: 2,
-        minParticipationRate: 15,
-        supportConstant: true,
-        minTimeRatio: 0,
-        maxTimeRatio: 5,
-        allowCreationOfContracts: 1,
-        allowAdaptiveEnergy: 1,
-      },
-      machineInfo: {
-        threadCount: 120,
-        deadLockThreadCount: 0,
-        cpuCount: cpus().length,
-        totalMemory: total,
-        freeMemory: free,
-        cpuRate: 0.1,
-        javaVersion: '1.8.0_372',
-        osName: 'Linux amd64',
-        jvmTotalMemory: 4294967296,
-        jvmFreeMemory: 1073741824,
-        processCpuRate: 0.05,
-        memoryDescInfoList: [],
-        deadLockThreadInfoList: [],
-      },
-      cheatWitnessInfoMap: {},
-      replay: true,
-    })}\n`;
-  }
-
-  /** The answer to one routed request: [status, body]. */
-  async function answer(
-    view: View,
-    op: Op,
-    params: Params,
-    fromQuery: boolean,
-  ): Promise<[number, Buffer | string]> {
-    const h = heads();
-    const limit = view === 'solidity' ? h.solidified : h.head;
-    switch (op) {
-      case 'nodeinfo': {
-        const [headH, solidH] = await Promise.all([headerOf(h.head), headerOf(h.solidified)]);
-        return [200, nodeInfo(h, headH.id, solidH.id)];
-      }
-      case 'nowblock':
-        return [200, (await blockOf(limit)).block];
-      case 'getblock': {
-        const detail = parseBool(params.detail);
-        const idOrNum = params.id_or_num;
-        let n: number | 'huge';
-        let wantId: string | undefined;
-        if (idOrNum === undefined || idOrNum === null || idOrNum === '') {
-          n = limit;
-        } else if (typeof idOrNum === 'string' && /^[0-9a-fA-F]{64}$/.test(idOrNum)) {
-          wantId = idOrNum.toLowerCase();
-          const b = BigInt(`0x${wantId.slice(0, 16)}`);
-          n = b > BigInt(Number.MAX_SAFE_INTEGER) ? 'huge' : Number(b);
-        } else {
-          n = parseNum(typeof idOrNum === 'number' ? String(idOrNum) : idOrNum, true);
-        }
-        if (n === 'huge' || n < 0 || n > limit) return [200, '{}\n'];
-        const header = await headerOf(n);
-        if (wantId !== undefined && header.id.toLowerCase() !== wantId) return [200, '{}\n'];
-        return [200, detail ? (await blockOf(n)).block : header.json];
-      }
-      case 'blockbynum':
-      case 'txinfos': {
-        const n = parseNum(params.num, fromQuery);
-        const none = op === 'blockbynum' ? '{}\n' : '[]\n';
-        if (n === 'huge' || n < 0 || n > limit) return [200, none];
-        if (n <= h.solidified) {
-          const f = await fault(op === 'blockbynum' ? 'block' : 'infos');
-          if (f) return [f.status, f.body];
-        }
-        const entry = await blockOf(n);
-        return [200, op === 'blockbynum' ? entry.block : entry.infos];
-      }
+  function releaseDelays(): void {
+    for (const d of pendingDelays) {
+      clearTimeout(d.timer);
+      d.resolve();
     }
+    pendingDelays.clear();
   }
 
-  function send(res: ServerResponse, status: number, body: Buffer | string): void {
-    if (res.destroyed || res.headersSent) return;
-    const buf = typeof body === 'string' ? Buffer.from(body) : body;
-    res.writeHead(status, { ...JSON_HEADERS, 'content-length': buf.length });
-    res.end(buf);
-  }
+  return { set, draw, releaseDelays };
+}
 
-  function readBody(req: IncomingMessage): Promise<string | undefined> {
-    return new Promise((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      req.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_BODY_BYTES) {
-          resolve(undefined);
-          req.destroy();
-          return;
-        }
-        chunks.push(c);
-      });
-      req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-      req.on('error', reject);
-    });
-  }
+// ---------------------------------------------------------------------------------------------
+// Step 4: the blocks served (recorded headers, filler blocks)
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://replay.invalid');
-    const path = url.pathname;
-    stats.requests.total++;
-    stats.requests.byPath[path] = (stats.requests.byPath[path] ?? 0) + 1;
-    const route = disabled.has(path) ? undefined : ROUTES.get(path);
-    if (!route) {
-      req.resume();
-      return send(res, 404, `${JSON.stringify({ Error: `no such endpoint: ${path}` })}\n`);
+/** Every block number as served: recorded bytes where the source holds them, filler elsewhere. */
+interface ChainView {
+  /** Header of block n >= 0 (recorded, or the filler's). */
+  headerOf(n: number): Promise<Header>;
+  /** Full block bytes (verbatim when recorded) and transaction infos (`[]` for a filler). */
+  blockOf(n: number): Promise<BlockEntry>;
+}
+
+/** Header of recorded block n, undefined when the source does not hold n. */
+type RecordedHeader = (n: number) => Promise<Header | undefined>;
+
+/**
+ * The block view over `source`: recorded headers parsed on demand, the last HEADER_CACHE (4096)
+ * kept (LRU in Map order); fillers rebuilt on each call from their recorded neighbours.
+ * @throws Error (from headerOf/blockOf) when a recorded block is not JSON or lacks its header.
+ */
+function createChainView(source: BlockSource): ChainView {
+  // Headers of recorded blocks, parsed on demand (LRU in Map order).
+  const headers = new Map<number, Header>();
+
+  async function recordedHeader(n: number): Promise<Header | undefined> {
+    if (n < source.first || n > source.last) return undefined;
+    const hit = headers.get(n);
+    if (hit) {
+      headers.delete(n);
+      headers.set(n, hit);
+      return hit;
     }
-    if (req.method !== 'GET' && req.method !== 'POST') {
-      req.resume();
-      res.setHeader('allow', 'GET, POST');
-      return send(res, 405, `${JSON.stringify({ Error: `method ${req.method} not allowed` })}\n`);
+    const entry = await source.get(n);
+    if (!entry) return undefined;
+    const h = parseHeader(n, entry.block);
+    headers.set(n, h);
+    if (headers.size > HEADER_CACHE) {
+      const oldest = headers.keys().next().value;
+      if (oldest !== undefined) headers.delete(oldest);
     }
-    // GET: query string. POST: a JSON body (over any query string), or the query string alone
-    // when the body is empty (then absent fields take java-tron's protobuf defaults).
-    const params: Params = Object.fromEntries(url.searchParams);
-    let fromQuery = req.method === 'GET' || url.searchParams.size > 0;
-    if (req.method === 'POST') {
-      const body = await readBody(req);
-      if (body === undefined) return send(res, 413, '{"Error":"request body too large"}\n');
-      if (body.trim() !== '') {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(body);
-        } catch (err) {
-          const msg = err instanceof Error ? err.message : String(err);
-          return send(res, 200, javaError('com.alibaba.fastjson.JSONException', msg));
-        }
-        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-          return send(
-            res,
-            200,
-            javaError('com.alibaba.fastjson.JSONException', 'syntax error, expect {'),
-          );
-        }
-        Object.assign(params, parsed);
-        fromQuery = false;
-      }
-    }
-    try {
-      const [status, body] = await answer(route.view, route.op, params, fromQuery);
-      send(res, status, body);
-    } catch (err) {
-      if (err instanceof JavaError) return send(res, 200, err.message);
-      const msg = err instanceof Error ? err.message : String(err);
-      send(res, 500, javaError('java.lang.RuntimeException', msg));
-    }
+    return h;
   }
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      const msg = err instanceof Error ? err.message : String(err);
-      send(res, 500, javaError('java.lang.RuntimeException', msg));
-    });
-  });
-
-  // Keep idle connections 30 s (Node's default is 5 s), as the node client's agent does.
-  server.keepAliveTimeout = 30_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-
-  let closing: Promise<void> | undefined;
-  function close(): Promise<void> {
-    closing ??= new Promise<void>((resolve, reject) => {
-      for (const d of pendingDelays) {
-        clearTimeout(d.timer);
-        d.resolve();
-      }
-      pendingDelays.clear();
-      server.close((err) => (err ? reject(err) : resolve()));
-      server.closeAllConnections();
-    });
-    return closing;
+  async function headerOf(n: number): Promise<Header> {
+    return (await recordedHeader(n)) ?? fillerHeader(source, recordedHeader, n);
   }
 
-  return {
-    url,
-    port,
-    first: source.first,
-    last: source.last,
-    heads,
-    advanceTo,
-    solidifiedAt,
-    setFaults,
-    setDisabledPaths,
-    stats,
-    close,
-  };
+  /** Full block bytes (verbatim when recorded) and infos. */
+  async function blockOf(n: number): Promise<BlockEntry> {
+    const entry = n >= source.first && n <= source.last ? await source.get(n) : undefined;
+    if (entry) return entry;
+    const h = await fillerHeader(source, recordedHeader, n);
+    return { block: Buffer.from(h.json), infos: EMPTY_ARRAY };
+  }
+
+  return { headerOf, blockOf };
 }
 
 /** Number, id, parent, time and version of a recorded block, and its transaction-less JSON. */
@@ -796,6 +633,386 @@ function parseHeader(n: number, block: Buffer): Header {
     version: Number(raw.version ?? DEFAULT_BLOCK_VERSION),
     json: `${JSON.stringify({ blockID: j.blockID, block_header: j.block_header })}\n`,
   };
+}
+
+/**
+ * The filler block n (n is not recorded), in java-tron's empty-block shape (see the module doc):
+ * id = the next recorded block's parentHash, or synthetic; parentHash = the previous recorded
+ * block's id, synthetic, or ZERO_HASH for block 0; timestamp (ms since epoch, not below 0) =
+ * the time anchor's + 3000 ms per block between; version = the anchor's, or 32.
+ */
+async function fillerHeader(
+  source: BlockSource,
+  recordedHeader: RecordedHeader,
+  n: number,
+): Promise<Header> {
+  const next = await recordedHeader(n + 1);
+  const prev = n > 0 ? await recordedHeader(n - 1) : undefined;
+  const id = next ? next.parentHash : syntheticId(n);
+  // n is not recorded, so a filler n-1 cannot borrow n's parentHash: its id is synthetic.
+  const parentHash = n === 0 ? ZERO_HASH : prev ? prev.id : syntheticId(n - 1);
+  const { h: anchor, blocks } = await timeAnchor(source, recordedHeader, n);
+  const timestamp = Math.max(0, (anchor?.timestamp ?? 0) + blocks * BLOCK_SPACING_MS);
+  const version = anchor?.version ?? DEFAULT_BLOCK_VERSION;
+  const seed = sha256Hex(`tronwatch replay witness ${n}`);
+  const json = `${JSON.stringify({
+    blockID: id,
+    block_header: {
+      raw_data: {
+        number: n,
+        txTrieRoot: ZERO_HASH,
+        witness_address: `41${seed.slice(0, 40)}`,
+        parentHash,
+        version,
+        timestamp,
+      },
+      witness_signature: `${seed}${sha256Hex(seed)}00`,
+    },
+  })}\n`;
+  return { number: n, id, parentHash, timestamp, version, json };
+}
+
+/**
+ * The recorded block whose time a filler n counts from, and the number of blocks between
+ * (negative below the range): `last` above the range, `first` below it, inside it the highest
+ * recorded number below n (binary search in `source.recorded`; `first` without that list).
+ */
+async function timeAnchor(
+  source: BlockSource,
+  recordedHeader: RecordedHeader,
+  n: number,
+): Promise<{ h: Header | undefined; blocks: number }> {
+  if (n > source.last) return { h: await recordedHeader(source.last), blocks: n - source.last };
+  if (n < source.first) return { h: await recordedHeader(source.first), blocks: n - source.first };
+  const rec = source.recorded;
+  if (rec) {
+    // Highest recorded number below n (binary search).
+    let lo = 0;
+    let hi = rec.length - 1;
+    let best = source.first;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const v = rec[mid] ?? source.first;
+      if (v < n) {
+        best = v;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    return { h: await recordedHeader(best), blocks: n - best };
+  }
+  return { h: await recordedHeader(source.first), blocks: n - source.first };
+}
+
+/** A filler's blockID, 64 hex chars: 8-byte big-endian n ‖ 24 bytes of a sha256 (as java-tron). */
+function syntheticId(n: number): string {
+  return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 5: one answer per endpoint family
+
+/** One answer: HTTP status and body bytes (a string is sent as UTF-8). */
+type Answer = [status: number, body: Buffer | string];
+
+/** What an endpoint handler sees of one routed request. */
+interface Call {
+  /** Both heads, read once when the request's parameters are in. */
+  heads: Heads;
+  /** The view's newest block: heads.solidified (`/walletsolidity/…`), heads.head (`/wallet/…`). */
+  limit: number;
+  /** Query string and JSON body fields merged (body over query). */
+  params: Params;
+  /** Parameters came from a query string (GET, or POST without body): a missing num is an error. */
+  fromQuery: boolean;
+  chain: ChainView;
+  faults: FaultInjector;
+}
+
+/**
+ * One handler per endpoint family, both views. A handler may throw JavaError (malformed
+ * parameter: sent as HTTP 200 with its message) or any Error (HTTP 500).
+ */
+const ANSWERS: Record<Op, (call: Call) => Promise<Answer>> = {
+  nodeinfo: answerNodeInfo,
+  nowblock: answerNowBlock,
+  getblock: answerGetBlock,
+  blockbynum: (call) => answerByNum('blockbynum', call),
+  txinfos: (call) => answerByNum('txinfos', call),
+};
+
+/** `getnodeinfo`: NodeInfo naming both heads with their block ids (the same for both views). */
+async function answerNodeInfo({ heads, chain }: Call): Promise<Answer> {
+  const [headH, solidH] = await Promise.all([
+    chain.headerOf(heads.head),
+    chain.headerOf(heads.solidified),
+  ]);
+  return [200, nodeInfo(heads, headH.id, solidH.id)];
+}
+
+/** `getnowblock`: the view's newest block, with its transactions. */
+async function answerNowBlock({ limit, chain }: Call): Promise<Answer> {
+  return [200, (await chain.blockOf(limit)).block];
+}
+
+/**
+ * `getblock {id_or_num?, detail?}`: id_or_num absent or '' = the view's newest block; a 64-hex
+ * id names its number in its first 8 bytes and must match; otherwise a number (Long.parseLong).
+ * `{}` above the view's head or for an unknown id; `detail` false = without `transactions`.
+ */
+async function answerGetBlock({ limit, params, chain }: Call): Promise<Answer> {
+  const detail = parseBool(params.detail);
+  const idOrNum = params.id_or_num;
+  let n: number | 'huge';
+  let wantId: string | undefined;
+  if (idOrNum === undefined || idOrNum === null || idOrNum === '') {
+    n = limit;
+  } else if (typeof idOrNum === 'string' && /^[0-9a-fA-F]{64}$/.test(idOrNum)) {
+    wantId = idOrNum.toLowerCase();
+    const b = BigInt(`0x${wantId.slice(0, 16)}`);
+    n = b > BigInt(Number.MAX_SAFE_INTEGER) ? 'huge' : Number(b);
+  } else {
+    n = parseNum(typeof idOrNum === 'number' ? String(idOrNum) : idOrNum, true);
+  }
+  if (n === 'huge' || n < 0 || n > limit) return [200, '{}\n'];
+  const header = await chain.headerOf(n);
+  if (wantId !== undefined && header.id.toLowerCase() !== wantId) return [200, '{}\n'];
+  return [200, detail ? (await chain.blockOf(n)).block : header.json];
+}
+
+/**
+ * `getblockbynum {num}` and `gettransactioninfobyblocknum {num}`: the block's bytes or its
+ * transaction infos; `{}` / `[]` above the view's head; faults drawn for solidified blocks.
+ */
+async function answerByNum(
+  op: 'blockbynum' | 'txinfos',
+  { heads, limit, params, fromQuery, chain, faults }: Call,
+): Promise<Answer> {
+  const n = parseNum(params.num, fromQuery);
+  const none = op === 'blockbynum' ? '{}\n' : '[]\n';
+  if (n === 'huge' || n < 0 || n > limit) return [200, none];
+  if (n <= heads.solidified) {
+    const f = await faults.draw(op === 'blockbynum' ? 'block' : 'infos');
+    if (f) return [f.status, f.body];
+  }
+  const entry = await chain.blockOf(n);
+  return [200, op === 'blockbynum' ? entry.block : entry.infos];
+}
+
+/**
+ * java-tron's NodeInfo JSON (one line): `block: "Num:<head>,ID:<headId>"`,
+ * `solidityBlock: "Num:<solidified>,ID:<solidId>"`, this machine's cpu count and memory (bytes),
+ * fixed plausible values elsewhere, and `replay: true`.
+ */
+function nodeInfo(h: Heads, headId: string, solidId: string): string {
+  const total = totalmem();
+  const free = freemem();
+  return `${JSON.stringify({
+    beginSyncNum: Math.max(0, h.head - 1000),
+    block: `Num:${h.head},ID:${headId}`,
+    solidityBlock: `Num:${h.solidified},ID:${solidId}`,
+    currentConnectCount: 30,
+    activeConnectCount: 8,
+    passiveConnectCount: 22,
+    totalFlow: 0,
+    peerInfoList: [],
+    configNodeInfo: {
+      codeVersion: '4.8.0',
+      p2pVersion: '11111',
+      listenPort: 18888,
+      discoverEnable: true,
+      activeNodeSize: 0,
+      passiveNodeSize: 0,
+      sendNodeSize: 0,
+      maxConnectCount: 30,
+      sameIpMaxConnectCount: 2,
+      backupListenPort: 10001,
+      backupMemberSize: 0,
+      backupPriority: 8,
+      dbVersion: 2,
+      minParticipationRate: 15,
+      supportConstant: true,
+      minTimeRatio: 0,
+      maxTimeRatio: 5,
+      allowCreationOfContracts: 1,
+      allowAdaptiveEnergy: 1,
+    },
+    machineInfo: {
+      threadCount: 120,
+      deadLockThreadCount: 0,
+      cpuCount: cpus().length,
+      totalMemory: total,
+      freeMemory: free,
+      cpuRate: 0.1,
+      javaVersion: '1.8.0_372',
+      osName: 'Linux amd64',
+      jvmTotalMemory: 4294967296,
+      jvmFreeMemory: 1073741824,
+      processCpuRate: 0.05,
+      memoryDescInfoList: [],
+      deadLockThreadInfoList: [],
+    },
+    cheatWitnessInfoMap: {},
+    replay: true,
+  })}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 6: the request router
+
+interface RouterDeps {
+  /** Counted per request, unknown paths included. */
+  stats: ReplayStats;
+  chain: ChainView;
+  faults: FaultInjector;
+  heads: () => Heads;
+  /** The route of a path, undefined = 404 (unknown or disabled). */
+  route: (path: string) => { view: View; op: Op } | undefined;
+}
+
+/**
+ * The `request` listener: count the request, route it (404 unknown, 405 unless GET or POST),
+ * read its parameters, answer it. A handler's JavaError is sent as HTTP 200 with its message;
+ * any other error as HTTP 500 `{"Error": "class java.lang.RuntimeException : …"}`.
+ */
+function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://replay.invalid');
+    const path = url.pathname;
+    deps.stats.requests.total++;
+    deps.stats.requests.byPath[path] = (deps.stats.requests.byPath[path] ?? 0) + 1;
+    const route = deps.route(path);
+    if (!route) {
+      req.resume();
+      return send(res, 404, `${JSON.stringify({ Error: `no such endpoint: ${path}` })}\n`);
+    }
+    if (req.method !== 'GET' && req.method !== 'POST') {
+      req.resume();
+      res.setHeader('allow', 'GET, POST');
+      return send(res, 405, `${JSON.stringify({ Error: `method ${req.method} not allowed` })}\n`);
+    }
+    const read = await readParams(req, url);
+    if ('refused' in read) return send(res, ...read.refused);
+    try {
+      const h = deps.heads();
+      const [status, body] = await ANSWERS[route.op]({
+        heads: h,
+        limit: route.view === 'solidity' ? h.solidified : h.head,
+        params: read.params,
+        fromQuery: read.fromQuery,
+        chain: deps.chain,
+        faults: deps.faults,
+      });
+      send(res, status, body);
+    } catch (err) {
+      if (err instanceof JavaError) return send(res, 200, err.message);
+      const msg = err instanceof Error ? err.message : String(err);
+      send(res, 500, javaError('java.lang.RuntimeException', msg));
+    }
+  }
+
+  return (req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      const msg = err instanceof Error ? err.message : String(err);
+      send(res, 500, javaError('java.lang.RuntimeException', msg));
+    });
+  };
+}
+
+/**
+ * The parameters of a GET or POST request. GET: the query string. POST: a JSON body (over any
+ * query string), or the query string alone when the body is empty (then absent fields take
+ * java-tron's protobuf defaults). `refused`: the answer instead — 413 for a body above
+ * MAX_BODY_BYTES (1 MiB), HTTP 200 fastjson error for a body that is not a JSON object.
+ * Rejects when the request stream errors.
+ */
+async function readParams(
+  req: IncomingMessage,
+  url: URL,
+): Promise<{ params: Params; fromQuery: boolean } | { refused: Answer }> {
+  const params: Params = Object.fromEntries(url.searchParams);
+  let fromQuery = req.method === 'GET' || url.searchParams.size > 0;
+  if (req.method === 'POST') {
+    const body = await readBody(req);
+    if (body === undefined) return { refused: [413, '{"Error":"request body too large"}\n'] };
+    if (body.trim() !== '') {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body);
+      } catch (err) {
+        const msg = err instanceof Error ? err.message : String(err);
+        return { refused: [200, javaError('com.alibaba.fastjson.JSONException', msg)] };
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+        return {
+          refused: [200, javaError('com.alibaba.fastjson.JSONException', 'syntax error, expect {')],
+        };
+      }
+      Object.assign(params, parsed);
+      fromQuery = false;
+    }
+  }
+  return { params, fromQuery };
+}
+
+/** The body as UTF-8; undefined (and the request destroyed) above MAX_BODY_BYTES. */
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        resolve(undefined);
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/** Send a JSON answer with its content-length; nothing when the response is gone or started. */
+function send(res: ServerResponse, status: number, body: Buffer | string): void {
+  if (res.destroyed || res.headersSent) return;
+  const buf = typeof body === 'string' ? Buffer.from(body) : body;
+  res.writeHead(status, { ...JSON_HEADERS, 'content-length': buf.length });
+  res.end(buf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 7: server start and stop
+
+/**
+ * An HTTP server with `onRequest`, listening on `host:port` (port 0 = a free one), idle
+ * connections kept 30 s. Rejects with the listen error (EADDRINUSE…) when it cannot bind.
+ */
+async function listen(
+  onRequest: (req: IncomingMessage, res: ServerResponse) => void,
+  port: number,
+  host: string,
+): Promise<Server> {
+  const server: Server = createServer(onRequest);
+  // Keep idle connections 30 s (Node's default is 5 s), as the node client's agent does.
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+/** Release pending delayed answers, stop listening and drop every connection. */
+function stop(server: Server, faults: FaultInjector): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    faults.releaseDelays();
+    server.close((err) => (err ? reject(err) : resolve()));
+    server.closeAllConnections();
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
