@@ -15,6 +15,11 @@
  *
  * Failures (node or database) never skip a block: the loop logs, backs off with jitter (capped at
  * 10 s) and tries the same block again, and resumes by itself when the dependency returns.
+ *
+ * Leadership terms: run() is one term (leader.ts calls it once per term on the same Ingester).
+ * Each term starts by forgetting the head-sighting times of the previous one, and every cursor
+ * (re)read drops those at or below the cursor: blocks another leader committed (or that lie
+ * below the first cursor) would otherwise keep their entries forever.
  */
 
 import type { Logger } from '../common/logger.js';
@@ -72,13 +77,24 @@ export class Ingester {
     headPolls: 0,
   };
   private readonly o: IngesterOptions;
-  /** Local time at which each solidified head was first seen (latency measurements). */
+  /**
+   * Local time at which each solidified head was first seen (latency measurements); an entry
+   * lives until its block is committed, and the map is emptied when a term starts (run()).
+   */
   private readonly seenAt = new Map<number, number>();
   private lastAdvanceAt = 0;
   private creepMs = 0;
 
   constructor(opts: IngesterOptions) {
     this.o = opts;
+  }
+
+  /**
+   * Head-sighting times held (blocks seen solidified and not committed by this term yet): at
+   * most the blocks between the cursor and the solidified head (tests, diagnostics).
+   */
+  get heldSightings(): number {
+    return this.seenAt.size;
   }
 
   private get interval(): number {
@@ -139,6 +155,8 @@ export class Ingester {
   async run(signal: AbortSignal): Promise<void> {
     const { db, client, logger } = this.o;
     const network = this.o.config.network;
+    // A new term: sightings of the previous one are of blocks another leader may have committed.
+    this.seenAt.clear();
     let failures = 0;
     let cursor: number | undefined;
     while (!signal.aborted) {
@@ -146,6 +164,7 @@ export class Ingester {
         if (cursor === undefined) {
           cursor = (await ensureCursor(db, network, await this.firstBlock(signal))).block_number;
           this.stats.cursor = cursor;
+          for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
           logger.info({ block_number: cursor + 1 }, 'ingest starting');
         }

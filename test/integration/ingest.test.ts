@@ -252,6 +252,39 @@ describe.each(dbEngines)('ingest on %s', (engine) => {
     expect(n[0]?.n).toBe(expected.length);
   });
 
+  it('forgets, from one leadership term to the next, the head sightings of blocks another leader committed', async () => {
+    t = await migratedDb(engine);
+    chain = await serveSynthetic(CHAIN);
+    const client = new NodeClient({ url: chain.node.url, retries: 3 });
+    const config = testIngestConfig(chain);
+    try {
+      // Term 1 of A: it sees the whole chain solidified, commits three blocks, then loses the lead.
+      const term1 = new AbortController();
+      const a = new Ingester({
+        db: t.db,
+        client,
+        logger: silentLogger,
+        config,
+        onBlock: (b) => {
+          if (b.blockNumber >= chain!.first + 2) term1.abort();
+        },
+      });
+      await a.run(term1.signal);
+      expect(a.stats.cursor).toBe(chain.first + 2);
+      expect(a.heldSightings).toBeGreaterThan(0); // blocks A saw solidified but did not commit
+      // B leads meanwhile and commits the rest.
+      const b = new Ingester({ db: t.db, client, logger: silentLogger, config });
+      await runUntil(b, chain.last, new AbortController());
+      // Term 2 of A (leader.ts runs the same Ingester once per term): the cursor is past every
+      // block A saw, so it must hold no sighting any more.
+      await runUntil(a, chain.last, new AbortController());
+      expect(a.stats.cursor).toBe(chain.last);
+      expect(a.heldSightings).toBe(0);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('refuses to commit a block the cursor is not ready for', async () => {
     t = await migratedDb(engine);
     await ensureCursor(t.db, 'mainnet', 100);
