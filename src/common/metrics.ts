@@ -11,6 +11,8 @@
  * | chain_lag_blocks | gauge | – | blocks | solidified head minus cursor: 0 when caught up |
  * | chain_lag_seconds | gauge | – | seconds | now minus the timestamp of the last committed block; caught up on mainnet this is the solidification delay (~19 blocks, ~57 s); on a replayed recording it is the recording's age |
  * | blocks_ingested_total | counter | – | blocks | blocks committed by this process |
+ * | ingest_stalled_block | gauge | – | block number | the block this process's ingester cannot commit because it failed permanently (malformed answer, 4xx, a bug), retried slowly and never skipped; 0 when not stalled; no sample before the ingester read its cursor |
+ * | ingest_block_failures_total | counter | class (transient, permanent) | attempts | failed ingest steps by class (src/ingest/stall.ts): transient ones are retried with backoff, permanent ones stall the block |
  * | transfers_ingested_total | counter | asset (USDT, TRX) | transfers | transfers extracted from committed blocks, matched or not |
  * | events_matched_total | counter | – | events | events created (transfer × matching watch) |
  * | deliveries_total | counter | outcome | notifications | committed state moves: `delivered` (→ DELIVERED), `failed` (attempt failed, rescheduled), `dead` (sixth failure → DEAD); attempts whose lease was taken over are not counted |
@@ -127,6 +129,8 @@ export class Metrics {
 
   /** Blocks committed by the ingester. */
   readonly blocksIngested: Counter;
+  /** Failed ingest steps, by class (transient | permanent). */
+  readonly ingestFailures: Counter<'class'>;
   /** Transfers extracted from committed blocks, by asset (USDT | TRX). */
   readonly transfersIngested: Counter<'asset'>;
   /** Events created (a transfer matching a watch). */
@@ -145,6 +149,8 @@ export class Metrics {
   /** As last reported by the ingester; -1 until then. */
   private solidified = -1;
   private cursor = -1;
+  /** Block the ingester is stalled on, 0 when not stalled; -1 until it reported. */
+  private stalledBlock = -1;
   /** Timestamp of the last committed block, ms since epoch (undefined until one is committed). */
   private lastBlockTimestampMs: number | undefined;
   /** Request counters of node clients, summed at scrape. */
@@ -191,6 +197,20 @@ export class Metrics {
           ? undefined
           : (Date.now() - this.lastBlockTimestampMs) / 1000,
     );
+
+    new ScrapedGauge(
+      this.registry,
+      `${p}ingest_stalled_block`,
+      'Block number the ingester cannot commit because it failed permanently (retried slowly, never skipped); 0 when not stalled.',
+      async () => (this.stalledBlock >= 0 ? this.stalledBlock : undefined),
+    );
+    this.ingestFailures = new Counter({
+      name: `${p}ingest_block_failures_total`,
+      help: 'Failed ingest steps by class: transient (retried with backoff) or permanent (the block stalls and is retried slowly).',
+      labelNames: ['class'] as const,
+      registers,
+    });
+    for (const c of ['transient', 'permanent'] as const) this.ingestFailures.inc({ class: c }, 0);
 
     this.blocksIngested = new Counter({
       name: `${p}blocks_ingested_total`,
@@ -271,6 +291,19 @@ export class Metrics {
   /** The ingester (re)read its cursor: `blockNumber` is the last committed block. */
   chainCursor(blockNumber: number): void {
     this.cursor = blockNumber;
+  }
+
+  /**
+   * The ingester's stall state: `block` is the block number that fails permanently, undefined
+   * when ingest is not stalled (src/ingest/stall.ts).
+   */
+  ingestStall(block: number | undefined): void {
+    this.stalledBlock = block ?? 0;
+  }
+
+  /** An ingest step failed; `cls` as classified by src/ingest/stall.ts. */
+  ingestFailed(cls: 'transient' | 'permanent'): void {
+    this.ingestFailures.inc({ class: cls });
   }
 
   /**

@@ -199,7 +199,8 @@ export interface CommitHooks {
 }
 
 /**
- * Commit one block: events, notifications and the cursor advance in one transaction.
+ * Commit one block: events, notifications and the cursor advance in one transaction; the
+ * advance also clears the ingest stall, if one was recorded (stall.ts).
  * @throws CursorMovedError when the cursor is not at block.number - 1 (nothing is written).
  */
 export async function commitBlock(
@@ -230,8 +231,11 @@ export async function commitBlock(
       if (matches.length > 0) events = await insertEvents(tx, network, block, matches);
     }
     await hooks.beforeCursorAdvance?.();
+    // Moving the cursor ends any stall recorded for this block (stall.ts), in the same transaction.
     await tx.query(
-      'UPDATE chain_cursor SET block_number = $2, block_id = $3, updated_at = now() WHERE network = $1',
+      `UPDATE chain_cursor SET block_number = $2, block_id = $3, updated_at = now(),
+              stalled_block = NULL, stalled_reason = NULL, stalled_since = NULL
+        WHERE network = $1`,
       [network, block.number, block.id],
     );
     return { events, matches: matched };

@@ -13,8 +13,17 @@
  * `TRON_NODE_CONCURRENCY` blocks ahead and refreshes the heads once per interval, so a watch
  * created meanwhile still gets a fresh activation head.
  *
- * Failures (node or database) never skip a block: the loop logs, backs off with jitter (capped at
- * 10 s) and tries the same block again, and resumes by itself when the dependency returns.
+ * Failures (node or database) never skip a block. Each is classified where it was born
+ * (stall.ts reads the `retryable` flags, CONVENTIONS habit 5):
+ * - transient (network, timeout, 429/5xx, empty answers, retryable SQLSTATEs, the cursor moved
+ *   by another ingester): logged as a warning per attempt, retried after a jittered backoff
+ *   (capped at 10 s); the loop resumes by itself when the dependency returns.
+ * - permanent (a malformed block or transaction-info answer, one that cannot be extracted, a
+ *   4xx, a bug): the block stalls. Logged ONCE per block at error level ('ingest stalled',
+ *   `block_number`, `reason`), recorded on the cursor row for GET /healthz (stall.ts), shown as
+ *   tronwatch_ingest_stalled_block, and retried every `permanentRetryMs` (default 10 block
+ *   intervals, 30 s on mainnet), so a fixed node or a fixed bug resumes by itself ('ingest
+ *   resumed'). The commit that gets the block through clears the stall.
  *
  * Leadership terms: run() is one term (leader.ts calls it once per term on the same Ingester).
  * Each term starts by forgetting the head-sighting times of the previous one, and every cursor
@@ -24,15 +33,15 @@
 
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
-import { backoffDelay, isRetryable, sleep } from '../common/retry.js';
+import { backoffDelay, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
-import { isRetryableDbError } from '../db/errors.js';
 import type { Db } from '../db/pool.js';
 import { extractTransfers } from '../tron/extract.js';
 import type { ChainHeads, NodeClient } from '../tron/node-client.js';
 import { fetchBlocks } from '../tron/scan.js';
 import { saveChainHead } from './chain-head.js';
 import { type CommitHooks, commitBlock, ensureCursor } from './commit.js';
+import { classifyIngestFailure, clearStall, recordStall, stallReason } from './stall.js';
 
 export interface IngesterOptions {
   db: Db;
@@ -53,6 +62,12 @@ export interface IngesterOptions {
   metrics?: Metrics;
   /** Blocks per fetch window while catching up. Default 100. */
   window?: number;
+  /**
+   * Delay between attempts at a block that failed permanently, ms. Default 10 block intervals
+   * (30 s on mainnet): slow enough not to hammer a node that answers garbage or to flood the
+   * logs, quick enough to resume soon after a fix.
+   */
+  permanentRetryMs?: number;
 }
 
 /** Running totals, read by metrics and benchmarks. */
@@ -82,6 +97,8 @@ export class Ingester {
    * lives until its block is committed, and the map is emptied when a term starts (run()).
    */
   private readonly seenAt = new Map<number, number>();
+  /** The block failing permanently, as last logged and recorded (undefined: not stalled). */
+  private stall: { block: number; reason: string; recorded: boolean } | undefined;
   private lastAdvanceAt = 0;
   private creepMs = 0;
 
@@ -99,6 +116,10 @@ export class Ingester {
 
   private get interval(): number {
     return this.o.config.ingest.blockIntervalMs;
+  }
+
+  private get permanentRetryMs(): number {
+    return this.o.permanentRetryMs ?? 10 * this.interval;
   }
 
   /** Poll both heads, remember when the solidified head advanced, store them for the API. */
@@ -166,11 +187,13 @@ export class Ingester {
           this.stats.cursor = cursor;
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
+          this.o.metrics?.ingestStall(this.stall?.block);
           logger.info({ block_number: cursor + 1 }, 'ingest starting');
         }
         if (cursor >= this.stats.solidified) {
           if (this.stats.solidified < 0) await this.pollHeads(signal);
           else await this.waitForNextHead(cursor, signal);
+          if (this.stall) await this.resumed(false);
           failures = 0;
           continue;
         }
@@ -204,6 +227,7 @@ export class Ingester {
             solidifiedAtMs: this.seenAt.get(cursor) ?? Date.now(),
           });
           this.seenAt.delete(cursor);
+          if (this.stall) await this.resumed(true);
           failures = 0;
           if (signal.aborted) break;
           if (Date.now() - lastPoll >= this.interval) {
@@ -214,10 +238,18 @@ export class Ingester {
       } catch (err) {
         if (signal.aborted) break;
         failures++;
+        // The block that failed: the one after the last committed (blocks are yielded in order).
+        const known = cursor ?? this.stats.cursor;
         cursor = undefined; // re-read: another ingester may have moved it
+        const cls = classifyIngestFailure(err);
+        this.o.metrics?.ingestFailed(cls);
+        if (cls === 'permanent') {
+          await this.stalled(known >= 0 ? known + 1 : undefined, err, failures);
+          await sleep(this.permanentRetryMs, signal);
+          continue;
+        }
         const delay = backoffDelay(failures, { baseMs: 200, capMs: 10_000 });
-        // A database connection error is as transient as a node timeout (db/errors.ts).
-        logger[isRetryable(err) || isRetryableDbError(err) ? 'warn' : 'error'](
+        logger.warn(
           {
             err: err instanceof Error ? err.message : String(err),
             attempt: failures,
@@ -229,5 +261,52 @@ export class Ingester {
       }
     }
     logger.info({ block_number: this.stats.cursor }, 'ingest stopped');
+  }
+
+  /**
+   * A permanent failure at `block` (undefined when no cursor was ever read): log it once per
+   * block, record it on the cursor row (again when the reason changes or the write failed), and
+   * show it in the metrics. Never throws: a database that is down is retried on the next attempt.
+   */
+  private async stalled(block: number | undefined, err: unknown, attempt: number): Promise<void> {
+    const { logger, db } = this.o;
+    const reason = stallReason(err);
+    const retryMs = this.permanentRetryMs;
+    if (block === undefined || this.stall?.block !== block) {
+      logger.error(
+        { block_number: block, reason, retry_in_ms: retryMs },
+        'ingest stalled: the block failed for a reason retrying cannot fix; retrying it slowly, never skipping it',
+      );
+      if (block === undefined) return;
+      this.stall = { block, reason, recorded: false };
+      this.o.metrics?.ingestStall(block);
+    } else {
+      logger.debug({ block_number: block, reason, attempt }, 'ingest still stalled');
+      if (this.stall.reason !== reason) this.stall = { block, reason, recorded: false };
+    }
+    if (this.stall.recorded) return;
+    try {
+      // false: the cursor is no longer at block - 1 (another leader); the next attempt re-reads it.
+      this.stall.recorded = await recordStall(db, this.o.config.network, block, reason);
+    } catch (e) {
+      logger.warn(
+        { block_number: block, err: e instanceof Error ? e.message : String(e) },
+        'ingest stall: could not record it in the database; trying again on the next attempt',
+      );
+    }
+  }
+
+  /**
+   * The stalled step went through: forget the stall. After a commit the database record is
+   * already gone (the commit cleared it); otherwise clear it here.
+   * @throws the database error of that clear (the loop retries as for any step).
+   */
+  private async resumed(committed: boolean): Promise<void> {
+    const s = this.stall;
+    if (!s) return;
+    if (!committed) await clearStall(this.o.db, this.o.config.network);
+    this.stall = undefined;
+    this.o.metrics?.ingestStall(undefined);
+    this.o.logger.info({ block_number: s.block }, 'ingest resumed after a stall');
   }
 }

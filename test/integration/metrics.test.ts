@@ -175,6 +175,8 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       [`${P}chain_lag_blocks`]: 'gauge',
       [`${P}chain_lag_seconds`]: 'gauge',
       [`${P}blocks_ingested_total`]: 'counter',
+      [`${P}ingest_stalled_block`]: 'gauge',
+      [`${P}ingest_block_failures_total`]: 'counter',
       [`${P}transfers_ingested_total`]: 'counter',
       [`${P}events_matched_total`]: 'counter',
       [`${P}deliveries_total`]: 'counter',
@@ -188,8 +190,16 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     // Every metric of this service, process ones included, carries the prefix.
     for (const name of types.keys()) expect(name.startsWith(P), name).toBe(true);
     // No ingester in this process: the chain gauges have no sample (not a misleading 0).
-    for (const g of ['chain_solidified_block', 'chain_cursor_block', 'chain_lag_blocks']) {
+    for (const g of [
+      'chain_solidified_block',
+      'chain_cursor_block',
+      'chain_lag_blocks',
+      'ingest_stalled_block',
+    ]) {
       expect(find(samples, `${P}${g}`)).toEqual([]);
+    }
+    for (const cls of ['transient', 'permanent']) {
+      expect(value(samples, `${P}ingest_block_failures_total`, { class: cls })).toBe(0);
     }
     for (const outcome of ['delivered', 'failed', 'dead']) {
       expect(value(samples, `${P}deliveries_total`, { outcome })).toBe(0);
@@ -458,6 +468,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     }
     expect(value(s, `${P}events_matched_total`)).toBe(expected.length);
     expect(value(s, `${P}chain_cursor_block`)).toBe(chain.last);
+    expect(value(s, `${P}ingest_stalled_block`)).toBe(0); // ran without a permanent failure
     expect(value(s, `${P}chain_solidified_block`)).toBe(ing.stats.solidified);
     expect(value(s, `${P}chain_lag_blocks`)).toBe(ing.stats.solidified - chain.last);
     expect(value(s, `${P}chain_lag_seconds`)).toBeGreaterThan(0); // a recorded chain is old

@@ -3,13 +3,22 @@
  *
  *   200 { ok: true,  network, checks: { postgres: true, redis: true } }
  *   503 { ok: false, network, checks: { postgres, redis } }   (same shape)
+ *   503 { ok: false, network, checks: { postgres, redis, ingest: false },
+ *         ingest: { stalled_block, reason, since } }        (additive: ingest is stalled)
  *
  * - postgres: `SELECT 1` answers within 1 s (a dead server fails fast: the pool's connect
  *   timeout is longer, so the deadline here is what bounds the probe).
  * - redis: `deps.redisCheck()` (within 1 s) when the app was given one. Without it no Redis is
  *   configured: the rate-limit windows are in process and cannot be down, so the check is true.
+ * - ingest (additive to the SPEC's shape, present only when false): the ingester recorded a stall
+ *   on the cursor row (src/ingest/stall.ts: a block failed for a reason no retry can fix; it is
+ *   retried slowly, never skipped). Read from the database, so every API replica reports it
+ *   whichever process ingests; `ingest` then gives the block number (int8), the last failure's
+ *   message and when the block first failed (ISO 8601 UTC). An unreadable cursor row (database
+ *   down) adds nothing: `postgres` is false then.
  */
 import { Type as T } from '@sinclair/typebox';
+import { readStall } from '../../ingest/stall.js';
 import { ref } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
 
@@ -23,21 +32,45 @@ export const HealthSchema = T.Object(
     checks: T.Object({
       postgres: T.Boolean(),
       redis: T.Boolean({ description: 'True when no Redis is configured (in-process windows).' }),
+      ingest: T.Optional(
+        T.Boolean({
+          description:
+            'Additive; present (false) only while ingest is stalled on a block that failed permanently.',
+        }),
+      ),
     }),
+    ingest: T.Optional(
+      T.Object(
+        {
+          stalled_block: T.Integer({
+            description: 'The block that cannot be committed; the cursor is at the block before.',
+          }),
+          reason: T.String({ description: "The last failure's message." }),
+          since: T.String({
+            format: 'date-time',
+            description: 'When this block first failed permanently.',
+          }),
+        },
+        {
+          description:
+            'Additive; present only while ingest is stalled. The block is retried slowly and never skipped.',
+        },
+      ),
+    ),
   },
   { $id: 'Health', description: 'Health of the service and its dependencies.' },
 );
 
 export const healthSchemas = [HealthSchema];
 
-/** Resolve to the probe's verdict, false on error or after `ms`. Never rejects. */
-async function probe(fn: () => Promise<boolean>, ms: number): Promise<boolean> {
+/** Resolve to the probe's answer, `fallback` on error or after `ms`. Never rejects. */
+async function probe<T>(fn: () => Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
+  const deadline = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
   });
   try {
-    return await Promise.race([fn().catch(() => false), deadline]);
+    return await Promise.race([fn().catch(() => fallback), deadline]);
   } finally {
     clearTimeout(timer);
   }
@@ -63,18 +96,31 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       },
     },
     async (_request, reply) => {
-      const [postgres, redis] = await Promise.all([
-        probe(async () => {
-          await deps.db.query('SELECT 1');
-          return true;
-        }, HEALTH_TIMEOUT_MS),
-        redisCheck ? probe(redisCheck, HEALTH_TIMEOUT_MS) : Promise.resolve(true),
+      const [postgres, redis, stall] = await Promise.all([
+        probe(
+          async () => {
+            await deps.db.query('SELECT 1');
+            return true;
+          },
+          HEALTH_TIMEOUT_MS,
+          false,
+        ),
+        redisCheck ? probe(redisCheck, HEALTH_TIMEOUT_MS, false) : Promise.resolve(true),
+        probe(() => readStall(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, undefined),
       ]);
-      const ok = postgres && redis;
-      return reply.code(ok ? 200 : 503).send({
+      const ok = postgres && redis && !stall;
+      const network = deps.config.network;
+      if (!stall)
+        return reply.code(ok ? 200 : 503).send({ ok, network, checks: { postgres, redis } });
+      return reply.code(503).send({
         ok,
-        network: deps.config.network,
-        checks: { postgres, redis },
+        network,
+        checks: { postgres, redis, ingest: false },
+        ingest: {
+          stalled_block: stall.block,
+          reason: stall.reason,
+          since: stall.since.toISOString(),
+        },
       });
     },
   );
