@@ -1,0 +1,211 @@
+/**
+ * The shell: loads the config and the session, then either the sign-in pages or the app with
+ * its left navigation. A 401 no_session from any call brings the login page back, and the route
+ * the user was on is kept (it is still the URL).
+ */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, describeError, get, onSignedOut, post } from './api';
+import { Loading, Notice } from './components/ui';
+import { AccountPage } from './pages/account';
+import { InvitePage, LoginPage, SignupPage } from './pages/auth';
+import { DeadLettersPage } from './pages/dead-letters';
+import { EventDetailPage } from './pages/event-detail';
+import { EventsPage } from './pages/events';
+import { KeysPage } from './pages/keys';
+import { OverviewPage } from './pages/overview';
+import { WatchesPage } from './pages/watches';
+import { BASE, Link, navigate, useLocation } from './router';
+import { AppContext, useApp } from './state';
+import type { Config, Me } from './types';
+
+type Boot =
+  | { state: 'loading' }
+  | { state: 'failed'; error: unknown }
+  | { state: 'ready'; config: Config; me: Me | null };
+
+export function App() {
+  const [boot, setBoot] = useState<Boot>({ state: 'loading' });
+
+  const load = async () => {
+    try {
+      // The session call comes first: it sets the tw_csrf cookie every later POST needs.
+      const me = await get<Me>('/session').catch((e: unknown) => {
+        if (e instanceof ApiError && e.status === 401) return null;
+        throw e;
+      });
+      const config = await get<Config>('/config');
+      setBoot({ state: 'ready', config, me });
+    } catch (e) {
+      setBoot({ state: 'failed', error: e });
+    }
+  };
+
+  useEffect(() => {
+    void load();
+    return onSignedOut(() => setBoot((b) => (b.state === 'ready' ? { ...b, me: null } : b)));
+  }, []);
+
+  if (boot.state === 'loading') return <Loading label="Loading the console…" />;
+  if (boot.state === 'failed') {
+    return (
+      <main class="auth-page">
+        <div class="auth-card">
+          <h1>The console could not start</h1>
+          <Notice tone="error">{describeError(boot.error)}</Notice>
+          <button type="button" class="btn btn-primary" onClick={() => void load()}>
+            Retry
+          </button>
+        </div>
+      </main>
+    );
+  }
+  const { config, me } = boot;
+  const setMe = (m: Me | null) => setBoot({ state: 'ready', config, me: m });
+  if (me === null) return <SignedOut config={config} onSignedIn={setMe} />;
+  return (
+    <AppContext.Provider value={{ config, me, setMe }}>
+      <Shell>
+        <Routes />
+      </Shell>
+    </AppContext.Provider>
+  );
+}
+
+const AUTH_PATHS = new Set(['/login', '/signup', '/invite']);
+
+function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me) => void }) {
+  const { path } = useLocation();
+  const done = (me: Me) => {
+    // After signing in from /login (or sign-up, invite) go to the overview; from any other
+    // route (a deep link, an expired session) stay where the user was going.
+    if (AUTH_PATHS.has(path)) navigate(`${BASE}/`, true);
+    onSignedIn(me);
+  };
+  if (path === '/invite') return <InvitePage onSignedIn={done} />;
+  if (path === '/signup' && config.signup === 'open') return <SignupPage onSignedIn={done} />;
+  return <LoginPage config={config} onSignedIn={done} />;
+}
+
+const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
+  { href: '/', label: 'Overview', match: (p) => p === '/' },
+  { href: '/events', label: 'Events', match: (p) => p.startsWith('/events') },
+  { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
+  { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
+  { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
+  { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
+];
+
+function Shell({ children }: { children: ComponentChildren }) {
+  const { path } = useLocation();
+  const [menuOpen, setMenuOpen] = useState(false);
+  const mainRef = useRef<HTMLElement>(null);
+  const first = useRef(true);
+
+  // On a route change: close the phone menu, move focus to the new page's heading (screen
+  // readers announce it; keyboard users start from the top of the page).
+  useEffect(() => {
+    setMenuOpen(false);
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    const h = mainRef.current?.querySelector<HTMLElement>('[data-page-title]');
+    h?.focus();
+  }, [path]);
+
+  const signOut = async () => {
+    try {
+      await post('/logout');
+    } finally {
+      location.assign(`${BASE}/login`);
+    }
+  };
+
+  return (
+    <div class="layout">
+      <a class="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header class="topbar">
+        <Link href={`${BASE}/`} class="brand">
+          <span class="brand-mark" aria-hidden="true">
+            ▼
+          </span>{' '}
+          tronwatch
+        </Link>
+        <button
+          type="button"
+          class="btn btn-secondary menu-button"
+          aria-expanded={menuOpen}
+          aria-controls="sidenav"
+          onClick={() => setMenuOpen(!menuOpen)}
+        >
+          Menu
+        </button>
+      </header>
+      <nav id="sidenav" class={`sidenav${menuOpen ? ' open' : ''}`} aria-label="Console">
+        <Link href={`${BASE}/`} class="brand brand-side">
+          <span class="brand-mark" aria-hidden="true">
+            ▼
+          </span>{' '}
+          tronwatch
+        </Link>
+        <ul>
+          {NAV.map((n) => (
+            <li key={n.href}>
+              <Link
+                href={BASE + n.href}
+                aria-current={n.match(path) ? 'page' : undefined}
+                class="nav-link"
+              >
+                {n.label}
+              </Link>
+            </li>
+          ))}
+          <li>
+            <a href={`${BASE}/docs/`} class="nav-link">
+              API docs
+            </a>
+          </li>
+        </ul>
+        <div class="nav-footer">
+          <NetworkBadge />
+          <button type="button" class="nav-signout" onClick={() => void signOut()}>
+            Sign out
+          </button>
+        </div>
+      </nav>
+      <main id="main" class="main" ref={mainRef}>
+        {children}
+      </main>
+    </div>
+  );
+}
+
+function NetworkBadge() {
+  const { config } = useApp();
+  return <span class="network-badge">TRON {config.network}</span>;
+}
+
+function Routes() {
+  const { path } = useLocation();
+  if (path === '/' || AUTH_PATHS.has(path)) return <OverviewPage />;
+  if (path === '/events' || path === '/events/') return <EventsPage />;
+  const ev = /^\/events\/([^/]+)\/?$/.exec(path);
+  if (ev?.[1]) return <EventDetailPage eventId={decodeURIComponent(ev[1])} />;
+  if (path.startsWith('/dead-letters')) return <DeadLettersPage />;
+  if (path.startsWith('/watches')) return <WatchesPage />;
+  if (path.startsWith('/keys')) return <KeysPage />;
+  if (path.startsWith('/account')) return <AccountPage />;
+  return (
+    <section>
+      <h1 tabIndex={-1} data-page-title>
+        Page not found
+      </h1>
+      <p>
+        There is nothing at this address. <Link href={`${BASE}/`}>Go to the overview</Link>.
+      </p>
+    </section>
+  );
+}

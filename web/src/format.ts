@@ -1,0 +1,106 @@
+/** Display helpers. Amounts are never formatted through Number: they are shown as received. */
+
+const dateTime = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric',
+  month: 'short',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+});
+
+/** The instant in the browser's time zone, e.g. "Jan 8, 2026, 14:36:54". */
+export function localTime(iso: string): string {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : dateTime.format(d);
+}
+
+/** "12 s ago", "3 min ago", "in 5 min"; whole units, rounded down. */
+export function relative(iso: string, now = Date.now()): string {
+  const t = new Date(iso).getTime();
+  if (Number.isNaN(t)) return '';
+  const diff = Math.round((t - now) / 1000);
+  const abs = Math.abs(diff);
+  const [n, unit] =
+    abs < 60
+      ? [abs, 's']
+      : abs < 3600
+        ? [Math.floor(abs / 60), 'min']
+        : abs < 86400
+          ? [Math.floor(abs / 3600), 'h']
+          : [Math.floor(abs / 86400), 'd'];
+  return diff < 0 || abs === 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`;
+}
+
+/** The UTC ISO form, e.g. "2026-01-08T13:36:54.000Z" (the hover text of every time). */
+export function utcIso(iso: string): string {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toISOString();
+}
+
+/** "TRSqa…7Hx9": `keep` characters each side. */
+export function middle(s: string, keep = 6): string {
+  return s.length <= keep * 2 + 1 ? s : `${s.slice(0, keep)}…${s.slice(-keep)}`;
+}
+
+/** Local datetime-local input value ("2026-01-08T14:36") → ISO UTC; '' for empty or invalid. */
+export function localInputToIso(value: string): string {
+  if (value === '') return '';
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? '' : d.toISOString();
+}
+
+/** ISO → the datetime-local input value in the browser's zone. */
+export function isoToLocalInput(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '';
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+export function durationMs(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+/** A user-agent string → "Chrome on Linux"; the raw string stays in the title. */
+export function describeAgent(ua: string | null): string {
+  if (ua === null || ua === '') return 'Unknown device';
+  const browser = /Edg\//.test(ua)
+    ? 'Edge'
+    : /Firefox\//.test(ua)
+      ? 'Firefox'
+      : /Chrome\/|Chromium\//.test(ua)
+        ? 'Chrome'
+        : /Safari\//.test(ua)
+          ? 'Safari'
+          : /curl\//.test(ua)
+            ? 'curl'
+            : null;
+  const os = /Windows/.test(ua)
+    ? 'Windows'
+    : /iPhone|iPad/.test(ua)
+      ? 'iOS'
+      : /Mac OS X|Macintosh/.test(ua)
+        ? 'macOS'
+        : /Android/.test(ua)
+          ? 'Android'
+          : /Linux/.test(ua)
+            ? 'Linux'
+            : null;
+  if (browser && os) return `${browser} on ${os}`;
+  return browser ?? os ?? middle(ua, 20);
+}
+
+/** A TRON transaction's page on Tronscan (opened by the user, never fetched by the console). */
+export function tronscanTx(txId: string): string {
+  return `https://tronscan.org/#/transaction/${encodeURIComponent(txId)}`;
+}
+
+/** Seconds → "45 s", "3 min 20 s", "2 h 5 min". */
+export function seconds(total: number): string {
+  const s = Math.max(0, Math.round(total));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
+  const m = Math.floor((s % 3600) / 60);
+  return `${Math.floor(s / 3600)} h${m ? ` ${m} min` : ''}`;
+}

@@ -1,0 +1,143 @@
+/** Events whose delivery is DEAD, each redeliverable, and "Redeliver all" for a scope. */
+import { useState } from 'preact/hooks';
+import { describeError, post } from '../api';
+import {
+  EventsListBody,
+  FilterForm,
+  useEventPages,
+  useFilters,
+  useWatches,
+} from '../components/events-table';
+import { ConfirmDialog, EmptyState, Notice, PageHeader } from '../components/ui';
+import { localTime, middle } from '../format';
+import { BASE, Link } from '../router';
+import type { EventWithDelivery } from '../types';
+
+export function DeadLettersPage() {
+  const filters = useFilters();
+  const watches = useWatches();
+  const pages = useEventPages(filters, 'DEAD');
+  const [confirming, setConfirming] = useState(false);
+  const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
+  const [busyId, setBusyId] = useState<string | null>(null);
+
+  const watch = watches.data?.find((w) => w.id === filters.watch_id);
+  const scope = [
+    watch ? `watch ${middle(watch.address, 6)} (${watch.asset_filter})` : 'all watches',
+    filters.since ? `from ${localTime(filters.since)}` : '',
+    filters.until ? `to ${localTime(filters.until)}` : '',
+  ]
+    .filter((s) => s !== '')
+    .join(', ');
+
+  const redeliverAll = async () => {
+    setMessage(null);
+    try {
+      const r = await post<{ redelivered: number }>('/redeliver', {
+        watch_id: filters.watch_id || undefined,
+        since: filters.since || undefined,
+        until: filters.until || undefined,
+      });
+      setMessage({
+        tone: 'success',
+        text:
+          r.redelivered === 0
+            ? 'Nothing to redeliver: no dead event in this scope.'
+            : `${r.redelivered} ${r.redelivered === 1 ? 'event' : 'events'} queued for redelivery. They leave this list as their new deliveries start.`,
+      });
+      await pages.first.reload();
+    } catch (e) {
+      setMessage({ tone: 'error', text: `Redeliver all failed: ${describeError(e)}` });
+    } finally {
+      setConfirming(false);
+    }
+  };
+
+  const redeliverOne = async (e: EventWithDelivery) => {
+    setBusyId(e.event_id);
+    setMessage(null);
+    try {
+      const r = await post<{ notification_id: string }>(
+        `/events/${encodeURIComponent(e.event_id)}/redeliver`,
+      );
+      setMessage({
+        tone: 'success',
+        text: `Event ${middle(e.event_id, 8)} queued for redelivery (${r.notification_id}).`,
+      });
+      pages.setRows(pages.rows.filter((x) => x.event_id !== e.event_id));
+    } catch (err) {
+      setMessage({ tone: 'error', text: `Redelivery failed: ${describeError(err)}` });
+    } finally {
+      setBusyId(null);
+    }
+  };
+
+  return (
+    <section>
+      <PageHeader
+        title="Dead letters"
+        description="Events whose six delivery attempts all failed. Fix the endpoint, then redeliver: the same event_id and payload are sent again."
+        actions={
+          <button
+            type="button"
+            class="btn btn-primary"
+            disabled={pages.rows.length === 0}
+            onClick={() => setConfirming(true)}
+          >
+            Redeliver all
+          </button>
+        }
+      />
+      <div aria-live="polite">
+        {message && (
+          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
+            {message.text}
+          </Notice>
+        )}
+      </div>
+      <FilterForm
+        filters={filters}
+        watches={watches.data}
+        showStatus={false}
+        basePath={`${BASE}/dead-letters`}
+      />
+      <EventsListBody
+        pages={pages}
+        watches={watches.data}
+        empty={
+          <EmptyState title="No dead letters">
+            <p>
+              Every delivery in this view was acknowledged or is still being retried. Failed
+              attempts are retried after 1 min, 5 min, 30 min, 2 h and 6 h before an event lands
+              here. <Link href={`${BASE}/events?status=PENDING`}>See pending deliveries</Link>.
+            </p>
+          </EmptyState>
+        }
+        action={(e) => (
+          <button
+            type="button"
+            class="btn btn-secondary btn-small"
+            disabled={busyId === e.event_id}
+            aria-label={`Redeliver event ${e.event_id}`}
+            onClick={() => void redeliverOne(e)}
+          >
+            {busyId === e.event_id ? 'Redelivering…' : 'Redeliver'}
+          </button>
+        )}
+      />
+      {confirming && (
+        <ConfirmDialog
+          title="Redeliver all dead events?"
+          confirmLabel="Redeliver all"
+          onConfirm={redeliverAll}
+          onCancel={() => setConfirming(false)}
+        >
+          <p>
+            Every DEAD event for <strong>{scope}</strong> gets a new delivery, sent now and retried
+            on the usual schedule. Your endpoint must deduplicate on <code>event_id</code>.
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}

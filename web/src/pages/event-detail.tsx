@@ -1,0 +1,310 @@
+/** One event: its fields, the exact payload bytes, every notification and every attempt. */
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { ApiError, describeError, get, post } from '../api';
+import {
+  CodeBlock,
+  HeaderList,
+  Loading,
+  Mono,
+  Notice,
+  Pill,
+  StatusPill,
+  Time,
+} from '../components/ui';
+import { durationMs, tronscanTx } from '../format';
+import { useLoad } from '../hooks';
+import { BASE, Link } from '../router';
+import type { Attempt, EventDetail, Notification, TransferEvent } from '../types';
+
+const ERROR_CLASS_TEXT: Record<string, string> = {
+  timeout: 'No answer within 10 s',
+  tls: 'TLS handshake or certificate failed',
+  refused: 'Connection refused',
+  dns: 'Host name did not resolve',
+  blocked: 'Blocked: the address is private or reserved',
+  network: 'Network error',
+  http: 'Non-2xx answer',
+  lost: 'Worker stopped during the attempt; retried',
+};
+
+export function EventDetailPage({ eventId }: { eventId: string }) {
+  const d = useLoad(() => get<EventDetail>(`/events/${encodeURIComponent(eventId)}`), [eventId]);
+  const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  const redeliver = async () => {
+    setBusy(true);
+    setMessage(null);
+    try {
+      const r = await post<{ notification_id: string }>(
+        `/events/${encodeURIComponent(eventId)}/redeliver`,
+      );
+      setMessage({
+        tone: 'success',
+        text: `Redelivery queued (${r.notification_id}): the first attempt is made now.`,
+      });
+      await d.reload();
+    } catch (e) {
+      setMessage({ tone: 'error', text: `Redelivery failed: ${describeError(e)}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section>
+      <nav class="breadcrumb" aria-label="Breadcrumb">
+        <Link href={`${BASE}/events`}>Events</Link> <span aria-hidden="true">/</span>{' '}
+        <span class="mono">{eventId}</span>
+      </nav>
+      <header class="page-header">
+        <div>
+          <h1 tabIndex={-1} data-page-title>
+            {d.data
+              ? `${d.data.event.amount} ${d.data.event.asset} ${d.data.event.direction}`
+              : 'Event'}
+          </h1>
+          {d.data && (
+            <p class="page-description">
+              <Time iso={d.data.event.block_timestamp} /> · block{' '}
+              <span class="mono">{d.data.event.block_number}</span>
+            </p>
+          )}
+        </div>
+        <div class="page-actions">
+          {d.data && (
+            <button
+              type="button"
+              class="btn btn-primary"
+              disabled={busy}
+              onClick={() => void redeliver()}
+            >
+              {busy ? 'Redelivering…' : 'Redeliver'}
+            </button>
+          )}
+        </div>
+      </header>
+      <div aria-live="polite">
+        {message && (
+          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
+            {message.text}
+          </Notice>
+        )}
+      </div>
+      {d.error !== undefined &&
+        (d.error instanceof ApiError && d.error.status === 404 ? (
+          <Notice tone="error">
+            No event <span class="mono">{eventId}</span> in this account.{' '}
+            <Link href={`${BASE}/events`}>Back to events</Link>
+          </Notice>
+        ) : (
+          <Notice tone="error">Could not load the event: {describeError(d.error)}</Notice>
+        ))}
+      {d.data === undefined ? (
+        d.error === undefined && <Loading label="Loading the event…" />
+      ) : (
+        <EventBody detail={d.data} />
+      )}
+    </section>
+  );
+}
+
+function EventBody({ detail }: { detail: EventDetail }) {
+  const { event, payload, notifications } = detail;
+  return (
+    <div class="stack">
+      <article class="card">
+        <h2 class="card-title">Transfer</h2>
+        <EventFields event={event} />
+      </article>
+
+      <article class="card">
+        <h2 class="card-title">Deliveries</h2>
+        {notifications.length === 0 ? (
+          <p class="muted">No delivery was created for this event.</p>
+        ) : (
+          notifications.map((n, i) => (
+            <NotificationBlock key={n.id} n={n} latest={i === 0} total={notifications.length} />
+          ))
+        )}
+      </article>
+
+      <article class="card">
+        <h2 class="card-title">Payload</h2>
+        <p class="muted">
+          The exact body bytes POSTed to the endpoint (the same for every attempt and redelivery);
+          X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
+        </p>
+        <CodeBlock code={payload} label="Request body" copyLabel="Copy payload" />
+      </article>
+    </div>
+  );
+}
+
+function EventFields({ event }: { event: TransferEvent }) {
+  const rows: [string, ComponentChildren][] = [
+    [
+      'Amount',
+      <span class="amount-exact">
+        {event.amount} {event.asset}
+      </span>,
+    ],
+    ['Amount (raw, 6 decimals)', <code class="mono">{event.amount_raw}</code>],
+    ['Direction', event.direction],
+    ['From', <Mono value={event.from} full label="Copy sender address" />],
+    ['To', <Mono value={event.to} full label="Copy recipient address" />],
+    [
+      'Transaction',
+      <span class="mono-wrap">
+        <Mono value={event.tx_id} keep={10} label="Copy transaction id" />
+        <a href={tronscanTx(event.tx_id)} target="_blank" rel="noopener noreferrer">
+          Tronscan<span class="sr-only"> (opens in a new tab)</span>
+        </a>
+      </span>,
+    ],
+    ['Event index', <code class="mono">{event.event_index}</code>],
+    ['Block', <code class="mono">{event.block_number}</code>],
+    ['Block time', <Time iso={event.block_timestamp} />],
+    [
+      'Contract',
+      event.contract ? (
+        <Mono value={event.contract} full />
+      ) : (
+        <span class="muted">none (native TRX)</span>
+      ),
+    ],
+    ['Event id', <Mono value={event.event_id} full label="Copy event id" />],
+    [
+      'Watch',
+      <Link href={`${BASE}/events?watch_id=${encodeURIComponent(event.watch_id)}`}>
+        <code class="mono">{event.watch_id}</code>
+      </Link>,
+    ],
+    ['Network', event.network],
+    ['Type · API version', `${event.type} · ${event.api_version}`],
+  ];
+  return (
+    <dl class="facts facts-grid">
+      {rows.map(([k, v]) => (
+        <div key={k}>
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}
+
+function NotificationBlock({
+  n,
+  latest,
+  total,
+}: {
+  n: Notification;
+  latest: boolean;
+  total: number;
+}) {
+  return (
+    <section class="notification" aria-label={`Delivery ${n.id}`}>
+      <header class="notification-head">
+        <h3>
+          {latest ? (total > 1 ? 'Latest delivery' : 'Delivery') : 'Earlier delivery'}{' '}
+          <StatusPill status={n.status} />
+        </h3>
+        <p class="muted">
+          <span class="mono">{n.id}</span> · created <Time iso={n.created_at} /> · {n.attempts} of 6
+          attempts
+          {n.delivered_at && (
+            <>
+              {' '}
+              · delivered <Time iso={n.delivered_at} />
+            </>
+          )}
+          {n.status === 'PENDING' && n.next_attempt_at && (
+            <>
+              {' '}
+              · next attempt <Time iso={n.next_attempt_at} rel /> (<Time iso={n.next_attempt_at} />)
+            </>
+          )}
+        </p>
+      </header>
+      {n.attempt_log.length === 0 ? (
+        <p class="muted">No attempt yet: the first one is made within seconds.</p>
+      ) : (
+        <table class="table attempts">
+          <thead>
+            <tr>
+              <th scope="col">#</th>
+              <th scope="col">Started</th>
+              <th scope="col">Duration</th>
+              <th scope="col">Result</th>
+              <th scope="col">Details</th>
+            </tr>
+          </thead>
+          <tbody>
+            {n.attempt_log.map((a) => (
+              <AttemptRow key={a.attempt} a={a} />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function AttemptResult({ a }: { a: Attempt }) {
+  const ok = a.http_status !== null && a.http_status >= 200 && a.http_status < 300;
+  if (a.http_status !== null) {
+    return (
+      <span class="delivery-cell">
+        <Pill tone={ok ? 'green' : 'red'}>HTTP {a.http_status}</Pill>
+        {a.error && <span class="muted">{a.error}</span>}
+      </span>
+    );
+  }
+  return (
+    <span class="delivery-cell">
+      <Pill tone="red">{a.error_class ?? 'error'}</Pill>
+      <span class="muted">
+        {a.error ?? (a.error_class ? ERROR_CLASS_TEXT[a.error_class] : 'Failed')}
+      </span>
+    </span>
+  );
+}
+
+function AttemptRow({ a }: { a: Attempt }) {
+  return (
+    <tr>
+      <td data-label="#">{a.attempt}</td>
+      <td data-label="Started">
+        <Time iso={a.started_at} />
+      </td>
+      <td data-label="Duration">{durationMs(a.duration_ms)}</td>
+      <td data-label="Result">
+        <AttemptResult a={a} />
+      </td>
+      <td data-label="Details">
+        <details class="attempt-details">
+          <summary>Request and response</summary>
+          <div class="attempt-grid">
+            <div>
+              <h4>Request headers sent</h4>
+              <HeaderList headers={a.request_headers} />
+            </div>
+            <div>
+              <h4>Response headers</h4>
+              <HeaderList headers={a.response_headers} />
+            </div>
+          </div>
+          <h4>Response body (first 4 KB)</h4>
+          {a.response_body === null || a.response_body === '' ? (
+            <p class="muted">{a.response_body === '' ? 'Empty.' : 'None recorded.'}</p>
+          ) : (
+            <pre class="excerpt">{a.response_body}</pre>
+          )}
+        </details>
+      </td>
+    </tr>
+  );
+}

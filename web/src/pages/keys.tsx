@@ -1,0 +1,195 @@
+/** API keys: create (shown once), list, revoke with confirmation. */
+import { useState } from 'preact/hooks';
+import { del, describeError, get, post } from '../api';
+import {
+  CodeBlock,
+  ConfirmDialog,
+  EmptyState,
+  Field,
+  Loading,
+  Notice,
+  PageHeader,
+  Pill,
+  SecretOnce,
+  Time,
+} from '../components/ui';
+import { useLoad } from '../hooks';
+import type { KeyInfo } from '../types';
+
+export function KeysPage() {
+  const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
+  const [name, setName] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [secret, setSecret] = useState<{ key: KeyInfo; secret: string } | null>(null);
+  const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
+  const [revoking, setRevoking] = useState<KeyInfo | null>(null);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setMessage(null);
+    try {
+      const r = await post<{ key: KeyInfo; secret: string }>(
+        '/keys',
+        name.trim() === '' ? {} : { name: name.trim() },
+      );
+      setSecret(r);
+      setName('');
+      keys.setData([r.key, ...(keys.data ?? [])]);
+    } catch (err) {
+      setMessage({ tone: 'error', text: `Could not create the key: ${describeError(err)}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const revoke = async (k: KeyInfo) => {
+    try {
+      const r = await del<KeyInfo>(`/keys/${encodeURIComponent(k.id)}`);
+      keys.setData((keys.data ?? []).map((x) => (x.id === k.id ? r : x)));
+      setMessage({
+        tone: 'success',
+        text: `Key ${k.name ?? k.prefix} revoked: it is refused from the next request on.`,
+      });
+    } catch (err) {
+      setMessage({ tone: 'error', text: `Could not revoke the key: ${describeError(err)}` });
+    } finally {
+      setRevoking(null);
+    }
+  };
+
+  const list = keys.data;
+  return (
+    <section>
+      <PageHeader
+        title="API keys"
+        description={
+          <>
+            Keys authenticate your backend on <code>/v1/*</code> as{' '}
+            <code>Authorization: Bearer tw_live_…</code>. Only a hash is stored.
+          </>
+        }
+      />
+      <div aria-live="polite">
+        {message && (
+          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
+            {message.text}
+          </Notice>
+        )}
+      </div>
+      {secret && (
+        <SecretOnce title="Your new API key" secret={secret.secret} onDone={() => setSecret(null)}>
+          <CodeBlock
+            label="Try it"
+            copyLabel="Copy curl"
+            code={`curl ${location.origin}/v1/watches -H "Authorization: Bearer ${secret.secret}"`}
+          />
+        </SecretOnce>
+      )}
+      <form class="card form-card inline-form" onSubmit={create} aria-labelledby="new-key-title">
+        <h2 id="new-key-title" class="card-title">
+          {list && list.length === 0 ? 'Create your first API key' : 'Create an API key'}
+        </h2>
+        <div class="inline-fields">
+          <Field label="Name (optional)" hint="Where the key is used, e.g. “payments-prod”.">
+            {({ id, describedBy }) => (
+              <input
+                id={id}
+                maxLength={100}
+                aria-describedby={describedBy}
+                value={name}
+                onInput={(e) => setName(e.currentTarget.value)}
+              />
+            )}
+          </Field>
+          <button type="submit" class="btn btn-primary" disabled={busy}>
+            {busy ? 'Creating…' : 'Create key'}
+          </button>
+        </div>
+      </form>
+      {keys.error !== undefined && (
+        <Notice tone="error">Could not load keys: {describeError(keys.error)}</Notice>
+      )}
+      {list === undefined ? (
+        keys.error === undefined && <Loading label="Loading keys…" />
+      ) : list.length === 0 ? (
+        <EmptyState title="No API keys yet">
+          <p>Create your first API key above, then create watches from your backend.</p>
+        </EmptyState>
+      ) : (
+        <table class="table">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Key</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">Status</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.map((k) => (
+              <tr key={k.id} class={k.revoked_at ? 'revoked' : ''}>
+                <td data-label="Name">{k.name ?? <span class="muted">unnamed</span>}</td>
+                <td data-label="Key">
+                  <code class="mono" title={k.id}>
+                    {k.prefix}…
+                  </code>
+                </td>
+                <td data-label="Created">
+                  <Time iso={k.created_at} />
+                </td>
+                <td data-label="Last used">
+                  {k.last_used_at ? (
+                    <Time iso={k.last_used_at} rel />
+                  ) : (
+                    <span class="muted">never</span>
+                  )}
+                </td>
+                <td data-label="Status">
+                  {k.revoked_at ? (
+                    <span>
+                      <Pill tone="gray">REVOKED</Pill> <Time iso={k.revoked_at} />
+                    </span>
+                  ) : (
+                    <Pill tone="green">ACTIVE</Pill>
+                  )}
+                </td>
+                <td data-label="Actions">
+                  {!k.revoked_at && (
+                    <button
+                      type="button"
+                      class="btn btn-danger-outline btn-small"
+                      aria-label={`Revoke key ${k.name ?? k.prefix}`}
+                      onClick={() => setRevoking(k)}
+                    >
+                      Revoke
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {revoking && (
+        <ConfirmDialog
+          title="Revoke this API key?"
+          confirmLabel="Revoke key"
+          danger
+          onConfirm={() => revoke(revoking)}
+          onCancel={() => setRevoking(null)}
+        >
+          <p>
+            <strong>{revoking.name ?? 'This key'}</strong> (
+            <code class="mono">{revoking.prefix}…</code>) is refused from the next request on.
+            Anything still using it stops working. This cannot be undone.
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}

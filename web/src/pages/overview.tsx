@@ -1,0 +1,163 @@
+/** The account page a payment team keeps open: quota, rate limit, 24 h deliveries, chain lag. */
+import { useState } from 'preact/hooks';
+import { describeError, get } from '../api';
+import { Loading, Notice, PageHeader, Pill, Time } from '../components/ui';
+import { seconds } from '../format';
+import { useInterval, useLoad } from '../hooks';
+import { BASE, Link } from '../router';
+import type { Overview } from '../types';
+
+const REFRESH_MS = 10_000;
+
+function Meter({ used, limit, label }: { used: number; limit: number; label: string }) {
+  const ratio = limit > 0 ? Math.min(1, used / limit) : 0;
+  const tone = ratio >= 1 ? 'red' : ratio >= 0.8 ? 'amber' : 'green';
+  return (
+    // The numbers above the bar say the same: the bar is decoration for screen readers.
+    <div class="meter" aria-hidden="true" title={label}>
+      <div class={`meter-fill meter-${tone}`} style={{ width: `${ratio * 100}%` }} />
+    </div>
+  );
+}
+
+/** Chain state in words: a lag under 2 minutes is normal (solidification takes ~1 min). */
+function chainHealth(c: Overview['chain']): {
+  tone: 'green' | 'amber' | 'red' | 'gray';
+  text: string;
+} {
+  if (c.scanned_block === null || c.lag_seconds === null) return { tone: 'gray', text: 'Starting' };
+  if (c.lag_seconds <= 120) return { tone: 'green', text: 'In sync' };
+  if (c.lag_seconds <= 900) return { tone: 'amber', text: 'Catching up' };
+  return { tone: 'red', text: 'Behind' };
+}
+
+export function OverviewPage() {
+  const o = useLoad(() => get<Overview>('/overview'), []);
+  const [updated, setUpdated] = useState<string | null>(null);
+  useInterval(() => {
+    void o.reload().then(() => setUpdated(new Date().toISOString()));
+  }, REFRESH_MS);
+
+  return (
+    <section>
+      <PageHeader
+        title="Overview"
+        description={
+          <>
+            Refreshes every 10 s
+            {updated && (
+              <>
+                {' '}
+                · updated <Time iso={updated} rel />
+              </>
+            )}
+          </>
+        }
+      />
+      {o.error !== undefined && (
+        <Notice tone="error">Could not load the overview: {describeError(o.error)}</Notice>
+      )}
+      {o.data === undefined ? o.error === undefined && <Loading /> : <OverviewCards o={o.data} />}
+    </section>
+  );
+}
+
+function OverviewCards({ o }: { o: Overview }) {
+  const health = chainHealth(o.chain);
+  const ev = o.events_24h;
+  return (
+    <div class="cards">
+      <article class="card">
+        <h2 class="card-title">Plan</h2>
+        <p class="stat">{o.account.plan_name}</p>
+        <p class="muted">{o.account.email}</p>
+      </article>
+
+      <article class="card">
+        <h2 class="card-title">Active watches</h2>
+        <p class="stat">
+          {o.watches.active} <span class="stat-of">of {o.watches.quota}</span>
+        </p>
+        <Meter used={o.watches.active} limit={o.watches.quota} label="Active watches used" />
+        <p class="muted">
+          {o.watches.paused} paused (not counted) · <Link href={`${BASE}/watches`}>Manage</Link>
+        </p>
+      </article>
+
+      <article class="card">
+        <h2 class="card-title">API requests</h2>
+        <p class="stat">
+          {o.rate_limit.used} <span class="stat-of">of {o.rate_limit.limit}</span>
+        </p>
+        <Meter used={o.rate_limit.used} limit={o.rate_limit.limit} label="API requests used" />
+        <p class="muted">In the last {o.rate_limit.window_seconds} s, all keys together</p>
+      </article>
+
+      <article class="card card-wide">
+        <h2 class="card-title">Events, last 24 hours</h2>
+        <div class="stat-row">
+          <Link class="stat-link" href={`${BASE}/events?status=DELIVERED`}>
+            <span class="stat">{ev.DELIVERED}</span>
+            <Pill tone="green">DELIVERED</Pill>
+          </Link>
+          <Link class="stat-link" href={`${BASE}/events?status=PENDING`}>
+            <span class="stat">{ev.PENDING}</span>
+            <Pill tone="amber">PENDING</Pill>
+          </Link>
+          <Link class="stat-link" href={`${BASE}/dead-letters`}>
+            <span class="stat">{ev.DEAD}</span>
+            <Pill tone="red">DEAD</Pill>
+          </Link>
+        </div>
+        {ev.DEAD > 0 && (
+          <p>
+            <Link href={`${BASE}/dead-letters`}>
+              {ev.DEAD} dead {ev.DEAD === 1 ? 'letter needs' : 'letters need'} attention →
+            </Link>
+          </p>
+        )}
+      </article>
+
+      <article class="card card-wide">
+        <h2 class="card-title">
+          Chain <Pill tone={health.tone}>{health.text}</Pill>
+        </h2>
+        <dl class="facts">
+          <div>
+            <dt>Network</dt>
+            <dd>TRON {o.chain.network}</dd>
+          </div>
+          <div>
+            <dt>Solidified head</dt>
+            <dd class="mono">{o.chain.solidified_head ?? '—'}</dd>
+          </div>
+          <div>
+            <dt>Scanned up to</dt>
+            <dd>
+              <span class="mono">{o.chain.scanned_block ?? '—'}</span>
+              {o.chain.scanned_block_time && (
+                <>
+                  {' '}
+                  (<Time iso={o.chain.scanned_block_time} />)
+                </>
+              )}
+            </dd>
+          </div>
+          <div>
+            <dt>Lag</dt>
+            <dd>
+              {o.chain.lag_blocks === null
+                ? '—'
+                : `${o.chain.lag_blocks} ${o.chain.lag_blocks === 1 ? 'block' : 'blocks'}`}
+              {o.chain.lag_seconds !== null && ` · ${seconds(o.chain.lag_seconds)}`}
+            </dd>
+          </div>
+        </dl>
+        <p class="muted">
+          Only solidified (irreversible) blocks are read: a transfer is notified about a minute
+          after it is included.
+        </p>
+      </article>
+    </div>
+  );
+}
