@@ -12,11 +12,25 @@
  * overwrite the newer claim's outcome. The lease must therefore cover one attempt (the webhook
  * timeout) plus the time to record it: see {@link leaseMs}.
  *
+ * A lease that runs out is a lost attempt, and it counts (migration 008): a due notification whose
+ * `lease_token` is still set was claimed and never recorded (its worker died, or stalled past the
+ * lease). The same statement that would claim it records that attempt instead, numbered
+ * attempts + 1, started at the claim's `claimed_at`, error {@link WORKER_LOST_ERROR}, and moves the
+ * notification as a failed attempt failing at the lease's expiry: due again after the schedule's
+ * delay from that expiry (schedule.ts), or DEAD when it was the sixth. So a notification whose
+ * attempt kills the worker every time goes DEAD after six claims (SPEC §States; DESIGN invariant
+ * 4), and each lost attempt is recorded exactly once: the row lock (SKIP LOCKED) lets one claim
+ * see the expired lease, which it clears in the same commit, and the attempts key
+ * (notification_id, attempt) refuses a second row. A notification whose lease simply expired is
+ * therefore not re-sent at once: it waits for the schedule like any failed attempt. If the lost
+ * worker does record its outcome later, complete.ts fills that attempt's row in.
+ *
  * Works on PostgreSQL 15 and PGlite (gen_random_uuid is core since PostgreSQL 13).
  */
 import type { EncryptedSecret } from '../common/secrets.js';
 import type { Queryable } from '../db/pool.js';
 import type { EventRow } from '../events/event.js';
+import { nextDelayMs, RETRY_DELAYS_MS } from './schedule.js';
 
 /** What one delivery attempt needs, read with the claim (no second query per notification). */
 export interface ClaimedNotification {
@@ -51,6 +65,12 @@ export function leaseMs(timeoutMs: number, marginMs = LEASE_MARGIN_MS): number {
   return timeoutMs + marginMs;
 }
 
+/**
+ * The error of an attempt whose lease ran out before it was recorded (the worker died or stalled):
+ * its row in `attempts` and the notification's last_error. complete.ts recognises the row by it.
+ */
+export const WORKER_LOST_ERROR = 'worker_lost: the lease expired before an outcome was recorded';
+
 interface ClaimRow extends EventRow {
   notification_id: string;
   attempts: number;
@@ -58,49 +78,136 @@ interface ClaimRow extends EventRow {
   webhook_url: string | null;
   secret_key_id: string | null;
   secret_ciphertext: Buffer | Uint8Array | null;
+  /** The row is a lost attempt, recorded and rescheduled (or DEAD), not claimed. */
+  lost: boolean;
+  status: 'PENDING' | 'DEAD';
 }
 
 /**
- * The claim statement. The inner SELECT walks notifications_due (next_attempt_at, PENDING only)
- * in order and locks the first due rows it can (skipping locked ones); the UPDATE leases them
- * and returns, joined, everything a delivery needs. A watch without URL or secret cannot occur
- * on the webhook channel (CHECK constraints of migration 002); it would be a failed attempt.
- * With no statistics (a table just filled, never analysed) the planner may read every due row
- * and sort instead of walking the index: correct, slower; autovacuum's ANALYZE fixes it.
+ * The claim statement. `due` walks notifications_due (next_attempt_at, PENDING only) in order
+ * and locks the first due rows it can (skipping locked ones). The UPDATE leases those whose
+ * lease_token is NULL and returns, joined, everything a delivery needs; those whose token is set
+ * are lost attempts (the lease ran out: next_attempt_at is its expiry): counted, rescheduled from
+ * the expiry by the delays in $4 (ms, index = attempts made, 1-based; NULL past the end → DEAD),
+ * token cleared, and recorded by `lost`. The normal path is unchanged: attempts is not touched by
+ * a claim. A watch without URL or secret cannot occur on the webhook channel (CHECK constraints of
+ * migration 002); it would be a failed attempt. With no statistics (a table just filled, never
+ * analysed) the planner may read every due row and sort instead of walking the index: correct,
+ * slower; autovacuum's ANALYZE fixes it.
  */
 const CLAIM_SQL = `
-UPDATE notifications AS n
-   SET next_attempt_at = now() + make_interval(secs => $2::float8 / 1000),
-       lease_token = $3::text || ':' || gen_random_uuid()::text
-  FROM (SELECT id
-          FROM notifications
-         WHERE status = 'PENDING' AND channel = 'webhook' AND next_attempt_at <= now()
-         ORDER BY next_attempt_at
-         LIMIT $1
-           FOR UPDATE SKIP LOCKED) AS due,
-       events AS e,
-       watches AS w
- WHERE n.id = due.id AND e.id = n.event_id AND w.id = n.watch_id
-RETURNING n.id AS notification_id, n.attempts, n.lease_token,
-          w.webhook_url, w.secret_key_id, w.secret_ciphertext,
-          e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
-          e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
-          e.amount_raw::text AS amount_raw, e.contract, e.created_at`;
+WITH due AS (
+  SELECT id, lease_token IS NOT NULL AS lost, claimed_at AS lost_claimed_at,
+         next_attempt_at AS due_at
+    FROM notifications
+   WHERE status = 'PENDING' AND channel = 'webhook' AND next_attempt_at <= now()
+   ORDER BY next_attempt_at
+   LIMIT $1
+     FOR UPDATE SKIP LOCKED
+), moved AS (
+  UPDATE notifications AS n
+     SET attempts = CASE WHEN due.lost THEN n.attempts + 1 ELSE n.attempts END,
+         status = CASE WHEN due.lost AND ($4::float8[])[n.attempts + 1] IS NULL THEN 'DEAD'
+                       ELSE n.status END,
+         next_attempt_at = CASE
+           WHEN NOT due.lost THEN now() + make_interval(secs => $2::float8 / 1000)
+           WHEN ($4::float8[])[n.attempts + 1] IS NULL THEN n.next_attempt_at
+           ELSE n.next_attempt_at + make_interval(secs => ($4::float8[])[n.attempts + 1] / 1000)
+         END,
+         lease_token = CASE WHEN due.lost THEN NULL
+                            ELSE $3::text || ':' || gen_random_uuid()::text END,
+         claimed_at = CASE WHEN due.lost THEN n.claimed_at ELSE now() END,
+         last_status = CASE WHEN due.lost THEN NULL ELSE n.last_status END,
+         last_error = CASE WHEN due.lost THEN $5::text ELSE n.last_error END
+    FROM due, events AS e, watches AS w
+   WHERE n.id = due.id AND e.id = n.event_id AND w.id = n.watch_id
+  RETURNING n.id AS notification_id, n.attempts, n.lease_token, n.status, due.lost,
+            due.lost_claimed_at, due.due_at,
+            w.webhook_url, w.secret_key_id, w.secret_ciphertext,
+            e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
+            e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
+            e.amount_raw::text AS amount_raw, e.contract, e.created_at
+), lost AS (
+  -- started_at: the claim's start (the lease's expiry for a claim made before migration 008);
+  -- duration_ms: the lease it had (unknown how long the attempt really ran).
+  INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
+                        lease_expired_at)
+  SELECT notification_id, attempts, COALESCE(lost_claimed_at, due_at),
+         GREATEST(0, round(extract(epoch FROM due_at - COALESCE(lost_claimed_at, due_at)) * 1000)),
+         NULL, $5::text, due_at
+    FROM moved
+   WHERE lost
+  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO NOTHING
+)
+SELECT * FROM moved ORDER BY due_at`;
+
+/** What one claim statement did. */
+export interface ClaimResult {
+  /** The notifications claimed (leased), oldest due first. */
+  claimed: ClaimedNotification[];
+  /** Lost attempts recorded (leases found expired), DEAD ones included. */
+  lost: number;
+  /** Of `lost`, those that were the sixth attempt: now DEAD. */
+  dead: number;
+}
 
 /**
- * Claim up to `limit` due webhook notifications and lease them for `leaseMs`.
+ * Claim up to `limit` due webhook notifications and lease them for `leaseMs`; in the same
+ * statement, record as lost attempts those of the due rows whose previous lease ran out (see the
+ * file's comment). Lost attempts take places in `limit`.
  * @param limit maximum rows, ≥ 1 (the worker passes its free slots).
  * @param leaseMs lease duration, ms (see {@link leaseMs}).
  * @param owner a short worker id, prefixed to each lease token (visible when debugging).
+ * @param scheduleScale multiplier of the retry delays after a lost attempt, > 0; default 1 (SPEC;
+ *   config.delivery.scheduleScale, as for failed attempts in complete.ts).
+ * @returns the claimed notifications and the lost attempts recorded; `claimed` is [] when none is due.
+ * @throws the database error (the worker logs it, backs off and claims again); RangeError for a
+ *   bad scheduleScale.
+ */
+export async function claimDue(
+  db: Queryable,
+  opts: { limit: number; leaseMs: number; owner: string; scheduleScale?: number },
+): Promise<ClaimResult> {
+  const scale = opts.scheduleScale ?? 1;
+  const delays = RETRY_DELAYS_MS.map((_, i) => nextDelayMs(i + 1, scale));
+  const { rows } = await db.query<ClaimRow>(CLAIM_SQL, [
+    opts.limit,
+    opts.leaseMs,
+    opts.owner,
+    delays,
+    WORKER_LOST_ERROR,
+  ]);
+  const result: ClaimResult = { claimed: [], lost: 0, dead: 0 };
+  for (const r of rows) {
+    if (r.lost) {
+      result.lost++;
+      if (r.status === 'DEAD') result.dead++;
+    } else {
+      result.claimed.push(toClaimed(r));
+    }
+  }
+  return result;
+}
+
+/**
+ * Claim up to `limit` due webhook notifications and lease them for `leaseMs` ({@link claimDue},
+ * without its count of lost attempts).
+ * @param limit maximum rows, ≥ 1.
+ * @param leaseMs lease duration, ms (see {@link leaseMs}).
+ * @param owner a short worker id, prefixed to each lease token (visible when debugging).
+ * @param scheduleScale as for {@link claimDue}; default 1 (SPEC).
  * @returns the claimed notifications, oldest due first; [] when none is due.
  * @throws the database error (the worker logs it, backs off and claims again).
  */
 export async function claimNotifications(
   db: Queryable,
-  opts: { limit: number; leaseMs: number; owner: string },
+  opts: { limit: number; leaseMs: number; owner: string; scheduleScale?: number },
 ): Promise<ClaimedNotification[]> {
-  const { rows } = await db.query<ClaimRow>(CLAIM_SQL, [opts.limit, opts.leaseMs, opts.owner]);
-  return rows.map((r) => ({
+  return (await claimDue(db, opts)).claimed;
+}
+
+function toClaimed(r: ClaimRow): ClaimedNotification {
+  return {
     notificationId: r.notification_id,
     attempts: r.attempts,
     leaseToken: r.lease_token,
@@ -134,5 +241,5 @@ export async function claimNotifications(
       contract: r.contract,
       created_at: r.created_at,
     },
-  }));
+  };
 }

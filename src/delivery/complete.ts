@@ -2,13 +2,15 @@
  * Record attempt outcomes and move their notifications (SPEC §States "Delivery status";
  * DESIGN invariant 3), a batch at a time, in ONE transaction (one statement, one round trip):
  *
- * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST;
- * 2. move each notification whose attempt row was inserted, that is still PENDING, and whose
+ * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST (or fill in
+ *    the attempt's lost-attempt row: see "Attempt numbers" below);
+ * 2. move each notification whose attempt row was stored, that is still PENDING, and whose
  *    `lease_token` still matches the claim's (for a 2xx, whatever the token: see below):
  *    - 2xx → DELIVERED, delivered_at = now();
  *    - failure with attempts left → PENDING, next_attempt_at = now() + nextDelayMs (schedule.ts);
  *    - the sixth failure → DEAD;
- *    always attempts + 1, last_status / last_error of this attempt, lease_token cleared.
+ *    attempts + 1 (not for a lost attempt's late outcome: already counted), last_status /
+ *    last_error of this attempt, lease_token cleared.
  *
  * The token guard: a worker that outlived its lease (stalled, partitioned, or cut off from the
  * database longer than the lease) and whose notification was claimed again by another worker
@@ -19,10 +21,26 @@
  * later failure make it DEAD) would misstate what happened; the newer claim's own outcome then
  * finds it DELIVERED and is recorded as stale.
  *
+ * Attempt numbers (migration 006: one row per (notification_id, attempt)). An outcome is numbered
+ * attemptsBefore + 1, as its claim read it; every claim gets its own number because a claim whose
+ * lease ran out is counted as a lost attempt before the notification is claimed again (claim.ts).
+ * So a stale outcome finds its number held by its own lost-attempt row (error WORKER_LOST_ERROR),
+ * and fills that row in with what really happened (started_at, duration, status, error; its
+ * lease_expired_at stays as the trace of the lost lease): the attempt is one row, already counted,
+ * so `attempts` is not incremented again, and a 2xx still marks the notification DELIVERED (even
+ * DEAD, when its sixth attempt was the lost one and the receiver has it after all); a failure moves
+ * nothing. An outcome whose number holds a row with the same started_at is this batch again (a
+ * commit whose answer was lost, retried): nothing is added. An outcome whose number holds another
+ * outcome (only a worker of a version before migration 008 finishing during an upgrade) is kept as
+ * its own row marked `duplicate`: never refused, never lost. Each notification's row is locked
+ * first (`locked`), so a claim recording a lost attempt (which skips locked rows) and this
+ * statement never wait on each other's attempt rows.
+ *
  * Batch statements pass columns as arrays through unnest() (one round trip per statement,
  * whatever the batch size; works on PostgreSQL 15 and PGlite).
  */
 import type { Queryable } from '../db/pool.js';
+import { WORKER_LOST_ERROR } from './claim.js';
 import { nextDelayMs } from './schedule.js';
 import type { AttemptResult } from './send.js';
 
@@ -55,8 +73,9 @@ type Target = 'DELIVERED' | 'PENDING' | 'DEAD';
 
 /**
  * One statement, so one transaction and one round trip per batch. The attempt rows are inserted
- * first in the strongest sense: the UPDATE only moves notifications whose attempt row the INSERT
- * returned (data dependency), and both commit together or not at all.
+ * first in the strongest sense: the UPDATE only moves notifications whose attempt row the INSERTs
+ * returned (data dependency), and both commit together or not at all. `stored.late` marks an
+ * outcome that filled in its lost-attempt row (already counted by the claim that found it lost).
  */
 const COMPLETE_SQL = `
 WITH r AS (
@@ -64,14 +83,32 @@ WITH r AS (
     FROM unnest($1::text[], $2::text[], $3::int4[], $4::timestamptz[], $5::int4[], $6::int4[],
                 $7::text[], $8::text[], $9::float8[])
          AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms)
+), locked AS (
+  SELECT id FROM notifications WHERE id IN (SELECT id FROM r) ORDER BY id FOR UPDATE
 ), recorded AS (
-  INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
-  SELECT id, attempt, started_at, duration_ms, http_status, error FROM r
-  RETURNING notification_id, attempt
+  INSERT INTO attempts AS a (notification_id, attempt, started_at, duration_ms, http_status, error)
+  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error
+    FROM r JOIN locked ON locked.id = r.id
+  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO UPDATE
+     SET started_at = excluded.started_at, duration_ms = excluded.duration_ms,
+         http_status = excluded.http_status, error = excluded.error
+   WHERE (a.lease_expired_at IS NOT NULL AND a.http_status IS NULL AND a.error = $10::text)
+      OR a.started_at = excluded.started_at
+  RETURNING a.notification_id, a.attempt, a.lease_expired_at IS NOT NULL AS late
+), kept AS (
+  INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
+                        duplicate)
+  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error, true
+    FROM r JOIN locked ON locked.id = r.id
+   WHERE NOT EXISTS (SELECT 1 FROM recorded
+                      WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
+  RETURNING notification_id, attempt, false AS late
+), stored AS (
+  SELECT * FROM recorded UNION ALL SELECT * FROM kept
 )
 UPDATE notifications AS n
    SET status = r.target,
-       attempts = n.attempts + 1,
+       attempts = CASE WHEN s.late THEN n.attempts ELSE n.attempts + 1 END,
        delivered_at = CASE WHEN r.target = 'DELIVERED' THEN now() ELSE n.delivered_at END,
        next_attempt_at = CASE WHEN r.target = 'PENDING'
                               THEN now() + make_interval(secs => r.delay_ms / 1000)
@@ -79,10 +116,10 @@ UPDATE notifications AS n
        last_status = r.http_status,
        last_error = r.error,
        lease_token = NULL
-  FROM r
- WHERE n.id = r.id AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
-   AND EXISTS (SELECT 1 FROM recorded
-                WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
+  FROM r JOIN stored AS s ON s.notification_id = r.id AND s.attempt = r.attempt
+ WHERE n.id = r.id
+   AND ((n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED'))
+        OR (n.status = 'DEAD' AND r.target = 'DELIVERED' AND s.late))
 RETURNING r.target`;
 
 /**
@@ -130,6 +167,7 @@ export async function completeAttempts(
     errors,
     targets,
     delays,
+    WORKER_LOST_ERROR,
   ]);
   outcome.recorded = batch.length;
   for (const r of moved) {

@@ -23,6 +23,9 @@
  *   PostgreSQL restart costs a pause, not attempts (DESIGN "Postgres unreachable").
  * - An undecryptable secret (unknown key id, tampered ciphertext) or a watch without URL is a
  *   failed attempt with that reason, never a crash.
+ * - A claim that finds a lease run out unrecorded (a worker died or stalled mid-attempt) records a
+ *   lost attempt instead (claim.ts): it counts, so a notification that kills every worker trying
+ *   it goes DEAD after six claims.
  *
  * Stopping (`stop()` or the start signal aborting): no new claims and no new attempts (queued
  * notifications are released, due at once for any worker); attempts in flight finish within their
@@ -41,7 +44,7 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import type { EncryptedSecret, SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
-import { type ClaimedNotification, claimNotifications, LEASE_MARGIN_MS, leaseMs } from './claim.js';
+import { type ClaimedNotification, claimDue, LEASE_MARGIN_MS, leaseMs } from './claim.js';
 import { type Completion, completeAttempts, releaseClaims } from './complete.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
 
@@ -89,8 +92,13 @@ export class DeliveryWorker {
   delivered = 0;
   /** Failed attempts recorded (rescheduled or dead). */
   failed = 0;
-  /** Notifications moved to DEAD by this worker (their sixth failure). */
+  /** Notifications moved to DEAD by this worker (their sixth failure, lost attempts included). */
   dead = 0;
+  /**
+   * Lost attempts this worker's claims recorded: due notifications whose lease had run out
+   * unrecorded (another worker died or stalled holding them; claim.ts).
+   */
+  lost = 0;
   /** Attempts recorded whose lease had been taken over (state not moved). */
   stale = 0;
   /** Attempt rows recorded. */
@@ -309,13 +317,28 @@ export class DeliveryWorker {
   private async claimOnce(limit: number): Promise<void> {
     this.reserved += limit;
     try {
-      const batch = await claimNotifications(this.db, {
+      const {
+        claimed: batch,
+        lost,
+        dead,
+      } = await claimDue(this.db, {
         limit,
         leaseMs: this.leaseMs,
         owner: this.workerId,
+        scheduleScale: this.delivery.scheduleScale,
       });
       this.claimErrors = 0;
       this.claimRounds++;
+      if (lost > 0) {
+        // Failed attempts like any other (retried on the schedule, or dead): counted where found.
+        this.lost += lost;
+        this.dead += dead;
+        this.metrics?.deliveriesCompleted({ delivered: 0, retried: lost - dead, dead });
+        this.logger.warn(
+          { count: lost, dead },
+          'attempts lost with their lease (worker died or stalled); recorded as failed',
+        );
+      }
       this.claimed += batch.length;
       const claimedAt = performance.now();
       for (const claim of batch) this.queue.push({ claim, claimedAt });

@@ -161,6 +161,8 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_CA_FILE: caFile,
       WEBHOOK_TIMEOUT_MS: '2000', // lease 22 s: a claim lost in the cut is retried within the test
+      // A lost claim counts as a failed attempt, retried on the schedule after its lease: 1 m → 0.6 s.
+      DELIVERY_SCHEDULE_SCALE: '0.01',
       DELIVERY_POLL_MS: '50',
       TRON_NODE_URL: chain.node.url,
       INGEST_START_BLOCK: String(chain.first),

@@ -17,8 +17,9 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Config } from '../../src/config.js';
+import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { type Db, openDb } from '../../src/db/pool.js';
-import { claimNotifications } from '../../src/delivery/claim.js';
+import { claimDue, claimNotifications, WORKER_LOST_ERROR } from '../../src/delivery/claim.js';
 import { completeAttempts } from '../../src/delivery/complete.js';
 import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
 import { AddressRefusedError, guardedLookup } from '../../src/delivery/send.js';
@@ -31,7 +32,7 @@ import {
   verifySignature,
 } from '../../src/devnet/receiver.js';
 import { EventSchema } from '../../src/events/event.js';
-import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import { dbEngines, emptyDb, migratedDb, type TestDb } from '../helpers/db.js';
 import {
   attemptsOf,
   FROM_ADDRESS,
@@ -112,6 +113,27 @@ async function until(db: Db, id: string, status: string, timeout = 30_000) {
     },
     { timeout, interval: 10 },
   );
+}
+
+/** An attempts row with the columns of migrations 006 and 008. */
+interface FullAttemptRow {
+  attempt: number;
+  started_at: Date;
+  duration_ms: number;
+  http_status: number | null;
+  error: string | null;
+  lease_expired_at: Date | null;
+  duplicate: boolean;
+}
+
+/** The attempts of a notification, by number (then recording order). */
+async function attemptRows(db: Db, notificationId: string): Promise<FullAttemptRow[]> {
+  const { rows } = await db.query<FullAttemptRow>(
+    `SELECT attempt, started_at, duration_ms, http_status, error, lease_expired_at, duplicate
+       FROM attempts WHERE notification_id = $1 ORDER BY attempt, id`,
+    [notificationId],
+  );
+  return rows;
 }
 
 describe('schedule (SPEC §Events: immediate, then 1m, 5m, 30m, 2h, 6h; 6 attempts)', () => {
@@ -335,7 +357,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(r.received).toHaveLength(1); // it was sent; the answer came too late
   });
 
-  it('a worker that dies holding a lease loses it: another delivers exactly once', async () => {
+  it('a worker that dies holding a lease loses it: it counts, another delivers exactly once', async () => {
     const r = await receiver({});
     const { db, accountId, watchId } = await setup(r);
     const [ev] = await insertEvents(db, { accountId, watchId });
@@ -349,17 +371,34 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     // While the lease holds, nobody else can claim it.
     expect(await claimNotifications(db, { limit: 10, leaseMs, owner: 'probe' })).toEqual([]);
 
-    const { worker } = startWorker(db, { caFile: r.caFile }, { workerId: 'b' });
+    // B finds A's lease run out: A's attempt is lost (attempt 1, failed), B's is attempt 2, on
+    // the schedule after it (compressed: 1 m → 12 ms).
+    const scale = 0.0002;
+    const { worker } = startWorker(
+      db,
+      { caFile: r.caFile, scheduleScale: scale },
+      { workerId: 'b' },
+    );
     const n = await until(db, ev!.notificationId, 'DELIVERED');
-    expect(n.attempts).toBe(1);
-    const attempts = await attemptsOf(db, ev!.notificationId);
-    expect(attempts).toHaveLength(1);
-    expect(attempts[0]!.started_at.getTime()).toBeGreaterThanOrEqual(claimedAt + leaseMs - 1);
+    expect(n.attempts).toBe(2);
+    const attempts = await attemptRows(db, ev!.notificationId);
+    expect(attempts.map((a) => [a.attempt, a.http_status, a.error])).toEqual([
+      [1, null, WORKER_LOST_ERROR],
+      [2, 200, null],
+    ]);
+    const [lost, delivered] = attempts as [FullAttemptRow, FullAttemptRow];
+    expect(lost.lease_expired_at!.getTime() - lost.started_at.getTime()).toBe(leaseMs);
+    expect(lost.duration_ms).toBe(leaseMs);
+    expect(delivered.started_at.getTime()).toBeGreaterThanOrEqual(claimedAt + leaseMs - 1);
+    expect(delivered.started_at.getTime()).toBeGreaterThanOrEqual(
+      lost.lease_expired_at!.getTime() + nextDelayMs(1, scale)!,
+    );
     expect(r.countsByEvent.get(ev!.eventId)).toBe(1);
     expect(r.received[0]?.verified).toBe(true);
     expect(worker.delivered).toBe(1);
+    expect(worker.lost).toBe(1);
 
-    // A's late completion, with its old token, records its attempt but moves nothing.
+    // A's late completion, with its old token, fills in its attempt's row but moves nothing.
     const late = await completeAttempts(
       db,
       [
@@ -381,15 +420,21 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(late).toMatchObject({ recorded: 1, stale: 1, delivered: 0, retried: 0, dead: 0 });
     expect(await notification(db, ev!.notificationId)).toMatchObject({
       status: 'DELIVERED',
-      attempts: 1,
+      attempts: 2,
       last_status: 200,
     });
-    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(2);
+    const after = await attemptRows(db, ev!.notificationId);
+    expect(after.map((a) => [a.attempt, a.http_status, a.error, a.duration_ms])).toEqual([
+      [1, 500, 'HTTP 500', 3],
+      [2, 200, null, delivered.duration_ms],
+    ]);
+    expect(after[0]!.lease_expired_at).toEqual(lost.lease_expired_at);
   });
 
   /**
    * One notification claimed by worker a with a 100 ms lease, then, once that lease has run out,
-   * by worker b: a's claim is stale.
+   * by worker b: a's claim is stale. The first claim after the expiry records a's attempt as lost
+   * (attempt 1) and reschedules it (compressed: 1 m → 12 ms); b's claim is attempt 2.
    */
   async function claimedTwice() {
     t = await migratedDb(engine);
@@ -403,7 +448,12 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
     const [b] = await vi.waitFor(
       async () => {
-        const got = await claimNotifications(db, { limit: 1, leaseMs: 60_000, owner: 'b' });
+        const got = await claimNotifications(db, {
+          limit: 1,
+          leaseMs: 60_000,
+          owner: 'b',
+          scheduleScale: 0.0002,
+        });
         if (got.length === 0) throw new Error('lease of a not expired yet');
         return got;
       },
@@ -421,27 +471,39 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       attemptsBefore,
       result: { ok: false, status: 503, error: 'HTTP 503', durationMs: 1, startedAt: new Date() },
     });
-    // a's outcome arrives after b's claim: recorded, not applied.
+    expect([a.attempts, b.attempts]).toEqual([0, 1]);
+    // a's outcome arrives after b's claim: recorded (in its lost attempt's row), not applied.
     const late = await completeAttempts(db, [failure(a.attempts, a.leaseToken)], 1);
     expect(late).toMatchObject({ recorded: 1, stale: 1 });
     expect(await notification(db, ev.notificationId)).toMatchObject({
       status: 'PENDING',
-      attempts: 0,
+      attempts: 1,
       lease_token: b.leaseToken,
       last_status: null,
+      last_error: WORKER_LOST_ERROR,
     });
-    // b's outcome applies: first failure, rescheduled by the schedule (+1 m).
+    // b's outcome applies: second failure, rescheduled by the schedule (+5 m).
     const moved = await completeAttempts(db, [failure(b.attempts, b.leaseToken)], 1);
     expect(moved).toMatchObject({ recorded: 1, retried: 1, stale: 0 });
     const n = await notification(db, ev.notificationId);
     expect(n).toMatchObject({
       status: 'PENDING',
-      attempts: 1,
+      attempts: 2,
       lease_token: null,
       last_status: 503,
     });
     expect(n.next_attempt_at.getTime()).toBeGreaterThan(Date.now() + 50_000);
     expect(await attemptsOf(db, ev.notificationId)).toHaveLength(2);
+    expect(
+      (await attemptRows(db, ev.notificationId)).map((r) => [
+        r.attempt,
+        r.http_status,
+        r.duplicate,
+      ]),
+    ).toEqual([
+      [1, 503, false],
+      [2, 503, false],
+    ]);
   });
 
   it('a stale 2xx still marks the notification DELIVERED: the receiver has it', async () => {
@@ -472,6 +534,205 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       last_status: 200,
     });
     expect(await attemptsOf(db, ev.notificationId)).toHaveLength(2);
+    expect(
+      (await attemptsOf(db, ev.notificationId)).map((r) => [r.attempt, r.http_status]),
+    ).toEqual([
+      [1, 200],
+      [2, 503],
+    ]);
+  });
+
+  it("one row per attempt number: a stale outcome and the newer claim's are attempts 1 and 2", async () => {
+    const { db, ev, a, b } = await claimedTwice();
+    const outcome = (attemptsBefore: number, leaseToken: string, status: number) => ({
+      notificationId: ev.notificationId,
+      leaseToken,
+      attemptsBefore,
+      result:
+        status === 200
+          ? { ok: true, status, durationMs: 1, startedAt: new Date() }
+          : { ok: false, status, error: `HTTP ${status}`, durationMs: 1, startedAt: new Date() },
+    });
+    // b's 2xx first, then a's stale failure: neither fails, each keeps its own number.
+    const batch1 = [outcome(b.attempts, b.leaseToken, 200)];
+    const batch2 = [outcome(a.attempts, a.leaseToken, 503)];
+    expect(await completeAttempts(db, batch1, 1)).toMatchObject({ recorded: 1, delivered: 1 });
+    expect(await completeAttempts(db, batch2, 1)).toMatchObject({ recorded: 1, stale: 1 });
+    expect(
+      (await attemptsOf(db, ev.notificationId)).map((r) => [r.attempt, r.http_status]),
+    ).toEqual([
+      [1, 503],
+      [2, 200],
+    ]);
+    // The same batches again (a commit whose answer was lost, retried): nothing added or moved.
+    expect(await completeAttempts(db, batch1, 1)).toMatchObject({ recorded: 1, stale: 1 });
+    expect(await completeAttempts(db, batch2, 1)).toMatchObject({ recorded: 1, stale: 1 });
+    expect(await attemptsOf(db, ev.notificationId)).toHaveLength(2);
+    expect(await notification(db, ev.notificationId)).toMatchObject({
+      status: 'DELIVERED',
+      attempts: 2,
+      last_status: 200,
+    });
+    // The key itself: a second row for (notification, attempt) is refused by the database.
+    await expect(
+      db.query(
+        `INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status)
+         VALUES ($1, 2, now(), 1, 200)`,
+        [ev.notificationId],
+      ),
+    ).rejects.toMatchObject({ code: '23505' });
+  });
+
+  it('migration 006 keeps attempts recorded twice under one number, marked duplicate', async () => {
+    t = await emptyDb(engine);
+    const db = t.db;
+    const upTo5 = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-migrations-'));
+    for (const f of fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^00[1-5]\.do\./.test(f)))
+      fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(upTo5, f));
+    expect((await migrate(db, upTo5)).version).toBe(5);
+    fs.rmSync(upTo5, { recursive: true, force: true });
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://x.example/h',
+    });
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    // What the recorder wrote before: a stale 503 and the newer claim's 200 both as attempt 1.
+    await db.query(
+      `INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
+       VALUES ($1, 1, now(), 5, 503, 'HTTP 503'), ($1, 1, now(), 6, 200, NULL),
+              ($1, 2, now(), 7, 500, 'HTTP 500')`,
+      [ev!.notificationId],
+    );
+    expect((await migrate(db)).applied).toContain(6);
+    expect(
+      (await attemptRows(db, ev!.notificationId)).map((r) => [
+        r.attempt,
+        r.duration_ms,
+        r.http_status,
+        r.duplicate,
+      ]),
+    ).toEqual([
+      [1, 5, 503, false],
+      [1, 6, 200, true],
+      [2, 7, 500, false],
+    ]);
+  });
+
+  it('an attempt that kills its worker every time counts: DEAD after six claims, on the schedule', async () => {
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://x.example/h',
+    });
+    const [ev] = await insertEvents(db, { accountId, watchId });
+    const leaseMs = 40;
+    const scale = 0.00005; // 1 m → 3 ms … 6 h → 1.08 s
+    const claim = (owner: string) =>
+      claimNotifications(db, { limit: 10, leaseMs, owner, scheduleScale: scale });
+    // Six workers in turn claim it and die mid-attempt: each claim's result is dropped.
+    for (let k = 1; k <= MAX_ATTEMPTS; k++) {
+      const [held] = await vi.waitFor(
+        async () => {
+          const got = await claim(`crash${k}`);
+          if (got.length === 0) throw new Error(`attempt ${k} not claimable yet`);
+          return got;
+        },
+        { timeout: 20_000, interval: 5 },
+      );
+      expect(held!.notificationId).toBe(ev!.notificationId);
+      expect(held!.attempts).toBe(k - 1);
+    }
+    // The sixth lease runs out: the next claim records it, the sixth failure, and it is DEAD.
+    const n = await vi.waitFor(
+      async () => {
+        expect(await claim('probe')).toEqual([]);
+        const got = await notification(db, ev!.notificationId);
+        if (got.status !== 'DEAD') throw new Error(`still ${got.status}`);
+        return got;
+      },
+      { timeout: 20_000, interval: 5 },
+    );
+    expect(n).toMatchObject({
+      attempts: MAX_ATTEMPTS,
+      lease_token: null,
+      last_status: null,
+      last_error: WORKER_LOST_ERROR,
+      delivered_at: null,
+    });
+    const rows = await attemptRows(db, ev!.notificationId);
+    expect(rows.map((r) => [r.attempt, r.http_status, r.error])).toEqual(
+      [1, 2, 3, 4, 5, 6].map((k) => [k, null, WORKER_LOST_ERROR]),
+    );
+    // Each started when its claim did and was lost when its lease ran out; the next claim came
+    // no earlier than the schedule's delay after that (the contract's curve, compressed).
+    for (const r of rows) {
+      expect(r.lease_expired_at!.getTime() - r.started_at.getTime()).toBe(leaseMs);
+      expect(r.duration_ms).toBe(leaseMs);
+    }
+    for (let k = 1; k < rows.length; k++) {
+      expect(rows[k]!.started_at.getTime()).toBeGreaterThanOrEqual(
+        rows[k - 1]!.lease_expired_at!.getTime() + nextDelayMs(k, scale)!,
+      );
+    }
+    const { rows: claimedAt } = await db.query<{ claimed_at: Date }>(
+      'SELECT claimed_at FROM notifications WHERE id = $1',
+      [ev!.notificationId],
+    );
+    expect(rows[5]!.started_at).toEqual(claimedAt[0]!.claimed_at);
+    // Dead is final.
+    expect(await claim('after')).toEqual([]);
+  });
+
+  it('two claims racing for expired leases record each lost attempt exactly once', async () => {
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://x.example/h',
+    });
+    const events = await insertEvents(db, { accountId, watchId, count: 40 });
+    let db2: Db = db;
+    if (engine === 'postgres') {
+      // A second worker process would have its own pool.
+      db2 = await openDb({ url: t.url, embeddedDir: '' });
+      cleanups.push(() => db2.close());
+    }
+    const first = await claimNotifications(db, { limit: 40, leaseMs: 50, owner: 'dead' });
+    expect(first).toHaveLength(40);
+    // Every lease has run out (the database's clock decides, as for claims).
+    await vi.waitFor(
+      async () => {
+        const { rows } = await db.query<{ n: number }>(
+          'SELECT count(*)::int8 AS n FROM notifications WHERE next_attempt_at > now()',
+        );
+        expect(rows[0]!.n).toBe(0);
+      },
+      { timeout: 10_000, interval: 10 },
+    );
+    // Scale 1: a lost first attempt is due again a minute after its lease ran out.
+    const opts = { limit: 40, leaseMs: 60_000, scheduleScale: 1 };
+    const results = await Promise.all([
+      claimDue(db, { ...opts, owner: 'w1' }),
+      claimDue(db2, { ...opts, owner: 'w2' }),
+      claimDue(db, { ...opts, owner: 'w3' }),
+    ]);
+    expect(results.map((r) => r.claimed)).toEqual([[], [], []]);
+    expect(results.reduce((sum, r) => sum + r.lost, 0)).toBe(40);
+    expect(results.reduce((sum, r) => sum + r.dead, 0)).toBe(0);
+    for (const e of events) {
+      const rows = await attemptRows(db, e.notificationId);
+      expect(rows.map((r) => [r.attempt, r.error])).toEqual([[1, WORKER_LOST_ERROR]]);
+      const n = await notification(db, e.notificationId);
+      expect(n).toMatchObject({ status: 'PENDING', attempts: 1, lease_token: null });
+      expect(n.next_attempt_at.getTime()).toBe(
+        rows[0]!.lease_expired_at!.getTime() + nextDelayMs(1, 1)!,
+      );
+    }
+    expect(await claimNotifications(db, { ...opts, owner: 'w4' })).toEqual([]);
   });
 
   it('claims nothing while outcomes wait to be recorded: none re-sent after its lease ran out', async () => {
