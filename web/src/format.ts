@@ -104,3 +104,47 @@ export function seconds(total: number): string {
   const m = Math.floor((s % 3600) / 60);
   return `${Math.floor(s / 3600)} h${m ? ` ${m} min` : ''}`;
 }
+
+/**
+ * Indent compact JSON text for reading, character by character: strings and numbers are copied
+ * as they are (JSON.parse would round integers past 2^53). Whitespace outside strings is dropped.
+ */
+export function indentJson(text: string, unit = '  '): string {
+  let out = '';
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charAt(i);
+    if (inString) {
+      out += c;
+      if (c === '\\') {
+        out += text.charAt(i + 1);
+        i++;
+      } else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') {
+      inString = true;
+      out += c;
+    } else if (c === '{' || c === '[') {
+      const close = c === '{' ? '}' : ']';
+      if (text.charAt(i + 1) === close) {
+        out += c + close;
+        i++;
+      } else {
+        depth++;
+        out += `${c}\n${unit.repeat(depth)}`;
+      }
+    } else if (c === '}' || c === ']') {
+      depth = Math.max(0, depth - 1);
+      out += `\n${unit.repeat(depth)}${c}`;
+    } else if (c === ',') {
+      out += `,\n${unit.repeat(depth)}`;
+    } else if (c === ':') {
+      out += ': ';
+    } else if (c.trim() !== '') {
+      out += c;
+    }
+  }
+  return out;
+}

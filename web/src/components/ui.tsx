@@ -32,6 +32,35 @@ async function writeClipboard(text: string): Promise<boolean> {
   }
 }
 
+function CopyIcon({ done }: { done: boolean }) {
+  return (
+    <svg class="icon" viewBox="0 0 16 16" aria-hidden="true" focusable="false">
+      {done ? (
+        <path d="M3 8.5l3 3 7-7" fill="none" stroke="currentColor" stroke-width="1.8" />
+      ) : (
+        <>
+          <rect
+            x="5"
+            y="5"
+            width="8.5"
+            height="8.5"
+            rx="1.5"
+            fill="none"
+            stroke="currentColor"
+            stroke-width="1.4"
+          />
+          <path
+            d="M10.5 3.5V3a1.5 1.5 0 0 0-1.5-1.5H3A1.5 1.5 0 0 0 1.5 3v6A1.5 1.5 0 0 0 3 10.5h.5"
+            fill="none"
+            stroke="currentColor"
+            stroke-width="1.4"
+          />
+        </>
+      )}
+    </svg>
+  );
+}
+
 /** A button that copies `text`; `label` names what is copied for screen readers ("Copy secret"). */
 export function CopyButton({
   text,
@@ -56,7 +85,7 @@ export function CopyButton({
       title={label}
       onClick={async () => setState((await writeClipboard(text)) ? 'copied' : 'failed')}
     >
-      {compact ? (state === 'copied' ? '✓' : '⧉') : state === 'copied' ? 'Copied' : label}
+      {compact ? <CopyIcon done={state === 'copied'} /> : state === 'copied' ? 'Copied' : label}
       <span class="sr-only" aria-live="polite">
         {state === 'copied' ? 'Copied to the clipboard' : state === 'failed' ? 'Copy failed' : ''}
       </span>

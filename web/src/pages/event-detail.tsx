@@ -12,7 +12,7 @@ import {
   StatusPill,
   Time,
 } from '../components/ui';
-import { durationMs, tronscanTx } from '../format';
+import { durationMs, indentJson, tronscanTx } from '../format';
 import { useLoad } from '../hooks';
 import { BASE, Link } from '../router';
 import type { Attempt, EventDetail, Notification, TransferEvent } from '../types';
@@ -136,9 +136,37 @@ function EventBody({ detail }: { detail: EventDetail }) {
           The exact body bytes POSTed to the endpoint (the same for every attempt and redelivery);
           X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
         </p>
-        <CodeBlock code={payload} label="Request body" copyLabel="Copy payload" />
+        <Payload payload={payload} />
       </article>
     </div>
+  );
+}
+
+/** The payload as sent, or indented for reading (values untouched: numbers are never parsed). */
+function Payload({ payload }: { payload: string }) {
+  const [pretty, setPretty] = useState(false);
+  return (
+    <>
+      <div class="payload-tools">
+        <button
+          type="button"
+          class="btn btn-secondary btn-small"
+          aria-pressed={pretty}
+          onClick={() => setPretty(!pretty)}
+        >
+          Indent for reading
+        </button>
+      </div>
+      <CodeBlock
+        code={pretty ? indentJson(payload) : payload}
+        label={
+          pretty
+            ? 'Request body (indented; the bytes sent are unindented)'
+            : 'Request body (exact bytes)'
+        }
+        copyLabel="Copy payload"
+      />
+    </>
   );
 }
 
@@ -207,12 +235,12 @@ function NotificationBlock({
 }) {
   return (
     <section class="notification" aria-label={`Delivery ${n.id}`}>
-      <header class="notification-head">
-        <h3>
+      <header>
+        <h3 class="notification-title">
           {latest ? (total > 1 ? 'Latest delivery' : 'Delivery') : 'Earlier delivery'}{' '}
           <StatusPill status={n.status} />
         </h3>
-        <p class="muted">
+        <p class="muted notification-meta">
           <span class="mono">{n.id}</span> · created <Time iso={n.created_at} /> · {n.attempts} of 6
           attempts
           {n.delivered_at && (

@@ -90,7 +90,7 @@ function OverviewCards({ o }: { o: Overview }) {
           {o.rate_limit.used} <span class="stat-of">of {o.rate_limit.limit}</span>
         </p>
         <Meter used={o.rate_limit.used} limit={o.rate_limit.limit} label="API requests used" />
-        <p class="muted">In the last {o.rate_limit.window_seconds} s, all keys together</p>
+        <p class="muted">Requests to /v1 in the last {o.rate_limit.window_seconds} s</p>
       </article>
 
       <article class="card card-wide">
