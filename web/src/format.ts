@@ -9,6 +9,23 @@ const dateTime = new Intl.DateTimeFormat(undefined, {
   second: '2-digit',
 });
 
+const shortDateTime = new Intl.DateTimeFormat(undefined, {
+  month: 'short',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+});
+
+/** Like localTime, without the year when it is the current one (dense tables). */
+export function shortTime(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return d.getFullYear() === new Date().getFullYear()
+    ? shortDateTime.format(d)
+    : dateTime.format(d);
+}
+
 /** The instant in the browser's time zone, e.g. "Jan 8, 2026, 14:36:54". */
 export function localTime(iso: string): string {
   const d = new Date(iso);

@@ -199,7 +199,7 @@ export function EventsTable({
             <tr key={`${e.event_id}`}>
               <td data-label="Block time">
                 <Link href={`${BASE}/events/${encodeURIComponent(e.event_id)}`} class="row-link">
-                  <Time iso={e.block_timestamp} />
+                  <Time iso={e.block_timestamp} short />
                 </Link>
                 <div class="sub mono" title={e.event_id}>
                   {middle(e.event_id, 8)}

@@ -1,14 +1,22 @@
 /** The console's building blocks: times, ids, copy buttons, pills, notices, dialogs, fields. */
 import type { ComponentChildren, JSX } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
-import { localTime, middle, relative, utcIso } from '../format';
+import { localTime, middle, relative, shortTime, utcIso } from '../format';
 
 /** An instant in the browser's time zone; the UTC ISO value on hover. */
-export function Time({ iso, rel = false }: { iso: string | null; rel?: boolean }) {
+export function Time({
+  iso,
+  rel = false,
+  short = false,
+}: {
+  iso: string | null;
+  rel?: boolean;
+  short?: boolean;
+}) {
   if (iso === null) return <span class="muted">—</span>;
   return (
-    <time dateTime={utcIso(iso)} title={utcIso(iso)}>
-      {rel ? relative(iso) : localTime(iso)}
+    <time dateTime={utcIso(iso)} title={utcIso(iso)} class="time">
+      {rel ? relative(iso) : short ? shortTime(iso) : localTime(iso)}
     </time>
   );
 }
@@ -274,6 +282,9 @@ export function PageHeader({
   description?: ComponentChildren;
   actions?: ComponentChildren;
 }) {
+  useEffect(() => {
+    document.title = `${title} · tronwatch`;
+  }, [title]);
   return (
     <header class="page-header">
       <div>

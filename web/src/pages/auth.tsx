@@ -1,12 +1,15 @@
 /** Signed-out pages: log in, sign up (when open), accept an invite (set a password). */
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, describeError, formatWait, post } from '../api';
 import { Field, Notice } from '../components/ui';
 import { BASE, Link } from '../router';
 import type { Config, Me } from '../types';
 
 function AuthFrame({ title, children }: { title: string; children: ComponentChildren }) {
+  useEffect(() => {
+    document.title = `${title} · tronwatch`;
+  }, [title]);
   return (
     <main class="auth-page">
       <div class="auth-card">

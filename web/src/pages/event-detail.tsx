@@ -1,6 +1,6 @@
 /** One event: its fields, the exact payload bytes, every notification and every attempt. */
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, describeError, get, post } from '../api';
 import {
   CodeBlock,
@@ -32,6 +32,9 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
   const d = useLoad(() => get<EventDetail>(`/events/${encodeURIComponent(eventId)}`), [eventId]);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    document.title = `Event ${eventId} · tronwatch`;
+  }, [eventId]);
 
   const redeliver = async () => {
     setBusy(true);

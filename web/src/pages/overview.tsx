@@ -1,11 +1,12 @@
 /** The account page a payment team keeps open: quota, rate limit, 24 h deliveries, chain lag. */
 import { useState } from 'preact/hooks';
 import { describeError, get } from '../api';
-import { Loading, Notice, PageHeader, Pill, Time } from '../components/ui';
+import { CodeBlock, Loading, Notice, PageHeader, Pill, Time } from '../components/ui';
 import { seconds } from '../format';
 import { useInterval, useLoad } from '../hooks';
 import { BASE, Link } from '../router';
-import type { Overview } from '../types';
+import type { KeyInfo, Overview } from '../types';
+import { curlCreateWatch } from './watches';
 
 const REFRESH_MS = 10_000;
 
@@ -57,8 +58,53 @@ export function OverviewPage() {
       {o.error !== undefined && (
         <Notice tone="error">Could not load the overview: {describeError(o.error)}</Notice>
       )}
-      {o.data === undefined ? o.error === undefined && <Loading /> : <OverviewCards o={o.data} />}
+      {o.data === undefined ? (
+        o.error === undefined && <Loading />
+      ) : (
+        <>
+          {o.data.watches.active + o.data.watches.paused === 0 && <GettingStarted />}
+          <OverviewCards o={o.data} />
+        </>
+      )}
     </section>
+  );
+}
+
+/** For an account without watches: the three steps from nothing to a first webhook. */
+function GettingStarted() {
+  const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
+  const hasKey = keys.data?.some((k) => k.revoked_at === null) ?? false;
+  return (
+    <article class="card getting-started" aria-labelledby="gs-title">
+      <h2 id="gs-title" class="card-title">
+        Get your first webhook
+      </h2>
+      <ol class="steps">
+        <li class={hasKey ? 'done' : ''}>
+          {hasKey ? (
+            <>
+              API key created <span class="sr-only">(done)</span>
+            </>
+          ) : (
+            <Link href={`${BASE}/keys`}>Create your first API key</Link>
+          )}
+          <span class="muted"> for your backend to call /v1.</span>
+        </li>
+        <li>
+          <Link href={`${BASE}/watches`}>Create a watch</Link>
+          <span class="muted"> for a deposit address, here or from your backend:</span>
+          <CodeBlock
+            code={curlCreateWatch(location.origin)}
+            label="Create a watch with curl"
+            copyLabel="Copy curl"
+          />
+        </li>
+        <li>
+          Send a test event from the Watches page to check that your endpoint verifies{' '}
+          <code>X-Signature</code> and answers 2xx.
+        </li>
+      </ol>
+    </article>
   );
 }
 

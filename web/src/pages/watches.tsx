@@ -418,7 +418,7 @@ function CreateWatchForm({
               checked={target === 'webhook'}
               onChange={() => setTarget('webhook')}
             />{' '}
-            Webhook URL
+            Webhook (HTTPS POST)
           </label>
           <label class={config.telegram ? '' : 'disabled'}>
             <input
