@@ -127,6 +127,24 @@ export const EnvSchema = T.Object({
         'Serve GET /metrics on this port too (on HOST), for processes without the api role. Unset: only the API serves /metrics.',
     }),
   ),
+  CONSOLE_SIGNUP: T.Union([T.Literal('open'), T.Literal('closed')], {
+    default: 'closed',
+    description:
+      'open: anyone who reaches the console may sign up. closed: accounts come from `tronwatch accounts invite`.',
+  }),
+  CONSOLE_SESSION_TTL_SECONDS: Int({
+    minimum: 1,
+    maximum: 31_536_000,
+    default: 604_800,
+    description: 'Console session lifetime, seconds, moved forward at each use (SPEC: 7 days).',
+  }),
+  PUBLIC_URL: T.Optional(
+    T.String({
+      pattern: '^https?://[^/?#]+$',
+      description:
+        'Origin where users reach this deployment (https://tronwatch.example.com): invitation links. Unset: http://localhost:PORT.',
+    }),
+  ),
   HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
   PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
   LOG_LEVEL: T.Union(
@@ -201,6 +219,11 @@ export const ConfigSchema = Group({
     caFile: Unset(V.WEBHOOK_CA_FILE),
   }),
   http: Group({ host: V.HOST, port: V.PORT }),
+  console: Group({
+    signup: V.CONSOLE_SIGNUP,
+    sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
+    publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
+  }),
   /** Port of a metrics-only listener (roles without the API); undefined = none. */
   metricsPort: Unset(V.METRICS_PORT),
   logLevel: V.LOG_LEVEL,
@@ -281,6 +304,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       caFile: e.WEBHOOK_CA_FILE,
     },
     http: { host: e.HOST, port: e.PORT },
+    console: {
+      signup: e.CONSOLE_SIGNUP,
+      sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
+      publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
+    },
     metricsPort: e.METRICS_PORT,
     logLevel: e.LOG_LEVEL,
   };

@@ -43,6 +43,8 @@ export interface ApiKeyInfo {
   created_at: Date;
   /** When the key was revoked; null while it is usable. */
   revoked_at: Date | null;
+  /** When the key was last used, to the minute (KeyUsage); null if never. */
+  last_used_at: Date | null;
 }
 
 /** What createApiKey returns: the key itself, which exists nowhere else afterwards. */
@@ -102,7 +104,8 @@ export async function createApiKey(
   };
 }
 
-const INFO_COLUMNS = 'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at';
+const INFO_COLUMNS =
+  'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at, last_used_at';
 
 /** The account's keys, newest first, revoked ones included. Never the key or its hash. */
 export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeyInfo[]> {
@@ -153,4 +156,37 @@ export async function findKeyByHash(
     { name: 'api_key_by_hash' },
   );
   return rows[0];
+}
+
+/** How often one process writes a key's last_used_at at most, ms (a minute's precision). */
+export const KEY_USAGE_WRITE_MS = 60_000;
+
+/**
+ * Records when API keys are used (`api_keys.last_used_at`, shown in the console), without a write
+ * per request on the hot path: each process writes a key's time at most once a minute, after the
+ * answer's statement and outside the request (a failed write is only logged by the caller).
+ */
+export class KeyUsage {
+  private readonly written = new Map<string, number>();
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Note a use of `keyId`. @returns the write's promise when one was started (tests wait for it),
+   * else undefined. Never rejects: a failure resolves to false.
+   */
+  touch(keyId: string): Promise<boolean> | undefined {
+    const t = this.now();
+    const last = this.written.get(keyId);
+    if (last !== undefined && t - last < KEY_USAGE_WRITE_MS) return undefined;
+    if (this.written.size >= 100_000) this.written.clear(); // bounded; the next writes are early
+    this.written.set(keyId, t);
+    return this.db.query('UPDATE api_keys SET last_used_at = now() WHERE id = $1', [keyId]).then(
+      () => true,
+      () => false,
+    );
+  }
 }

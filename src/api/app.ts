@@ -27,6 +27,7 @@ import Fastify, {
 } from 'fastify';
 import { ApiError } from '../common/errors.js';
 import { Metrics } from '../common/metrics.js';
+import { registerConsole } from '../console/index.js';
 import {
   authenticate,
   enforceAnonymousRateLimit,
@@ -149,6 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   watchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
+  await registerConsole(app, deps);
   healthRoutes(app, deps);
   docsRoutes(app);
   metricsRoutes(app, metrics);

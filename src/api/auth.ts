@@ -38,7 +38,13 @@
  * The client IP is Fastify's `request.ip`: the socket peer (no proxy headers are trusted).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type ApiKeyLookup, findKeyByHash, hashApiKey, keyNetwork } from '../accounts/keys.js';
+import {
+  type ApiKeyLookup,
+  findKeyByHash,
+  hashApiKey,
+  KeyUsage,
+  keyNetwork,
+} from '../accounts/keys.js';
 import { limitsFor, PLAN_LIMITS } from '../accounts/plans.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
@@ -254,6 +260,7 @@ export function registerV1Guard(
   app: App,
   deps: { db: Db; rateLimiter: RateLimiter; network: string; keyCache: KeyCache },
 ): void {
+  const usage = new KeyUsage(deps.db);
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request, reply) => {
     if (!isV1Request(request)) return;
@@ -267,6 +274,7 @@ export function registerV1Guard(
       throw err;
     }
     request.auth = auth;
+    void usage.touch(auth.keyId);
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,

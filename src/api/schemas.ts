@@ -23,12 +23,7 @@ export function ref<S extends TSchema>(schema: S, extra: Record<string, unknown>
   return T.Unsafe<Static<S>>({ $ref: schema.$id, ...extra });
 }
 
-/** One field-level problem of an invalid body, query or path (the `details` of a 400). */
-export interface FieldError {
-  /** The member at fault: `address`, `webhook_url`, `limit`, `usage.plan`, or `body` for the whole. */
-  field: string;
-  message: string;
-}
+export type { FieldError } from '../common/errors.js';
 
 /** The JSON Schema type names `value` satisfies (a whole number is also an `integer`). */
 function jsonTypes(value: unknown): string[] {

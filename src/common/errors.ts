@@ -20,6 +20,11 @@ export const ERROR_CODES = [
   'csrf_mismatch',
   'telegram_watches_active',
   'login_rate_limited',
+  // Console (additive): sign-up, login and invitations.
+  'invalid_credentials',
+  'signup_closed',
+  'email_taken',
+  'invalid_invite',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -39,7 +44,18 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   rate_limited: 429,
   login_rate_limited: 429,
   telegram_unavailable: 503,
+  invalid_credentials: 401,
+  signup_closed: 403,
+  email_taken: 409,
+  invalid_invite: 400,
 };
+
+/** One field-level problem of an invalid body, query or path (the `details` of a 400). */
+export interface FieldError {
+  /** The member at fault: `address`, `webhook_url`, `limit`, `usage.plan`, or `body` for the whole. */
+  field: string;
+  message: string;
+}
 
 /** SPEC §Error body. Extra top-level members (e.g. `usage` of quota_exceeded) are additive. */
 export interface ErrorBody {

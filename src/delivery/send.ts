@@ -58,6 +58,12 @@ export interface AttemptResult {
   durationMs: number;
   /** When the attempt started. */
   startedAt: Date;
+  /** The headers sent (signatures included, never the secret); absent when nothing was sent. */
+  requestHeaders?: Record<string, string>;
+  /** The answer's headers, when there was an answer. */
+  responseHeaders?: Record<string, string>;
+  /** The first 4 KB of the answer's body as text, when it came within the deadline. */
+  responseBody?: string;
 }
 
 /** package.json's version, for User-Agent (read once; src/ and dist/ are both one level down). */
@@ -243,6 +249,8 @@ export class WebhookSender {
   /**
    * Make one attempt to deliver `event` to `url`, signed with `secret` (whsec_…).
    * @param signal optional: aborts the attempt early (the worker does not use it; stop waits).
+   * @param extraHeaders optional headers sent beside the signed ones (the console's test event:
+   *   `X-Tronwatch-Test: 1`).
    * @returns the classified outcome; never throws.
    */
   async send(
@@ -250,6 +258,7 @@ export class WebhookSender {
     event: EventRow,
     secret: string,
     signal?: AbortSignal,
+    extraHeaders: Record<string, string> = {},
   ): Promise<AttemptResult> {
     const startedAt = new Date();
     const t0 = performance.now();
@@ -258,16 +267,18 @@ export class WebhookSender {
     const body = serializeEvent(eventPayload(event));
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe).
+    const requestHeaders: Record<string, string> = {
+      ...extraHeaders,
+      ...webhookHeaders(event.id, signBody(secret, body)),
+      ...extraSignatureHeaders(secret, event.id, body, startedAt),
+    };
     try {
       const res = await request(check.url, {
         method: 'POST',
         dispatcher: this.agent,
         signal: sig,
-        // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe).
-        headers: {
-          ...webhookHeaders(event.id, signBody(secret, body)),
-          ...extraSignatureHeaders(secret, event.id, body, startedAt),
-        },
+        headers: requestHeaders,
         body,
       });
       const status = res.statusCode;
@@ -278,23 +289,30 @@ export class WebhookSender {
       // connection can be reused; one over 64 KiB or still open at the deadline is cut off with
       // its connection.
       res.body.dump({ limit: 64 * 1024, signal: sig }).catch(() => {});
-      if (status >= 200 && status < 300) return { ok: true, status, durationMs, startedAt };
+      if (status >= 200 && status < 300)
+        return { ok: true, status, durationMs, startedAt, requestHeaders };
       const error =
         status >= 300 && status < 400
           ? `HTTP ${status}: redirect not followed`
           : `HTTP ${status}: not a 2xx answer`;
-      return { ok: false, status, error, durationMs, startedAt };
+      return { ok: false, status, error, durationMs, startedAt, requestHeaders };
     } catch (err) {
       const durationMs = Math.round(performance.now() - t0);
       // No status within the deadline (DNS, connect, TLS, request body or the answer's head).
       if (timeout.aborted) {
         const error = `timeout: no complete answer within ${this.timeoutMs} ms`;
-        return { ok: false, error, durationMs, startedAt };
+        return { ok: false, error, durationMs, startedAt, requestHeaders };
       }
       if (signal?.aborted) {
-        return { ok: false, error: 'aborted: worker stopping', durationMs, startedAt };
+        return {
+          ok: false,
+          error: 'aborted: worker stopping',
+          durationMs,
+          startedAt,
+          requestHeaders,
+        };
       }
-      return { ok: false, error: describeError(err), durationMs, startedAt };
+      return { ok: false, error: describeError(err), durationMs, startedAt, requestHeaders };
     }
   }
 

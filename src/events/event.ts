@@ -176,13 +176,16 @@ const SEP = '\x1f';
  * kept). Always EVENT_ROW_FIELDS fields: NULL columns are coalesced to '' (concat_ws would drop
  * them and shift every later field), and an event without a notification row gets four empty
  * delivery fields. The notification is a scalar subquery rather than a join: half the planning
- * time (one notification per event: notifications.event_id is UNIQUE).
+ * time. An event has one notification per delivery chain (the ingester's, then one per
+ * redelivery: DESIGN decisions "redelivery"); the newest is shown, read in index order
+ * (notifications_event_created, migration 009), so no sort.
  */
 export const EVENT_ROW_SQL = `concat_ws(E'\\x1f', e.id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
               e.event_index, e.block_number, e.block_timestamp AT TIME ZONE 'UTC', e.from_address,
               e.to_address, e.amount_raw, coalesce(e.contract, ''), e.created_at AT TIME ZONE 'UTC',
               coalesce((SELECT concat_ws(E'\\x1f', n.id, n.status, n.attempts, n.created_at AT TIME ZONE 'UTC')
-                 FROM notifications n WHERE n.event_id = e.id), E'\\x1f\\x1f\\x1f'))`;
+                 FROM notifications n WHERE n.event_id = e.id
+                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'))`;
 
 /** Fields of EVENT_ROW_SQL's text. */
 const EVENT_ROW_FIELDS = 18;

@@ -39,6 +39,10 @@ export interface ListEventsQuery {
   since?: string;
   /** Only this watch's events (an unknown or foreign id simply matches nothing). */
   watchId?: string;
+  /** Exclusive upper bound on created_at like `before` (the console's time range). */
+  until?: string;
+  /** Only events whose newest notification has this status (the console's filter). */
+  status?: 'PENDING' | 'DELIVERED' | 'DEAD';
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -85,6 +89,16 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     values.push(q.watchId);
     where.push(`e.watch_id = $${values.length}`);
   }
+  if (q.until !== undefined) {
+    values.push(q.until);
+    where.push(`e.created_at < $${values.length}::text::timestamptz`);
+  }
+  if (q.status !== undefined) {
+    values.push(q.status);
+    where.push(
+      `(SELECT n.status FROM notifications n WHERE n.event_id = e.id ORDER BY n.created_at DESC LIMIT 1) = $${values.length}`,
+    );
+  }
   if (q.activeKeyId !== undefined) {
     // Evaluated once per execution (an InitPlan), in the statement's snapshot.
     values.push(q.activeKeyId);
@@ -99,7 +113,7 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
   // same cost to PostgreSQL. The notification is a scalar subquery rather than a join: half the
   // planning time.
   //
-  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 16 × 6 per connection).
+  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 64 × 6 per connection).
   // With the LIMIT a literal, PostgreSQL's generic plan costs what a custom one does, so after five
   // executions it stops planning (a parameter LIMIT is costed as 10% of the table and kept it
   // planning at every request: ~0.15 ms of PostgreSQL CPU per page). The generic plan is good for
@@ -108,7 +122,9 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.before === undefined ? 0 : 1) |
     (q.since === undefined ? 0 : 2) |
     (q.watchId === undefined ? 0 : 4) |
-    (q.activeKeyId === undefined ? 0 : 8);
+    (q.activeKeyId === undefined ? 0 : 8) |
+    (q.until === undefined ? 0 : 16) |
+    (q.status === undefined ? 0 : 32);
   return {
     text: `SELECT ${EVENT_ROW_SQL} AS r
        FROM events e

@@ -34,18 +34,27 @@ export interface RateLimitResult {
 
 export interface RateLimiter {
   /**
-   * Count a request of `id` against `limit` requests per sliding 60 s, if there is room.
-   * @param id what is limited: `key:<api key id>` or `ip:<client address>`.
+   * Count a request of `id` against `limit` requests per sliding window, if there is room.
+   * @param id what is limited: `key:<api key id>`, `ip:<client address>`, `login-ip:…`.
    * @param limit requests per window (≥ 1).
    * @param nowMs the current time, ms since the epoch (default Date.now(); tests pass their own).
+   * @param windowMs the window's length, ms (default WINDOW_MS, SPEC's 60 s; the console's login
+   *   failures use 15 minutes). One id is always used with one window length.
    */
-  hit(id: string, limit: number, nowMs?: number): Promise<RateLimitResult>;
+  hit(id: string, limit: number, nowMs?: number, windowMs?: number): Promise<RateLimitResult>;
+  /**
+   * Whether a request of `id` would be allowed now, recording nothing: `remaining` is the room
+   * left (limit − count), `retryAfterSeconds` as for hit when there is none. Parameters as hit.
+   */
+  peek(id: string, limit: number, nowMs?: number, windowMs?: number): Promise<RateLimitResult>;
 }
 
 /** The accepted requests of one id inside the window: timestamps ascending, from `head`. */
 interface Log {
   ts: number[];
   head: number;
+  /** The window this id is counted in, ms. */
+  windowMs: number;
 }
 
 /**
@@ -57,14 +66,38 @@ export class MemoryRateLimiter implements RateLimiter {
   private readonly logs = new Map<string, Log>();
   private lastSweepMs = 0;
 
-  async hit(id: string, limit: number, nowMs: number = Date.now()): Promise<RateLimitResult> {
+  async hit(
+    id: string,
+    limit: number,
+    nowMs: number = Date.now(),
+    windowMs: number = WINDOW_MS,
+  ): Promise<RateLimitResult> {
+    return this.count(id, limit, nowMs, windowMs, true);
+  }
+
+  async peek(
+    id: string,
+    limit: number,
+    nowMs: number = Date.now(),
+    windowMs: number = WINDOW_MS,
+  ): Promise<RateLimitResult> {
+    return this.count(id, limit, nowMs, windowMs, false);
+  }
+
+  private count(
+    id: string,
+    limit: number,
+    nowMs: number,
+    windowMs: number,
+    record: boolean,
+  ): RateLimitResult {
     this.sweep(nowMs);
     let log = this.logs.get(id);
     if (!log) {
-      log = { ts: [], head: 0 };
+      log = { ts: [], head: 0, windowMs };
       this.logs.set(id, log);
     }
-    const horizon = nowMs - WINDOW_MS;
+    const horizon = nowMs - windowMs;
     while (log.head < log.ts.length && (log.ts[log.head] ?? 0) <= horizon) log.head++;
     // Compact now and then: amortised O(1) per request.
     if (log.head > 64 && log.head * 2 > log.ts.length) {
@@ -72,6 +105,9 @@ export class MemoryRateLimiter implements RateLimiter {
       log.head = 0;
     }
     const count = log.ts.length - log.head;
+    if (count < limit && !record) {
+      return { allowed: true, limit, remaining: limit - count, retryAfterSeconds: 0 };
+    }
     if (count < limit) {
       // A clock that steps back must not unsort the log: never record before the newest entry.
       const last = log.ts[log.ts.length - 1];
@@ -82,7 +118,7 @@ export class MemoryRateLimiter implements RateLimiter {
     // entry at offset count − limit does (the oldest one when count == limit; a lowered limit
     // makes count exceed it).
     const freeing = log.ts[log.head + count - limit] ?? nowMs;
-    const waitMs = freeing + WINDOW_MS - nowMs;
+    const waitMs = freeing + windowMs - nowMs;
     return {
       allowed: false,
       limit,
@@ -91,14 +127,13 @@ export class MemoryRateLimiter implements RateLimiter {
     };
   }
 
-  /** Drop the logs whose newest entry has left the window (at most once per window). */
+  /** Drop the logs whose newest entry has left their window (a sweep at most once a minute). */
   private sweep(nowMs: number): void {
     if (nowMs - this.lastSweepMs < WINDOW_MS) return;
     this.lastSweepMs = nowMs;
-    const horizon = nowMs - WINDOW_MS;
     for (const [id, log] of this.logs) {
       const newest = log.ts[log.ts.length - 1];
-      if (newest === undefined || newest <= horizon) this.logs.delete(id);
+      if (newest === undefined || newest <= nowMs - log.windowMs) this.logs.delete(id);
     }
   }
 
@@ -163,13 +198,35 @@ export class FallbackRateLimiter implements RateLimiter {
   }
 
   /** See RateLimiter.hit. `nowMs` also clocks the probes (tests); default Date.now(). */
-  async hit(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
+  async hit(
+    id: string,
+    limit: number,
+    nowMs?: number,
+    windowMs?: number,
+  ): Promise<RateLimitResult> {
+    return this.run(nowMs, (l) => l.hit(id, limit, nowMs, windowMs));
+  }
+
+  /** See RateLimiter.peek; on the primary or the fallback as hit. */
+  async peek(
+    id: string,
+    limit: number,
+    nowMs?: number,
+    windowMs?: number,
+  ): Promise<RateLimitResult> {
+    return this.run(nowMs, (l) => l.peek(id, limit, nowMs, windowMs));
+  }
+
+  private async run(
+    nowMs: number | undefined,
+    op: (limiter: RateLimiter) => Promise<RateLimitResult>,
+  ): Promise<RateLimitResult> {
     const t = nowMs ?? Date.now();
     if (!this.down || t >= this.nextProbeMs) {
       const epoch = this.epoch;
       if (this.down) this.nextProbeMs = t + this.probeIntervalMs;
       try {
-        const r = await this.primary.hit(id, limit, nowMs);
+        const r = await op(this.primary);
         if (this.down && epoch === this.epoch) {
           this.down = false;
           this.epoch++;
@@ -191,6 +248,6 @@ export class FallbackRateLimiter implements RateLimiter {
         }
       }
     }
-    return this.fallback.hit(id, limit, nowMs);
+    return op(this.fallback);
   }
 }

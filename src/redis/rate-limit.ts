@@ -34,6 +34,7 @@ interface SlidingWindowCommand {
     windowMs: number,
     nowMs: string,
     suffix: string,
+    mode: string,
   ): Promise<unknown>;
 }
 
@@ -60,16 +61,33 @@ export class RedisRateLimiter implements RateLimiter {
    * Count a request of `id` in `tw:rl:<id>` (see RateLimiter.hit).
    * @param nowMs the time of the request, ms since the epoch. Omitted (production): the Redis
    *   server clock. Tests pass it to place requests exactly.
+   * @param windowMs the window, ms (default WINDOW_MS).
    * @throws the ioredis error when Redis is unreachable, too slow (command timeout) or answers
    *   something else than the script's triple.
    */
-  async hit(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
+  hit(id: string, limit: number, nowMs?: number, windowMs = WINDOW_MS): Promise<RateLimitResult> {
+    return this.run(id, limit, nowMs, windowMs, '');
+  }
+
+  /** See RateLimiter.peek: the same script, recording nothing. @throws as hit. */
+  peek(id: string, limit: number, nowMs?: number, windowMs = WINDOW_MS): Promise<RateLimitResult> {
+    return this.run(id, limit, nowMs, windowMs, 'peek');
+  }
+
+  private async run(
+    id: string,
+    limit: number,
+    nowMs: number | undefined,
+    windowMs: number,
+    mode: '' | 'peek',
+  ): Promise<RateLimitResult> {
     const reply = await this.redis[COMMAND](
       this.prefix + id,
       limit,
-      WINDOW_MS,
+      windowMs,
       nowMs === undefined ? '' : String(Math.floor(nowMs)),
       randomBytes(6).toString('hex'),
+      mode,
     );
     if (
       !Array.isArray(reply) ||

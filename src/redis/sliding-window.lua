@@ -10,6 +10,7 @@
 --          every replica then reads ONE clock, so replicas with skewed clocks share one window.
 --          Tests pass a time to place requests exactly (e.g. on either side of a minute).
 -- ARGV[4]  random suffix of the member
+-- ARGV[5]  'peek': count only, record nothing (returns {1, room left, 0} when there is room)
 --
 -- Returns {allowed (1|0), remaining, wait_ms}: wait_ms (refused only) is how long until a request
 -- would be allowed, i.e. until the entry that frees a slot leaves the window.
@@ -33,6 +34,10 @@ end
 -- The window is (now - window, now]: an entry exactly `window` old has left it.
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local count = redis.call('ZCARD', key)
+
+if count < limit and ARGV[5] == 'peek' then
+  return {1, limit - count, 0}
+end
 
 if count < limit then
   -- A clock that steps back must not record before the newest entry (it would leave early).

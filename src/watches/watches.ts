@@ -1,6 +1,6 @@
 /**
- * Watches: create (with the plan quota and the duplicate rule), list, soft-delete.
- * Used by POST/GET/DELETE /v1/watches (src/api/routes/watches.ts) and later by the console.
+ * Watches: create (with the plan quota and the duplicate rule), list, pause, resume, soft-delete.
+ * Used by /v1/watches (src/api/routes/watches.ts) and the console (src/console/routes/watches.ts).
  *
  * Rules (SPEC §POST /v1/watches, §Limits; DESIGN decisions and invariants 5, 6):
  * - Identity (409): account, network, address (as 21 bytes, so base58 and hex spellings are the
@@ -142,20 +142,23 @@ export async function createWatch(
         'duplicate watch: the same watch was just created by another request',
       );
     }
-    if (err instanceof ChainHeadUnknownError) {
-      throw new ApiError(
-        503,
-        'chain head not known yet; retry shortly',
-        undefined,
-        undefined,
-        {},
-        {
-          'Retry-After': String(CHAIN_HEAD_RETRY_SECONDS),
-        },
-      );
-    }
+    if (err instanceof ChainHeadUnknownError) throw chainHeadUnknown();
     throw err;
   }
+}
+
+/** The 503 answered while no chain head is known (Retry-After: one or two polls). */
+function chainHeadUnknown(): ApiError {
+  return new ApiError(
+    503,
+    'chain head not known yet; retry shortly',
+    undefined,
+    undefined,
+    {},
+    {
+      'Retry-After': String(CHAIN_HEAD_RETRY_SECONDS),
+    },
+  );
 }
 
 interface LockedAccount {
@@ -235,4 +238,76 @@ export async function deleteWatch(
     [id, accountId, network],
   );
   return rowCount > 0;
+}
+
+/**
+ * Pause the account's live watch `id` (DESIGN decisions "PAUSED"): it matches nothing from the
+ * next block the ingester reads (the match index holds ACTIVE watches only) and frees its quota
+ * slot. Pausing a paused watch changes nothing. Notifications already created keep their schedule.
+ * @returns the watch after the change, or undefined when there is no such live watch of this
+ *   account (missing, someone else's, deleted: the caller answers 404 alike).
+ */
+export async function pauseWatch(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<WatchRow | undefined> {
+  const { rows } = await db.query<WatchRow>(
+    `UPDATE watches SET status = 'PAUSED'
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+      RETURNING ${WATCH_COLUMNS}`,
+    [id, accountId, network],
+  );
+  return rows[0];
+}
+
+/**
+ * Resume the account's paused watch `id`: it needs a free quota slot, checked with the account
+ * row locked, as at creation. It matches blocks the ingester reads from then on; transfers that
+ * happened while it was paused are not reported (no retroactive matching, DESIGN invariant 5,
+ * with `active_from_block` moved to the chain head now). Resuming an active watch changes nothing.
+ * @returns the watch, or undefined as pauseWatch.
+ * @throws ApiError 402 quota_exceeded (with `usage`) when the plan has no free slot; 503 when no
+ *   chain head is known yet.
+ */
+export async function resumeWatch(
+  db: Db,
+  accountId: string,
+  network: string,
+  id: string,
+  blockIntervalMs: number,
+): Promise<WatchRow | undefined> {
+  try {
+    return await db.transaction(async (tx) => {
+      const account = await lockAccount(tx, accountId);
+      const { rows: found } = await tx.query<WatchRow>(
+        `SELECT ${WATCH_COLUMNS} FROM watches
+          WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+        [id, accountId, network],
+      );
+      const watch = found[0];
+      if (!watch || watch.status === 'ACTIVE') return watch;
+      const limits = limitsFor(account);
+      const active = await countActiveWatches(tx, accountId, network);
+      if (active >= limits.activeWatches) {
+        throw ApiError.coded(
+          'quota_exceeded',
+          `the ${limits.name} plan allows ${limits.activeWatches} active watches on ${network}; pause or delete one, or upgrade`,
+          undefined,
+          { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
+        );
+      }
+      const fromBlock = await activationBlock(tx, network, blockIntervalMs);
+      const { rows } = await tx.query<WatchRow>(
+        `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2)
+          WHERE id = $1 RETURNING ${WATCH_COLUMNS}`,
+        [id, fromBlock],
+      );
+      return rows[0];
+    });
+  } catch (err) {
+    if (err instanceof ChainHeadUnknownError) throw chainHeadUnknown();
+    throw err;
+  }
 }

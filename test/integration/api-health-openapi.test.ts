@@ -139,8 +139,11 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     expect(Object.keys(paths).sort()).toEqual([
       '/healthz',
       '/v1/events',
+      '/v1/events/{event_id}/redeliver',
       '/v1/watches',
       '/v1/watches/{id}',
+      '/v1/watches/{id}/pause',
+      '/v1/watches/{id}/resume',
     ]);
     const ops: Array<[string, string, string[]]> = [
       [
@@ -155,6 +158,21 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         ['204', '400', '401', '403', '404', '413', '415', '429', '500'],
       ],
       ['/v1/events', 'get', ['200', '400', '401', '403', '429', '500']],
+      [
+        '/v1/events/{event_id}/redeliver',
+        'post',
+        ['201', '400', '401', '403', '404', '409', '413', '415', '429', '500'],
+      ],
+      [
+        '/v1/watches/{id}/pause',
+        'post',
+        ['200', '400', '401', '403', '404', '413', '415', '429', '500'],
+      ],
+      [
+        '/v1/watches/{id}/resume',
+        'post',
+        ['200', '400', '401', '402', '403', '404', '413', '415', '429', '500', '503'],
+      ],
     ];
     const components = doc.components as Json;
     const headers = components.headers as Record<string, Json>;

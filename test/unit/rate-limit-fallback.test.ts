@@ -30,6 +30,11 @@ class SwitchableLimiter implements RateLimiter {
     if (down) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
     return this.inner.hit(id, limit, nowMs);
   }
+
+  async peek(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
+    if (this.down) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+    return this.inner.peek(id, limit, nowMs);
+  }
 }
 
 function setup(probeIntervalMs = 1_000) {

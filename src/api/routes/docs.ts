@@ -24,6 +24,11 @@ const WEBHOOK_DESCRIPTION = `POSTed to the watch's webhook_url for every confirm
 /** @fastify/swagger options: OpenAPI 3.1, components named by `$id`, the webhook and security scheme. */
 export function swaggerOptions(): FastifyDynamicSwaggerOptions {
   return {
+    // The console's routes (its JSON API and its pages) are not part of the public contract.
+    transform: ({ schema, url }) => ({
+      schema: url.startsWith('/console') ? { ...schema, hide: true } : schema,
+      url,
+    }),
     openapi: {
       openapi: '3.1.0',
       info: {

@@ -1,7 +1,8 @@
 /**
  * Events (SPEC §Event, §EventWithDelivery, §GET /v1/events):
  *
- *   GET /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *   GET  /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *   POST /v1/events/{event_id}/redeliver         → 201 { notification_id } | 404 | 409
  *
  * Newest first. `before` is exclusive, `since` inclusive; set `before` to the previous page's
  * `next_before` to page backwards (null: no more). Timestamps keep microseconds end to end so a
@@ -18,10 +19,12 @@ import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { EventSchema, EventWithDeliverySchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
+import { redeliverEvent } from '../../events/redeliver.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
+  errorResponse,
   type FieldError,
   NullableString,
   ref,
@@ -29,6 +32,7 @@ import {
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
+import { NetworkQuery } from './watches.js';
 
 export const EventListSchema = T.Object(
   {
@@ -163,6 +167,53 @@ export function eventRoutes(
           fields.map((field) => ({ field, message: 'not a representable timestamp' })),
         );
       }
+    },
+  );
+
+  app.post(
+    '/v1/events/:event_id/redeliver',
+    {
+      schema: {
+        operationId: 'redeliverEvent',
+        summary: 'Redeliver an event',
+        description:
+          'A new delivery chain for the event: the same event_id and payload bytes, attempts from 0, the schedule from now. The earlier chains and their attempts are kept; GET /v1/events then shows the new one. Refused (409) while the newest chain is still PENDING.',
+        tags: ['events'],
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({
+          event_id: T.String({ maxLength: 64, description: 'Event id (`evt_…`).' }),
+        }),
+        response: {
+          ...commonV1Responses(),
+          201: v1Response(
+            T.Object({
+              notification_id: T.String({ description: 'The new notification (`ntf_…`).' }),
+            }),
+            'Redelivery scheduled.',
+          ),
+          404: errorResponse("No such event of the caller's."),
+          409: errorResponse(
+            'The event is still being delivered (its newest notification is PENDING).',
+          ),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const auth = requireAuth(request);
+      const id = await redeliverEvent(
+        deps.db,
+        auth.accountId,
+        deps.config.network,
+        request.params.event_id,
+      );
+      request.log.info(
+        { event_id: request.params.event_id, notification_id: id, account_id: auth.accountId },
+        'event redelivered',
+      );
+      return reply.code(201).send({ notification_id: id });
     },
   );
 }

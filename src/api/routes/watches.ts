@@ -5,22 +5,29 @@
  *   GET    /v1/watches       → 200 { data: Watch[] }, newest first, never a secret
  *   DELETE /v1/watches/{id}  → 204; 404 when missing, malformed, deleted or someone else's
  *
- * The handlers check what needs code (exactly one target, the address, the webhook URL policy)
- * and call src/watches/watches.ts for the rest (duplicate, quota, activation, secret).
+ *   POST   /v1/watches/{id}/pause   → 200 Watch (PAUSED: matches nothing, frees its quota slot)
+ *   POST   /v1/watches/{id}/resume  → 200 Watch; 402 quota_exceeded when no slot is free
+ *
+ * The schemas and views are the watch domain's (src/watches/schema.ts); creation runs
+ * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
  */
 import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
-import { checkWebhookUrl, MAX_WEBHOOK_URL_LENGTH } from '../../net/url-policy.js';
-import { InvalidAddressError, parseAddress } from '../../tron/address.js';
-import { createWatch, deleteWatch, listWatches, type WatchRow } from '../../watches/watches.js';
+import { createWatchFromRequest } from '../../watches/create.js';
+import {
+  CreateWatchSchema,
+  WatchCreatedSchema,
+  WatchSchema,
+  watchCreatedView,
+  watchView,
+} from '../../watches/schema.js';
+import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
   errorResponse,
-  type FieldError,
-  NullableString,
   preventCoercion,
   QuotaExceededSchema,
   RATE_LIMIT_HEADERS,
@@ -29,86 +36,6 @@ import {
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
-
-const ASSET_FILTERS = ['USDT', 'TRX', 'ALL'] as const;
-const DIRECTIONS = ['incoming', 'outgoing', 'both'] as const;
-
-const watchMembers = {
-  id: T.String({ description: 'Identifier of the watch (`wh_…`).' }),
-  address: T.String({ description: 'TRON address as registered.' }),
-  asset_filter: StringEnum(ASSET_FILTERS),
-  direction: StringEnum(DIRECTIONS),
-  channel: StringEnum(['webhook', 'telegram'] as const),
-  webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
-  status: StringEnum(['ACTIVE', 'PAUSED'] as const, {
-    description:
-      'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
-  }),
-  created_at: T.String({ format: 'date-time' }),
-};
-
-/** SPEC §Watch. */
-export const WatchSchema = T.Object(watchMembers, {
-  $id: 'Watch',
-  description: 'A watch (SPEC §Watch).',
-});
-
-/** SPEC §WatchCreated. */
-export const WatchCreatedSchema = T.Object(
-  {
-    ...watchMembers,
-    secret: T.Optional(
-      T.String({
-        pattern: '^whsec_',
-        description:
-          'Returned once, only for webhook watches: the HMAC-SHA256 key of X-Signature. Stored encrypted, never returned again.',
-      }),
-    ),
-    note: T.Optional(T.String({ description: 'Free text.' })),
-  },
-  { $id: 'WatchCreated', description: 'A Watch plus its secret, shown once (SPEC §WatchCreated).' },
-);
-
-/** SPEC §Create-watch request. */
-export const CreateWatchSchema = T.Object(
-  {
-    address: T.String({
-      minLength: 1,
-      maxLength: 128,
-      description: 'TRON address: base58 (starts with `T`) or hex with prefix `41`.',
-    }),
-    asset_filter: StringEnum(ASSET_FILTERS),
-    direction: T.Optional(StringEnum(DIRECTIONS, { default: 'incoming' })),
-    webhook_url: T.Optional(
-      NullableString({
-        format: 'uri',
-        maxLength: MAX_WEBHOOK_URL_LENGTH,
-        description:
-          'Public https endpoint (no credentials, no private or reserved address). One target: give this or `telegram: true`.',
-      }),
-    ),
-    telegram: T.Optional(
-      T.Boolean({
-        description:
-          'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
-      }),
-    ),
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description:
-          'Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.',
-      }),
-    ),
-  },
-  {
-    $id: 'CreateWatch',
-    description:
-      'Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
-    // Unknown members → 400 (not ignored): a misspelt optional member would otherwise fall back
-    // to its default silently (`directon: "outgoing"` → an incoming watch). See app.ts ajv options.
-    additionalProperties: false,
-  },
-);
 
 /** `{ data: Watch[] }` */
 export const WatchListSchema = T.Object(
@@ -132,24 +59,6 @@ export const NetworkQuery = T.Object(
 );
 
 export const watchSchemas = [WatchSchema, WatchCreatedSchema, CreateWatchSchema, WatchListSchema];
-
-const CREATED_NOTE_WEBHOOK =
-  'Store this secret now: it is shown only once and is the key for verifying X-Signature.';
-const CREATED_NOTE_TELEGRAM = 'Deliveries go to the chat connected in the console.';
-
-/** A row as SPEC's Watch (no secret, no internal columns). */
-function watchView(w: WatchRow) {
-  return {
-    id: w.id,
-    address: w.address,
-    asset_filter: w.asset_filter,
-    direction: w.direction,
-    channel: w.channel,
-    webhook_url: w.webhook_url,
-    status: w.status,
-    created_at: w.created_at.toISOString(),
-  };
-}
 
 /** Register the watch routes. */
 export function watchRoutes(app: App, deps: AppDeps): void {
@@ -197,54 +106,10 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request, reply) => {
       const auth = requireAuth(request);
-      const body = request.body;
-      const hasUrl = typeof body.webhook_url === 'string';
-      const hasTelegram = body.telegram === true;
-      if (hasUrl === hasTelegram) {
-        throw ApiError.coded(
-          'invalid_target',
-          hasUrl
-            ? 'give exactly one target: webhook_url or telegram: true, not both'
-            : 'give exactly one target: webhook_url or telegram: true',
-        );
-      }
-      const problems: FieldError[] = [];
-      let addressHex = '';
-      try {
-        addressHex = parseAddress(body.address).hex;
-      } catch (err) {
-        if (!(err instanceof InvalidAddressError)) throw err;
-        problems.push({ field: 'address', message: err.message });
-      }
-      const url = typeof body.webhook_url === 'string' ? body.webhook_url : null;
-      if (url !== null) {
-        const check = await checkWebhookUrl(url, {
-          allowCidrs: deps.config.delivery.allowCidrs,
-          resolver: deps.resolver,
-        });
-        if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
-      }
-      if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
-
-      const { watch, secret } = await createWatch(deps.db, deps.secrets, {
-        accountId: auth.accountId,
-        network,
-        address: body.address,
-        addressHex,
-        assetFilter: body.asset_filter,
-        direction: body.direction ?? 'incoming',
-        channel: url !== null ? 'webhook' : 'telegram',
-        webhookUrl: url,
-        blockIntervalMs: deps.config.ingest.blockIntervalMs,
-      });
+      const { watch, secret } = await createWatchFromRequest(deps, auth.accountId, request.body);
       // Never log the answer: it holds the secret.
       request.log.info({ watch_id: watch.id, account_id: auth.accountId }, 'watch created');
-      return reply.code(201).send({
-        ...watchView(watch),
-        ...(secret !== null
-          ? { secret, note: CREATED_NOTE_WEBHOOK }
-          : { note: CREATED_NOTE_TELEGRAM }),
-      });
+      return reply.code(201).send(watchCreatedView(watch, secret));
     },
   );
 
@@ -304,4 +169,58 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       return reply.code(204).send(null);
     },
   );
+
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(
+      `/v1/watches/:id/${action}`,
+      {
+        schema: {
+          operationId: `${action}Watch`,
+          summary: action === 'pause' ? 'Pause a watch' : 'Resume a paused watch',
+          description:
+            action === 'pause'
+              ? 'A PAUSED watch matches nothing and frees its quota slot at once; notifications already created keep their schedule. Pausing a paused watch changes nothing.'
+              : 'The watch matches again from the chain head now on: transfers made while it was paused are never reported. Needs a free quota slot (402 otherwise). Resuming an active watch changes nothing.',
+          tags,
+          security: BEARER_SECURITY,
+          querystring: NetworkQuery,
+          params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+          response: {
+            ...commonV1Responses(),
+            200: v1Response(ref(WatchSchema), 'The watch after the change.'),
+            ...(action === 'resume'
+              ? {
+                  402: ref(QuotaExceededSchema, {
+                    description: 'quota_exceeded: no free slot for one more active watch.',
+                    headers: { ...RATE_LIMIT_HEADERS },
+                  }),
+                  503: errorResponse('The chain head is not known yet; retry shortly.'),
+                }
+              : {}),
+            404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+            413: errorResponse('Body too large.'),
+            415: errorResponse('Content-Type is not application/json.'),
+          },
+        },
+      },
+      async (request) => {
+        const auth = requireAuth(request);
+        const { id } = request.params;
+        if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+        const watch =
+          action === 'pause'
+            ? await pauseWatch(deps.db, auth.accountId, network, id)
+            : await resumeWatch(
+                deps.db,
+                auth.accountId,
+                network,
+                id,
+                deps.config.ingest.blockIntervalMs,
+              );
+        if (!watch) throw new ApiError(404, 'watch not found');
+        request.log.info({ watch_id: id, account_id: auth.accountId }, `watch ${action}d`);
+        return watchView(watch);
+      },
+    );
+  }
 }

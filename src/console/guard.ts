@@ -1,0 +1,150 @@
+/**
+ * The console's request guard (SPEC §Authentication, Console; §Errors, Console errors; DESIGN
+ * "The console"), for every route under `/console/api/`:
+ *
+ * - Session: the HttpOnly cookie `tw_session` names a live session (sessions.ts useSession, which
+ *   also slides its expiry). Routes that need one and get none answer 401 `no_session`.
+ * - CSRF (double submit, bound to the session): every state-changing request (anything but GET,
+ *   HEAD, OPTIONS) must carry `X-CSRF-Token` equal to the `tw_csrf` cookie, compared in constant
+ *   time; with a session, that cookie must also be the session's own token (its SHA-256 is
+ *   stored), so a cookie planted by a sibling subdomain does not pass. Otherwise 403
+ *   `csrf_mismatch`. Login and sign-up are state-changing too: the page gets a pre-session
+ *   `tw_csrf` from GET /console/api/session before it posts them.
+ *
+ * Cookies: Path=/console, SameSite=Lax, HttpOnly for the session; Secure, except on plain-http
+ * loopback (a developer's http://127.0.0.1:8080), where a browser would drop a Secure cookie.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type {} from '@fastify/cookie';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../common/errors.js';
+import type { Db } from '../db/pool.js';
+import { newToken, type SessionRow, tokenHash, useSession } from './sessions.js';
+
+export const SESSION_COOKIE = 'tw_session';
+export const CSRF_COOKIE = 'tw_csrf';
+export const CSRF_HEADER = 'x-csrf-token';
+const COOKIE_PATH = '/console';
+
+/** The console caller of a request (null outside /console/api or without a session). */
+export interface ConsoleContext {
+  session: SessionRow;
+  accountId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    console: ConsoleContext | null;
+  }
+  interface FastifyContextConfig {
+    /** A console route that works without a session (config, session, sign-up, login, invite). */
+    consolePublic?: boolean;
+  }
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/** Whether cookies may lack Secure: plain http to a loopback host name. */
+function insecureLoopback(request: FastifyRequest): boolean {
+  return request.protocol === 'http' && LOOPBACK_HOSTS.has(request.hostname.toLowerCase());
+}
+
+/** Cookie attributes of the console's cookies for this request. */
+export function cookieOptions(request: FastifyRequest, httpOnly: boolean, maxAgeSeconds?: number) {
+  return {
+    path: COOKIE_PATH,
+    httpOnly,
+    sameSite: 'lax' as const,
+    secure: !insecureLoopback(request),
+    ...(maxAgeSeconds !== undefined ? { maxAge: maxAgeSeconds } : {}),
+  };
+}
+
+/** Set the session's cookies (login, sign-up, invitation). */
+export function setSessionCookies(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  token: string,
+  csrf: string,
+): void {
+  // No Max-Age: the server's sliding expiry decides; the cookies last the browser session or
+  // until the server refuses them.
+  reply.setCookie(SESSION_COOKIE, token, cookieOptions(request, true));
+  reply.setCookie(CSRF_COOKIE, csrf, cookieOptions(request, false));
+}
+
+/** Clear the session cookie and give the page a fresh pre-session CSRF token (logout). */
+export function clearSessionCookies(request: FastifyRequest, reply: FastifyReply): void {
+  reply.clearCookie(SESSION_COOKIE, cookieOptions(request, true));
+  reply.setCookie(CSRF_COOKIE, newToken(), cookieOptions(request, false));
+}
+
+/** Give the page a `tw_csrf` cookie if it has none (GET /console/api/session). */
+export function ensureCsrfCookie(request: FastifyRequest, reply: FastifyReply): void {
+  if (!request.cookies[CSRF_COOKIE]) {
+    reply.setCookie(CSRF_COOKIE, newToken(), cookieOptions(request, false));
+  }
+}
+
+function equalConstantTime(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The console caller, for routes that need one. @throws ApiError 401 no_session. */
+export function requireSession(request: FastifyRequest): ConsoleContext {
+  if (!request.console) throw ApiError.coded('no_session', 'sign in to the console');
+  return request.console;
+}
+
+/**
+ * Register the guard on `app` for `/console/api/*`: find the session, then check CSRF on
+ * state-changing requests. A route without `consolePublic` and without a session gets 401
+ * no_session (before CSRF, so an expired session reads as such).
+ */
+export function registerConsoleGuard(
+  app: {
+    decorateRequest: (name: 'console', value: null) => unknown;
+    addHook: (
+      name: 'onRequest',
+      hook: (request: FastifyRequest, reply: FastifyReply) => Promise<void>,
+    ) => unknown;
+  },
+  deps: { db: Db; sessionTtlSeconds: number },
+): void {
+  app.decorateRequest('console', null);
+  app.addHook('onRequest', async (request) => {
+    const path = request.routeOptions.url;
+    if (path === undefined || !path.startsWith('/console/api/')) return;
+    const token = request.cookies[SESSION_COOKIE];
+    let csrfHash: string | undefined;
+    if (token) {
+      const found = await useSession(deps.db, token, deps.sessionTtlSeconds);
+      if (found) {
+        request.console = { session: found.session, accountId: found.session.account_id };
+        csrfHash = found.csrfHash;
+      }
+    }
+    if (!request.console && request.routeOptions.config?.consolePublic !== true) {
+      throw ApiError.coded('no_session', 'sign in to the console (no session, or it expired)');
+    }
+    if (SAFE_METHODS.has(request.method)) return;
+    const header = request.headers[CSRF_HEADER];
+    const cookie = request.cookies[CSRF_COOKIE];
+    const ok =
+      typeof header === 'string' &&
+      typeof cookie === 'string' &&
+      cookie !== '' &&
+      equalConstantTime(header, cookie) &&
+      (csrfHash === undefined || equalConstantTime(tokenHash(cookie), csrfHash));
+    if (!ok) {
+      throw ApiError.coded(
+        'csrf_mismatch',
+        'X-CSRF-Token must equal the tw_csrf cookie of this session',
+      );
+    }
+  });
+}

@@ -1,0 +1,30 @@
+/**
+ * The console (issue 12; DESIGN "The console and the chat channel"): JSON endpoints under
+ * `/console/api/…` and the web app at `/console/`, served by every process that serves `/v1`.
+ * It calls the same domain functions as the public API (accounts, keys, watches, events), so a
+ * rule lives in one place. Sessions, CSRF and login limits: guard.ts, login-limits.ts.
+ */
+import cookie from '@fastify/cookie';
+import type { App, AppDeps } from '../api/types.js';
+import { registerConsoleGuard } from './guard.js';
+import { accountRoutes } from './routes/account.js';
+import { consoleEventRoutes } from './routes/events.js';
+import { keyRoutes } from './routes/keys.js';
+import { overviewRoutes } from './routes/overview.js';
+import { consoleWatchRoutes } from './routes/watches.js';
+import { registerConsoleApp } from './static.js';
+
+/** Register the console's cookies, guard and routes on the app (before it is ready). */
+export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
+  await app.register(cookie);
+  registerConsoleGuard(app, {
+    db: deps.db,
+    sessionTtlSeconds: deps.config.console.sessionTtlSeconds,
+  });
+  accountRoutes(app, deps);
+  keyRoutes(app, deps);
+  consoleWatchRoutes(app, deps);
+  consoleEventRoutes(app, deps);
+  overviewRoutes(app, deps);
+  await registerConsoleApp(app, {});
+}

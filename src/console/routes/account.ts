@@ -1,0 +1,248 @@
+/**
+ * The console's account routes (issue 12 items 1–2): configuration, session, sign-up, login,
+ * logout, invitation, password change, and the sessions list.
+ *
+ *   GET    /console/api/config                 → { signup, network, telegram }      (public)
+ *   GET    /console/api/session                → Me | 401 no_session; sets tw_csrf  (public)
+ *   POST   /console/api/signup                 → 201 Me | 403 signup_closed | 409 email_taken
+ *   POST   /console/api/login                  → Me | 401 invalid_credentials | 429 login_rate_limited
+ *   POST   /console/api/logout                 → 204
+ *   POST   /console/api/invite/accept          → Me | 400 invalid_invite
+ *   POST   /console/api/password               → { revoked_sessions } | 401 invalid_credentials
+ *   GET    /console/api/sessions               → { data: Session[] }
+ *   DELETE /console/api/sessions/{id}          → 204 | 404
+ *   POST   /console/api/sessions/revoke-others → { revoked }
+ *
+ * Unknown e-mail and wrong password answer alike (401 invalid_credentials) and take alike time
+ * (a dummy argon2id verification); failures count against the IP and the e-mail (login-limits.ts).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  AccountInputError,
+  createAccount,
+  findAccountById,
+  normaliseEmail,
+} from '../../accounts/accounts.js';
+import {
+  passwordHashByEmail,
+  passwordHashById,
+  setPasswordHash,
+  useInvite,
+} from '../../accounts/credentials.js';
+import { limitsFor } from '../../accounts/plans.js';
+import type { App, AppDeps } from '../../api/types.js';
+import { ApiError } from '../../common/errors.js';
+import { isId } from '../../common/ids.js';
+import {
+  clearSessionCookies,
+  ensureCsrfCookie,
+  requireSession,
+  setSessionCookies,
+} from '../guard.js';
+import { checkLoginAllowed, recordLoginFailure } from '../login-limits.js';
+import { hashPassword, verifyPassword } from '../passwords.js';
+import {
+  CredentialsBody,
+  IdParams,
+  InviteAcceptBody,
+  LoginBody,
+  type Me,
+  PasswordChangeBody,
+} from '../schemas.js';
+import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
+
+const hide = { hide: true } as const;
+
+/** The account as the console shows it. @throws ApiError 401 no_session if it vanished. */
+export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<Me> {
+  const a = await findAccountById(deps.db, accountId);
+  if (!a) throw ApiError.coded('no_session', 'the account no longer exists');
+  const limits = limitsFor(a);
+  return {
+    account: {
+      id: a.id,
+      email: a.email,
+      plan: a.plan,
+      plan_name: limits.name,
+      created_at: a.created_at.toISOString(),
+    },
+    limits: {
+      requests_per_minute: limits.requestsPerMinute,
+      active_watches: limits.activeWatches,
+    },
+  };
+}
+
+/** Open a session for the account, set its cookies, answer Me. */
+async function signIn(
+  deps: AppDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  accountId: string,
+  status: number,
+): Promise<Me> {
+  const opened = await openSession(deps.db, {
+    accountId,
+    ttlSeconds: deps.config.console.sessionTtlSeconds,
+    userAgent: request.headers['user-agent'],
+    ip: request.ip,
+  });
+  setSessionCookies(request, reply, opened.token, opened.csrf);
+  request.log.info({ account_id: accountId, session_id: opened.session.id }, 'console sign-in');
+  reply.code(status);
+  return me(deps, accountId);
+}
+
+/** Register the account routes. */
+export function accountRoutes(app: App, deps: AppDeps): void {
+  app.get(
+    '/console/api/config',
+    { config: { consolePublic: true }, schema: hide },
+    async (request, reply) => {
+      ensureCsrfCookie(request, reply);
+      return {
+        signup: deps.config.console.signup,
+        network: deps.config.network,
+        telegram: false,
+      };
+    },
+  );
+
+  app.get(
+    '/console/api/session',
+    { config: { consolePublic: true }, schema: hide },
+    async (request, reply) => {
+      ensureCsrfCookie(request, reply);
+      const ctx = requireSession(request);
+      return me(deps, ctx.accountId);
+    },
+  );
+
+  app.post(
+    '/console/api/signup',
+    { config: { consolePublic: true }, schema: { ...hide, body: CredentialsBody } },
+    async (request, reply) => {
+      if (deps.config.console.signup !== 'open') {
+        throw ApiError.coded(
+          'signup_closed',
+          'sign-up is closed on this deployment: ask its operator for an invitation',
+        );
+      }
+      const { email, password } = request.body;
+      const hash = await hashPassword(password);
+      let accountId: string;
+      try {
+        const account = await createAccount(deps.db, { email, plan: 'free' });
+        accountId = account.id;
+      } catch (err) {
+        if (!(err instanceof AccountInputError)) throw err;
+        if (/already exists/.test(err.message)) {
+          throw ApiError.coded('email_taken', 'an account with this e-mail already exists');
+        }
+        throw new ApiError(400, 'invalid request body', undefined, [
+          { field: 'email', message: err.message },
+        ]);
+      }
+      await setPasswordHash(deps.db, accountId, hash);
+      return signIn(deps, request, reply, accountId, 201);
+    },
+  );
+
+  app.post(
+    '/console/api/login',
+    { config: { consolePublic: true }, schema: { ...hide, body: LoginBody } },
+    async (request, reply) => {
+      const email = normaliseEmail(request.body.email);
+      await checkLoginAllowed(deps.rateLimiter, request.ip, email);
+      const found = await passwordHashByEmail(deps.db, email);
+      // Always one argon2id verification, whether the account exists or not (alike time).
+      const ok = await verifyPassword(found?.password_hash, request.body.password);
+      if (!found || !ok) {
+        await recordLoginFailure(deps.rateLimiter, request.ip, email);
+        request.log.info({ client_ip: request.ip }, 'console login failed');
+        throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');
+      }
+      return signIn(deps, request, reply, found.id, 200);
+    },
+  );
+
+  app.post('/console/api/logout', { schema: hide }, async (request, reply) => {
+    const ctx = requireSession(request);
+    await revokeSession(deps.db, ctx.accountId, ctx.session.id);
+    clearSessionCookies(request, reply);
+    return reply.code(204).send();
+  });
+
+  app.post(
+    '/console/api/invite/accept',
+    { config: { consolePublic: true }, schema: { ...hide, body: InviteAcceptBody } },
+    async (request, reply) => {
+      const hash = await hashPassword(request.body.password);
+      const accountId = await useInvite(deps.db, request.body.token);
+      if (!accountId) {
+        throw ApiError.coded(
+          'invalid_invite',
+          'this invitation link is unknown, already used or expired: ask for a new one',
+        );
+      }
+      await setPasswordHash(deps.db, accountId, hash);
+      // Whoever held the account's sessions before the password was (re)set loses them.
+      await revokeOtherSessions(deps.db, accountId, undefined);
+      return signIn(deps, request, reply, accountId, 200);
+    },
+  );
+
+  app.post(
+    '/console/api/password',
+    { schema: { ...hide, body: PasswordChangeBody } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const current = await passwordHashById(deps.db, ctx.accountId);
+      if (!(await verifyPassword(current, request.body.current_password))) {
+        throw ApiError.coded('invalid_credentials', 'the current password is wrong');
+      }
+      await setPasswordHash(deps.db, ctx.accountId, await hashPassword(request.body.new_password));
+      const revoked = await revokeOtherSessions(deps.db, ctx.accountId, ctx.session.id);
+      request.log.info(
+        { account_id: ctx.accountId, revoked_sessions: revoked },
+        'password changed',
+      );
+      return { revoked_sessions: revoked };
+    },
+  );
+
+  app.get('/console/api/sessions', { schema: hide }, async (request) => {
+    const ctx = requireSession(request);
+    const rows = await listSessions(deps.db, ctx.accountId);
+    return {
+      data: rows.map((s) => ({
+        id: s.id,
+        created_at: s.created_at.toISOString(),
+        last_used_at: s.last_used_at.toISOString(),
+        expires_at: s.expires_at.toISOString(),
+        user_agent: s.user_agent,
+        ip: s.ip,
+        current: s.id === ctx.session.id,
+      })),
+    };
+  });
+
+  app.delete(
+    '/console/api/sessions/:id',
+    { schema: { ...hide, params: IdParams } },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      if (!isId(id, 'ses') || !(await revokeSession(deps.db, ctx.accountId, id))) {
+        throw new ApiError(404, 'session not found');
+      }
+      if (id === ctx.session.id) clearSessionCookies(request, reply);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post('/console/api/sessions/revoke-others', { schema: hide }, async (request) => {
+    const ctx = requireSession(request);
+    return { revoked: await revokeOtherSessions(deps.db, ctx.accountId, ctx.session.id) };
+  });
+}

@@ -1,0 +1,71 @@
+/**
+ * The console's API keys (issue 12 item 3): issue (the key shown once), list, revoke.
+ *
+ *   GET    /console/api/keys       → { data: KeyInfo[] } (newest first, revoked ones included)
+ *   POST   /console/api/keys       → 201 { key: KeyInfo, secret: 'tw_live_…' }
+ *   DELETE /console/api/keys/{id}  → 200 KeyInfo (revoked) | 404
+ *
+ * Revocation is the domain's (src/accounts/keys.ts): refused from the very next /v1 request on
+ * every replica (the key cache never serves a revoked key: src/api/auth.ts).
+ */
+import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from '../../accounts/keys.js';
+import type { App, AppDeps } from '../../api/types.js';
+import { ApiError } from '../../common/errors.js';
+import { isId } from '../../common/ids.js';
+import { requireSession } from '../guard.js';
+import { IdParams, KeyCreateBody } from '../schemas.js';
+
+const hide = { hide: true } as const;
+
+/** A key as the console lists it (never the key, never its hash). */
+export function keyView(k: Omit<ApiKeyInfo, 'account_id' | 'network'>) {
+  return {
+    id: k.id,
+    name: k.name,
+    prefix: k.prefix,
+    created_at: k.created_at.toISOString(),
+    last_used_at: k.last_used_at?.toISOString() ?? null,
+    revoked_at: k.revoked_at?.toISOString() ?? null,
+  };
+}
+
+export function keyRoutes(app: App, deps: AppDeps): void {
+  app.get('/console/api/keys', { schema: hide }, async (request) => {
+    const ctx = requireSession(request);
+    const keys = await listApiKeys(deps.db, ctx.accountId);
+    return { data: keys.filter((k) => k.network === deps.config.network).map(keyView) };
+  });
+
+  app.post(
+    '/console/api/keys',
+    { schema: { ...hide, body: KeyCreateBody } },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const name = request.body.name?.trim() || undefined;
+      const created = await createApiKey(deps.db, ctx.accountId, {
+        network: deps.config.network,
+        ...(name ? { name } : {}),
+      });
+      request.log.info({ account_id: ctx.accountId, key_id: created.id }, 'api key created');
+      return reply.code(201).send({
+        key: keyView({ ...created, revoked_at: null, last_used_at: null }),
+        secret: created.key,
+      });
+    },
+  );
+
+  app.delete(
+    '/console/api/keys/:id',
+    { schema: { ...hide, params: IdParams } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const mine =
+        isId(id, 'key') && (await listApiKeys(deps.db, ctx.accountId)).some((k) => k.id === id);
+      const revoked = mine ? await revokeApiKey(deps.db, id) : undefined;
+      if (!revoked) throw new ApiError(404, 'key not found');
+      request.log.info({ account_id: ctx.accountId, key_id: id }, 'api key revoked');
+      return keyView(revoked);
+    },
+  );
+}

@@ -1,0 +1,66 @@
+/**
+ * The console's JSON bodies (CONVENTIONS "Types from the same schemas"): TypeBox schemas that the
+ * routes validate with, and whose static types the web app imports. Unknown members are refused
+ * (400 with `details`), as on /v1.
+ */
+import { type Static, Type as T } from '@sinclair/typebox';
+import { StringEnum } from '../common/schema.js';
+import { PASSWORD_MAX, PASSWORD_MIN } from './passwords.js';
+
+const Email = T.String({ minLength: 3, maxLength: 320, description: 'E-mail address.' });
+const Password = T.String({
+  minLength: PASSWORD_MIN,
+  maxLength: PASSWORD_MAX,
+  description: `Password, ${PASSWORD_MIN} to ${PASSWORD_MAX} characters.`,
+});
+const closed = { additionalProperties: false } as const;
+
+export const CredentialsBody = T.Object({ email: Email, password: Password }, closed);
+/** Login does not enforce the length rules (an old password must still be refused as wrong). */
+export const LoginBody = T.Object(
+  { email: Email, password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }) },
+  closed,
+);
+export const InviteAcceptBody = T.Object(
+  { token: T.String({ minLength: 1, maxLength: 128 }), password: Password },
+  closed,
+);
+export const PasswordChangeBody = T.Object(
+  { current_password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), new_password: Password },
+  closed,
+);
+export const KeyCreateBody = T.Object(
+  { name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })) },
+  closed,
+);
+export const IdParams = T.Object({ id: T.String({ minLength: 1, maxLength: 64 }) });
+
+const Instant = T.String({ format: 'date-time', maxLength: 40 });
+export const ConsoleEventsQuery = T.Object(
+  {
+    limit: T.Optional(T.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    before: T.Optional(Instant),
+    since: T.Optional(Instant),
+    until: T.Optional(Instant),
+    watch_id: T.Optional(T.String({ maxLength: 64 })),
+    status: T.Optional(StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const)),
+  },
+  closed,
+);
+export const RedeliverBody = T.Object(
+  {
+    watch_id: T.Optional(T.String({ maxLength: 64 })),
+    since: T.Optional(Instant),
+    until: T.Optional(Instant),
+  },
+  closed,
+);
+
+export type Credentials = Static<typeof CredentialsBody>;
+export type ConsoleEventsQueryT = Static<typeof ConsoleEventsQuery>;
+
+/** GET /console/api/session, and the answer of sign-up, login and invitation. */
+export interface Me {
+  account: { id: string; email: string; plan: string; plan_name: string; created_at: string };
+  limits: { requests_per_minute: number; active_watches: number };
+}

@@ -1,0 +1,130 @@
+/**
+ * Console sessions (SPEC §Authentication, Console; DESIGN "The console"): an opaque random id in
+ * the HttpOnly cookie `tw_session`, only its SHA-256 stored, with a sliding expiry (each use moves
+ * it to now + the lifetime, 7 days by default). Each session has its own CSRF token, sent in the
+ * page-readable cookie `tw_csrf` and echoed by the page as `X-CSRF-Token`; only its SHA-256 is
+ * stored, binding the cookie to the session.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { newId } from '../common/ids.js';
+import type { Queryable } from '../db/pool.js';
+
+/** SHA-256 hex of a token (session or CSRF): what is stored. */
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+/** A new random token: 32 bytes, base64url (43 characters). */
+export function newToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** A session as listed (never its token). */
+export interface SessionRow {
+  id: string;
+  account_id: string;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  user_agent: string | null;
+  ip: string | null;
+}
+
+/** A session just opened: the tokens exist only here and in the cookies. */
+export interface OpenedSession {
+  session: SessionRow;
+  /** The `tw_session` cookie value. */
+  token: string;
+  /** The `tw_csrf` cookie value. */
+  csrf: string;
+}
+
+const COLUMNS = 'id, account_id, created_at, last_used_at, expires_at, user_agent, ip';
+
+/** Open a session for `accountId`, valid `ttlSeconds` from now (and from every later use). */
+export async function openSession(
+  db: Queryable,
+  o: { accountId: string; ttlSeconds: number; userAgent?: string | undefined; ip?: string },
+): Promise<OpenedSession> {
+  const token = newToken();
+  const csrf = newToken();
+  const { rows } = await db.query<SessionRow>(
+    `INSERT INTO console_sessions (id, token_hash, csrf_hash, account_id, expires_at, user_agent, ip)
+     VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6, $7)
+     RETURNING ${COLUMNS}`,
+    [
+      newId('ses'),
+      tokenHash(token),
+      tokenHash(csrf),
+      o.accountId,
+      o.ttlSeconds,
+      o.userAgent?.slice(0, 512) ?? null,
+      o.ip ?? null,
+    ],
+  );
+  const session = rows[0];
+  if (!session) throw new Error('INSERT … RETURNING returned no row');
+  return { session, token, csrf };
+}
+
+/**
+ * The live session of `token` (not revoked, not expired), its expiry moved to now + ttl (the
+ * sliding window) and its last use recorded, in one statement.
+ * @returns the session and its CSRF hash, or undefined (unknown, revoked or expired).
+ */
+export async function useSession(
+  db: Queryable,
+  token: string,
+  ttlSeconds: number,
+): Promise<{ session: SessionRow; csrfHash: string } | undefined> {
+  const { rows } = await db.query<SessionRow & { csrf_hash: string }>(
+    `UPDATE console_sessions
+        SET last_used_at = now(), expires_at = now() + make_interval(secs => $2)
+      WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
+      RETURNING ${COLUMNS}, csrf_hash`,
+    [tokenHash(token), ttlSeconds],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const { csrf_hash, ...session } = row;
+  return { session, csrfHash: csrf_hash };
+}
+
+/** The account's live sessions, most recently used first. */
+export async function listSessions(db: Queryable, accountId: string): Promise<SessionRow[]> {
+  const { rows } = await db.query<SessionRow>(
+    `SELECT ${COLUMNS} FROM console_sessions
+      WHERE account_id = $1 AND revoked_at IS NULL AND expires_at > now()
+      ORDER BY last_used_at DESC, id DESC`,
+    [accountId],
+  );
+  return rows;
+}
+
+/** Revoke one of the account's sessions. @returns false when it has no such live session. */
+export async function revokeSession(
+  db: Queryable,
+  accountId: string,
+  id: string,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE console_sessions SET revoked_at = now()
+      WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL`,
+    [id, accountId],
+  );
+  return rowCount > 0;
+}
+
+/** Revoke every live session of the account but `keepId` (undefined: all). @returns how many. */
+export async function revokeOtherSessions(
+  db: Queryable,
+  accountId: string,
+  keepId: string | undefined,
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE console_sessions SET revoked_at = now()
+      WHERE account_id = $1 AND revoked_at IS NULL AND id IS DISTINCT FROM $2`,
+    [accountId, keepId ?? null],
+  );
+  return rowCount;
+}

@@ -1,0 +1,122 @@
+/**
+ * The console's "Send test event" (issue 12 item 5; DESIGN decisions "test event"): one POST of
+ * a `transfer.confirmed` event of the real Event schema to a webhook watch's URL, signed with that
+ * watch's secret exactly as a delivery is (X-Signature and the Standard Webhooks headers), marked
+ * with the header `X-Tronwatch-Test: 1`, through the same sender (address policy, deadline). It
+ * is never stored: no event, no notification, no attempt row; GET /v1/events never lists it.
+ *
+ * The test event: a 1 USDT (or 1 TRX for a TRX-only watch) transfer to the watched address
+ * (from it, for an outgoing-only watch) at the newest block tronwatch has seen, tx_id all zeros,
+ * event_id `evt_test_…` (random: receivers deduplicate on event_id, so every test goes through).
+ */
+import { randomBytes } from 'node:crypto';
+import type { SecretBox } from '../common/secrets.js';
+import type { Config } from '../config.js';
+import type { Queryable } from '../db/pool.js';
+import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
+import { hexToBase58, USDT_CONTRACT_HEX } from '../tron/address.js';
+import { errorClass } from './error-class.js';
+import { WebhookSender } from './send.js';
+
+/** The header that marks a test delivery. */
+export const TEST_HEADER = 'x-tronwatch-test';
+
+/** What the console shows of a test delivery. */
+export interface TestOutcome {
+  ok: boolean;
+  http_status: number | null;
+  error: string | null;
+  error_class: string | null;
+  duration_ms: number;
+  response_headers: Record<string, string> | null;
+  response_body: string | null;
+  request: { url: string; headers: Record<string, string>; body: string };
+}
+
+/** A fixed counterparty of test events (the USDT contract's own address: clearly not a user). */
+const COUNTERPARTY_HEX = USDT_CONTRACT_HEX;
+
+/**
+ * Send a test event to the account's webhook watch `watchId`.
+ * @returns the outcome, or undefined when the account has no such live webhook watch (404).
+ */
+export async function sendTestEvent(
+  deps: {
+    db: Queryable;
+    secrets: SecretBox;
+    config: Pick<Config, 'delivery'>;
+  },
+  accountId: string,
+  network: string,
+  watchId: string,
+): Promise<TestOutcome | undefined> {
+  const { rows } = await deps.db.query<{
+    address_hex: string;
+    asset_filter: string;
+    direction: string;
+    webhook_url: string | null;
+    secret_key_id: string | null;
+    secret_ciphertext: Uint8Array | null;
+    head: number | null;
+  }>(
+    `SELECT w.address_hex, w.asset_filter, w.direction, w.webhook_url, w.secret_key_id,
+            w.secret_ciphertext,
+            (SELECT h.head_block_number FROM chain_head h WHERE h.network = w.network) AS head
+       FROM watches w
+      WHERE w.id = $1 AND w.account_id = $2 AND w.network = $3 AND w.deleted_at IS NULL
+        AND w.channel = 'webhook'`,
+    [watchId, accountId, network],
+  );
+  const w = rows[0];
+  if (!w?.webhook_url || !w.secret_key_id || !w.secret_ciphertext) return undefined;
+  const secret = deps.secrets.decrypt({
+    keyId: w.secret_key_id,
+    ciphertext: Buffer.from(w.secret_ciphertext),
+  });
+  const usdt = w.asset_filter !== 'TRX';
+  const outgoing = w.direction === 'outgoing';
+  const watched = hexToBase58(w.address_hex);
+  const other = hexToBase58(COUNTERPARTY_HEX);
+  const event: EventRow = {
+    id: `evt_test_${randomBytes(10).toString('hex')}`,
+    account_id: accountId,
+    watch_id: watchId,
+    network,
+    direction: outgoing ? 'outgoing' : 'incoming',
+    asset: usdt ? 'USDT' : 'TRX',
+    tx_id: '0'.repeat(64),
+    event_index: 0,
+    block_number: Number(w.head ?? 0),
+    block_timestamp: new Date(Math.floor(Date.now() / 1000) * 1000),
+    from_address: outgoing ? watched : other,
+    to_address: outgoing ? other : watched,
+    amount_raw: '1000000',
+    contract: usdt ? hexToBase58(USDT_CONTRACT_HEX) : null,
+    created_at: new Date(),
+  };
+  const sender = new WebhookSender({
+    timeoutMs: deps.config.delivery.timeoutMs,
+    allowCidrs: deps.config.delivery.allowCidrs,
+    caFile: deps.config.delivery.caFile,
+    connections: 1,
+  });
+  try {
+    const r = await sender.send(w.webhook_url, event, secret, undefined, { [TEST_HEADER]: '1' });
+    return {
+      ok: r.ok,
+      http_status: r.status ?? null,
+      error: r.error ?? null,
+      error_class: errorClass(r.status, r.error),
+      duration_ms: r.durationMs,
+      response_headers: r.responseHeaders ?? null,
+      response_body: r.responseBody ?? null,
+      request: {
+        url: w.webhook_url,
+        headers: r.requestHeaders ?? {},
+        body: serializeEvent(eventPayload(event)).toString('utf8'),
+      },
+    };
+  } finally {
+    await sender.close();
+  }
+}

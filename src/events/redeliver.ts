@@ -1,0 +1,121 @@
+/**
+ * Redelivery (issue 12 item 5; DESIGN decisions "redelivery"): a new notification for an event
+ * already matched, with the same event_id and therefore the same payload bytes
+ * (src/events/event.ts serializeEvent), attempts from 0 and the contract's schedule from now.
+ * The earlier notifications and their attempts are kept (the console shows every chain);
+ * GET /v1/events shows the newest. The worker claims the new row like any other (same outbox).
+ */
+import { ApiError } from '../common/errors.js';
+import { newId } from '../common/ids.js';
+import type { Db, Queryable } from '../db/pool.js';
+
+/**
+ * Redeliver one event of the account.
+ * @returns the new notification's id.
+ * @throws ApiError 404 when the event is not the account's (or does not exist); 409 when its
+ *   newest notification is still PENDING (a delivery chain is running: wait for it or its DEAD).
+ */
+export async function redeliverEvent(
+  db: Db,
+  accountId: string,
+  network: string,
+  eventId: string,
+): Promise<string> {
+  return db.transaction(async (tx) => {
+    // Lock the event row: two concurrent redeliveries of one event make one chain, not two.
+    const { rows } = await tx.query<{ status: string | null }>(
+      `SELECT (SELECT n.status FROM notifications n WHERE n.event_id = e.id
+                ORDER BY n.created_at DESC LIMIT 1) AS status
+         FROM events e WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3
+          FOR UPDATE OF e`,
+      [eventId, accountId, network],
+    );
+    const event = rows[0];
+    if (!event) throw new ApiError(404, 'event not found');
+    if (event.status === 'PENDING') {
+      throw new ApiError(
+        409,
+        'this event is still being delivered (its newest notification is PENDING): redeliver it once it is DELIVERED or DEAD',
+      );
+    }
+    const [id] = await insertRedeliveries(tx, [eventId]);
+    if (!id) throw new Error('redelivery inserted no notification');
+    return id;
+  });
+}
+
+/** Which DEAD events a bulk redelivery takes: every one of the account, or narrowed. */
+export interface RedeliveryScope {
+  /** Only this watch's events. */
+  watchId?: string | undefined;
+  /** Events created at or after this instant (ISO 8601). */
+  since?: string | undefined;
+  /** Events created before this instant (ISO 8601). */
+  until?: string | undefined;
+}
+
+/** Most events one bulk redelivery takes (a larger backlog: run it again). */
+export const BULK_REDELIVERY_LIMIT = 10_000;
+
+/**
+ * Redeliver every event of the account in `scope` whose newest notification is DEAD (the dead
+ * letters), at most BULK_REDELIVERY_LIMIT, in one transaction.
+ * @returns how many were redelivered.
+ * @throws the database's 22007/22008 when a bound is not a timestamp PostgreSQL can hold.
+ */
+export async function redeliverDead(
+  db: Db,
+  accountId: string,
+  network: string,
+  scope: RedeliveryScope,
+): Promise<number> {
+  return db.transaction(async (tx) => {
+    const values: unknown[] = [accountId, network];
+    const where = ['e.account_id = $1', 'e.network = $2'];
+    if (scope.watchId !== undefined) {
+      values.push(scope.watchId);
+      where.push(`e.watch_id = $${values.length}`);
+    }
+    if (scope.since !== undefined) {
+      values.push(scope.since);
+      where.push(`e.created_at >= $${values.length}::text::timestamptz`);
+    }
+    if (scope.until !== undefined) {
+      values.push(scope.until);
+      where.push(`e.created_at < $${values.length}::text::timestamptz`);
+    }
+    const { rows } = await tx.query<{ id: string }>(
+      `SELECT e.id FROM events e
+        WHERE ${where.join(' AND ')}
+          AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
+                ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
+        ORDER BY e.created_at
+        LIMIT ${BULK_REDELIVERY_LIMIT}
+          FOR UPDATE OF e`,
+      values,
+    );
+    const ids = await insertRedeliveries(
+      tx,
+      rows.map((r) => r.id),
+    );
+    return ids.length;
+  });
+}
+
+/** Insert one new PENDING notification per event (channel and watch as the event's). */
+async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
+  if (eventIds.length === 0) return [];
+  const ids = eventIds.map(() => newId('ntf'));
+  const { rows } = await tx.query<{ id: string }>(
+    `INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
+                                next_attempt_at, created_at)
+     SELECT x.ntf, e.id, e.account_id, e.watch_id, w.channel, 'PENDING', 0, now(),
+            clock_timestamp() + (x.ord - 1) * interval '1 microsecond'
+       FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(event_id, ntf, ord)
+       JOIN events e ON e.id = x.event_id
+       JOIN watches w ON w.id = e.watch_id
+     RETURNING id`,
+    [eventIds, ids],
+  );
+  return rows.map((r) => r.id);
+}

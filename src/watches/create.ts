@@ -1,0 +1,75 @@
+/**
+ * One domain function behind POST /v1/watches and the console's "create watch" (issue 12 item 4):
+ * the request's rules that need code (SPEC §POST /v1/watches rules 1–3: exactly one target, the
+ * address, the webhook URL policy), then createWatch for the rest (telegram binding, duplicate,
+ * quota, activation, secret). Both routes give the same answers because they run this.
+ */
+import { ApiError, type FieldError } from '../common/errors.js';
+import type { SecretBox } from '../common/secrets.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/pool.js';
+import type { Resolver } from '../net/dns.js';
+import { checkWebhookUrl } from '../net/url-policy.js';
+import { InvalidAddressError, parseAddress } from '../tron/address.js';
+import type { CreateWatchBody } from './schema.js';
+import { createWatch, type WatchRow } from './watches.js';
+
+/** What creating a watch needs from the process. */
+export interface WatchDeps {
+  db: Db;
+  secrets: SecretBox;
+  config: Pick<Config, 'network' | 'delivery' | 'ingest'>;
+  /** Resolves webhook host names (URL policy); default the system resolver. */
+  resolver?: Resolver | undefined;
+}
+
+/**
+ * Create a watch for `accountId` from a CreateWatch body already validated against its schema.
+ * @returns the row and the plaintext secret (webhook watches; to show once) or null.
+ * @throws ApiError 400 invalid_target (zero or two targets), 400 with `details` (bad address,
+ *   webhook URL refused by the policy), and createWatch's 400 telegram_not_bound, 402, 409, 503.
+ */
+export async function createWatchFromRequest(
+  deps: WatchDeps,
+  accountId: string,
+  body: CreateWatchBody,
+): Promise<{ watch: WatchRow; secret: string | null }> {
+  const hasUrl = typeof body.webhook_url === 'string';
+  const hasTelegram = body.telegram === true;
+  if (hasUrl === hasTelegram) {
+    throw ApiError.coded(
+      'invalid_target',
+      hasUrl
+        ? 'give exactly one target: webhook_url or telegram: true, not both'
+        : 'give exactly one target: webhook_url or telegram: true',
+    );
+  }
+  const problems: FieldError[] = [];
+  let addressHex = '';
+  try {
+    addressHex = parseAddress(body.address).hex;
+  } catch (err) {
+    if (!(err instanceof InvalidAddressError)) throw err;
+    problems.push({ field: 'address', message: err.message });
+  }
+  const url = typeof body.webhook_url === 'string' ? body.webhook_url : null;
+  if (url !== null) {
+    const check = await checkWebhookUrl(url, {
+      allowCidrs: deps.config.delivery.allowCidrs,
+      resolver: deps.resolver,
+    });
+    if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
+  }
+  if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
+  return createWatch(deps.db, deps.secrets, {
+    accountId,
+    network: deps.config.network,
+    address: body.address,
+    addressHex,
+    assetFilter: body.asset_filter,
+    direction: body.direction ?? 'incoming',
+    channel: url !== null ? 'webhook' : 'telegram',
+    webhookUrl: url,
+    blockIntervalMs: deps.config.ingest.blockIntervalMs,
+  });
+}
