@@ -56,6 +56,8 @@ export interface HarnessOptions {
   resolver?: Resolver;
   /** The app's key cache (default: a new one, 10 s TTL). */
   keyCache?: KeyCache;
+  /** Environment of the app's config (default: none, the defaults). */
+  env?: Record<string, string>;
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -79,7 +81,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
   if (opts.chainHead ?? true) {
     await saveChainHead(t.db, 'mainnet', { solidified: 1_000, head: 1_018 });
   }
-  const config = loadConfig({});
+  const config = loadConfig(opts.env ?? {});
   const secrets = new SecretBox([randomBytes(32)]);
   const limiter = new MemoryRateLimiter();
   const deps: AppDeps = {

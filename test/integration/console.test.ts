@@ -1,0 +1,466 @@
+/**
+ * The console's JSON API (issue 12 items 1–6; SPEC §Authentication Console, §Errors Console
+ * errors): sign-up and login with argon2id passwords, sessions in cookies with a sliding expiry,
+ * CSRF bound to the session, login limits, invitations, keys, watches (same rules as /v1, pause
+ * and resume), events with their attempts, redelivery and the overview. On both engines, through
+ * the real app (inject), with the cookies a browser would keep.
+ */
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createAccount } from '../../src/accounts/accounts.js';
+import { createInvite } from '../../src/accounts/credentials.js';
+import {
+  ADDR2_B58,
+  type ApiHarness,
+  apiHarness,
+  insertEvents,
+  json,
+  webhookWatch,
+} from '../helpers/api.js';
+import { dbEngines } from '../helpers/db.js';
+
+const PASSWORD = 'correct horse battery staple';
+
+/** A browser: keeps the cookies the console sets, sends X-CSRF-Token like the page does. */
+class Browser {
+  readonly jar = new Map<string, string>();
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly host = 'localhost',
+    readonly ip = '203.0.113.7',
+  ) {}
+
+  get csrf(): string | undefined {
+    return this.jar.get('tw_csrf');
+  }
+
+  async request(
+    method: 'GET' | 'POST' | 'DELETE',
+    url: string,
+    body?: unknown,
+    opts: { csrf?: string | null } = {},
+  ): Promise<LightMyRequestResponse> {
+    const headers: Record<string, string> = { host: this.host };
+    const cookie = [...this.jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    if (cookie) headers.cookie = cookie;
+    const csrf = opts.csrf === undefined ? this.csrf : opts.csrf;
+    if (method !== 'GET' && csrf !== null && csrf !== undefined) headers['x-csrf-token'] = csrf;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await this.app.inject({
+      method,
+      url,
+      headers,
+      remoteAddress: this.ip,
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
+    for (const c of res.cookies as Array<{ name: string; value: string; maxAge?: number }>) {
+      if (c.value === '' || c.maxAge === 0) this.jar.delete(c.name);
+      else this.jar.set(c.name, c.value);
+    }
+    return res;
+  }
+
+  get = (url: string) => this.request('GET', url);
+  post = (url: string, body?: unknown, opts?: { csrf?: string | null }) =>
+    this.request('POST', url, body, opts);
+  del = (url: string) => this.request('DELETE', url);
+
+  /** Open the page (the CSRF cookie), then sign up. */
+  async signUp(email: string, password = PASSWORD): Promise<LightMyRequestResponse> {
+    await this.get('/console/api/config');
+    return this.post('/console/api/signup', { email, password });
+  }
+
+  async login(email: string, password = PASSWORD): Promise<LightMyRequestResponse> {
+    if (!this.csrf) await this.get('/console/api/config');
+    return this.post('/console/api/login', { email, password });
+  }
+}
+
+const OPEN = { CONSOLE_SIGNUP: 'open' };
+
+describe.each(dbEngines)('console API on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('signs up (open), sets the session and csrf cookies, and answers Me', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    const res = await b.signUp('Alice@Example.com');
+    expect(res.statusCode, res.body).toBe(201);
+    expect(json(res)).toMatchObject({
+      account: { email: 'alice@example.com', plan: 'free', plan_name: 'Free' },
+      limits: { requests_per_minute: 60, active_watches: 3 },
+    });
+    const setCookies = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
+    const session = setCookies.find((c) => c.startsWith('tw_session='));
+    const csrf = setCookies.find((c) => c.startsWith('tw_csrf='));
+    expect(session).toMatch(/; Path=\/console/);
+    expect(session).toMatch(/; HttpOnly/);
+    expect(session).toMatch(/; SameSite=Lax/);
+    // Plain-http loopback: no Secure (a browser would drop it).
+    expect(session).not.toMatch(/Secure/);
+    expect(csrf).not.toMatch(/HttpOnly/);
+    // Only the hash of the session token is stored.
+    const token = b.jar.get('tw_session') ?? '';
+    const { rows } = await h.db.query<{ token_hash: string }>(
+      'SELECT token_hash FROM console_sessions',
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]?.token_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(rows[0]?.token_hash).not.toContain(token);
+    const { rows: acc } = await h.db.query<{ password_hash: string }>(
+      'SELECT password_hash FROM accounts',
+    );
+    expect(acc[0]?.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    expect((await b.get('/console/api/session')).statusCode).toBe(200);
+    // A second sign-up with the same e-mail.
+    const again = await new Browser(h.app).signUp('alice@example.com');
+    expect(again.statusCode).toBe(409);
+    expect(json(again).code).toBe('email_taken');
+  });
+
+  it('marks the cookies Secure off loopback, and refuses sign-up when closed', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app, 'console.example.com');
+    const res = await b.signUp('bob@example.com');
+    expect(res.statusCode).toBe(201);
+    const session = ([] as string[])
+      .concat(res.headers['set-cookie'] ?? [])
+      .find((c) => c.startsWith('tw_session='));
+    expect(session).toMatch(/; Secure/);
+    await h.close();
+    h = await apiHarness(engine);
+    const closed = await new Browser(h.app).signUp('carol@example.com');
+    expect(closed.statusCode).toBe(403);
+    expect(json(closed)).toMatchObject({ code: 'signup_closed' });
+  });
+
+  it('answers 401 no_session without a session, and 403 csrf_mismatch without the header', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const anon = new Browser(h.app);
+    for (const url of ['/console/api/session', '/console/api/keys', '/console/api/overview']) {
+      const res = await anon.get(url);
+      expect(res.statusCode, url).toBe(401);
+      expect(json(res)).toEqual({ error: expect.any(String), code: 'no_session' });
+    }
+    const b = new Browser(h.app);
+    expect((await b.signUp('dave@example.com')).statusCode).toBe(201);
+    const missing = await b.post('/console/api/keys', {}, { csrf: null });
+    expect(missing.statusCode).toBe(403);
+    expect(json(missing).code).toBe('csrf_mismatch');
+    const wrong = await b.post('/console/api/keys', {}, { csrf: 'x'.repeat(43) });
+    expect(json(wrong).code).toBe('csrf_mismatch');
+    // A tw_csrf cookie and header that agree but are not this session's token (cookie tossing).
+    const planted = 'p'.repeat(43);
+    b.jar.set('tw_csrf', planted);
+    const tossed = await b.post('/console/api/keys', {}, { csrf: planted });
+    expect(tossed.statusCode).toBe(403);
+    expect(json(tossed).code).toBe('csrf_mismatch');
+    // Login is state-changing too.
+    const c = new Browser(h.app);
+    const login = await c.post('/console/api/login', {
+      email: 'dave@example.com',
+      password: PASSWORD,
+    });
+    expect(login.statusCode).toBe(403);
+    expect(json(login).code).toBe('csrf_mismatch');
+  });
+
+  it('answers unknown e-mail and wrong password alike, and refuses the sixth failed login (a right password too)', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    expect((await new Browser(h.app).signUp('erin@example.com')).statusCode).toBe(201);
+    const b = new Browser(h.app, 'localhost', '198.51.100.9');
+    const unknown = await b.login('nobody@example.com', 'wrong password 1');
+    const wrong = await b.login('erin@example.com', 'wrong password 2');
+    expect(unknown.statusCode).toBe(401);
+    expect(json(unknown)).toEqual(json(wrong));
+    expect(json(wrong)).toEqual({ error: 'wrong e-mail or password', code: 'invalid_credentials' });
+    for (let i = 3; i <= 5; i++) {
+      expect((await b.login('erin@example.com', `wrong password ${i}`)).statusCode).toBe(401);
+    }
+    const sixth = await b.login('erin@example.com', 'wrong password 6');
+    expect(sixth.statusCode).toBe(429);
+    expect(json(sixth).code).toBe('login_rate_limited');
+    const retry = Number(sixth.headers['retry-after']);
+    expect(retry).toBeGreaterThan(14 * 60);
+    expect(retry).toBeLessThanOrEqual(15 * 60);
+    expect((await b.login('erin@example.com')).statusCode).toBe(429);
+    // Per e-mail as well: erin@ has 4 failures (the first was another e-mail's); a fifth from
+    // another IP is counted, and from then on that e-mail is refused from any IP.
+    const other = new Browser(h.app, 'localhost', '192.0.2.44');
+    expect((await other.login('erin@example.com', 'wrong password 7')).statusCode).toBe(401);
+    const byEmail = await other.login('erin@example.com');
+    expect(byEmail.statusCode).toBe(429);
+    expect(json(byEmail).code).toBe('login_rate_limited');
+    // A third IP and another e-mail are not affected.
+    expect(
+      (await new Browser(h.app, 'localhost', '192.0.2.45').login('x@example.com', 'nope'))
+        .statusCode,
+    ).toBe(401);
+  });
+
+  it('expires a session after its lifetime without use, and slides it with each use', async () => {
+    h = await apiHarness(engine, { env: { ...OPEN, CONSOLE_SESSION_TTL_SECONDS: '2' } });
+    const b = new Browser(h.app);
+    expect((await b.signUp('fay@example.com')).statusCode).toBe(201);
+    const first = await h.db.query<{ expires_at: Date }>('SELECT expires_at FROM console_sessions');
+    await new Promise((r) => setTimeout(r, 1200));
+    expect((await b.get('/console/api/session')).statusCode).toBe(200);
+    const moved = await h.db.query<{ expires_at: Date }>('SELECT expires_at FROM console_sessions');
+    expect(moved.rows[0]?.expires_at.getTime()).toBeGreaterThan(
+      first.rows[0]?.expires_at.getTime() ?? 0,
+    );
+    await new Promise((r) => setTimeout(r, 2300));
+    const expired = await b.get('/console/api/session');
+    expect(expired.statusCode).toBe(401);
+    expect(json(expired).code).toBe('no_session');
+  });
+
+  it('lists sessions, revokes others, and a password change revokes every other session', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const a = new Browser(h.app);
+    expect((await a.signUp('gus@example.com')).statusCode).toBe(201);
+    const b = new Browser(h.app);
+    expect((await b.login('gus@example.com')).statusCode).toBe(200);
+    const c = new Browser(h.app);
+    expect((await c.login('gus@example.com')).statusCode).toBe(200);
+    const list = json<{ data: Array<{ id: string; current: boolean }> }>(
+      await a.get('/console/api/sessions'),
+    );
+    expect(list.data).toHaveLength(3);
+    expect(list.data.filter((s) => s.current)).toHaveLength(1);
+    const other = list.data.find((s) => !s.current);
+    expect((await a.del(`/console/api/sessions/${other?.id}`)).statusCode).toBe(204);
+    const changed = await a.post('/console/api/password', {
+      current_password: PASSWORD,
+      new_password: 'a brand new passphrase',
+    });
+    expect(changed.statusCode, changed.body).toBe(200);
+    expect(json(changed)).toEqual({ revoked_sessions: 1 });
+    expect((await b.get('/console/api/session')).statusCode).toBe(401);
+    expect((await c.get('/console/api/session')).statusCode).toBe(401);
+    expect((await a.get('/console/api/session')).statusCode).toBe(200);
+    expect((await new Browser(h.app).login('gus@example.com')).statusCode).toBe(401);
+    expect(
+      (await new Browser(h.app).login('gus@example.com', 'a brand new passphrase')).statusCode,
+    ).toBe(200);
+    expect((await a.post('/console/api/logout')).statusCode).toBe(204);
+    expect((await a.get('/console/api/session')).statusCode).toBe(401);
+  });
+
+  it('gives a CLI-made account its password through a one-time invitation', async () => {
+    h = await apiHarness(engine);
+    const acc = await createAccount(h.db, { email: 'hal@example.com', plan: 'pro' });
+    const token = await createInvite(h.db, acc.id);
+    const b = new Browser(h.app);
+    await b.get('/console/api/config');
+    const res = await b.post('/console/api/invite/accept', { token, password: PASSWORD });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(json(res)).toMatchObject({ account: { email: 'hal@example.com', plan_name: 'Pro' } });
+    const again = await new Browser(h.app).post('/console/api/invite/accept', {
+      token,
+      password: PASSWORD,
+    });
+    expect(again.statusCode).toBe(403); // no csrf cookie yet in a fresh browser
+    const c = new Browser(h.app);
+    await c.get('/console/api/config');
+    const reused = await c.post('/console/api/invite/accept', { token, password: PASSWORD });
+    expect(reused.statusCode).toBe(400);
+    expect(json(reused).code).toBe('invalid_invite');
+    expect((await new Browser(h.app).login('hal@example.com')).statusCode).toBe(200);
+  });
+
+  it('issues a key shown once, lists it, and a revoked key is refused by /v1 at once', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    await b.signUp('ivy@example.com');
+    const created = await b.post('/console/api/keys', { name: 'payments' });
+    expect(created.statusCode).toBe(201);
+    const { key, secret } = json<{ key: { id: string; prefix: string }; secret: string }>(created);
+    expect(secret).toMatch(/^tw_live_/);
+    expect(secret.startsWith(key.prefix)).toBe(true);
+    const bearer = { authorization: `Bearer ${secret}` };
+    expect((await h.app.inject({ url: '/v1/watches', headers: bearer })).statusCode).toBe(200);
+    const listed = json<{ data: Array<Record<string, unknown>> }>(await b.get('/console/api/keys'));
+    expect(listed.data).toHaveLength(1);
+    expect(JSON.stringify(listed)).not.toContain(secret);
+    expect(listed.data[0]).toMatchObject({ id: key.id, name: 'payments', revoked_at: null });
+    // last_used_at is written after the /v1 request (at most once a minute per process).
+    await expect
+      .poll(
+        async () =>
+          json<{ data: Array<{ last_used_at: string | null }> }>(await b.get('/console/api/keys'))
+            .data[0]?.last_used_at,
+      )
+      .not.toBeNull();
+    const revoked = await b.del(`/console/api/keys/${key.id}`);
+    expect(revoked.statusCode).toBe(200);
+    expect(json(revoked).revoked_at).toEqual(expect.any(String));
+    const refused = await h.app.inject({ url: '/v1/watches', headers: bearer });
+    expect(refused.statusCode).toBe(401);
+    expect(json(refused).code).toBe('revoked_api_key');
+    // Someone else's key id is a 404.
+    const other = new Browser(h.app);
+    await other.signUp('jay@example.com');
+    expect((await other.del(`/console/api/keys/${key.id}`)).statusCode).toBe(404);
+  });
+
+  it('creates watches with the /v1 rules, and pause frees a quota slot that resume needs', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    await b.signUp('kim@example.com');
+    // The same answers as POST /v1/watches for the same bad bodies.
+    const caller = await h.caller();
+    for (const body of [
+      webhookWatch({ telegram: true }),
+      webhookWatch({ address: 'Tnot-an-address' }),
+      webhookWatch({ webhook_url: 'http://10.0.0.1/x' }),
+      { ...webhookWatch(), directon: 'outgoing' },
+    ]) {
+      const viaConsole = await b.post('/console/api/watches', body);
+      const viaApi = await h.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: { ...caller.headers, 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
+      expect(viaConsole.statusCode, JSON.stringify(body)).toBe(viaApi.statusCode);
+      expect(json(viaConsole)).toEqual(json(viaApi));
+    }
+    const ids: string[] = [];
+    for (const [i, address] of [
+      'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+      ADDR2_B58,
+      'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7',
+    ].entries()) {
+      const res = await b.post(
+        '/console/api/watches',
+        webhookWatch({ address, direction: ['incoming', 'outgoing', 'both'][i] }),
+      );
+      expect(res.statusCode, res.body).toBe(201);
+      expect(json(res).secret).toMatch(/^whsec_/);
+      ids.push(String(json(res).id));
+    }
+    const full = await b.post('/console/api/watches', webhookWatch({ asset_filter: 'TRX' }));
+    expect(full.statusCode).toBe(402);
+    expect(json(full)).toMatchObject({
+      code: 'quota_exceeded',
+      usage: { active_watches: 3, limit: 3, plan: 'Free' },
+    });
+    const paused = await b.post(`/console/api/watches/${ids[0]}/pause`);
+    expect(paused.statusCode).toBe(200);
+    expect(json(paused).status).toBe('PAUSED');
+    const fourth = await b.post('/console/api/watches', webhookWatch({ asset_filter: 'TRX' }));
+    expect(fourth.statusCode).toBe(201);
+    const resume = await b.post(`/console/api/watches/${ids[0]}/resume`);
+    expect(resume.statusCode).toBe(402);
+    expect(json(resume).code).toBe('quota_exceeded');
+    expect((await b.del(`/console/api/watches/${json(fourth).id}`)).statusCode).toBe(204);
+    const resumed = await b.post(`/console/api/watches/${ids[0]}/resume`);
+    expect(resumed.statusCode).toBe(200);
+    expect(json(resumed).status).toBe('ACTIVE');
+    const list = json<{ data: Array<{ id: string; last_event_at: string | null }> }>(
+      await b.get('/console/api/watches'),
+    );
+    expect(list.data.map((w) => w.id).sort()).toEqual([...ids].sort());
+    expect(list.data.every((w) => w.last_event_at === null)).toBe(true);
+  });
+
+  it('shows an event with its chains, redelivers one event and every dead one, and keeps the history', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    const me = json<{ account: { id: string } }>(await b.signUp('lee@example.com'));
+    const accountId = me.account.id;
+    const w = json(await b.post('/console/api/watches', webhookWatch())).id as string;
+    const ids = await insertEvents(h.db, {
+      accountId,
+      watchId: w,
+      tag: 'rd',
+      count: 4,
+      start: '2026-01-08T13:36:54.000001Z',
+    });
+    // Three die after six attempts; one is still pending.
+    await h.db.query(
+      `UPDATE notifications SET status = 'DEAD', attempts = 6 WHERE event_id = ANY($1::text[])`,
+      [ids.slice(0, 3)],
+    );
+    await h.db.query(
+      `INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error)
+       SELECT n.id, g, now(), 12, 503, 'HTTP 503: not a 2xx answer'
+         FROM notifications n, generate_series(1, 6) g WHERE n.event_id = $1`,
+      [ids[0]],
+    );
+    const dead = json<{ data: Array<{ event_id: string }> }>(
+      await b.get('/console/api/events?status=DEAD'),
+    );
+    expect(dead.data.map((e) => e.event_id)).toEqual([ids[2], ids[1], ids[0]]);
+    const pending = await b.post(`/console/api/events/${ids[3]}/redeliver`);
+    expect(pending.statusCode).toBe(409);
+    const one = await b.post(`/console/api/events/${ids[0]}/redeliver`);
+    expect(one.statusCode).toBe(201);
+    const detail = json<{
+      event: { event_id: string; amount: string };
+      payload: string;
+      notifications: Array<{
+        id: string;
+        status: string;
+        attempts: number;
+        attempt_log: unknown[];
+      }>;
+    }>(await b.get(`/console/api/events/${ids[0]}`));
+    expect(detail.event.event_id).toBe(ids[0]);
+    expect(JSON.parse(detail.payload)).toEqual(detail.event);
+    expect(detail.notifications.map((n) => [n.status, n.attempts, n.attempt_log.length])).toEqual([
+      ['PENDING', 0, 0],
+      ['DEAD', 6, 6],
+    ]);
+    expect(detail.notifications[0]?.id).toBe(json(one).notification_id);
+    expect(detail.notifications[1]?.attempt_log[0]).toMatchObject({
+      attempt: 1,
+      http_status: 503,
+      error_class: 'http',
+    });
+    // GET /v1/events shows the newest chain.
+    const key = json<{ secret: string }>(await b.post('/console/api/keys', {})).secret;
+    const page = json<{
+      data: Array<{ event_id: string; delivery: { status: string; notification_id: string } }>;
+    }>(await h.app.inject({ url: '/v1/events', headers: { authorization: `Bearer ${key}` } }));
+    const listed = page.data.find((e) => e.event_id === ids[0]);
+    expect(listed?.delivery).toMatchObject({
+      status: 'PENDING',
+      notification_id: json(one).notification_id,
+    });
+    expect(page.data).toHaveLength(4);
+    // Every remaining dead letter of the watch, at once; then none is left.
+    const bulk = await b.post('/console/api/redeliver', { watch_id: w });
+    expect(json(bulk)).toEqual({ redelivered: 2 });
+    expect(
+      json<{ data: unknown[] }>(await b.get('/console/api/events?status=DEAD')).data,
+    ).toHaveLength(0);
+    // The public endpoint: 409 while pending, 404 for another account's event.
+    const viaApi = await h.app.inject({
+      method: 'POST',
+      url: `/v1/events/${ids[0]}/redeliver`,
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(viaApi.statusCode).toBe(409);
+    const stranger = await h.caller();
+    const foreign = await h.app.inject({
+      method: 'POST',
+      url: `/v1/events/${ids[0]}/redeliver`,
+      headers: stranger.headers,
+    });
+    expect(foreign.statusCode).toBe(404);
+    // The overview counts the newest chain of each event of the last 24 hours.
+    const overview = json<Record<string, Record<string, unknown>>>(
+      await b.get('/console/api/overview'),
+    );
+    expect(overview.watches).toEqual({ active: 1, paused: 0, quota: 3 });
+    expect(overview.rate_limit).toMatchObject({ limit: 60, window_seconds: 60 });
+    expect(overview.chain).toMatchObject({ network: 'mainnet', solidified_head: 1000 });
+  });
+});
