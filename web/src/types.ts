@@ -2,15 +2,24 @@
  * The console API's bodies (/console/api/*), as the server answers them. Times are ISO 8601
  * strings (UTC); amounts are exact decimal strings (never numbers).
  *
- * TODO(console schemas): once src/console/ exports its TypeBox schemas, replace these with
- * `import type { Static }` of them (CONVENTIONS: no second hand-written copy of a shape).
+ * Shapes that have a TypeBox schema on the server are imported from it, type-only (nothing of
+ * src/ enters the bundle): the Event (SPEC §Event), its delivery state, the Watch, Me. The others
+ * are written here after the console routes' answers (src/console/routes/*), which have no
+ * schema of their own yet.
  */
+import type { Me as ServerMe } from '../../src/console/schemas';
+import type {
+  DeliveryState,
+  Event as ServerEvent,
+  EventWithDelivery as ServerEventWithDelivery,
+} from '../../src/events/event';
+import type { Watch as ServerWatch } from '../../src/watches/schema';
 
-export type Plan = 'free' | 'starter' | 'pro' | 'scale' | 'business';
-export type DeliveryStatus = 'PENDING' | 'DELIVERED' | 'DEAD';
-export type WatchStatus = 'ACTIVE' | 'PAUSED';
-export type AssetFilter = 'USDT' | 'TRX' | 'ALL';
-export type Direction = 'incoming' | 'outgoing' | 'both';
+export type Watch = ServerWatch;
+export type DeliveryStatus = DeliveryState['status'];
+export type WatchStatus = Watch['status'];
+export type AssetFilter = Watch['asset_filter'];
+export type Direction = Watch['direction'];
 
 export interface Config {
   signup: 'open' | 'closed';
@@ -18,10 +27,7 @@ export interface Config {
   telegram: boolean;
 }
 
-export interface Me {
-  account: { id: string; email: string; plan: Plan; plan_name: string; created_at: string };
-  limits: { requests_per_minute: number; active_watches: number };
-}
+export type Me = ServerMe;
 
 export interface Session {
   id: string;
@@ -42,17 +48,6 @@ export interface KeyInfo {
   revoked_at: string | null;
 }
 
-export interface Watch {
-  id: string;
-  address: string;
-  asset_filter: AssetFilter;
-  direction: Direction;
-  channel: 'webhook' | 'telegram';
-  webhook_url: string | null;
-  status: WatchStatus;
-  created_at: string;
-}
-
 export type WatchListed = Watch & { last_event_at: string | null };
 export type WatchCreated = Watch & { secret?: string; note?: string };
 
@@ -68,33 +63,11 @@ export interface TestResult {
 }
 
 /** SPEC §Event. */
-export interface TransferEvent {
-  api_version: string;
-  event_id: string;
-  type: string;
-  direction: 'incoming' | 'outgoing';
-  network: string;
-  asset: 'USDT' | 'TRX';
-  tx_id: string;
-  event_index: number;
-  block_number: number;
-  block_timestamp: string;
-  from: string;
-  to: string;
-  amount_raw: string;
-  amount: string;
-  watch_id: string;
-  contract?: string | null;
-}
+export type TransferEvent = ServerEvent;
 
-export interface DeliverySummary {
-  notification_id: string;
-  status: DeliveryStatus;
-  attempts: number;
-  created_at: string;
-}
+export type DeliverySummary = DeliveryState;
 
-export type EventWithDelivery = TransferEvent & { delivery: DeliverySummary | null };
+export type EventWithDelivery = ServerEventWithDelivery;
 
 export interface EventPage {
   data: EventWithDelivery[];
