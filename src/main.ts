@@ -7,7 +7,13 @@
  * Each command parses config once (config.ts) and closes what it opens.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { accountsCreate, keysCreate, keysList, keysRevoke } from './accounts/cli.js';
+import {
+  accountsCreate,
+  accountsInvite,
+  keysCreate,
+  keysList,
+  keysRevoke,
+} from './accounts/cli.js';
 import { createLogger, type Logger } from './common/logger.js';
 import { Shutdown } from './common/shutdown.js';
 import { type Config, ConfigError, loadConfig, shutdownDeadlineMs } from './config.js';
@@ -314,18 +320,33 @@ program
     'replay recorded blocks (chain/ layout) instead of live or synthetic ones',
   )
   .option('--offline', 'do not try live mainnet; use the synthetic chain')
+  .option(
+    '--keep',
+    'keep the service running after the report (look around the console; Ctrl-C stops)',
+  )
   .addOption(
     new Option('--log-level <level>', "the service's log level (JSON lines on stderr)")
       .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
       .default('warn'),
   )
-  .action(async (o: { blocks?: string; offline?: boolean; logLevel: Config['logLevel'] }) => {
-    process.exitCode = await runDemo({
-      ...(o.blocks ? { blocks: o.blocks } : {}),
-      ...(o.offline ? { offline: true } : {}),
-      logLevel: o.logLevel,
-    });
-  });
+  .action(
+    async (o: {
+      blocks?: string;
+      offline?: boolean;
+      keep?: boolean;
+      logLevel: Config['logLevel'];
+    }) => {
+      // Only with --keep does Ctrl-C end the wait (without it, Ctrl-C ends the process as usual).
+      const shutdown = o.keep ? processShutdown() : undefined;
+      process.exitCode = await runDemo({
+        ...(o.blocks ? { blocks: o.blocks } : {}),
+        ...(o.offline ? { offline: true } : {}),
+        ...(shutdown ? { keepUntil: shutdown.signal } : {}),
+        logLevel: o.logLevel,
+      });
+      await shutdown?.kill();
+    },
+  );
 
 /** Open the database (migrated), run `fn`, print its result as JSON, close. */
 async function withDb<T>(
@@ -345,7 +366,7 @@ async function withDb<T>(
 
 const accounts = program
   .command('accounts')
-  .description('manage accounts (until the console exists)');
+  .description('manage accounts (the console manages keys and watches; see accounts invite)');
 accounts
   .command('create')
   .description('create an account on a plan')
@@ -361,6 +382,19 @@ accounts
         ...(o.rateLimit !== undefined ? { rateLimit: o.rateLimit } : {}),
         ...(o.watchQuota !== undefined ? { watchQuota: o.watchQuota } : {}),
       }),
+    ),
+  );
+
+accounts
+  .command('invite')
+  .description(
+    'print a one-time link that sets the console password of an account (created when missing)',
+  )
+  .requiredOption('--email <email>', 'e-mail address')
+  .option('--plan <plan>', 'plan of a new account: free | starter | pro | scale | business', 'free')
+  .action((o: { email: string; plan: string }) =>
+    withDb((db) =>
+      accountsInvite(db, { email: o.email, plan: o.plan, publicUrl: config().console.publicUrl }),
     ),
   );
 

@@ -6,12 +6,14 @@
  *   tronwatch keys create --account EMAIL_OR_ID [--name NAME]
  *   tronwatch keys list --account EMAIL_OR_ID
  *   tronwatch keys revoke KEY_ID
+ *   tronwatch accounts invite --email E [--plan P]
  *
  * Every refusal is a CliError (or AccountInputError) whose message is fit to print as is.
  */
 import { isId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
-import { type AccountRow, createAccount, findAccount } from './accounts.js';
+import { type AccountRow, createAccount, findAccount, findAccountByEmail } from './accounts.js';
+import { createInvite, INVITE_TTL_SECONDS } from './credentials.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
 
 /** A command refused with a message for the operator (unknown account, unknown key, bad number). */
@@ -155,5 +157,40 @@ function printableKey(k: ApiKeyInfo): PrintableKey {
     name: k.name,
     created_at: k.created_at.toISOString(),
     revoked_at: k.revoked_at ? k.revoked_at.toISOString() : null,
+  };
+}
+
+/** `accounts invite` output: the link works once, within its validity. */
+export interface PrintableInvite {
+  account: PrintableAccount;
+  /** Whether this command created the account. */
+  created: boolean;
+  /** `<PUBLIC_URL>/console/invite#token=…`: the token is in the fragment, never sent to a server log. */
+  link: string;
+  expires_at: string;
+  note: string;
+}
+
+/**
+ * `tronwatch accounts invite`: a one-time link that sets the console password of the account with
+ * this e-mail (created on `plan`, default free, when it does not exist yet). It also serves an
+ * account made by `accounts create` (which has no password).
+ * @param args.publicUrl where users reach the console (config.console.publicUrl).
+ * @throws AccountInputError (malformed e-mail, unknown plan).
+ */
+export async function accountsInvite(
+  db: Queryable,
+  args: { email: string; plan?: string; publicUrl: string },
+): Promise<PrintableInvite> {
+  const existing = await findAccountByEmail(db, args.email);
+  const acc =
+    existing ?? (await createAccount(db, { email: args.email, plan: args.plan ?? 'free' }));
+  const token = await createInvite(db, acc.id);
+  return {
+    account: printableAccount(acc),
+    created: existing === undefined,
+    link: `${args.publicUrl}/console/invite#token=${token}`,
+    expires_at: new Date(Date.now() + INVITE_TTL_SECONDS * 1000).toISOString(),
+    note: 'Send this link to the account holder: it sets the console password once, then stops working.',
   };
 }

@@ -16,13 +16,16 @@
  * live chains; the reader is proven on real blocks by the test suite), matched by this file's own
  * loop. Exit code 0 when everything agrees, 1 on any difference.
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { accountsCreate, keysCreate } from '../accounts/cli.js';
+import { setPasswordHash } from '../accounts/credentials.js';
 import { createLogger } from '../common/logger.js';
 import { Shutdown } from '../common/shutdown.js';
 import { type Config, loadConfig } from '../config.js';
+import { hashPassword } from '../console/passwords.js';
 import type { Event, EventWithDelivery } from '../events/event.js';
 import { type Service, startService } from '../service.js';
 import { hexToBase58 } from '../tron/address.js';
@@ -54,6 +57,11 @@ export interface DemoOptions {
   timeoutMs?: number;
   /** Where the report goes. Default stdout. */
   out?: (line: string) => void;
+  /**
+   * Keep the service (and the chain) running after the report until this signal aborts (the
+   * CLI's `--keep`: Ctrl-C), so a newcomer can look around the console.
+   */
+  keepUntil?: AbortSignal;
   /** The service's log level (its JSON lines go to stderr). Default 'warn': the report stays readable. */
   logLevel?: LogLevel;
 }
@@ -527,6 +535,20 @@ async function reconcile(
     problems.push('the chain produced no expected event: nothing was demonstrated');
 }
 
+/** With `--keep`: wait, serving, until the signal aborts. */
+async function keepRunning(
+  until: AbortSignal | undefined,
+  base: string,
+  print: (l: string) => void,
+): Promise<void> {
+  if (!until || until.aborted) return;
+  print('');
+  print(`still running (--keep): the console is at ${base}/console/; Ctrl-C stops the demo.`);
+  await new Promise<void>((resolve) =>
+    until.addEventListener('abort', () => resolve(), { once: true }),
+  );
+}
+
 /** Run the demo. @returns the process exit code (0 = every check passed). */
 export async function runDemo(opts: DemoOptions = {}): Promise<number> {
   const print = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
@@ -561,6 +583,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     const account = await accountsCreate(service.db, { email: 'demo@example.com', plan: 'pro' });
     const apiKey = (await keysCreate(service.db, { account: account.id, name: 'demo' })).key;
     print(`account ${account.id} (plan Pro), API key ${apiKey.slice(0, 12)}… (shown once)`);
+    // A console login for the demo account (random, printed once: the data folder is temporary).
+    const password = randomBytes(12).toString('base64url');
+    await setPasswordHash(service.db, account.id, await hashPassword(password));
+    print(`console: ${base}/console/ (sign in as demo@example.com, password ${password})`);
 
     // 4. Watches on addresses of the coming blocks (live: the busiest addresses of the last
     // solidified blocks are likely to transact again).
@@ -605,11 +631,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     print('');
     if (problems.length) {
       for (const p of problems) print(`FAIL: ${p}`);
+      await keepRunning(opts.keepUntil, base, print);
       return 1;
     }
     print(
       `OK: every expected transfer was delivered, signed and reconciled (${chain.mode} chain).`,
     );
+    await keepRunning(opts.keepUntil, base, print);
     return 0;
   } finally {
     await shutdown.kill();
