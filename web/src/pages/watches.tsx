@@ -1,5 +1,5 @@
 /** Watches: create (the API's fields), list, pause/resume, delete, send a test event. */
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, del, describeError, formatWait, get, post } from '../api';
 import {
   CodeBlock,
@@ -174,7 +174,7 @@ export function WatchesPage() {
           <thead>
             <tr>
               <th scope="col">Address</th>
-              <th scope="col">Assets · direction</th>
+              <th scope="col">Transfers</th>
               <th scope="col">Delivers to</th>
               <th scope="col">Status</th>
               <th scope="col">Last event</th>
@@ -195,7 +195,7 @@ export function WatchesPage() {
                     · created <Time iso={w.created_at} />
                   </div>
                 </td>
-                <td data-label="Assets · direction">
+                <td data-label="Transfers">
                   {w.asset_filter} · {w.direction}
                 </td>
                 <td data-label="Delivers to">
@@ -480,8 +480,18 @@ function TestOutcome({
     : r.http_status !== null
       ? `Test event not acknowledged: HTTP ${r.http_status} in ${durationMs(r.duration_ms)}.`
       : `Test event failed (${r.error_class ?? 'error'}): ${r.error ?? 'no answer'}.`;
+  const ref = useRef<HTMLElement>(null);
+  // The result appears above the list: bring it into view (the button may be far below).
+  useEffect(() => {
+    ref.current?.focus();
+  }, []);
   return (
-    <article class={`card test-outcome ${r.ok ? 'ok' : 'failed'}`} aria-label="Test event result">
+    <article
+      class={`card test-outcome ${r.ok ? 'ok' : 'failed'}`}
+      aria-label="Test event result"
+      tabIndex={-1}
+      ref={ref}
+    >
       <header class="notification-head">
         <h2 class="card-title">
           Test event to <span class="url">{watch.webhook_url ?? middle(watch.address, 6)}</span>{' '}
