@@ -30,6 +30,7 @@
 import type { EncryptedSecret } from '../common/secrets.js';
 import type { Queryable } from '../db/pool.js';
 import type { EventRow } from '../events/event.js';
+import { type ErrorClass, errorClass } from './error-class.js';
 import { nextDelayMs, RETRY_DELAYS_MS } from './schedule.js';
 
 /** What one delivery attempt needs, read with the claim (no second query per notification). */
@@ -70,6 +71,9 @@ export function leaseMs(timeoutMs: number, marginMs = LEASE_MARGIN_MS): number {
  * its row in `attempts` and the notification's last_error. complete.ts recognises the row by it.
  */
 export const WORKER_LOST_ERROR = 'worker_lost: the lease expired before an outcome was recorded';
+
+/** The error_class of a lost attempt's row: 'lost' (error-class.ts, derived from the error). */
+const WORKER_LOST_CLASS: ErrorClass | null = errorClass(null, WORKER_LOST_ERROR);
 
 interface ClaimRow extends EventRow {
   notification_id: string;
@@ -129,12 +133,13 @@ WITH due AS (
             e.amount_raw::text AS amount_raw, e.contract, e.created_at
 ), lost AS (
   -- started_at: the claim's start (the lease's expiry for a claim made before migration 008);
-  -- duration_ms: the lease it had (unknown how long the attempt really ran).
+  -- duration_ms: the lease it had (unknown how long the attempt really ran); error_class 'lost'
+  -- ($6, migration 009); nothing known of a request or an answer.
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                        lease_expired_at)
+                        error_class, lease_expired_at)
   SELECT notification_id, attempts, COALESCE(lost_claimed_at, due_at),
          GREATEST(0, round(extract(epoch FROM due_at - COALESCE(lost_claimed_at, due_at)) * 1000)),
-         NULL, $5::text, due_at
+         NULL, $5::text, $6::text, due_at
     FROM moved
    WHERE lost
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO NOTHING
@@ -176,6 +181,7 @@ export async function claimDue(
     opts.owner,
     delays,
     WORKER_LOST_ERROR,
+    WORKER_LOST_CLASS,
   ]);
   const result: ClaimResult = { claimed: [], lost: 0, dead: 0 };
   for (const r of rows) {

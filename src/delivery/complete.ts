@@ -3,7 +3,10 @@
  * DESIGN invariant 3), a batch at a time, in ONE transaction (one statement, one round trip):
  *
  * 1. insert one `attempts` row per outcome (habit 8: every attempt is a row), FIRST (or fill in
- *    the attempt's lost-attempt row: see "Attempt numbers" below);
+ *    the attempt's lost-attempt row: see "Attempt numbers" below), with what the console shows
+ *    of it (migration 009; issue 12 item 5): error_class (error-class.ts, NULL for a 2xx),
+ *    request_headers (the headers sent: signatures, never the secret), response_headers and
+ *    response_body (the first 4 KB of the answer, send.ts), NULL when there was no answer;
  * 2. move each notification whose attempt row was stored, that is still PENDING, and whose
  *    `lease_token` still matches the claim's (for a 2xx, whatever the token: see below):
  *    - 2xx → DELIVERED, delivered_at = now();
@@ -26,7 +29,8 @@
  * lease ran out is counted as a lost attempt before the notification is claimed again (claim.ts).
  * So a stale outcome finds its number held by its own lost-attempt row (error WORKER_LOST_ERROR),
  * and fills that row in with what really happened (started_at, duration, status, error; its
- * lease_expired_at stays as the trace of the lost lease): the attempt is one row, already counted,
+ * lease_expired_at stays as the trace of the lost lease; error_class and the request and
+ * response columns too): the attempt is one row, already counted,
  * so `attempts` is not incremented again, and a 2xx still marks the notification DELIVERED (even
  * DEAD, when its sixth attempt was the lost one and the receiver has it after all); a failure moves
  * nothing. An outcome whose number holds a row with the same started_at is this batch again (a
@@ -41,6 +45,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { WORKER_LOST_ERROR } from './claim.js';
+import { errorClass } from './error-class.js';
 import { nextDelayMs } from './schedule.js';
 import type { AttemptResult } from './send.js';
 
@@ -81,24 +86,31 @@ const COMPLETE_SQL = `
 WITH r AS (
   SELECT *
     FROM unnest($1::text[], $2::text[], $3::int4[], $4::timestamptz[], $5::int4[], $6::int4[],
-                $7::text[], $8::text[], $9::float8[])
-         AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms)
+                $7::text[], $8::text[], $9::float8[], $11::text[], $12::text[], $13::text[],
+                $14::text[])
+         AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms,
+              error_class, request_headers, response_headers, response_body)
 ), locked AS (
   SELECT id FROM notifications WHERE id IN (SELECT id FROM r) ORDER BY id FOR UPDATE
 ), recorded AS (
-  INSERT INTO attempts AS a (notification_id, attempt, started_at, duration_ms, http_status, error)
-  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error
+  INSERT INTO attempts AS a (notification_id, attempt, started_at, duration_ms, http_status, error,
+                             error_class, request_headers, response_headers, response_body)
+  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
+         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body
     FROM r JOIN locked ON locked.id = r.id
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO UPDATE
      SET started_at = excluded.started_at, duration_ms = excluded.duration_ms,
-         http_status = excluded.http_status, error = excluded.error
+         http_status = excluded.http_status, error = excluded.error,
+         error_class = excluded.error_class, request_headers = excluded.request_headers,
+         response_headers = excluded.response_headers, response_body = excluded.response_body
    WHERE (a.lease_expired_at IS NOT NULL AND a.http_status IS NULL AND a.error = $10::text)
       OR a.started_at = excluded.started_at
   RETURNING a.notification_id, a.attempt, a.lease_expired_at IS NOT NULL AS late
 ), kept AS (
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                        duplicate)
-  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error, true
+                        error_class, request_headers, response_headers, response_body, duplicate)
+  SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
+         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body, true
     FROM r JOIN locked ON locked.id = r.id
    WHERE NOT EXISTS (SELECT 1 FROM recorded
                       WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
@@ -144,6 +156,12 @@ export async function completeAttempts(
   const tokens: string[] = [];
   const targets: Target[] = [];
   const delays: number[] = [];
+  const classes: Array<string | null> = [];
+  // jsonb columns travel as JSON text (one text[] per column), cast in the statement: the same
+  // on node-postgres and PGlite.
+  const sentHeaders: Array<string | null> = [];
+  const answerHeaders: Array<string | null> = [];
+  const answerBodies: Array<string | null> = [];
   for (const c of batch) {
     const made = c.attemptsBefore + 1;
     const delay = c.result.ok ? null : nextDelayMs(made, scale);
@@ -151,11 +169,17 @@ export async function completeAttempts(
     numbers.push(made);
     started.push(c.result.startedAt);
     durations.push(Math.max(0, Math.round(c.result.durationMs)));
-    statuses.push(c.result.status ?? null);
-    errors.push(c.result.ok ? null : (c.result.error ?? 'failed'));
+    const status = c.result.status ?? null;
+    const error = c.result.ok ? null : (c.result.error ?? 'failed');
+    statuses.push(status);
+    errors.push(error);
     tokens.push(c.leaseToken);
     targets.push(c.result.ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING');
     delays.push(delay ?? 0);
+    classes.push(errorClass(status, error));
+    sentHeaders.push(jsonOrNull(c.result.requestHeaders));
+    answerHeaders.push(jsonOrNull(c.result.responseHeaders));
+    answerBodies.push(c.result.responseBody ?? null);
   }
   const { rows: moved } = await db.query<{ target: Target }>(COMPLETE_SQL, [
     ids,
@@ -168,6 +192,10 @@ export async function completeAttempts(
     targets,
     delays,
     WORKER_LOST_ERROR,
+    classes,
+    sentHeaders,
+    answerHeaders,
+    answerBodies,
   ]);
   outcome.recorded = batch.length;
   for (const r of moved) {
@@ -177,6 +205,11 @@ export async function completeAttempts(
   }
   outcome.stale = batch.length - moved.length;
   return outcome;
+}
+
+/** A header map as JSON text for a jsonb column; null when absent. */
+function jsonOrNull(headers: Record<string, string> | undefined): string | null {
+  return headers === undefined ? null : JSON.stringify(headers);
 }
 
 /**

@@ -9,8 +9,8 @@
  * `X-Event-Id` = event_id, `User-Agent: tronwatch/<version>`.
  *
  * Outcome: any 2xx status within the deadline → delivered, even while the answer's body is still
- * coming (it is read and dropped in the background, within the same deadline): counting such an
- * acknowledgement as a timeout would deliver the event again. Anything else is a failed attempt:
+ * coming (see "The answer" below): counting such an acknowledgement as a timeout would deliver the
+ * event again. Anything else is a failed attempt:
  * 3xx (redirects are never followed: the Location could name a private address, invariant 7), 4xx,
  * 5xx with the status; no answer within the deadline, a network or TLS error, or a refused address
  * without a status. All failures are retried per the schedule (schedule.ts): SPEC makes no
@@ -31,11 +31,23 @@
  * honoured: the Agent below connects directly (undici reads no HTTP(S)_PROXY unless an
  * EnvHttpProxyAgent is used).
  *
- * Nothing here logs; results carry no body and no secret.
+ * The answer, as the console shows it (issue 12 item 5): its headers ({@link responseHeadersOf}:
+ * lower-case names, repeated ones joined, at most {@link RESPONSE_HEADERS_MAX} headers and
+ * {@link RESPONSE_HEADERS_MAX_CHARS} characters) and the first {@link RESPONSE_BODY_MAX_BYTES}
+ * bytes of its body as text ({@link bodyText}). The body's start is read after the status, for
+ * at most {@link BODY_WAIT_2XX_MS} (and never past the deadline) after a 2xx, so reading it can
+ * neither delay an acknowledgement past the deadline nor turn it into a failure; for any other
+ * status, until the deadline. Whatever was read by then is kept (possibly nothing); the rest is
+ * read and dropped in the background within the same deadline, so the connection can be reused,
+ * and an answer over 64 KiB or still open at the deadline is cut off with its connection.
+ *
+ * Nothing here logs; results carry no secret, and the answer's body only in `responseBody` (the
+ * attempt row's response_body, never logged).
  */
 import type { LookupOptions } from 'node:dns';
 import fs from 'node:fs';
 import type { LookupFunction } from 'node:net';
+import type { Readable } from 'node:stream';
 import tls from 'node:tls';
 import { Agent, request } from 'undici';
 import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
@@ -46,7 +58,23 @@ import { extraSignatureHeaders, signBody } from './payload.js';
 /** Distinct webhook URLs whose verdict a sender remembers (~100 B each). */
 const VERDICTS_MAX = 10_000;
 
-/** The outcome of one attempt: what an `attempts` row holds (migration 002). */
+/** Bytes of an answer's body kept for the attempt row (issue 12: "the first 4 KB"). */
+export const RESPONSE_BODY_MAX_BYTES = 4096;
+/** Answer headers kept for the attempt row, at most (a receiver controls how many it sends). */
+export const RESPONSE_HEADERS_MAX = 50;
+/** Characters (names + values) of answer headers kept for the attempt row, at most (8 KB). */
+export const RESPONSE_HEADERS_MAX_CHARS = 8 * 1024;
+/**
+ * How long the start of a 2xx answer's body is waited for after its status, ms, at most (and
+ * never past the attempt's deadline): the status is the acknowledgement, the body only shown.
+ * 1 s covers a receiver that writes its body right after its status; one that holds it open
+ * costs its attempt slot at most this long.
+ */
+export const BODY_WAIT_2XX_MS = 1_000;
+/** The answer's body is read and dropped up to this many bytes, then cut off with its connection. */
+const DRAIN_MAX_BYTES = 64 * 1024;
+
+/** The outcome of one attempt: what an `attempts` row holds (migrations 002 and 009). */
 export interface AttemptResult {
   /** True on a 2xx answer. */
   ok: boolean;
@@ -54,15 +82,25 @@ export interface AttemptResult {
   status?: number;
   /** Why the attempt failed, one line, no body and no secret; absent when ok. */
   error?: string;
-  /** Wall time of the attempt, ms (integer). */
+  /**
+   * Wall time of the attempt, ms (integer): from its start to the answer's status (the
+   * acknowledgement), or to the failure; the reading of the answer's body is not included.
+   */
   durationMs: number;
   /** When the attempt started. */
   startedAt: Date;
   /** The headers sent (signatures included, never the secret); absent when nothing was sent. */
   requestHeaders?: Record<string, string>;
-  /** The answer's headers, when there was an answer. */
+  /**
+   * The answer's headers, when there was an answer (any status): lower-case name → value,
+   * repeated headers joined with ", "; capped (see {@link responseHeadersOf}).
+   */
   responseHeaders?: Record<string, string>;
-  /** The first 4 KB of the answer's body as text, when it came within the deadline. */
+  /**
+   * The start of the answer's body as text, when there was an answer: its first
+   * {@link RESPONSE_BODY_MAX_BYTES} bytes, or fewer when the rest had not come within the wait
+   * (see the file's comment); "" when none had. Decoded as UTF-8, lossy (see {@link bodyText}).
+   */
   responseBody?: string;
 }
 
@@ -223,6 +261,87 @@ function describeError(err: unknown): string {
   return `network: ${String(err)}`.slice(0, 500);
 }
 
+/** U+0000, which PostgreSQL's text and jsonb cannot hold, and U+FFFD, which replaces it. */
+const NUL = '\u0000';
+const REPLACEMENT = '\uFFFD';
+
+/**
+ * An answer's body bytes as storable text: decoded as UTF-8, lossy (an invalid or cut sequence,
+ * such as a character split by the 4 KB cut, becomes U+FFFD), and U+0000 replaced by U+FFFD too,
+ * since PostgreSQL's text cannot hold it: an attempt row that fails to insert would stall the
+ * recording of every outcome of its batch.
+ */
+export function bodyText(bytes: Buffer): string {
+  return bytes.toString('utf8').replaceAll(NUL, REPLACEMENT);
+}
+
+/**
+ * An answer's headers as the attempt row stores them: lower-case name → value, a repeated
+ * header's values joined with ", " (set-cookie included), in the order received. At most
+ * {@link RESPONSE_HEADERS_MAX} headers and {@link RESPONSE_HEADERS_MAX_CHARS} characters of names
+ * and values: the header that crosses the limit has its value cut, the ones after it are dropped.
+ * @param headers undici's `res.headers` (names already lower-case; arrays for repeated ones).
+ */
+export function responseHeadersOf(
+  headers: Record<string, string | string[] | undefined>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  let count = 0;
+  let room = RESPONSE_HEADERS_MAX_CHARS;
+  for (const [rawName, raw] of Object.entries(headers)) {
+    if (raw === undefined) continue;
+    if (count >= RESPONSE_HEADERS_MAX || room <= rawName.length) break;
+    const name = rawName.toLowerCase().replaceAll(NUL, REPLACEMENT);
+    const value = (Array.isArray(raw) ? raw.join(', ') : raw).replaceAll(NUL, REPLACEMENT);
+    const kept = value.slice(0, room - name.length);
+    out[name] = kept;
+    count++;
+    room -= name.length + kept.length;
+  }
+  return out;
+}
+
+/**
+ * Read the start of an answer's body: resolves with its first `maxBytes` bytes, or with what came
+ * before the body ended, failed, or `waitMs` passed (never rejects, never waits longer). Then
+ * hands the stream on to undici's dump (read and drop up to {@link DRAIN_MAX_BYTES} in all,
+ * destroyed when `signal` aborts), as before the body was read, so the connection is reused when
+ * the answer ends in time and cut off otherwise.
+ * @param waitMs how long to wait, ms (≤ 0: only what is already there, one timer tick).
+ */
+function readBodyStart(
+  body: Readable & { dump(opts: { limit: number; signal: AbortSignal }): Promise<unknown> },
+  maxBytes: number,
+  waitMs: number,
+  signal: AbortSignal,
+): Promise<Buffer> {
+  // An error with no listener would be thrown: the body's errors are outcomes here, not crashes.
+  body.on('error', () => {});
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = () => {
+      clearTimeout(timer);
+      body.off('data', onData).off('end', finish).off('close', finish).off('error', finish);
+      // Synchronously, so that no chunk goes by unlistened-for between the two readers.
+      if (signal.aborted) body.destroy();
+      else body.dump({ limit: DRAIN_MAX_BYTES, signal }).catch(() => {});
+      resolve(Buffer.concat(chunks, Math.min(size, maxBytes)));
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= maxBytes) finish();
+    };
+    const timer = setTimeout(finish, Math.max(0, waitMs));
+    if (body.destroyed || body.readableEnded) {
+      finish();
+      return;
+    }
+    body.on('data', onData).on('end', finish).on('close', finish).on('error', finish);
+  });
+}
+
 /**
  * Sends webhook attempts over one keep-alive Agent. Create one per worker and `close()` it when
  * the worker stops.
@@ -282,20 +401,32 @@ export class WebhookSender {
         body,
       });
       const status = res.statusCode;
-      const durationMs = Math.round(performance.now() - t0);
+      const atStatus = performance.now();
+      const durationMs = Math.round(atStatus - t0);
+      const ok = status >= 200 && status < 300;
       // The status is the answer (SPEC §Delivery: acknowledgement = any 2xx, within the timeout):
       // a 2xx whose body is still coming is delivered, not a timeout that would send it again.
-      // The body is read and dropped in the background, within the same deadline, so the
-      // connection can be reused; one over 64 KiB or still open at the deadline is cut off with
-      // its connection.
-      res.body.dump({ limit: 64 * 1024, signal: sig }).catch(() => {});
-      if (status >= 200 && status < 300)
-        return { ok: true, status, durationMs, startedAt, requestHeaders };
+      // So the body's start is waited for briefly after a 2xx, never past the deadline, and
+      // whatever came is kept; the rest is read and dropped in the background (readBodyStart).
+      const untilDeadline = t0 + this.timeoutMs - atStatus;
+      const waitMs = ok ? Math.min(untilDeadline, BODY_WAIT_2XX_MS) : untilDeadline;
+      const responseHeaders = responseHeadersOf(res.headers);
+      const head = await readBodyStart(res.body, RESPONSE_BODY_MAX_BYTES, waitMs, sig);
+      const responseBody = bodyText(head);
+      const answer = {
+        status,
+        durationMs,
+        startedAt,
+        requestHeaders,
+        responseHeaders,
+        responseBody,
+      };
+      if (ok) return { ok: true, ...answer };
       const error =
         status >= 300 && status < 400
           ? `HTTP ${status}: redirect not followed`
           : `HTTP ${status}: not a 2xx answer`;
-      return { ok: false, status, error, durationMs, startedAt, requestHeaders };
+      return { ok: false, error, ...answer };
     } catch (err) {
       const durationMs = Math.round(performance.now() - t0);
       // No status within the deadline (DNS, connect, TLS, request body or the answer's head).

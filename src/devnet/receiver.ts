@@ -59,8 +59,13 @@ export interface Reply {
   status: number;
   /** Wait this long before answering, ms (forces client timeouts). Default 0. */
   delayMs?: number;
-  /** Extra response headers, e.g. `{ location: '…' }` for a redirect. */
-  headers?: Record<string, string>;
+  /**
+   * Extra response headers, e.g. `{ location: '…' }` for a redirect; an array sends the header
+   * once per value.
+   */
+  headers?: Record<string, string | string[]>;
+  /** The answer's body. Default `ok` for a 2xx status, `no` otherwise. */
+  body?: string | Buffer;
   /**
    * Send the status line, the headers and the first byte of the body at once, but end the body
    * only this long after, ms (a receiver that acknowledges, then holds its answer open).
@@ -225,12 +230,14 @@ export async function startReceiver(opts: ReceiverOptions = {}): Promise<Receive
           const send = () => {
             if (res.destroyed || res.writableEnded) return;
             res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
-            const text = reply.status >= 200 && reply.status < 300 ? 'ok' : 'no';
+            const text = Buffer.from(
+              reply.body ?? (reply.status >= 200 && reply.status < 300 ? 'ok' : 'no'),
+            );
             if (!reply.bodyDelayMs) return void res.end(text);
-            res.write(text.slice(0, 1));
+            res.write(text.subarray(0, 1));
             const t = setTimeout(() => {
               timers.delete(t);
-              if (!res.destroyed && !res.writableEnded) res.end(text.slice(1));
+              if (!res.destroyed && !res.writableEnded) res.end(text.subarray(1));
             }, reply.bodyDelayMs);
             timers.add(t);
           };
