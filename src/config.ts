@@ -145,6 +145,44 @@ export const EnvSchema = T.Object({
         'Origin where users reach this deployment (https://tronwatch.example.com): invitation links. Unset: http://localhost:PORT.',
     }),
   ),
+  TELEGRAM_BOT_TOKEN: T.Optional(
+    T.String({
+      minLength: 1,
+      description:
+        'Bot API token from BotFather. Unset: no chat deliveries (the console answers 503 telegram_unavailable).',
+    }),
+  ),
+  TELEGRAM_API_ROOT: T.String({
+    default: 'https://api.telegram.org',
+    pattern: '^https?://',
+    description: 'Bot API root (a local Bot API server, or the test stand-in).',
+  }),
+  TELEGRAM_WEBHOOK_URL: T.Optional(
+    T.String({
+      pattern: '^https://',
+      description:
+        'Receive bot updates by webhook at this public https URL (served by the api role at its path). Unset: long polling by one process at a time.',
+    }),
+  ),
+  TELEGRAM_POLL_TIMEOUT_SECONDS: Int({
+    minimum: 0,
+    maximum: 50,
+    default: 30,
+    description: 'Long-polling timeout of one getUpdates, seconds.',
+  }),
+  TELEGRAM_TIMEOUT_MS: Int({
+    minimum: 50,
+    maximum: 60_000,
+    default: 10_000,
+    description: 'Deadline of one sendMessage (a chat delivery attempt), ms.',
+  }),
+  TELEGRAM_PACING_SCALE: T.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 1,
+    description:
+      'Multiplies the windows of the Bot API limits (1 message/s per chat, 20/min per group, 30/s per bot); tests and benchmarks compress them. 1 = the Bot API.',
+  }),
   HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
   PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
   LOG_LEVEL: T.Union(
@@ -219,6 +257,14 @@ export const ConfigSchema = Group({
     caFile: Unset(V.WEBHOOK_CA_FILE),
   }),
   http: Group({ host: V.HOST, port: V.PORT }),
+  telegram: Group({
+    token: Unset(V.TELEGRAM_BOT_TOKEN),
+    apiRoot: T.String({ description: 'TELEGRAM_API_ROOT without trailing slashes.' }),
+    webhookUrl: Unset(V.TELEGRAM_WEBHOOK_URL),
+    pollTimeoutSeconds: V.TELEGRAM_POLL_TIMEOUT_SECONDS,
+    timeoutMs: V.TELEGRAM_TIMEOUT_MS,
+    pacingScale: V.TELEGRAM_PACING_SCALE,
+  }),
   console: Group({
     signup: V.CONSOLE_SIGNUP,
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
@@ -304,6 +350,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       caFile: e.WEBHOOK_CA_FILE,
     },
     http: { host: e.HOST, port: e.PORT },
+    telegram: {
+      token: e.TELEGRAM_BOT_TOKEN,
+      apiRoot: e.TELEGRAM_API_ROOT.replace(/\/+$/, ''),
+      webhookUrl: e.TELEGRAM_WEBHOOK_URL,
+      pollTimeoutSeconds: e.TELEGRAM_POLL_TIMEOUT_SECONDS,
+      timeoutMs: e.TELEGRAM_TIMEOUT_MS,
+      pacingScale: e.TELEGRAM_PACING_SCALE,
+    },
     console: {
       signup: e.CONSOLE_SIGNUP,
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,

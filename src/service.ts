@@ -26,6 +26,8 @@ import { DeliveryWorker } from './delivery/worker.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { openRateLimits } from './redis/rate-limit.js';
+import { openBot, type TelegramBot } from './telegram/bot.js';
+import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { nodeClientFor } from './tron/node-client.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
@@ -39,6 +41,8 @@ export interface Service {
   app: FastifyInstance | undefined;
   ingester: Ingester | undefined;
   worker: DeliveryWorker | undefined;
+  /** The Telegram bot when TELEGRAM_BOT_TOKEN is set (and the api or worker role runs). */
+  telegram: TelegramBot | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -95,6 +99,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let metricsUrl: string | undefined;
   let ingester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
+  let telegram: TelegramBot | undefined;
   try {
     const m = await migrate(db);
     if (m.applied.length)
@@ -104,6 +109,15 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     const metrics = new Metrics({ db, logger, processMetrics: true });
     if (cfg.delivery.caFile && !fs.existsSync(cfg.delivery.caFile)) {
       throw new Error(`WEBHOOK_CA_FILE ${cfg.delivery.caFile} does not exist`);
+    }
+    if (cfg.telegram.token && (opts.roles.includes('api') || opts.roles.includes('worker'))) {
+      // The token is checked once (getMe): a refused token or an unreachable Bot API fails the
+      // start, loudly, rather than leaving chat deliveries silently pending.
+      telegram = await openBot(cfg.telegram);
+      logger.info(
+        { bot_username: telegram.identity.username, api_root: cfg.telegram.apiRoot },
+        'telegram bot ready',
+      );
     }
     if (opts.roles.includes('worker')) {
       const w = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
@@ -127,12 +141,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         metrics,
         rateLimiter: limits.rateLimiter,
         redisCheck: limits.redisCheck,
+        ...(telegram ? { telegram } : {}),
       });
       app = a;
       // Registered before listen: a failed listen still closes the app.
       shutdown.add('api', () => a.close());
       url = await a.listen({ host: cfg.http.host, port: cfg.http.port });
       logger.info({ url }, 'api listening');
+      if (telegram) startTelegramUpdates(cfg, { db, logger, telegram, shutdown, running });
     }
     if (cfg.metricsPort !== undefined) {
       metricsUrl = await listenMetrics(cfg, metrics, shutdown);
@@ -149,6 +165,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     app,
     ingester,
     worker,
+    telegram,
     stop: () => shutdown.kill(),
   };
 }
@@ -189,6 +206,47 @@ function startIngest(
   // The block in flight finishes before the node client closes.
   o.shutdown.add('ingest', () => leading.catch(() => undefined));
   return ingester;
+}
+
+/**
+ * The bot's updates (src/telegram/updates.ts), in the api role: by webhook when
+ * TELEGRAM_WEBHOOK_URL is set (registered now; the route is the console's), else by long polling
+ * in exactly one process at a time (an advisory lock; standbys take over).
+ */
+function startTelegramUpdates(
+  cfg: Config,
+  o: {
+    db: Db;
+    logger: Logger;
+    telegram: TelegramBot;
+    shutdown: Shutdown;
+    running: Promise<void>[];
+  },
+): void {
+  if (cfg.telegram.webhookUrl) {
+    const registering = setUpdateWebhook(o.telegram).then(
+      () => o.logger.info({ url: cfg.telegram.webhookUrl }, 'telegram webhook set'),
+      (err: unknown) =>
+        o.logger.error(
+          { err: err instanceof Error ? err.message : String(err) },
+          'telegram setWebhook failed: bot updates will not arrive',
+        ),
+    );
+    o.running.push(registering);
+    return;
+  }
+  const polling = runUpdatePolling(
+    {
+      db: o.db,
+      telegram: o.telegram,
+      logger: o.logger,
+      databaseUrl: cfg.database.url,
+      network: cfg.network,
+    },
+    o.shutdown.signal,
+  ).then(() => undefined);
+  o.running.push(polling);
+  o.shutdown.add('telegram updates', () => polling);
 }
 
 /**

@@ -19,6 +19,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
+import type { TelegramBot } from '../telegram/bot.js';
 import type { KeyCache } from './key-cache.js';
 
 export type App = FastifyInstance<
@@ -52,4 +53,9 @@ export interface AppDeps {
    * statement (src/api/auth.ts). Default: a new KeyCache (10 s TTL).
    */
   keyCache?: KeyCache;
+  /**
+   * The Telegram bot (src/telegram/bot.ts), opened when TELEGRAM_BOT_TOKEN is set; absent: the
+   * console's Telegram endpoints answer 503 telegram_unavailable (issue 13).
+   */
+  telegram?: TelegramBot;
 }

@@ -11,6 +11,7 @@ import { accountRoutes } from './routes/account.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
 import { overviewRoutes } from './routes/overview.js';
+import { telegramRoutes } from './routes/telegram.js';
 import { consoleWatchRoutes } from './routes/watches.js';
 import { registerConsoleApp } from './static.js';
 
@@ -26,5 +27,6 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   consoleWatchRoutes(app, deps);
   consoleEventRoutes(app, deps);
   overviewRoutes(app, deps);
+  telegramRoutes(app, deps);
   await registerConsoleApp(app, {});
 }

@@ -64,3 +64,31 @@ export interface Me {
   account: { id: string; email: string; plan: string; plan_name: string; created_at: string };
   limits: { requests_per_minute: number; active_watches: number };
 }
+
+/** GET /console/api/telegram (issue 13): the bot and the chat bound to the account. */
+export const TelegramStatus = T.Object({
+  /** False when the deployment has no bot (then the other endpoints answer 503). */
+  configured: T.Boolean(),
+  /** The bot's @username without the @, or null when not configured. */
+  bot_username: T.Union([T.String(), T.Null()]),
+  chat: T.Union([
+    T.Object({
+      /** Bot API chat id, decimal text (negative for groups). */
+      id: T.String(),
+      /** Group title or the private chat's user name; null when unknown. */
+      title: T.Union([T.String(), T.Null()]),
+      type: T.Union([StringEnum(['private', 'group', 'supergroup', 'channel']), T.Null()]),
+      bound_at: T.Union([T.String({ format: 'date-time' }), T.Null()]),
+    }),
+    T.Null(),
+  ]),
+});
+export type TelegramStatusT = Static<typeof TelegramStatus>;
+
+/** POST /console/api/telegram/connect: the one-time deep link (valid 10 minutes, single use). */
+export const TelegramConnect = T.Object({
+  /** https://t.me/<bot>?start=<token> */
+  link: T.String(),
+  expires_at: T.String({ format: 'date-time' }),
+});
+export type TelegramConnectT = Static<typeof TelegramConnect>;

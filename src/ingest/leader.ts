@@ -38,12 +38,18 @@ export interface LeaderOptions {
   retryMs?: number;
   /** Deadline of connecting and of each query on the lock connection, ms. Default 5_000. */
   queryTimeoutMs?: number;
+  /**
+   * What is led, for another single-process duty on the same pattern (the Telegram bot's update
+   * polling, src/telegram/updates.ts): the lock is sha256("tronwatch:<role>:<network>") and the
+   * logs say '<role> leader acquired' etc. Default 'ingest-leader' / 'ingest' (the ingester).
+   */
+  role?: { lock: string; label: string };
 }
 
 /** The advisory-lock key of a network's ingest leadership: a decimal int8. */
-export function leaderLockKey(network: string): string {
+export function leaderLockKey(network: string, lock = 'ingest-leader'): string {
   return createHash('sha256')
-    .update(`tronwatch:ingest-leader:${network}`)
+    .update(`tronwatch:${lock}:${network}`)
     .digest()
     .readBigInt64BE(0)
     .toString();
@@ -90,14 +96,15 @@ export async function runWhileLeader(
 ): Promise<void> {
   const { logger, network } = opts;
   const url = opts.url;
+  const label = opts.role?.label ?? 'ingest';
   if (url === undefined) {
-    logger.info({ network, database: 'pglite' }, 'ingest leader acquired');
+    logger.info({ network, database: 'pglite' }, `${label} leader acquired`);
     await lead(signal);
     return;
   }
   const retryMs = opts.retryMs ?? 1_000;
   const timeoutMs = opts.queryTimeoutMs ?? 5_000;
-  const key = leaderLockKey(network);
+  const key = leaderLockKey(network, opts.role?.lock);
   let standby = false;
   let failures = 0;
   while (!signal.aborted) {
@@ -107,7 +114,7 @@ export async function runWhileLeader(
       query_timeout: timeoutMs,
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
-      application_name: 'tronwatch-ingest-leader',
+      application_name: `tronwatch-${opts.role?.lock ?? 'ingest-leader'}`,
       // Server side: notice a silent peer in ~19 s and drop the lock (see module doc).
       options: '-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=3 -c tcp_keepalives_count=3',
     });
@@ -138,7 +145,7 @@ export async function runWhileLeader(
       }
       if (locked && !signal.aborted) {
         standby = false;
-        logger.info({ network }, 'ingest leader acquired');
+        logger.info({ network }, `${label} leader acquired`);
         const term = new AbortController();
         const endTerm = () => term.abort();
         signal.addEventListener('abort', endTerm, { once: true });
@@ -146,7 +153,7 @@ export async function runWhileLeader(
           if (term.signal.aborted) return;
           logger.error(
             { network, err: err.message },
-            'ingest leadership lost: the lock connection broke; stopping ingest',
+            `${label} leadership lost: the lock connection broke; stopping ${label}`,
           );
           term.abort(err);
         };
@@ -164,9 +171,10 @@ export async function runWhileLeader(
         })();
         try {
           await lead(term.signal);
-          if (!term.signal.aborted) logger.warn({ network }, 'ingest ended by itself; re-electing');
+          if (!term.signal.aborted)
+            logger.warn({ network }, `${label} ended by itself; re-electing`);
         } catch (err) {
-          logger.error({ network, err: message(err) }, 'ingest failed; re-electing');
+          logger.error({ network, err: message(err) }, `${label} failed; re-electing`);
         } finally {
           term.abort();
           signal.removeEventListener('abort', endTerm);
@@ -178,7 +186,7 @@ export async function runWhileLeader(
         failures++;
         logger.warn(
           { network, err: message(err), attempt: failures },
-          'ingest leader lock: database unreachable; retrying',
+          `${label} leader lock: database unreachable; retrying`,
         );
       }
     } finally {

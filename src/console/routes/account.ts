@@ -2,7 +2,7 @@
  * The console's account routes (issue 12 items 1–2): configuration, session, sign-up, login,
  * logout, invitation, password change, and the sessions list.
  *
- *   GET    /console/api/config                 → { signup, network, telegram }      (public)
+ *   GET    /console/api/config                 → { signup, network, telegram, bot_username } (public)
  *   GET    /console/api/session                → Me | 401 no_session; sets tw_csrf  (public)
  *   POST   /console/api/signup                 → 201 Me | 403 signup_closed | 409 email_taken
  *   POST   /console/api/login                  → Me | 401 invalid_credentials | 429 login_rate_limited
@@ -103,7 +103,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       return {
         signup: deps.config.console.signup,
         network: deps.config.network,
-        telegram: false,
+        telegram: deps.telegram !== undefined,
+        bot_username: deps.telegram?.identity.username ?? null,
       };
     },
   );

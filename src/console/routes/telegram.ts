@@ -1,0 +1,101 @@
+/**
+ * The console's Telegram endpoints (issue 13 item 2; SPEC §Errors, Console errors), and the bot's
+ * webhook when updates come by webhook:
+ *
+ *   GET    /console/api/telegram          → { configured, bot_username, chat: { id, title, type, bound_at } | null }
+ *   POST   /console/api/telegram/connect  → { link, expires_at }   (link: https://t.me/<bot>?start=<token>)
+ *   DELETE /console/api/telegram          → 204 | 409 telegram_watches_active
+ *   POST   <path of TELEGRAM_WEBHOOK_URL> → 200 (the Bot API's updates; 401 without the secret token)
+ *
+ * Without a bot (TELEGRAM_BOT_TOKEN unset): GET answers `configured: false` (and the bound chat, if
+ * one was bound while a bot was configured); connect and DELETE answer 503 telegram_unavailable.
+ * The rules are the domain's (src/telegram/binding.ts); the webhook's handling is the same as long
+ * polling's (src/telegram/updates.ts handleUpdate). The webhook lives here, beside the console's
+ * binding endpoints, because binding is what it does.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { Update } from 'grammy/types';
+import type { App, AppDeps } from '../../api/types.js';
+import { ApiError } from '../../common/errors.js';
+import { boundChat, createLinkToken, unbindChat } from '../../telegram/binding.js';
+import type { TelegramBot } from '../../telegram/bot.js';
+import { handleUpdate, WEBHOOK_SECRET_HEADER, webhookSecretToken } from '../../telegram/updates.js';
+import { requireSession } from '../guard.js';
+import type { TelegramConnectT, TelegramStatusT } from '../schemas.js';
+
+const hide = { hide: true } as const;
+
+/** The bot, or 503 telegram_unavailable. */
+function requireBot(deps: AppDeps): TelegramBot {
+  if (!deps.telegram) {
+    throw ApiError.coded(
+      'telegram_unavailable',
+      'the Telegram bot is not configured on this deployment (TELEGRAM_BOT_TOKEN)',
+    );
+  }
+  return deps.telegram;
+}
+
+/** The deep link that starts the bot with `token` (https://core.telegram.org/bots/features#deep-linking). */
+export function deepLink(username: string, token: string): string {
+  return `https://t.me/${encodeURIComponent(username)}?start=${encodeURIComponent(token)}`;
+}
+
+export function telegramRoutes(app: App, deps: AppDeps): void {
+  app.get('/console/api/telegram', { schema: hide }, async (request): Promise<TelegramStatusT> => {
+    const ctx = requireSession(request);
+    const chat = await boundChat(deps.db, ctx.accountId);
+    return {
+      configured: deps.telegram !== undefined,
+      bot_username: deps.telegram?.identity.username ?? null,
+      chat: chat && {
+        id: chat.id,
+        title: chat.title,
+        type: chat.type,
+        bound_at: chat.bound_at?.toISOString() ?? null,
+      },
+    };
+  });
+
+  app.post(
+    '/console/api/telegram/connect',
+    { schema: hide },
+    async (request): Promise<TelegramConnectT> => {
+      const ctx = requireSession(request);
+      const bot = requireBot(deps);
+      const { token, expiresAt } = await createLinkToken(deps.db, ctx.accountId);
+      request.log.info({ account_id: ctx.accountId }, 'telegram link created');
+      return {
+        link: deepLink(bot.identity.username, token),
+        expires_at: expiresAt.toISOString(),
+      };
+    },
+  );
+
+  app.delete('/console/api/telegram', { schema: hide }, async (request, reply) => {
+    const ctx = requireSession(request);
+    requireBot(deps);
+    await unbindChat(deps.db, ctx.accountId);
+    request.log.info({ account_id: ctx.accountId }, 'telegram chat unbound');
+    return reply.code(204).send();
+  });
+
+  const bot = deps.telegram;
+  const hookUrl = bot?.config.webhookUrl;
+  if (bot && hookUrl && bot.config.token) {
+    const secret = Buffer.from(webhookSecretToken(bot.config.token), 'utf8');
+    const path = new URL(hookUrl).pathname;
+    app.post(path, { schema: hide }, async (request, reply) => {
+      const given = request.headers[WEBHOOK_SECRET_HEADER];
+      const g = Buffer.from(typeof given === 'string' ? given : '', 'utf8');
+      if (g.length !== secret.length || !timingSafeEqual(g, secret)) {
+        return reply.code(401).send({ error: 'unknown secret token' });
+      }
+      const update = request.body as Update | undefined;
+      if (update && typeof update === 'object' && typeof update.update_id === 'number') {
+        await handleUpdate({ db: deps.db, telegram: bot, logger: deps.logger }, update);
+      }
+      return reply.code(200).send({});
+    });
+  }
+}
