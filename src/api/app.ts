@@ -40,6 +40,7 @@ import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { metricsRoutes, requestId } from './routes/metrics.js';
+import { statusRoutes, statusSchemas } from './routes/status.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
 import type { App, AppDeps } from './types.js';
@@ -102,7 +103,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await app.register(swagger, swaggerOptions());
-  for (const s of [...sharedSchemas, ...watchSchemas, ...eventSchemas, ...healthSchemas]) {
+  for (const s of [
+    ...sharedSchemas,
+    ...watchSchemas,
+    ...eventSchemas,
+    ...healthSchemas,
+    ...statusSchemas,
+  ]) {
     app.addSchema(s);
   }
 
@@ -152,6 +159,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   eventRoutes(app, { ...deps, verifyCaller });
   await registerConsole(app, deps);
   healthRoutes(app, deps);
+  statusRoutes(app, deps);
   docsRoutes(app);
   metricsRoutes(app, metrics);
   return app;

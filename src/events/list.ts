@@ -56,6 +56,15 @@ export interface EventPage {
   data: EventWithDelivery[];
   /** created_at of the last item (microseconds) when more events follow; null at the end. */
   next_before: string | null;
+  /** The watermark (eventsPageJson): null before the first block is committed. */
+  scanned_through: ScannedThrough | null;
+}
+
+/** The newest block whose events are all committed (issue 14 item 1). */
+export interface ScannedThrough {
+  block_number: number;
+  /** ISO 8601 UTC, milliseconds. */
+  block_timestamp: string;
 }
 
 /**
@@ -126,7 +135,7 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.until === undefined ? 0 : 16) |
     (q.status === undefined ? 0 : 32);
   return {
-    text: `SELECT ${EVENT_ROW_SQL} AS r
+    text: `SELECT ${EVENT_ROW_SQL} AS r, ${WATERMARK_SQL} AS w
        FROM events e
       WHERE ${where.join(' AND ')}
       ORDER BY e.created_at DESC
@@ -137,17 +146,59 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
 }
 
 /**
- * One page of events as the JSON text of SPEC's 200 body (`{"data":[…],"next_before":…}`),
- * ready to send: what GET /v1/events answers. Null when no event matched (with `activeKeyId`:
- * or the key is revoked); the empty page is then `{"data":[],"next_before":null}`.
+ * The scanned-through watermark as one text column (issue 14 item 1): the cursor's block number and
+ * block timestamp joined by SEP, or NULL before the first block. Uncorrelated, so PostgreSQL
+ * evaluates it once per statement (an InitPlan), in the statement's snapshot: the page and the
+ * watermark are read together, so every matching event of a block up to it is in the page's view.
+ */
+const WATERMARK_SQL = `(SELECT concat_ws(E'\\x1f', c.block_number, c.block_timestamp AT TIME ZONE 'UTC')
+          FROM chain_cursor c WHERE c.network = $2 AND c.block_timestamp IS NOT NULL)`;
+
+/** `scanned_through` JSON of a watermark text (WATERMARK_SQL), `null` without one. */
+function watermarkJson(w: string | null | undefined): string {
+  if (!w) return 'null';
+  const [n, ts] = w.split('\x1f');
+  if (n === undefined || ts === undefined) return 'null';
+  return `{"block_number":${n},"block_timestamp":"${isoFromPgTimestamp(ts, 3)}"}`;
+}
+
+/** A page: the JSON text of SPEC's 200 body, and whether it holds no event. */
+export interface PageJson {
+  json: string;
+  empty: boolean;
+}
+
+/**
+ * One page of events as the JSON text of SPEC's 200 body (`{"data":[…],"next_before":…,
+ * "scanned_through":…}`), ready to send: what GET /v1/events answers. `scanned_through` (additive)
+ * is the newest block whose events are all committed, `{ block_number, block_timestamp }` or null
+ * before the first block: every matching transfer of a block up to it that falls in the page's
+ * filters is in this answer's view. An empty result reads the watermark first and the page again,
+ * so an empty page never claims a block whose events it did not see. `empty` with `activeKeyId`:
+ * no event, or the key was revoked (the caller asks the key lookup which).
  * @throws the database error 22007/22008 (data exception) when a bound is not a timestamp
  *   PostgreSQL can hold (e.g. year 0000); the caller answers 400. Error when a row is not what
  *   the query writes (a timestamp not in ISO DateStyle).
  */
-export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise<string | null> {
+export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise<PageJson> {
   const page = pageQuery(q);
-  const rows = (await db.query<{ r: string }>(page.text, page.values, { name: page.name })).rows;
-  if (rows.length === 0) return null;
+  const run = async () =>
+    (await db.query<{ r: string; w: string | null }>(page.text, page.values, { name: page.name }))
+      .rows;
+  let rows = await run();
+  if (rows.length === 0) {
+    const { rows: wm } = await db.query<{ w: string | null }>(
+      `SELECT ${WATERMARK_SQL.replace('$2', '$1')} AS w`,
+      [q.network],
+    );
+    rows = await run();
+    if (rows.length === 0) {
+      return {
+        json: `{"data":[],"next_before":null,"scanned_through":${watermarkJson(wm[0]?.w)}}`,
+        empty: true,
+      };
+    }
+  }
   const n = Math.min(rows.length, q.limit);
   let json = '{"data":[';
   let lastCreated = '';
@@ -158,7 +209,10 @@ export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise
     lastCreated = f[13];
   }
   const next = rows.length > q.limit ? `"${isoFromPgTimestamp(lastCreated, 6)}"` : 'null';
-  return `${json}],"next_before":${next}}`;
+  return {
+    json: `${json}],"next_before":${next},"scanned_through":${watermarkJson(rows[0]?.w)}}`,
+    empty: false,
+  };
 }
 
 /**
@@ -166,6 +220,5 @@ export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise
  * @throws as eventsPageJson.
  */
 export async function listEvents(db: Queryable, q: ListEventsQuery): Promise<EventPage> {
-  const json = await eventsPageJson(db, q);
-  return json === null ? { data: [], next_before: null } : (JSON.parse(json) as EventPage);
+  return JSON.parse((await eventsPageJson(db, q)).json) as EventPage;
 }

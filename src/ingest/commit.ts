@@ -234,9 +234,10 @@ export async function commitBlock(
     // Moving the cursor ends any stall recorded for this block (stall.ts), in the same transaction.
     await tx.query(
       `UPDATE chain_cursor SET block_number = $2, block_id = $3, updated_at = now(),
+              block_timestamp = $4::timestamptz,
               stalled_block = NULL, stalled_reason = NULL, stalled_since = NULL
         WHERE network = $1`,
-      [network, block.number, block.id],
+      [network, block.number, block.id, new Date(block.timestamp).toISOString()],
     );
     return { events, matches: matched };
   });

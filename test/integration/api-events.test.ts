@@ -141,6 +141,7 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
         },
       ],
       next_before: null,
+      scanned_through: null,
     });
   });
 
@@ -168,6 +169,45 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     expect(body.data[1]?.amount).toBe('1.500001');
     expect(body.data[0]?.delivery).toMatchObject({ status: 'PENDING', attempts: 0 });
     expect(body.data[2]?.delivery).toMatchObject({ notification_id: 'ntf_orphan_000000' });
+  });
+
+  it('carries the scanned-through watermark of its own snapshot, as GET /v1/status does', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const w = await watch(c);
+    // Before the first committed block: null in both.
+    expect(json(await page(c, '')).scanned_through).toBeNull();
+    const before = json(await h.app.inject({ url: '/v1/status', headers: c.headers }));
+    expect(before).toEqual({
+      network: 'mainnet',
+      solidified_head: 1000,
+      scanned_through: null,
+      lag_blocks: null,
+      lag_seconds: null,
+    });
+    await h.db.query(
+      `INSERT INTO chain_cursor (network, block_number, block_id, block_timestamp)
+       VALUES ('mainnet', 990, 'b990', '2026-01-08T13:36:51.000Z')`,
+    );
+    await insertEvents(h.db, {
+      accountId: c.accountId,
+      watchId: w,
+      tag: 'wm',
+      count: 2,
+      start: '2026-01-08T13:36:54Z',
+    });
+    const mark = { block_number: 990, block_timestamp: '2026-01-08T13:36:51.000Z' };
+    expect(json(await page(c, '')).scanned_through).toEqual(mark);
+    // An empty page (a filter that matches nothing) carries it too.
+    const empty = json(await page(c, '?since=2030-01-01T00:00:00Z'));
+    expect(empty).toEqual({ data: [], next_before: null, scanned_through: mark });
+    const status = json(await h.app.inject({ url: '/v1/status', headers: c.headers }));
+    expect(status).toMatchObject({ scanned_through: mark, solidified_head: 1000, lag_blocks: 10 });
+    expect(status.lag_seconds).toBeGreaterThan(0);
+    // Rate-limited and authenticated like every /v1 route.
+    const anon = await h.app.inject({ url: '/v1/status' });
+    expect(anon.statusCode).toBe(401);
+    expect(anon.headers['x-ratelimit-limit']).toBe('60');
   });
 
   it('filters by since (inclusive), before (exclusive), watch_id; defaults to 50', async () => {
@@ -223,7 +263,7 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     expect(onlyW2.next_before).toBeNull();
 
     const unknown = json<Page>(await page(c, '?watch_id=wh_00000000000000000000000000'));
-    expect(unknown).toEqual({ data: [], next_before: null });
+    expect(unknown).toEqual({ data: [], next_before: null, scanned_through: null });
   });
 
   it('never shows another account’s events, even for its watch_id; deleted watches keep theirs', async () => {
@@ -256,6 +296,7 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     expect(json<Page>(await page(alice, `?watch_id=${wb}`))).toEqual({
       data: [],
       next_before: null,
+      scanned_through: null,
     });
 
     const del = await h.app.inject({

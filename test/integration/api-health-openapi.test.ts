@@ -140,6 +140,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/healthz',
       '/v1/events',
       '/v1/events/{event_id}/redeliver',
+      '/v1/status',
       '/v1/watches',
       '/v1/watches/{id}',
       '/v1/watches/{id}/pause',
@@ -163,6 +164,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         'post',
         ['201', '400', '401', '403', '404', '409', '413', '415', '429', '500'],
       ],
+      ['/v1/status', 'get', ['200', '400', '401', '403', '429', '500']],
       [
         '/v1/watches/{id}/pause',
         'post',

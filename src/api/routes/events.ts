@@ -34,9 +34,23 @@ import {
 import type { App, AppDeps } from '../types.js';
 import { NetworkQuery } from './watches.js';
 
+/** The scanned-through watermark (GET /v1/status, GET /v1/events). */
+export const ScannedThroughSchema = T.Object(
+  {
+    block_number: T.Integer({ minimum: 0 }),
+    block_timestamp: T.String({ format: 'date-time', description: 'ISO 8601, milliseconds, UTC.' }),
+  },
+  { $id: 'ScannedThrough', description: 'The newest block whose events are all committed.' },
+);
+
 export const EventListSchema = T.Object(
   {
     data: T.Array(ref(EventWithDeliverySchema)),
+    scanned_through: T.Unsafe<{ block_number: number; block_timestamp: string } | null>({
+      anyOf: [ref(ScannedThroughSchema), { type: 'null' }],
+      description:
+        'Additive. The newest block whose events are all committed, read in the same snapshot as the page: every matching transfer of a block up to it that falls within the query is in this answer. Null before the first block is committed.',
+    }),
     next_before: NullableString({
       format: 'date-time',
       description:
@@ -77,7 +91,12 @@ export const EventsQuery = T.Object(
   { additionalProperties: false },
 );
 
-export const eventSchemas = [EventSchema, EventWithDeliverySchema, EventListSchema];
+export const eventSchemas = [
+  EventSchema,
+  EventWithDeliverySchema,
+  ScannedThroughSchema,
+  EventListSchema,
+];
 
 /** Problems PostgreSQL would otherwise raise (or round away) for a date-time the format admits. */
 function checkInstant(field: string, value: string | undefined, problems: FieldError[]): void {
@@ -133,12 +152,12 @@ export function eventRoutes(
       // A malformed id names no watch (as for DELETE): no data, and no NUL byte reaches SQL.
       if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
         if (!auth.verified) await verify();
-        return { data: [], next_before: null };
+        return { data: [], next_before: null, scanned_through: null };
       }
       try {
         // The page is JSON text already (src/events/list.ts, the hot path): sent as is, the
         // response schema documents it and the tests check answers against it.
-        const json = await eventsPageJson(deps.db, {
+        const page = await eventsPageJson(deps.db, {
           accountId: auth.accountId,
           network: deps.config.network,
           limit: q.limit ?? 50,
@@ -148,14 +167,11 @@ export function eventRoutes(
           // A caller from the key cache: the page's statement checks the key is not revoked.
           activeKeyId: auth.verified ? undefined : auth.keyId,
         });
-        if (json === null) {
-          // No row: an empty page or, for a cached caller, maybe a key revoked since. The lookup
-          // tells which (and throws the 401 revoked_api_key it would have thrown).
-          if (!auth.verified) await verify();
-          return { data: [], next_before: null };
-        }
+        // No row: an empty page or, for a cached caller, maybe a key revoked since. The lookup
+        // tells which (and throws the 401 revoked_api_key it would have thrown).
+        if (page.empty && !auth.verified) await verify();
         // (A JSON string is not the schema's object type: `never` lets it through.)
-        return reply.type('application/json; charset=utf-8').send(json as never);
+        return reply.type('application/json; charset=utf-8').send(page.json as never);
       } catch (err) {
         if (!isDataException(err)) throw err;
         // A date-time the format admits but PostgreSQL cannot hold.

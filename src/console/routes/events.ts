@@ -45,7 +45,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
         return reply.type('application/json; charset=utf-8').send(EMPTY_PAGE);
       }
       try {
-        const json = await eventsPageJson(deps.db, {
+        const page = await eventsPageJson(deps.db, {
           accountId: ctx.accountId,
           network,
           limit: q.limit ?? 50,
@@ -55,7 +55,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           watchId: q.watch_id,
           status: q.status,
         });
-        return reply.type('application/json; charset=utf-8').send(json ?? EMPTY_PAGE);
+        return reply.type('application/json; charset=utf-8').send(page.json);
       } catch (err) {
         if (!isDataException(err)) throw err;
         throw badInstant((['before', 'since', 'until'] as const).filter((f) => q[f] !== undefined));

@@ -1,0 +1,93 @@
+/**
+ * The scanned-through watermark (issue 14 item 1; DESIGN decisions "watermark"), additive:
+ *
+ *   GET /v1/status → 200 { network, solidified_head, scanned_through, lag_blocks, lag_seconds }
+ *
+ * `scanned_through` is the newest block whose events are all committed (the ingest cursor, moved
+ * in the same transaction as that block's events): a client can state "every matching transfer up
+ * to block N is in GET /v1/events", and so that a deposit claimed in a block ≤ N did not happen to
+ * a watched address. `lag_blocks` = solidified head − N; `lag_seconds` = how far N's timestamp is
+ * behind now (the database's clock), which includes the chain's own ~54 s to solidify.
+ * Rate-limited like every /v1 route.
+ */
+import { Type as T } from '@sinclair/typebox';
+import { isoFromPgTimestamp } from '../../events/event.js';
+import { BEARER_SECURITY, commonV1Responses, NullableString, ref, v1Response } from '../schemas.js';
+import type { App, AppDeps } from '../types.js';
+import { ScannedThroughSchema } from './events.js';
+import { NetworkQuery } from './watches.js';
+
+const NullableInt = (description: string) =>
+  T.Unsafe<number | null>({ type: ['integer', 'null'], description });
+
+export const StatusSchema = T.Object(
+  {
+    network: NullableString({ description: 'The network this deployment serves (`mainnet`).' }),
+    solidified_head: NullableInt(
+      'The newest solidified block the ingester last saw; null before it has seen one.',
+    ),
+    scanned_through: T.Unsafe<{ block_number: number; block_timestamp: string } | null>({
+      anyOf: [ref(ScannedThroughSchema), { type: 'null' }],
+      description:
+        'The newest block whose events are all committed; null before the first block is committed.',
+    }),
+    lag_blocks: NullableInt('solidified_head − scanned_through.block_number; null if either is.'),
+    lag_seconds: NullableInt(
+      "Seconds between scanned_through's block timestamp and now; null before the first block.",
+    ),
+  },
+  { $id: 'Status', description: 'How far tronwatch has looked at the chain.' },
+);
+
+export const statusSchemas = [StatusSchema];
+
+/** Register GET /v1/status. */
+export function statusRoutes(app: App, deps: AppDeps): void {
+  app.get(
+    '/v1/status',
+    {
+      schema: {
+        operationId: 'getStatus',
+        summary: 'How far the chain has been scanned',
+        description:
+          'The scanned-through watermark: every matching transfer in a block up to `scanned_through.block_number` is in GET /v1/events. The same object is in every GET /v1/events answer, read in the page’s snapshot.',
+        tags: ['health'],
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        response: { ...commonV1Responses(), 200: v1Response(ref(StatusSchema), 'The watermark.') },
+      },
+    },
+    async () => {
+      const network = deps.config.network;
+      const { rows } = await deps.db.query<{
+        solidified: string | number | null;
+        scanned: string | number | null;
+        ts: string | null;
+        lag: string | number | null;
+      }>(
+        `SELECT (SELECT solidified_block_number FROM chain_head WHERE network = $1) AS solidified,
+                c.block_number AS scanned, (c.block_timestamp AT TIME ZONE 'UTC')::text AS ts,
+                floor(extract(epoch FROM now() - c.block_timestamp)) AS lag
+           FROM (SELECT 1) one
+           LEFT JOIN chain_cursor c ON c.network = $1 AND c.block_timestamp IS NOT NULL`,
+        [network],
+      );
+      const r = rows[0];
+      const num = (v: string | number | null | undefined) =>
+        v === null || v === undefined ? null : Number(v);
+      const solidified = num(r?.solidified);
+      const scanned = num(r?.scanned);
+      return {
+        network,
+        solidified_head: solidified,
+        scanned_through:
+          scanned !== null && r?.ts
+            ? { block_number: scanned, block_timestamp: isoFromPgTimestamp(r.ts, 3) }
+            : null,
+        lag_blocks:
+          solidified !== null && scanned !== null ? Math.max(0, solidified - scanned) : null,
+        lag_seconds: scanned !== null ? Math.max(0, num(r?.lag) ?? 0) : null,
+      };
+    },
+  );
+}
