@@ -76,7 +76,7 @@ program
     const log = createLogger(cfg.logLevel);
     const shutdown = processShutdown(log);
     try {
-      const db = await openDb(cfg.database);
+      const db = await openDb(cfg.database, log);
       shutdown.add('database', () => db.close());
       const r = await migrate(db);
       log.info({ applied: r.applied, version: r.version, database: db.kind }, 'migrations applied');
@@ -353,9 +353,10 @@ async function withDb<T>(
   fn: (db: Awaited<ReturnType<typeof openDb>>) => Promise<T>,
 ): Promise<void> {
   const cfg = config();
-  const shutdown = processShutdown();
+  const log = createLogger(cfg.logLevel);
+  const shutdown = processShutdown(log);
   try {
-    const db = await openDb(cfg.database);
+    const db = await openDb(cfg.database, log);
     shutdown.add('database', () => db.close());
     await migrate(db);
     process.stdout.write(`${JSON.stringify(await fn(db), null, 2)}\n`);

@@ -22,11 +22,15 @@ import { Shutdown } from './common/shutdown.js';
 import type { Config } from './config.js';
 import { migrate } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
+import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
+import { closeRedis, createRedis } from './redis/client.js';
+import { RedisPacer } from './redis/pacing.js';
 import { openRateLimits } from './redis/rate-limit.js';
 import { openBot, type TelegramBot } from './telegram/bot.js';
+import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { nodeClientFor } from './tron/node-client.js';
 
@@ -43,6 +47,8 @@ export interface Service {
   worker: DeliveryWorker | undefined;
   /** The Telegram bot when TELEGRAM_BOT_TOKEN is set (and the api or worker role runs). */
   telegram: TelegramBot | undefined;
+  /** The chat delivery worker (worker role with a bot). */
+  chatWorker: ChatDeliveryWorker | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -89,7 +95,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       'WEBHOOK_ALLOW_CIDRS is set: webhooks may reach these NON-PUBLIC addresses (development and tests only)',
     );
   }
-  const db = await openDb(cfg.database);
+  const db = await openDb(cfg.database, logger);
   shutdown.add('database', () => db.close());
   const running: Promise<void>[] = [];
   // Closed after the database's closer is registered, so before it runs: the roles' loops end.
@@ -100,6 +106,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let ingester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
   let telegram: TelegramBot | undefined;
+  let chatWorker: ChatDeliveryWorker | undefined;
   try {
     const m = await migrate(db);
     if (m.applied.length)
@@ -124,9 +131,25 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       worker = w;
       running.push(w.start(shutdown.signal));
       shutdown.add('delivery worker', () => w.stop());
+      if (telegram) {
+        const pacer = openPacer(cfg, logger, shutdown);
+        const cw = new ChatDeliveryWorker({ db, telegram, pacer, config: cfg, logger, metrics });
+        chatWorker = cw;
+        running.push(cw.start(shutdown.signal));
+        shutdown.add('chat delivery worker', () => cw.stop());
+      }
     }
     if (opts.roles.includes('ingest')) {
-      ingester = startIngest(cfg, { ...opts, db, metrics, worker, shutdown, running });
+      const cw = chatWorker;
+      ingester = startIngest(cfg, {
+        ...opts,
+        db,
+        metrics,
+        worker,
+        shutdown,
+        running,
+        ...(cw ? { onEvents: () => cw.wake() } : {}),
+      });
     }
     if (opts.roles.includes('api')) {
       // REDIS_URL set: windows shared in Redis, in-process while it is down, and /healthz
@@ -166,6 +189,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     ingester,
     worker,
     telegram,
+    chatWorker,
     stop: () => shutdown.kill(),
   };
 }
@@ -182,6 +206,8 @@ function startIngest(
     worker: DeliveryWorker | undefined;
     shutdown: Shutdown;
     running: Promise<void>[];
+    /** Also called after notifications are committed (the chat worker's wake). */
+    onEvents?: () => void;
   },
 ): Ingester {
   const client = nodeClientFor(cfg.node, o.logger);
@@ -193,7 +219,10 @@ function startIngest(
     client,
     config: cfg,
     logger: o.logger,
-    onEvents: () => w?.wake(),
+    onEvents: () => {
+      w?.wake();
+      o.onEvents?.();
+    },
     metrics: o.metrics,
     ...o.ingest,
   });
@@ -206,6 +235,17 @@ function startIngest(
   // The block in flight finishes before the node client closes.
   o.shutdown.add('ingest', () => leading.catch(() => undefined));
   return ingester;
+}
+
+/**
+ * The chat pacing windows (src/telegram/pacing.ts): in Redis when REDIS_URL is set, shared by every
+ * worker (in process while Redis is unreachable), else in process.
+ */
+function openPacer(cfg: Config, logger: Logger, shutdown: Shutdown): Pacer {
+  if (!cfg.redis.url) return new MemoryPacer();
+  const redis = createRedis(cfg.redis.url, { logger });
+  shutdown.add('pacing redis', () => closeRedis(redis));
+  return new FallbackPacer(new RedisPacer(redis), logger);
 }
 
 /**

@@ -30,7 +30,7 @@ import { Metrics } from '../common/metrics.js';
 import { registerConsole } from '../console/index.js';
 import {
   authenticate,
-  enforceAnonymousRateLimit,
+  enforceCallerRateLimit,
   isV1Request,
   KeyCache,
   registerV1Guard,
@@ -56,6 +56,7 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 /** Build the app (routes registered, not listening). The caller closes it. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const logger: FastifyBaseLogger = deps.logger;
+  const keyCache = deps.keyCache ?? new KeyCache();
   const app: App = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -79,7 +80,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: (err, request, reply) => {
       reply.header('X-Request-Id', request.id);
       void frameworkError(err, reply, async () => {
-        if (isV1Request(request)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+        if (isV1Request(request)) {
+          await enforceCallerRateLimit(
+            { db: deps.db, rateLimiter: deps.rateLimiter, network: deps.config.network, keyCache },
+            request,
+            reply,
+          );
+        }
       }).catch((e: unknown) => sendError(e, request, reply, BODY_LIMIT_BYTES));
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -141,7 +148,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   });
 
-  const keyCache = deps.keyCache ?? new KeyCache();
   // The database's word on a caller the guard took from the key cache: throws its 401 when the
   // key was revoked since (src/api/auth.ts). Used by the error handler and the events route.
   const verifyCaller = async (request: FastifyRequest) => {

@@ -231,6 +231,33 @@ export function enforceAnonymousRateLimit(
   return enforceRateLimit(limiter, reply, `ip:${request.ip}`, PLAN_LIMITS.free.requestsPerMinute);
 }
 
+/**
+ * Count a request refused before routing (a malformed URL, an over-long id: no route ran, so no
+ * guard) against the right window: its API key's when the Authorization header carries a valid
+ * one, else the client IP's at the Free rate, as the guard would have (issue 14 item 5).
+ * @throws ApiError 429 when that window is full.
+ */
+export async function enforceCallerRateLimit(
+  deps: { db: Db; rateLimiter: RateLimiter; network: string; keyCache: KeyCache },
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  let auth: AuthContext | undefined;
+  try {
+    const header = authorizationHeaders(request.raw.rawHeaders);
+    auth = await authenticate(deps.db, header, deps.network, deps.keyCache, false);
+  } catch {
+    auth = undefined;
+  }
+  if (!auth) return enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+  return enforceRateLimit(
+    deps.rateLimiter,
+    reply,
+    `key:${auth.keyId}`,
+    auth.limits.requestsPerMinute,
+  );
+}
+
 /** The caller of an authenticated route. @throws Error when the guard did not run (a bug). */
 export function requireAuth(request: FastifyRequest): AuthContext {
   if (request.auth === null) throw new Error(`no auth context on ${request.url}`);

@@ -11,6 +11,7 @@ import fs from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import lockfile from 'proper-lockfile';
+import type { Logger } from '../common/logger.js';
 import { sqlState } from './sqlstate.js';
 
 /** Options of one query. */
@@ -242,7 +243,7 @@ export class EmbeddedDbLockedError extends Error {
  * its process dead, is taken over; released on close and on exit).
  * @throws EmbeddedDbLockedError when another live process holds the folder.
  */
-async function lockEmbeddedDir(dir: string): Promise<() => Promise<void>> {
+async function lockEmbeddedDir(dir: string, logger?: Logger): Promise<() => Promise<void>> {
   try {
     return await lockfile.lock(dir, {
       stale: 10_000,
@@ -250,8 +251,12 @@ async function lockEmbeddedDir(dir: string): Promise<() => Promise<void>> {
       retries: 0,
       realpath: false,
       // A lock found refreshed by someone else (this process stalled past `stale`): the
-      // folder may now be open twice. Said on stderr, the process goes on (nothing else to do).
+      // folder may now be open twice. Logged (error), the process goes on (nothing else to do).
       onCompromised: (err) => {
+        if (logger) {
+          logger.error({ dir, err: err.message }, 'embedded database lock lost');
+          return;
+        }
         process.stderr.write(
           `${JSON.stringify({ level: 50, msg: 'embedded database lock lost', dir, err: err.message })}\n`,
         );
@@ -272,13 +277,16 @@ export interface OpenDbOptions {
   poolSize?: number;
 }
 
-/** Open the database selected by `url` (see module doc). Does not run migrations. */
-export async function openDb(opts: OpenDbOptions): Promise<Db> {
+/**
+ * Open the database selected by `url` (see module doc). Does not run migrations.
+ * @param logger where the embedded database's lost-lock error goes (default: a JSON line on stderr).
+ */
+export async function openDb(opts: OpenDbOptions, logger?: Logger): Promise<Db> {
   if (opts.url) return new PostgresDb(opts.url, opts.poolSize ?? 10);
   let unlock: (() => Promise<void>) | undefined;
   if (!opts.embeddedDir.startsWith('memory://')) {
     await fs.mkdir(opts.embeddedDir, { recursive: true });
-    unlock = await lockEmbeddedDir(opts.embeddedDir);
+    unlock = await lockEmbeddedDir(opts.embeddedDir, logger);
   }
   try {
     const db = await PGlite.create(opts.embeddedDir, {

@@ -151,6 +151,28 @@ describe.each(dbEngines)('API authentication on %s', (engine) => {
     expect(res.headers['x-ratelimit-limit']).toBe('300');
   });
 
+  it('counts a request refused before routing against its valid key, not the client IP', async () => {
+    h = await apiHarness(engine);
+    const c = await h.caller({ plan: 'pro' });
+    // A bad %-encoding (400) and an over-long id (404): no route ran, but the key is valid.
+    for (const [url, status, remaining] of [
+      ['/v1/watches/%E0%A4%A', 400, '299'],
+      [`/v1/watches/${'w'.repeat(600)}`, 404, '298'],
+    ] as const) {
+      const res = await h.app.inject({ url, method: 'DELETE', headers: c.headers });
+      expect(res.statusCode, url).toBe(status);
+      expect(res.headers['x-ratelimit-limit']).toBe('300');
+      expect(res.headers['x-ratelimit-remaining']).toBe(remaining);
+    }
+    // The client IP's anonymous window was not touched.
+    const anon = await h.app.inject({ url: '/v1/watches' });
+    expect(anon.headers['x-ratelimit-remaining']).toBe('59');
+    // Without a valid key it is the IP's window, as before.
+    const bad = await h.app.inject({ url: '/v1/watches/%E0%A4%A', method: 'DELETE' });
+    expect(bad.headers['x-ratelimit-limit']).toBe('60');
+    expect(bad.headers['x-ratelimit-remaining']).toBe('58');
+  });
+
   it('limits unauthenticated requests per client IP at the Free rate', async () => {
     h = await apiHarness(engine);
     const c = await h.caller();

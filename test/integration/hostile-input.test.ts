@@ -352,8 +352,17 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
         await expect400(await post(text), url, member);
       }
     }
-    // Query numbers: ±Infinity, huge, fractional, hex, empty.
+    // Query numbers: ±Infinity, huge, fractional, hex, empty; and spellings ajv's coercion reads
+    // as a valid number (`0x10` → 16, `1e1` → 10): only decimal digits are a limit.
     for (const v of [
+      '0x10',
+      '0o17',
+      '0b101',
+      '1e1',
+      '+5',
+      ' 16',
+      '16 ',
+      '16.0',
       '1e400',
       '-1e400',
       'Infinity',

@@ -98,6 +98,24 @@ export const eventSchemas = [
   EventListSchema,
 ];
 
+/**
+ * Refuse query members that must be decimal integers but are spelt otherwise (`0x10`, `1e1`,
+ * `+5`, ` 16`, `16.0`): before validation, the query is still the raw text. 400 with `details`.
+ * @throws ApiError 400 naming each such member.
+ */
+export function refuseNonDecimal(query: unknown, fields: readonly string[]): void {
+  if (typeof query !== 'object' || query === null) return;
+  const q = query as Record<string, unknown>;
+  const problems: FieldError[] = [];
+  for (const field of fields) {
+    const v = q[field];
+    if (typeof v === 'string' && !/^[0-9]{1,15}$/.test(v)) {
+      problems.push({ field, message: 'must be a decimal integer (digits only)' });
+    }
+  }
+  if (problems.length > 0) throw new ApiError(400, 'invalid query parameters', undefined, problems);
+}
+
 /** Problems PostgreSQL would otherwise raise (or round away) for a date-time the format admits. */
 function checkInstant(field: string, value: string | undefined, problems: FieldError[]): void {
   if (value === undefined) return;
@@ -122,6 +140,8 @@ export function eventRoutes(
     '/v1/events',
     {
       config: { keyCheckedInQuery: true },
+      // `limit` must be spelt in decimal: ajv's coercion would read `0x10`, `1e1`, ` 16` as 16.
+      preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
       schema: {
         operationId: 'listEvents',
         summary: 'List events with their delivery state',

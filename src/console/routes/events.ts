@@ -9,6 +9,7 @@
  *
  * The list is the same page writer as GET /v1/events (src/events/list.ts), with two more filters.
  */
+import { refuseNonDecimal } from '../../api/routes/events.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
@@ -37,7 +38,10 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
 
   app.get(
     '/console/api/events',
-    { schema: { ...hide, querystring: ConsoleEventsQuery } },
+    {
+      schema: { ...hide, querystring: ConsoleEventsQuery },
+      preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
+    },
     async (request, reply) => {
       const ctx = requireSession(request);
       const q = request.query;
