@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark, each printing its figures next to a baseline measured in the
  * same run, and the ratio. Select parts with BENCH=scan,delivery,… (default: all).
- * Parts: scan (issue 2), e2e, delivery and watches (issue 3), api (issue 4).
+ * Parts: scan (issue 2), e2e, delivery and watches (issue 3), api (issue 4), telegram (issue 13:
+ * chat deliveries per second against the Bot API limits; BENCH_TG_SCALE, BENCH_TG_CHATS, …).
  * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
  * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
  * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
@@ -12,6 +13,7 @@ import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
 import { benchIngestWatches } from './ingest-watches.js';
 import { benchScan } from './scan.js';
+import { benchTelegram } from './telegram.js';
 
 type Part = { name: string; run: () => Promise<string[]> };
 
@@ -33,6 +35,16 @@ const parts: Part[] = [
       benchApi({ events: env('BENCH_EVENTS', 1_000_000), seconds: env('BENCH_SECONDS', 8) }),
   },
   { name: 'delivery', run: async () => (await benchDelivery({})).lines },
+  {
+    name: 'telegram',
+    run: () =>
+      benchTelegram({
+        scale: env('BENCH_TG_SCALE', 0.1),
+        chats: env('BENCH_TG_CHATS', 100),
+        perChat: env('BENCH_TG_PER_CHAT', 10),
+        burst: env('BENCH_TG_BURST', 100),
+      }),
+  },
   {
     name: 'watches',
     run: () =>

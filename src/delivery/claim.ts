@@ -1,7 +1,8 @@
 /**
- * Claim due webhook notifications from the outbox (DESIGN data flow "claim due notifications";
- * invariant 3). One statement: pick up to `limit` rows that are PENDING, on the webhook channel
- * and due (`next_attempt_at <= now()`), oldest due first, skipping rows another worker has locked
+ * Claim due notifications from the outbox (DESIGN data flow "claim due notifications";
+ * invariant 3), one channel at a time: the webhook worker claims `webhook` ones, the chat worker
+ * (chat-worker.ts, issue 13) `telegram` ones, with the bound chat read in the same statement.
+ * One statement: pick up to `limit` rows that are PENDING, on the channel and due (`next_attempt_at <= now()`), oldest due first, skipping rows another worker has locked
  * (`FOR UPDATE SKIP LOCKED`), and in the same statement take a lease on them: `next_attempt_at`
  * moves to now() + lease and each row gets a fresh `lease_token`.
  *
@@ -50,6 +51,11 @@ export interface ClaimedNotification {
   webhookUrl: string | null;
   /** The encrypted whsec_ secret (src/common/secrets.ts), null as for webhookUrl. */
   secret: EncryptedSecret | null;
+  /**
+   * Chat notifications: the chat bound to the account now (accounts.telegram_chat_id: a chat that
+   * migrated is followed), null when none is bound (a failed attempt). Null for webhooks.
+   */
+  chatId: string | null;
 }
 
 /** Margin added to the webhook timeout to form the lease, ms: time to record the attempt. */
@@ -82,6 +88,7 @@ interface ClaimRow extends EventRow {
   webhook_url: string | null;
   secret_key_id: string | null;
   secret_ciphertext: Buffer | Uint8Array | null;
+  chat_id: string | null;
   /** The row is a lost attempt, recorded and rescheduled (or DEAD), not claimed. */
   lost: boolean;
   status: 'PENDING' | 'DEAD';
@@ -104,7 +111,7 @@ WITH due AS (
   SELECT id, lease_token IS NOT NULL AS lost, claimed_at AS lost_claimed_at,
          next_attempt_at AS due_at
     FROM notifications
-   WHERE status = 'PENDING' AND channel = 'webhook' AND next_attempt_at <= now()
+   WHERE status = 'PENDING' AND channel = $7::text AND next_attempt_at <= now()
    ORDER BY next_attempt_at
    LIMIT $1
      FOR UPDATE SKIP LOCKED
@@ -128,6 +135,9 @@ WITH due AS (
   RETURNING n.id AS notification_id, n.attempts, n.lease_token, n.status, due.lost,
             due.lost_claimed_at, due.due_at,
             w.webhook_url, w.secret_key_id, w.secret_ciphertext,
+            CASE WHEN n.channel = 'telegram'
+                 THEN (SELECT a.telegram_chat_id FROM accounts AS a WHERE a.id = n.account_id)
+            END AS chat_id,
             e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
             e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
             e.amount_raw::text AS amount_raw, e.contract, e.created_at
@@ -142,7 +152,7 @@ WITH due AS (
          NULL, $5::text, $6::text, due_at
     FROM moved
    WHERE lost
-  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO NOTHING
+  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO NOTHING
 )
 SELECT * FROM moved ORDER BY due_at`;
 
@@ -157,7 +167,7 @@ export interface ClaimResult {
 }
 
 /**
- * Claim up to `limit` due webhook notifications and lease them for `leaseMs`; in the same
+ * Claim up to `limit` due notifications of one channel and lease them for `leaseMs`; in the same
  * statement, record as lost attempts those of the due rows whose previous lease ran out (see the
  * file's comment). Lost attempts take places in `limit`.
  * @param limit maximum rows, ≥ 1 (the worker passes its free slots).
@@ -165,13 +175,20 @@ export interface ClaimResult {
  * @param owner a short worker id, prefixed to each lease token (visible when debugging).
  * @param scheduleScale multiplier of the retry delays after a lost attempt, > 0; default 1 (SPEC;
  *   config.delivery.scheduleScale, as for failed attempts in complete.ts).
+ * @param channel which notifications: 'webhook' (default) or 'telegram' (chat deliveries).
  * @returns the claimed notifications and the lost attempts recorded; `claimed` is [] when none is due.
  * @throws the database error (the worker logs it, backs off and claims again); RangeError for a
  *   bad scheduleScale.
  */
 export async function claimDue(
   db: Queryable,
-  opts: { limit: number; leaseMs: number; owner: string; scheduleScale?: number },
+  opts: {
+    limit: number;
+    leaseMs: number;
+    owner: string;
+    scheduleScale?: number;
+    channel?: 'webhook' | 'telegram';
+  },
 ): Promise<ClaimResult> {
   const scale = opts.scheduleScale ?? 1;
   const delays = RETRY_DELAYS_MS.map((_, i) => nextDelayMs(i + 1, scale));
@@ -182,6 +199,7 @@ export async function claimDue(
     delays,
     WORKER_LOST_ERROR,
     WORKER_LOST_CLASS,
+    opts.channel ?? 'webhook',
   ]);
   const result: ClaimResult = { claimed: [], lost: 0, dead: 0 };
   for (const r of rows) {
@@ -218,6 +236,7 @@ function toClaimed(r: ClaimRow): ClaimedNotification {
     attempts: r.attempts,
     leaseToken: r.lease_token,
     webhookUrl: r.webhook_url,
+    chatId: r.chat_id,
     secret:
       r.secret_key_id === null || r.secret_ciphertext === null
         ? null

@@ -98,7 +98,7 @@ WITH r AS (
   SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
          r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body
     FROM r JOIN locked ON locked.id = r.id
-  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate DO UPDATE
+  ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO UPDATE
      SET started_at = excluded.started_at, duration_ms = excluded.duration_ms,
          http_status = excluded.http_status, error = excluded.error,
          error_class = excluded.error_class, request_headers = excluded.request_headers,

@@ -18,6 +18,7 @@ import type { Db } from '../../src/db/pool.js';
 import { saveChainHead } from '../../src/ingest/chain-head.js';
 import { type Resolver, stubResolver } from '../../src/net/dns.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
+import type { TelegramBot } from '../../src/telegram/bot.js';
 import { type Engine, migratedDb, type TestDb } from './db.js';
 
 /** A known mainnet address (USDT contract) in both spellings. */
@@ -58,6 +59,8 @@ export interface HarnessOptions {
   keyCache?: KeyCache;
   /** Environment of the app's config (default: none, the defaults). */
   env?: Record<string, string>;
+  /** The Telegram bot (default: none: the console's Telegram endpoints answer 503). */
+  telegram?: TelegramBot;
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -93,6 +96,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),
     resolver: opts.resolver ?? offlineResolver,
     ...(opts.keyCache ? { keyCache: opts.keyCache } : {}),
+    ...(opts.telegram ? { telegram: opts.telegram } : {}),
   };
   const app = await buildApp(deps);
   return {
