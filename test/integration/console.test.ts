@@ -5,10 +5,16 @@
  * and resume), events with their attempts, redelivery and the overview. On both engines, through
  * the real app (inject), with the cookies a browser would keep.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createInvite } from '../../src/accounts/credentials.js';
+import { startReceiver } from '../../src/devnet/receiver.js';
+import { EventSchema } from '../../src/events/event.js';
 import {
   ADDR2_B58,
   type ApiHarness,
@@ -462,5 +468,81 @@ describe.each(dbEngines)('console API on %s', (engine) => {
     expect(overview.watches).toEqual({ active: 1, paused: 0, quota: 3 });
     expect(overview.rate_limit).toMatchObject({ limit: 60, window_seconds: 60 });
     expect(overview.chain).toMatchObject({ network: 'mainnet', solidified_head: 1000 });
+  });
+
+  it('sends a signed test event marked X-Tronwatch-Test to the watch, shows its outcome and stores nothing', async () => {
+    const secrets = new Map<string, string>();
+    const receiver = await startReceiver({
+      secretFor: () => [...secrets.values()][0],
+      respond: (req) =>
+        req.verified ? { status: 202, body: 'thanks', headers: { 'x-receiver': 'r1' } } : 401,
+    });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-event-'));
+    const ca = path.join(dir, 'ca.pem');
+    fs.writeFileSync(ca, receiver.ca);
+    try {
+      h = await apiHarness(engine, {
+        env: { ...OPEN, WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_CA_FILE: ca },
+      });
+      const b = new Browser(h.app);
+      await b.signUp('max@example.com');
+      const created = json<{ id: string; secret: string }>(
+        await b.post('/console/api/watches', webhookWatch({ webhook_url: receiver.url })),
+      );
+      secrets.set(created.id, created.secret);
+      const res = await b.post(`/console/api/watches/${created.id}/test`);
+      expect(res.statusCode, res.body).toBe(200);
+      const outcome = json<{
+        ok: boolean;
+        http_status: number;
+        error_class: string | null;
+        response_body: string;
+        response_headers: Record<string, string>;
+        request: { url: string; headers: Record<string, string>; body: string };
+      }>(res);
+      expect(outcome).toMatchObject({
+        ok: true,
+        http_status: 202,
+        error_class: null,
+        response_body: 'thanks',
+      });
+      expect(outcome.response_headers['x-receiver']).toBe('r1');
+      expect(JSON.stringify(outcome)).not.toContain(created.secret);
+      // What the receiver got: the real Event schema, signed with the watch's secret both ways.
+      expect(receiver.received).toHaveLength(1);
+      const got = receiver.received[0];
+      expect(got?.verified).toBe(true);
+      expect(got?.headers['x-tronwatch-test']).toBe('1');
+      expect(got?.body.toString('utf8')).toBe(outcome.request.body);
+      const event = got?.event as Record<string, unknown>;
+      expect(Object.keys(event)).toEqual(Object.keys(EventSchema.properties));
+      expect(event).toMatchObject({
+        watch_id: created.id,
+        type: 'transfer.confirmed',
+        asset: 'USDT',
+        amount: '1',
+        amount_raw: '1000000',
+        direction: 'incoming',
+        to: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+      });
+      expect(String(event.event_id)).toMatch(/^evt_test_/);
+      const wh = new Webhook(created.secret.replace(/^whsec_/, ''));
+      expect(() =>
+        wh.verify(got?.body ?? Buffer.alloc(0), got?.headers as Record<string, string>),
+      ).not.toThrow();
+      // Never stored, never listed.
+      const { rows } = await h.db.query<{ n: number }>(
+        'SELECT (SELECT count(*) FROM events)::int8 + (SELECT count(*) FROM notifications)::int8 + (SELECT count(*) FROM attempts)::int8 AS n',
+      );
+      expect(Number(rows[0]?.n)).toBe(0);
+      expect(json<{ data: unknown[] }>(await b.get('/console/api/events')).data).toEqual([]);
+      // Another account's watch, or a telegram-less id: 404.
+      const other = new Browser(h.app);
+      await other.signUp('ned@example.com');
+      expect((await other.post(`/console/api/watches/${created.id}/test`)).statusCode).toBe(404);
+    } finally {
+      await receiver.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
