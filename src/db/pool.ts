@@ -115,6 +115,14 @@ class PostgresDb implements Db {
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken = false;
+    // pg-pool removes its idle 'error' listener from a client while it is checked out: a
+    // connection that breaks during the transaction (a server restart, a reset) would emit an
+    // unhandled 'error' and kill the process. The failure reaches `fn` through the query in
+    // flight or the next one; here it only keeps the dead connection out of the pool.
+    const onError = () => {
+      broken = true;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const tx: Queryable = {
@@ -138,6 +146,7 @@ class PostgresDb implements Db {
       }
       throw err;
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }

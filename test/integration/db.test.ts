@@ -193,6 +193,32 @@ describe.each(dbEngines)('database layer on %s', (engine) => {
     const { rows } = await t.db.query<{ id: number }>('SELECT id FROM t');
     expect(rows).toEqual([{ id: 2 }]);
   });
+
+  it.skipIf(engine !== 'postgres')(
+    'a transaction whose connection is terminated rejects; the process does not crash',
+    async () => {
+      // Found by the chaos soak: pg-pool drops its 'error' listener from a checked-out client,
+      // so a connection ended by the server mid-transaction (a restart) was an unhandled 'error'
+      // event that killed the process. Vitest fails the file on such an uncaught error.
+      t = await emptyDb(engine);
+      const db = t.db;
+      await db.query('CREATE TABLE t (id int PRIMARY KEY)');
+      await expect(
+        db.transaction(async (tx) => {
+          const { rows } = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+          await db.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
+          // Let the 'error' event arrive while no query of this transaction is in flight.
+          await new Promise((r) => setTimeout(r, 200));
+          await tx.query('INSERT INTO t VALUES (1)');
+        }),
+      ).rejects.toThrow();
+      await db.transaction(async (tx) => {
+        await tx.query('INSERT INTO t VALUES (2)');
+      });
+      const { rows } = await db.query<{ id: number }>('SELECT id FROM t');
+      expect(rows).toEqual([{ id: 2 }]);
+    },
+  );
 });
 
 describe('the embedded data folder', () => {
