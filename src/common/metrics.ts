@@ -137,6 +137,8 @@ export class Metrics {
   readonly eventsMatched: Counter;
   /** Committed notification state moves, by outcome (delivered | failed | dead). */
   readonly deliveries: Counter<'outcome'>;
+  /** Claims held back because their webhook secret did not decrypt, by key id. */
+  readonly secretDecryptFailures: Counter<'key_id'>;
   /** Wall time of one webhook attempt, seconds. */
   readonly attemptDuration: Histogram;
   /** `/v1/*` requests refused with 429, by scope (key | ip). */
@@ -229,6 +231,12 @@ export class Metrics {
       registers,
     });
 
+    this.secretDecryptFailures = new Counter({
+      name: `${p}secret_decrypt_failures_total`,
+      help: 'Deliveries held back because the webhook secret could not be decrypted (a key missing from SECRET_ENCRYPTION_KEY / SECRET_ENCRYPTION_KEYS_OLD), by key id; no attempt is used.',
+      labelNames: ['key_id'] as const,
+      registers,
+    });
     this.deliveries = new Counter({
       name: `${p}deliveries_total`,
       help: 'Committed notification state moves by outcome: delivered, failed (rescheduled), dead (sixth failure).',

@@ -21,7 +21,8 @@
  * - A database error never ends the loop: it is logged, the loop backs off (exponential, full
  *   jitter, up to 10 s) and tries again; outcomes not yet recorded are kept and retried, so a
  *   PostgreSQL restart costs a pause, not attempts (DESIGN "Postgres unreachable").
- * - An undecryptable secret (unknown key id, tampered ciphertext) or a watch without URL is a
+ * - An undecryptable secret (unknown key id, tampered ciphertext) is held back without using an
+ *   attempt (decryptable(), issue 14 item 3). A watch without URL is a
  *   failed attempt with that reason, never a crash.
  * - A claim that finds a lease run out unrecorded (a worker died or stalled mid-attempt) records a
  *   lost attempt instead (claim.ts): it counts, so a notification that kills every worker trying
@@ -41,11 +42,12 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
-import type { EncryptedSecret, SecretBox } from '../common/secrets.js';
+import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { type ClaimedNotification, claimDue, LEASE_MARGIN_MS, leaseMs } from './claim.js';
 import { type Completion, completeAttempts, releaseClaims } from './complete.js';
+import { clearSecretProblem, holdClaims, recordSecretProblem } from './secret-problems.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
 
 export interface DeliveryWorkerOptions {
@@ -70,6 +72,9 @@ export interface DeliveryWorkerOptions {
  * is slow to answer (a loaded server): measured in bench/delivery.ts.
  */
 const MAX_CLAIMS_IN_FLIGHT = 2;
+
+/** How long a notification whose secret does not decrypt is held back, ms (× schedule scale). */
+export const SECRET_HOLD_MS = 60_000;
 
 /** Webhook secrets kept decrypted at most (one per watch with deliveries in progress). */
 const SECRETS_REMEMBERED = 10_000;
@@ -139,6 +144,12 @@ export class DeliveryWorker {
   private inflight = 0;
   /** Decrypted secrets by key id and ciphertext (see decrypt). */
   private readonly plaintexts = new Map<string, string>();
+  /** Key ids whose secrets failed to decrypt → when last recorded (ms since the epoch). */
+  private readonly badKeys = new Map<string, number>();
+  /** Key ids whose secrets decrypted in this process (their problem rows were cleared). */
+  private readonly goodKeys = new Set<string>();
+  /** Claims held back because their secret did not decrypt (tests, stats). */
+  heldForSecrets = 0;
   /** Moving average of attempt durations, ms (EWMA, weight 1/32; starts at 100 ms). */
   private meanAttemptMs = 100;
   /** Rows asked for by claims in flight (they may all arrive). */
@@ -374,6 +385,7 @@ export class DeliveryWorker {
 
   /** Start one attempt; its outcome joins the next completion batch. */
   private launch(c: ClaimedNotification): void {
+    if (c.secret !== null && !this.decryptable(c, c.secret)) return;
     this.inflight++;
     void this.attempt(c).then((result) => {
       this.inflight--;
@@ -438,6 +450,64 @@ export class DeliveryWorker {
     if (this.plaintexts.size >= SECRETS_REMEMBERED) this.plaintexts.clear();
     this.plaintexts.set(key, secret);
     return secret;
+  }
+
+  /**
+   * Whether the claim's secret decrypts. One that does not (a key this replica lacks during a
+   * rotation, a tampered ciphertext) is not the receiver's failure and uses none of the six
+   * attempts (issue 14 item 3): the notification is held back for a minute (× the schedule
+   * scale) in the background, the key id is logged once (error), counted in
+   * tronwatch_secret_decrypt_failures_total and recorded for /healthz (secret-problems.ts).
+   * A key id that decrypts again is cleared (logged once more if it fails again later).
+   */
+  private decryptable(c: ClaimedNotification, enc: EncryptedSecret): boolean {
+    try {
+      this.decrypt(enc);
+      // The first success with a key id in this process (or after it failed here) clears what
+      // any worker recorded for it: another replica may have lacked the key.
+      if (!this.goodKeys.has(enc.keyId)) {
+        this.goodKeys.add(enc.keyId);
+        this.background(clearSecretProblem(this.db, enc.keyId));
+      }
+      if (this.badKeys.has(enc.keyId)) {
+        this.badKeys.delete(enc.keyId);
+        this.logger.warn({ key_id: enc.keyId }, 'webhook secrets decrypt again: delivery resumed');
+      }
+      return true;
+    } catch (err) {
+      if (!(err instanceof SecretDecryptError)) throw err;
+      this.goodKeys.delete(enc.keyId);
+      const error = `secret: ${errorText(err)}`;
+      this.metrics?.secretDecryptFailures.inc({ key_id: enc.keyId });
+      const nowMs = Date.now();
+      const last = this.badKeys.get(enc.keyId);
+      if (last === undefined) {
+        this.logger.error(
+          { key_id: enc.keyId, err: errorText(err) },
+          'webhook secret cannot be decrypted (configure this key in SECRET_ENCRYPTION_KEY or SECRET_ENCRYPTION_KEYS_OLD): its deliveries are held, attempts unused',
+        );
+      }
+      if (last === undefined || nowMs - last >= 60_000) {
+        this.badKeys.set(enc.keyId, nowMs);
+        this.background(recordSecretProblem(this.db, enc.keyId, error));
+      }
+      this.heldForSecrets++;
+      const delayMs = Math.max(1, Math.round(SECRET_HOLD_MS * this.delivery.scheduleScale));
+      this.background(holdClaims(this.db, [c], delayMs, error));
+      return false;
+    }
+  }
+
+  /** Run a database write in the background; awaited by stop(); a failure is only logged (the lease expires). */
+  private background(p: Promise<unknown>): void {
+    const q: Promise<void> = p
+      .then(() => undefined)
+      .catch((err: unknown) => {
+        this.dbErrors++;
+        this.logger.warn({ err: errorText(err) }, 'background write failed; leases will expire');
+      })
+      .finally(() => this.releasing.delete(q));
+    this.releasing.add(q);
   }
 
   /** Release in the background (awaited by drain before the worker reports stopped). */

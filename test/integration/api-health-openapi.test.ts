@@ -11,6 +11,7 @@ import { buildApp } from '../../src/api/app.js';
 import { ERROR_CODES } from '../../src/common/errors.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { openDb } from '../../src/db/pool.js';
+import { recordSecretProblem } from '../../src/delivery/secret-problems.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import {
   ADDR2_B58,
@@ -46,6 +47,30 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
       network: 'mainnet',
       checks: { postgres: true, redis: true },
     });
+  });
+
+  it('answers 503 naming the key ids of webhook secrets a worker could not decrypt lately', async () => {
+    h = await apiHarness(engine);
+    await recordSecretProblem(
+      h.db,
+      'abcdef0123456789',
+      'secret: unknown secret key id abcdef0123456789',
+    );
+    const res = await h.app.inject({ url: '/healthz' });
+    expect(res.statusCode).toBe(503);
+    expect(json(res)).toEqual({
+      ok: false,
+      network: 'mainnet',
+      checks: { postgres: true, redis: true, secrets: false },
+      secrets: {
+        undecryptable_key_ids: ['abcdef0123456789'],
+        reason: 'secret: unknown secret key id abcdef0123456789',
+        since: expect.stringMatching(/Z$/),
+      },
+    });
+    // A problem not seen for longer than the window no longer counts.
+    await h.db.query("UPDATE secret_problems SET last_seen = now() - interval '10 minutes'");
+    expect((await h.app.inject({ url: '/healthz' })).statusCode).toBe(200);
   });
 
   it('answers 503 with the same shape when PostgreSQL is down, and /v1 answers the bare 500', async () => {

@@ -12,9 +12,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { pino } from 'pino';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
+import { Metrics } from '../../src/common/metrics.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Config } from '../../src/config.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
@@ -22,6 +24,7 @@ import { type Db, openDb } from '../../src/db/pool.js';
 import { claimDue, claimNotifications, WORKER_LOST_ERROR } from '../../src/delivery/claim.js';
 import { completeAttempts } from '../../src/delivery/complete.js';
 import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
+import { recentSecretProblems } from '../../src/delivery/secret-problems.js';
 import { AddressRefusedError, guardedLookup } from '../../src/delivery/send.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
 import {
@@ -830,23 +833,75 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(r.requests).toBe(0);
   });
 
-  it('an undecryptable secret is a failed attempt with its reason, not a crash', async () => {
+  it('an undecryptable secret holds the delivery without using an attempt, logged once, and it resumes once the key is configured', async () => {
     const r = await receiver({});
     t = await migratedDb(engine);
     const db = t.db;
     const accountId = await insertAccount(db);
-    const otherBox = new SecretBox([randomBytes(32)]);
-    const { watchId } = await insertWebhookWatch(db, otherBox, { accountId, url: r.url });
+    const missingKey = randomBytes(32);
+    const otherBox = new SecretBox([missingKey]);
+    const { watchId } = await insertWebhookWatch(db, otherBox, {
+      accountId,
+      url: r.url,
+      secret: SECRET,
+    });
     const [ev] = await insertEvents(db, { accountId, watchId });
-    const { worker } = startWorker(db, { caFile: r.caFile });
-    await vi.waitFor(async () => expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(1), {
+    const lines: Array<{ msg: string; key_id?: string }> = [];
+    const logger = pino({ level: 'warn' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+    const metrics = new Metrics({ db, logger: silentLogger });
+    const lacking = new DeliveryWorker({
+      db,
+      secrets: new SecretBox([randomBytes(32)]),
+      // Hold for 60 s × 0.001 = 60 ms: claimed and held again and again.
+      config: deliveryConfig({ caFile: r.caFile, scheduleScale: 0.001 }),
+      logger,
+      metrics,
+    });
+    const ac = new AbortController();
+    const done = lacking.start(ac.signal);
+    await vi.waitFor(() => expect(lacking.heldForSecrets).toBeGreaterThanOrEqual(3), {
       timeout: 30_000,
       interval: 10,
     });
-    const [a] = await attemptsOf(db, ev!.notificationId);
-    expect(a!.error).toMatch(/^secret: unknown secret key id [0-9a-f]{16}$/);
+    const keyId = otherBox.keyIds[0];
+    await vi.waitFor(async () =>
+      expect((await recentSecretProblems(db)).map((p) => p.key_id)).toEqual([keyId]),
+    );
+    ac.abort();
+    await done;
+    // No attempt used, nothing sent, the reason kept on the notification.
+    expect(await attemptsOf(db, ev!.notificationId)).toHaveLength(0);
+    expect(await notification(db, ev!.notificationId)).toMatchObject({
+      status: 'PENDING',
+      attempts: 0,
+      last_error: expect.stringMatching(/^secret: unknown secret key id [0-9a-f]{16}$/),
+    });
     expect(r.connections).toBe(0);
-    expect(worker.inFlight).toBe(0);
+    const held = lines.filter((l) => /cannot be decrypted/.test(l.msg));
+    expect(held).toHaveLength(1);
+    expect(held[0]?.key_id).toBe(keyId);
+    const text = await metrics.registry.metrics();
+    const counted = text.match(
+      /^tronwatch_secret_decrypt_failures_total\{key_id="([0-9a-f]+)"\} (\d+)$/m,
+    );
+    expect(counted?.[1]).toBe(keyId);
+    expect(Number(counted?.[2])).toBeGreaterThanOrEqual(3);
+    // The key configured (as an old, read-only key): delivered as its first attempt, cleared.
+    const configured = new DeliveryWorker({
+      db,
+      secrets: new SecretBox([randomBytes(32), missingKey]),
+      config: deliveryConfig({ caFile: r.caFile }),
+      logger: silentLogger,
+    });
+    const ac2 = new AbortController();
+    const done2 = configured.start(ac2.signal);
+    cleanups.push(async () => {
+      ac2.abort();
+      await done2;
+    });
+    await until(db, ev!.notificationId, 'DELIVERED');
+    expect(await notification(db, ev!.notificationId)).toMatchObject({ attempts: 1 });
+    await vi.waitFor(async () => expect(await recentSecretProblems(db)).toEqual([]));
   });
 
   it('wake() claims at once instead of waiting for the poll', async () => {

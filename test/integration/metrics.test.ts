@@ -180,6 +180,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       [`${P}transfers_ingested_total`]: 'counter',
       [`${P}events_matched_total`]: 'counter',
       [`${P}deliveries_total`]: 'counter',
+      [`${P}secret_decrypt_failures_total`]: 'counter',
       [`${P}delivery_attempt_duration_seconds`]: 'histogram',
       [`${P}outbox_pending`]: 'gauge',
       [`${P}outbox_oldest_due_seconds`]: 'gauge',

@@ -5,6 +5,8 @@
  *   503 { ok: false, network, checks: { postgres, redis } }   (same shape)
  *   503 { ok: false, network, checks: { postgres, redis, ingest: false },
  *         ingest: { stalled_block, reason, since } }        (additive: ingest is stalled)
+ *   503 { ok: false, network, checks: { …, secrets: false },
+ *         secrets: { undecryptable_key_ids, reason, since } } (additive: deliveries held)
  *
  * - postgres: `SELECT 1` answers within 1 s (a dead server fails fast: the pool's connect
  *   timeout is longer, so the deadline here is what bounds the probe).
@@ -16,8 +18,12 @@
  *   whichever process ingests; `ingest` then gives the block number (int8), the last failure's
  *   message and when the block first failed (ISO 8601 UTC). An unreadable cursor row (database
  *   down) adds nothing: `postgres` is false then.
+ * - secrets (additive, present only when false): a worker met webhook secrets it cannot decrypt
+ *   in the last 5 minutes (src/delivery/secret-problems.ts: a key missing from this deployment's
+ *   keyring during a rotation); their deliveries are held, not failed, until the key is configured.
  */
 import { Type as T } from '@sinclair/typebox';
+import { recentSecretProblems } from '../../delivery/secret-problems.js';
 import { readStall } from '../../ingest/stall.js';
 import { ref } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
@@ -38,7 +44,28 @@ export const HealthSchema = T.Object(
             'Additive; present (false) only while ingest is stalled on a block that failed permanently.',
         }),
       ),
+      secrets: T.Optional(
+        T.Boolean({
+          description:
+            'Additive; present (false) only while webhook secrets under a key this deployment lacks hold deliveries back.',
+        }),
+      ),
     }),
+    secrets: T.Optional(
+      T.Object(
+        {
+          undecryptable_key_ids: T.Array(T.String(), {
+            description: 'Key ids of secrets a worker could not decrypt in the last 5 minutes.',
+          }),
+          reason: T.String({ description: 'The first such error.' }),
+          since: T.String({ format: 'date-time', description: 'When it was first seen.' }),
+        },
+        {
+          description:
+            'Additive; present only while deliveries are held because their secrets cannot be decrypted. Configure the key (SECRET_ENCRYPTION_KEY or SECRET_ENCRYPTION_KEYS_OLD) and they resume by themselves.',
+        },
+      ),
+    ),
     ingest: T.Optional(
       T.Object(
         {
@@ -96,7 +123,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       },
     },
     async (_request, reply) => {
-      const [postgres, redis, stall] = await Promise.all([
+      const [postgres, redis, stall, secretProblems] = await Promise.all([
         probe(
           async () => {
             await deps.db.query('SELECT 1');
@@ -107,20 +134,38 @@ export function healthRoutes(app: App, deps: AppDeps): void {
         ),
         redisCheck ? probe(redisCheck, HEALTH_TIMEOUT_MS, false) : Promise.resolve(true),
         probe(() => readStall(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, undefined),
+        probe(() => recentSecretProblems(deps.db), HEALTH_TIMEOUT_MS, []),
       ]);
-      const ok = postgres && redis && !stall;
+      const ok = postgres && redis && !stall && secretProblems.length === 0;
       const network = deps.config.network;
-      if (!stall)
-        return reply.code(ok ? 200 : 503).send({ ok, network, checks: { postgres, redis } });
-      return reply.code(503).send({
+      const first = secretProblems[0];
+      return reply.code(ok ? 200 : 503).send({
         ok,
         network,
-        checks: { postgres, redis, ingest: false },
-        ingest: {
-          stalled_block: stall.block,
-          reason: stall.reason,
-          since: stall.since.toISOString(),
+        checks: {
+          postgres,
+          redis,
+          ...(stall ? { ingest: false } : {}),
+          ...(first ? { secrets: false } : {}),
         },
+        ...(stall
+          ? {
+              ingest: {
+                stalled_block: stall.block,
+                reason: stall.reason,
+                since: stall.since.toISOString(),
+              },
+            }
+          : {}),
+        ...(first
+          ? {
+              secrets: {
+                undecryptable_key_ids: secretProblems.map((p) => p.key_id),
+                reason: first.error,
+                since: first.since.toISOString(),
+              },
+            }
+          : {}),
       });
     },
   );
