@@ -6,11 +6,15 @@
  * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
  * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
  * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
+ * ingest-rate (issue 14: node requests per block at mainnet pace, a day caught up under a cap):
+ * BENCH_RATE_COMPRESSION (10), BENCH_RATE_BLOCKS (300), BENCH_CATCHUP_BLOCKS (28,800),
+ * BENCH_CATCHUP_RPS (200).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
 import { benchApi } from './api.js';
 import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
+import { benchIngestRate } from './ingest-rate.js';
 import { benchIngestWatches } from './ingest-watches.js';
 import { benchScan } from './scan.js';
 import { benchTelegram } from './telegram.js';
@@ -39,10 +43,10 @@ const parts: Part[] = [
     name: 'telegram',
     run: () =>
       benchTelegram({
-        scale: env('BENCH_TG_SCALE', 0.1),
+        scale: env('BENCH_TG_SCALE', 1),
         chats: env('BENCH_TG_CHATS', 100),
-        perChat: env('BENCH_TG_PER_CHAT', 10),
-        burst: env('BENCH_TG_BURST', 100),
+        perChat: env('BENCH_TG_PER_CHAT', 3),
+        burst: env('BENCH_TG_BURST', 20),
       }),
   },
   {
@@ -54,6 +58,17 @@ const parts: Part[] = [
       }),
   },
 ];
+
+parts.push({
+  name: 'ingest-rate',
+  run: () =>
+    benchIngestRate({
+      compression: env('BENCH_RATE_COMPRESSION', 10),
+      blocks: env('BENCH_RATE_BLOCKS', 300),
+      catchUpBlocks: env('BENCH_CATCHUP_BLOCKS', 28_800),
+      catchUpRps: env('BENCH_CATCHUP_RPS', 200),
+    }),
+});
 
 const wanted = (process.env.BENCH ?? '').split(',').filter(Boolean);
 for (const p of parts) {

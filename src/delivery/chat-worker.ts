@@ -31,6 +31,7 @@
  * recorded.
  */
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
@@ -99,8 +100,10 @@ export class ChatDeliveryWorker {
   private readonly leaseMs: number;
   private readonly concurrency: number;
   private held = 0;
-  /** Notifications of each chat held now (spacing of deferrals). */
+  /** Notifications of each chat held now. */
   private readonly perChat = new Map<string, number>();
+  /** Per chat: when the next notification this worker defers should be due, ms epoch. */
+  private readonly deferredUntil = new Map<string, number>();
   private stopping = false;
   private woken = false;
   private nudge: (() => void) | null = null;
@@ -118,6 +121,8 @@ export class ChatDeliveryWorker {
     this.metrics = opts.metrics;
     this.leaseMs = leaseMs(this.cfg.telegram.timeoutMs + MAX_SLOT_WAIT_MS, LEASE_MARGIN_MS);
     this.concurrency = Math.max(1, this.cfg.delivery.concurrency);
+    // Every notification waiting for a slot listens on it (up to `concurrency` at once).
+    setMaxListeners(0, this.stopSignal.signal);
   }
 
   /**
@@ -348,22 +353,29 @@ export class ChatDeliveryWorker {
     }
   }
 
-  /** Put a notification back unattempted, due when its chat should have room. */
+  /**
+   * Put a notification back unattempted, due when its chat should have room: after `waitMs`, and
+   * after the ones of the same chat this worker deferred before it, one chat window apart, so a
+   * burst for one chat comes back in order at the chat's pace instead of all at once.
+   */
   private async defer(c: ClaimedNotification, chatId: string, waitMs: number): Promise<void> {
-    // Others of the same chat held by this worker go later: space them by the chat's window.
-    const queued = Math.max(0, (this.perChat.get(c.chatId ?? '') ?? 1) - 1);
-    const chatWindow = chatWindows(
-      chatId,
-      this.telegram.identity.id,
-      this.cfg.telegram.pacingScale,
-    )[0];
-    const delayMs = waitMs + queued * (chatWindow?.windowMs ?? 1_000);
+    const windows = chatWindows(chatId, this.telegram.identity.id, this.cfg.telegram.pacingScale);
+    const chatWindow = windows[0]?.windowMs ?? 1_000;
+    const now = Date.now();
+    const due = Math.max(now + waitMs, this.deferredUntil.get(chatId) ?? 0);
+    this.deferredUntil.set(chatId, due + chatWindow);
+    if (this.deferredUntil.size > 10_000) this.pruneDeferred(now);
     this.deferred++;
     await this.retryDb(() =>
       deferClaims(this.db, [
-        { notificationId: c.notificationId, leaseToken: c.leaseToken, delayMs },
+        { notificationId: c.notificationId, leaseToken: c.leaseToken, delayMs: due - now },
       ]),
     );
+  }
+
+  /** Forget the deferral horizons already past (bounds the map). */
+  private pruneDeferred(now: number): void {
+    for (const [chat, t] of this.deferredUntil) if (t <= now) this.deferredUntil.delete(chat);
   }
 
   private async complete(c: ClaimedNotification, result: AttemptResult): Promise<void> {
