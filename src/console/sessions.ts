@@ -69,7 +69,10 @@ export async function openSession(
 
 /**
  * The live session of `token` (not revoked, not expired), its expiry moved to now + ttl (the
- * sliding window) and its last use recorded, in one statement.
+ * sliding window) and its last use recorded. The write is skipped while the last one is fresher
+ * than a minute (a tenth of the lifetime when that is shorter): a page that polls every few
+ * seconds then costs a read, not a committed write (a WAL flush) per request, and the expiry
+ * still slides to within that much of "now + ttl".
  * @returns the session and its CSRF hash, or undefined (unknown, revoked or expired).
  */
 export async function useSession(
@@ -77,17 +80,27 @@ export async function useSession(
   token: string,
   ttlSeconds: number,
 ): Promise<{ session: SessionRow; csrfHash: string } | undefined> {
-  const { rows } = await db.query<SessionRow & { csrf_hash: string }>(
-    `UPDATE console_sessions
-        SET last_used_at = now(), expires_at = now() + make_interval(secs => $2)
-      WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
-      RETURNING ${COLUMNS}, csrf_hash`,
-    [tokenHash(token), ttlSeconds],
+  const hash = tokenHash(token);
+  const { rows } = await db.query<SessionRow & { csrf_hash: string; fresh: boolean }>(
+    `SELECT ${COLUMNS}, csrf_hash,
+            last_used_at > now() - make_interval(secs => least(60, $2::float8 / 10)) AS fresh
+       FROM console_sessions
+      WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`,
+    [hash, ttlSeconds],
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { csrf_hash, ...session } = row;
-  return { session, csrfHash: csrf_hash };
+  const { csrf_hash, fresh, ...session } = row;
+  if (fresh) return { session, csrfHash: csrf_hash };
+  const { rows: moved } = await db.query<SessionRow>(
+    `UPDATE console_sessions
+        SET last_used_at = now(), expires_at = now() + make_interval(secs => $2)
+      WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
+      RETURNING ${COLUMNS}`,
+    [hash, ttlSeconds],
+  );
+  const updated = moved[0];
+  return updated ? { session: updated, csrfHash: csrf_hash } : undefined;
 }
 
 /** The account's live sessions, most recently used first. */
