@@ -41,6 +41,13 @@
  * Fault injection (tests of client resilience): `faults` apply to getblockbynum and
  * gettransactioninfobyblocknum answers for blocks at or below the solidified head, drawn from a
  * seeded PRNG (deterministic for a given request order).
+ *
+ * Scripted rate limit (tests of client pacing, `rateLimit`): a provider's per-key limit over every
+ * path, as a sliding window of one second: a request is admitted while fewer than `perSecond`
+ * were admitted in the last 1,000 ms, otherwise refused with 429 (or 403) and `Retry-After`; with
+ * `penaltyMs`, a refusal also refuses everything for that long (a provider that suspends a key
+ * after a burst). `logRequests` keeps every request's arrival time, path, block number and status
+ * (`requestLog`), so tests count requests in windows from the node's own log.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
@@ -203,6 +210,36 @@ export interface ReplayNodeOptions {
   disabledPaths?: string[];
   /** Clock of the timeline, ms (monotonic). Default performance.now(). */
   now?: () => number;
+  /** A provider's rate limit over every path (see the module doc). Default none. */
+  rateLimit?: ReplayRateLimit;
+  /** Keep every request in `requestLog` (tests; grows without bound). Default false. */
+  logRequests?: boolean;
+}
+
+/**
+ * A scripted provider limit: at most `perSecond` admitted requests in any sliding 1,000 ms
+ * window (on the replay node's clock, at arrival); a request above it is refused, not counted.
+ */
+export interface ReplayRateLimit {
+  /** Requests admitted per sliding second (>= 1). */
+  perSecond: number;
+  /** Status of a refusal: 429 (default) or 403 (TronGrid-style suspension). */
+  status?: 429 | 403;
+  /** `Retry-After` of a refusal, whole seconds; null = no header. Default 1. */
+  retryAfterSeconds?: number | null;
+  /** After a refusal, refuse every request for this long, ms (Retry-After then says the rest). Default 0. */
+  penaltyMs?: number;
+}
+
+/** One request as the node saw it (`logRequests`). */
+export interface ReplayRequestRecord {
+  /** Arrival, ms on the node's clock (performance.now() by default). */
+  at: number;
+  path: string;
+  /** `num` of a getblockbynum / gettransactioninfobyblocknum request, when it was a number. */
+  num?: number;
+  /** HTTP status answered. */
+  status: number;
 }
 
 export interface ReplayStats {
@@ -210,6 +247,8 @@ export interface ReplayStats {
   requests: { total: number; byPath: Record<string, number> };
   /** Faults injected, by kind; `delayed` counts delayed answers. */
   faults: { empty: number; error: number; errorJson: number; delayed: number };
+  /** Requests refused by the scripted rate limit. */
+  rateLimited: number;
 }
 
 export interface ReplayNode {
@@ -233,6 +272,10 @@ export interface ReplayNode {
   setFaults(f: ReplayFaults | undefined): void;
   /** Replace the paths answered 404 (see ReplayNodeOptions.disabledPaths). */
   setDisabledPaths(paths: string[]): void;
+  /** Replace the scripted rate limit (undefined = none); the window starts empty. */
+  setRateLimit(l: ReplayRateLimit | undefined): void;
+  /** Every request since start, in arrival order (empty unless `logRequests`). */
+  requestLog: ReplayRequestRecord[];
   /** Live counters (mutated in place). */
   stats: ReplayStats;
   /** Stop listening, drop connections and pending delayed answers. */
@@ -367,10 +410,17 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   faults.set(opts.faults);
   let disabled = new Set(opts.disabledPaths ?? []);
   const chain = createChainView(source);
+  const clock = opts.now ?? (() => performance.now());
+  const limiter = createRateLimiter(clock);
+  limiter.set(opts.rateLimit);
+  const requestLog: ReplayRequestRecord[] = [];
   const onRequest = createRouter({
     stats,
     chain,
     faults,
+    limiter,
+    clock,
+    ...(opts.logRequests ? { log: requestLog } : {}),
     heads: timeline.heads,
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
   });
@@ -390,6 +440,8 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     setDisabledPaths(paths: string[]): void {
       disabled = new Set(paths);
     },
+    setRateLimit: limiter.set,
+    requestLog,
     stats,
     close(): Promise<void> {
       closing ??= stop(server, faults);
@@ -463,7 +515,62 @@ function newStats(): ReplayStats {
     // No prototype: request paths are client input (a path named __proto__ stays a counter).
     requests: { total: 0, byPath: Object.create(null) as Record<string, number> },
     faults: { empty: 0, error: 0, errorJson: 0, delayed: 0 },
+    rateLimited: 0,
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 2b: the scripted rate limit
+
+interface RateLimiter {
+  /** Replace the limit (undefined = none) and empty the window. */
+  set(l: ReplayRateLimit | undefined): void;
+  /** Admit a request arriving now (counted in the window), or the refusal to send instead. */
+  admit(): { status: number; headers: Record<string, string> } | undefined;
+}
+
+/**
+ * The sliding-window limit of ReplayRateLimit on `clock` (ms): the arrival times admitted in the
+ * last 1,000 ms, oldest first; a penalty end time when `penaltyMs` is set.
+ * @throws RangeError (from set) when perSecond is not an integer >= 1.
+ */
+function createRateLimiter(clock: () => number): RateLimiter {
+  let limit: ReplayRateLimit | undefined;
+  let admitted: number[] = [];
+  let penaltyUntil = Number.NEGATIVE_INFINITY;
+
+  function set(l: ReplayRateLimit | undefined): void {
+    if (l && (!Number.isSafeInteger(l.perSecond) || l.perSecond < 1)) {
+      throw new RangeError(`rateLimit.perSecond must be an integer >= 1, got ${l.perSecond}`);
+    }
+    limit = l ? { ...l } : undefined;
+    admitted = [];
+    penaltyUntil = Number.NEGATIVE_INFINITY;
+  }
+
+  function admit(): { status: number; headers: Record<string, string> } | undefined {
+    if (!limit) return undefined;
+    const now = clock();
+    while (admitted.length > 0 && (admitted[0] ?? 0) <= now - 1000) admitted.shift();
+    const penalised = now < penaltyUntil;
+    if (!penalised && admitted.length < limit.perSecond) {
+      admitted.push(now);
+      return undefined;
+    }
+    if (!penalised && (limit.penaltyMs ?? 0) > 0) penaltyUntil = now + (limit.penaltyMs ?? 0);
+    const retry =
+      now < penaltyUntil
+        ? Math.ceil((penaltyUntil - now) / 1000)
+        : limit.retryAfterSeconds === undefined
+          ? 1
+          : limit.retryAfterSeconds;
+    return {
+      status: limit.status ?? 429,
+      headers: retry === null ? {} : { 'retry-after': String(retry) },
+    };
+  }
+
+  return { set, admit };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -864,22 +971,45 @@ interface RouterDeps {
   stats: ReplayStats;
   chain: ChainView;
   faults: FaultInjector;
+  /** The scripted rate limit, applied to every request before routing. */
+  limiter: RateLimiter;
+  /** The node's clock (arrival times in `log`). */
+  clock: () => number;
+  /** Where each request is recorded when `logRequests` is on. */
+  log?: ReplayRequestRecord[];
   heads: () => Heads;
   /** The route of a path, undefined = 404 (unknown or disabled). */
   route: (path: string) => { view: View; op: Op } | undefined;
 }
 
 /**
- * The `request` listener: count the request, route it (404 unknown, 405 unless GET or POST),
- * read its parameters, answer it. A handler's JavaError is sent as HTTP 200 with its message;
- * any other error as HTTP 500 `{"Error": "class java.lang.RuntimeException : …"}`.
+ * The `request` listener: count the request, apply the scripted rate limit (429/403 with
+ * Retry-After), route it (404 unknown, 405 unless GET or POST), read its parameters, answer it.
+ * A handler's JavaError is sent as HTTP 200 with its message; any other error as HTTP 500
+ * `{"Error": "class java.lang.RuntimeException : …"}`. Logged (deps.log) with its status.
  */
 function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    rec: ReplayRequestRecord,
+  ): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://replay.invalid');
     const path = url.pathname;
+    rec.path = path;
     deps.stats.requests.total++;
     deps.stats.requests.byPath[path] = (deps.stats.requests.byPath[path] ?? 0) + 1;
+    const refused = deps.limiter.admit();
+    if (refused) {
+      req.resume();
+      deps.stats.rateLimited++;
+      return send(
+        res,
+        refused.status,
+        `${JSON.stringify({ Error: 'rate limit exceeded (scripted)' })}\n`,
+        refused.headers,
+      );
+    }
     const route = deps.route(path);
     if (!route) {
       req.resume();
@@ -892,6 +1022,7 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
     }
     const read = await readParams(req, url);
     if ('refused' in read) return send(res, ...read.refused);
+    if (typeof read.params.num === 'number') rec.num = read.params.num;
     try {
       const h = deps.heads();
       const [status, body] = await ANSWERS[route.op]({
@@ -911,7 +1042,14 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
   }
 
   return (req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    const rec: ReplayRequestRecord = { at: deps.clock(), path: '', status: 0 };
+    if (deps.log) {
+      deps.log.push(rec);
+      res.once('finish', () => {
+        rec.status = res.statusCode;
+      });
+    }
+    handle(req, res, rec).catch((err: unknown) => {
       const msg = err instanceof Error ? err.message : String(err);
       send(res, 500, javaError('java.lang.RuntimeException', msg));
     });
@@ -974,10 +1112,15 @@ function readBody(req: IncomingMessage): Promise<string | undefined> {
 }
 
 /** Send a JSON answer with its content-length; nothing when the response is gone or started. */
-function send(res: ServerResponse, status: number, body: Buffer | string): void {
+function send(
+  res: ServerResponse,
+  status: number,
+  body: Buffer | string,
+  headers: Record<string, string> = {},
+): void {
   if (res.destroyed || res.headersSent) return;
   const buf = typeof body === 'string' ? Buffer.from(body) : body;
-  res.writeHead(status, { ...JSON_HEADERS, 'content-length': buf.length });
+  res.writeHead(status, { ...JSON_HEADERS, ...headers, 'content-length': buf.length });
   res.end(buf);
 }
 
