@@ -65,3 +65,20 @@ export async function activationBlock(
   if (!row) throw new ChainHeadUnknownError(network);
   return row.block;
 }
+
+/**
+ * Record a newer solidified head alone (the ingester, after a block it asked for directly):
+ * the full-node head and `observed_at` stay as last polled, so activationBlock keeps
+ * extrapolating the head from that poll's time instead of taking it as fresh. No row yet: nothing.
+ */
+export async function saveSolidifiedHead(
+  db: Queryable,
+  network: string,
+  solidified: number,
+): Promise<void> {
+  await db.query(
+    `UPDATE chain_head SET solidified_block_number = $2
+      WHERE network = $1 AND solidified_block_number < $2`,
+    [network, solidified],
+  );
+}

@@ -3,15 +3,26 @@
  * transaction. Blocks are committed strictly in order; the cursor only moves with a commit, so a
  * crash at any instant resumes at the first uncommitted block (nothing lost, nothing twice).
  *
- * Head polling (`/wallet/getnodeinfo`, both heads in one request) is paced by the chain: the
- * solidified head advances once per block interval (3 s on mainnet), so when caught up the loop
- * polls again one interval after it last saw the head advance, a little earlier each time
- * (`creep`, 25 ms per hit) until a poll comes too early, then every `missGapMs` until the head
- * moves. That keeps the delay between a block's solidification and its commit to tens of ms while
- * sending ~1 request per second at mainnet's pace (one head poll, one block, one infos request
- * per block, plus an early miss every few blocks). While catching up it fetches
- * `TRON_NODE_CONCURRENCY` blocks ahead and refreshes the heads once per interval, so a watch
- * created meanwhile still gets a fresh activation head.
+ * Caught up, the loop asks for the next block itself (`NodeClient.getBlockIfSolidified`: the
+ * solidity endpoint answers `{}` until the block is solidified) instead of polling the heads
+ * first, so a block costs two requests (the block, its transaction infos), the floor, plus the
+ * asks that come too early. The asks are timed to the chain: the solidified head advances once
+ * per block interval (3 s on mainnet) on a fixed grid of slot times (a missed slot delays a block
+ * by whole intervals, never shifts the grid), so after a block came the next is asked one
+ * interval later, a little earlier each time (`step`, from missGap/100 and doubling every 16
+ * blocks, at most missGap) until an ask comes too early; then every `missGap` (interval/30,
+ * 10–100 ms: 100 ms on mainnet) until the block is there, which sets the grid again. A block is
+ * thus committed tens of ms after its solidification, with one early ask every ~30 blocks
+ * (≈2.04 requests per block, 0.68/s on mainnet). The full-node head (watch activation,
+ * invariant 5) is polled every HEAD_REFRESH_INTERVALS (20) intervals, and between polls
+ * chain-head.ts extrapolates it by the elapsed time; also after an ask that came late by a whole
+ * interval or more (a slow commit: blocks may be waiting), and then the catch-up below takes
+ * over if they are. Before the grid is known (right after a catch-up) the next block is asked at
+ * once and every missGap until one is missing.
+ *
+ * While catching up it fetches `TRON_NODE_CONCURRENCY` blocks ahead and refreshes the heads once
+ * per interval, so a watch created meanwhile still gets a fresh activation head. Every request
+ * waits for the client's TRON_NODE_MAX_RPS slots (node-client.ts), which paces the catch-up.
  *
  * Failures (node or database) never skip a block. Each is classified where it was born
  * (stall.ts reads the `retryable` flags, CONVENTIONS habit 5):
@@ -37,16 +48,27 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { extractTransfers } from '../tron/extract.js';
-import type { ChainHeads, NodeClient } from '../tron/node-client.js';
+import type { ChainHeads, NodeClient, SolidifiedBlock } from '../tron/node-client.js';
 import { fetchBlocks } from '../tron/scan.js';
-import { saveChainHead } from './chain-head.js';
+import { saveChainHead, saveSolidifiedHead } from './chain-head.js';
 import { type CommitHooks, commitBlock, ensureCursor } from './commit.js';
 import { classifyIngestFailure, clearStall, recordStall, stallReason } from './stall.js';
+
+/**
+ * Poll the full-node head at least this many block intervals apart while caught up (1 min on
+ * mainnet: 0.05 requests per block); chain-head.ts extrapolates it in between.
+ */
+const HEAD_REFRESH_INTERVALS = 20;
+/** The next-block ask moves earlier by a step that doubles after this many blocks in a row. */
+const STEP_DOUBLING_BLOCKS = 16;
 
 export interface IngesterOptions {
   db: Db;
   client: NodeClient;
-  config: Pick<Config, 'network' | 'ingest' | 'node'>;
+  /** The node group's maxRps is the client's business (nodeClientFor), not the loop's. */
+  config: Pick<Config, 'network' | 'ingest'> & {
+    node: Omit<Config['node'], 'maxRps'> & { maxRps?: number };
+  };
   logger: Logger;
   /** Called after each commit that created notifications (wakes the delivery worker). */
   onEvents?: (count: number) => void;
@@ -79,6 +101,9 @@ export interface IngestStats {
   solidified: number;
   head: number;
   headPolls: number;
+  /** Asks for the next block while caught up (getBlockIfSolidified), and those too early. */
+  nextBlockAsks: number;
+  nextBlockMisses: number;
 }
 
 export class Ingester {
@@ -90,6 +115,8 @@ export class Ingester {
     solidified: -1,
     head: -1,
     headPolls: 0,
+    nextBlockAsks: 0,
+    nextBlockMisses: 0,
   };
   private readonly o: IngesterOptions;
   /**
@@ -99,8 +126,14 @@ export class Ingester {
   private readonly seenAt = new Map<number, number>();
   /** The block failing permanently, as last logged and recorded (undefined: not stalled). */
   private stall: { block: number; reason: string; recorded: boolean } | undefined;
-  private lastAdvanceAt = 0;
-  private creepMs = 0;
+  /** performance.now() of the last head poll (0: none yet). */
+  private lastHeadPollAt = 0;
+  /**
+   * The next-block asks' timing (see the module doc), performance.now() ms: `at` is the next ask
+   * on the chain's grid, `step` how much earlier than one interval the next ask after a hit is,
+   * `hits` blocks in a row that came on their first ask; `synced` false until an ask missed.
+   */
+  private readonly pace = { at: 0, step: 0, hits: 0, synced: false };
 
   constructor(opts: IngesterOptions) {
     this.o = opts;
@@ -126,6 +159,7 @@ export class Ingester {
   private async pollHeads(signal: AbortSignal): Promise<ChainHeads> {
     const heads = await this.o.client.getHeads(signal);
     this.stats.headPolls++;
+    this.lastHeadPollAt = performance.now();
     const now = Date.now();
     if (heads.solidified > this.stats.solidified) {
       for (
@@ -137,30 +171,83 @@ export class Ingester {
       }
       this.stats.solidified = heads.solidified;
       this.o.metrics?.chainHeads(heads.solidified);
-      this.lastAdvanceAt = now;
     }
     this.stats.head = Math.max(this.stats.head, heads.head);
     await saveChainHead(this.o.db, this.o.config.network, heads);
     return heads;
   }
 
-  /** Wait for the solidified head to pass `cursor` (see module doc for the pacing). */
-  private async waitForNextHead(cursor: number, signal: AbortSignal): Promise<void> {
-    const missGapMs = Math.max(10, Math.min(100, Math.floor(this.interval / 10)));
-    let nextAt = this.lastAdvanceAt + this.interval - this.creepMs;
+  /** Delay between asks while a block is not there yet, ms: interval/30, within 10–100. */
+  private get missGapMs(): number {
+    return Math.max(10, Math.min(100, this.interval / 30));
+  }
+
+  /**
+   * Wait for the solidified head to pass `cursor` when the next block cannot be asked for
+   * directly (the cursor is above every solidified head seen): poll the heads once per interval.
+   */
+  private async waitForHeads(signal: AbortSignal): Promise<void> {
+    const wait = this.lastHeadPollAt + this.interval - performance.now();
+    if (this.lastHeadPollAt > 0 && wait > 0) await sleep(wait, signal);
+    if (!signal.aborted) await this.pollHeads(signal);
+  }
+
+  /**
+   * Block `n` (= the solidified head seen + 1) as soon as the node has solidified it, asked on
+   * the chain's grid (module doc). Notes it as the solidified head.
+   * @returns the block and whether an early poll of the heads is due (the ask came late by a
+   *   whole interval or more, or the grid is not known yet: blocks may be waiting); undefined
+   *   when `signal` aborted.
+   * @throws NodeError as the client's getBlockIfSolidified.
+   */
+  private async nextBlock(
+    n: number,
+    signal: AbortSignal,
+  ): Promise<{ block: SolidifiedBlock; late: boolean } | undefined> {
+    const p = this.pace;
+    const gap = this.missGapMs;
+    let now = performance.now();
+    let late = !p.synced;
+    if (p.synced && p.at + this.interval <= now) {
+      // Asked late (a slow commit, a stall): back to the newest grid point, blocks may wait.
+      p.at += Math.floor((now - p.at) / this.interval) * this.interval;
+      late = true;
+    }
+    if (!p.synced) p.at = now;
     let missed = false;
     while (!signal.aborted) {
-      const wait = nextAt - Date.now();
+      const wait = p.at - performance.now();
       if (wait > 0) await sleep(wait, signal);
-      if (signal.aborted) return;
-      const heads = await this.pollHeads(signal);
-      if (heads.solidified > cursor) {
-        this.creepMs = missed ? 0 : Math.min(this.creepMs + 25, Math.floor(this.interval / 3));
-        return;
+      if (signal.aborted) return undefined;
+      const sentAt = performance.now();
+      this.stats.nextBlockAsks++;
+      const block = await this.o.client.getBlockIfSolidified(n, signal);
+      if (!block) {
+        this.stats.nextBlockMisses++;
+        missed = true;
+        p.at = performance.now() + gap;
+        continue;
       }
-      missed = true;
-      nextAt = Date.now() + missGapMs;
+      now = Date.now();
+      if (missed) {
+        // Solidified between the last miss and this ask: the grid point is this ask's time.
+        p.synced = true;
+        p.at = sentAt + this.interval;
+        p.hits = 0;
+        p.step = gap / 100;
+      } else if (p.synced) {
+        p.hits++;
+        if (p.hits % STEP_DOUBLING_BLOCKS === 0) p.step = Math.min(gap, p.step * 2);
+        p.at += this.interval - p.step;
+      }
+      this.seenAt.set(n, now);
+      if (n > this.stats.solidified) {
+        this.stats.solidified = n;
+        this.o.metrics?.chainHeads(n);
+      }
+      return { block, late: late && !missed };
     }
+    return undefined;
   }
 
   private async firstBlock(signal: AbortSignal): Promise<number> {
@@ -192,7 +279,18 @@ export class Ingester {
         }
         if (cursor >= this.stats.solidified) {
           if (this.stats.solidified < 0) await this.pollHeads(signal);
-          else await this.waitForNextHead(cursor, signal);
+          else if (cursor > this.stats.solidified) await this.waitForHeads(signal);
+          else {
+            const next = await this.nextBlock(cursor + 1, signal);
+            if (!next) continue;
+            cursor = await this.commit(next.block);
+            await saveSolidifiedHead(db, network, cursor);
+            const due =
+              performance.now() - this.lastHeadPollAt >= HEAD_REFRESH_INTERVALS * this.interval;
+            if (next.late || due) await this.pollHeads(signal);
+            failures = 0;
+            continue;
+          }
           if (this.stall) await this.resumed(false);
           failures = 0;
           continue;
@@ -206,28 +304,7 @@ export class Ingester {
           this.o.config.node.concurrency,
           signal,
         )) {
-          const transfers = extractTransfers(b.block, b.infos);
-          const r = await commitBlock(db, network, b.ref, transfers, this.o.hooks);
-          cursor = b.ref.number;
-          this.stats.cursor = cursor;
-          this.stats.blocks++;
-          this.stats.transfers += transfers.length;
-          this.stats.events += r.events;
-          this.o.metrics?.blockCommitted({
-            blockNumber: cursor,
-            timestampMs: b.ref.timestamp,
-            transfers,
-            events: r.events,
-          });
-          if (r.events > 0) this.o.onEvents?.(r.events);
-          this.o.onBlock?.({
-            blockNumber: cursor,
-            transfers: transfers.length,
-            events: r.events,
-            solidifiedAtMs: this.seenAt.get(cursor) ?? Date.now(),
-          });
-          this.seenAt.delete(cursor);
-          if (this.stall) await this.resumed(true);
+          cursor = await this.commit(b);
           failures = 0;
           if (signal.aborted) break;
           if (Date.now() - lastPoll >= this.interval) {
@@ -261,6 +338,38 @@ export class Ingester {
       }
     }
     logger.info({ block_number: this.stats.cursor }, 'ingest stopped');
+  }
+
+  /**
+   * Extract, match and commit one block (one transaction), then count it, call the hooks and
+   * clear a stall it got through.
+   * @returns its number, the new cursor.
+   * @throws as commitBlock, extractTransfers, or the stall's clearing.
+   */
+  private async commit(b: SolidifiedBlock): Promise<number> {
+    const transfers = extractTransfers(b.block, b.infos);
+    const r = await commitBlock(this.o.db, this.o.config.network, b.ref, transfers, this.o.hooks);
+    const cursor = b.ref.number;
+    this.stats.cursor = cursor;
+    this.stats.blocks++;
+    this.stats.transfers += transfers.length;
+    this.stats.events += r.events;
+    this.o.metrics?.blockCommitted({
+      blockNumber: cursor,
+      timestampMs: b.ref.timestamp,
+      transfers,
+      events: r.events,
+    });
+    if (r.events > 0) this.o.onEvents?.(r.events);
+    this.o.onBlock?.({
+      blockNumber: cursor,
+      transfers: transfers.length,
+      events: r.events,
+      solidifiedAtMs: this.seenAt.get(cursor) ?? Date.now(),
+    });
+    this.seenAt.delete(cursor);
+    if (this.stall) await this.resumed(true);
+    return cursor;
   }
 
   /**
