@@ -21,6 +21,27 @@ describe('loadConfig', () => {
     expect(c.network).toBe('mainnet');
   });
 
+  it('gives the console closed sign-up, a 7-day session and a localhost public URL by default', () => {
+    expect(loadConfig({}).console).toEqual({
+      signup: 'closed',
+      sessionTtlSeconds: 604_800,
+      publicUrl: 'http://localhost:8080',
+    });
+    expect(
+      loadConfig({
+        CONSOLE_SIGNUP: 'open',
+        CONSOLE_SESSION_TTL_SECONDS: '60',
+        PUBLIC_URL: 'https://tw.example.com',
+        PORT: '9000',
+      }).console,
+    ).toEqual({ signup: 'open', sessionTtlSeconds: 60, publicUrl: 'https://tw.example.com' });
+    // An origin only: a path, a query or another scheme would make broken invitation links.
+    for (const bad of ['https://tw.example.com/', 'ftp://x', 'https://x/console', 'x.com']) {
+      expect(() => loadConfig({ PUBLIC_URL: bad }), bad).toThrow(ConfigError);
+    }
+    expect(() => loadConfig({ CONSOLE_SIGNUP: 'maybe' })).toThrow(/CONSOLE_SIGNUP/);
+  });
+
   it('coerces numbers and treats empty strings as unset', () => {
     const c = loadConfig({
       PORT: '9000',
