@@ -7,7 +7,9 @@
  * Outcomes:
  * - the Bot API answered `ok: true` → DELIVERED (complete.ts);
  * - 429 with `retry_after` → a `throttled` attempt row, due again after retry_after, attempts
- *   unchanged (throttle.ts recordThrottled): it does not use one of the six attempts;
+ *   unchanged (throttle.ts recordThrottled): it does not use one of the six attempts; and the
+ *   chat's pacing window is held until then (Pacer.hold, shared by every worker), so the chat's
+ *   other notifications wait for retry_after too, as the Bot API asks;
  * - 400 with `migrate_to_chat_id` (the group became a supergroup) → the binding follows the chat
  *   (src/telegram/binding.ts migrateChat) and the message is sent to the new chat, in the same
  *   attempt (the refused request is not recorded: nothing was delivered and nothing failed);
@@ -40,7 +42,7 @@ import type { Db } from '../db/pool.js';
 import { migrateChat } from '../telegram/binding.js';
 import { sendChatMessage, type TelegramBot } from '../telegram/bot.js';
 import { formatChatMessage } from '../telegram/message.js';
-import { chatWindows, type Pacer, type PacingSlot } from '../telegram/pacing.js';
+import { chatWindowId, chatWindows, type Pacer, type PacingSlot } from '../telegram/pacing.js';
 import { type ClaimedNotification, claimDue, LEASE_MARGIN_MS, leaseMs } from './claim.js';
 import { type Completion, completeAttempts } from './complete.js';
 import { type AttemptResult, failedAttempt } from './send.js';
@@ -317,6 +319,9 @@ export class ChatDeliveryWorker {
       const slotStart = new Date(slot.atMs);
       if (r.retryAfterSeconds !== undefined) {
         this.throttled++;
+        // The Bot API asks the bot to wait retry_after before sending to this chat again: hold the
+        // chat's window, shared by every worker, so the chat's other notifications wait too.
+        await this.holdChat(chatId, r.retryAfterSeconds * 1000);
         await this.retryDb(() =>
           recordThrottled(this.db, {
             notificationId: c.notificationId,
@@ -371,6 +376,18 @@ export class ChatDeliveryWorker {
         { notificationId: c.notificationId, leaseToken: c.leaseToken, delayMs: due - now },
       ]),
     );
+  }
+
+  /**
+   * Hold the chat's pacing window for `ms` (a 429's retry_after). A pacer that fails (only one
+   * without fallback throws) is logged: the Bot API answers another 429, which is not an attempt.
+   */
+  private async holdChat(chatId: string, ms: number): Promise<void> {
+    try {
+      await this.pacer.hold(chatWindowId(chatId, this.telegram.identity.id), ms);
+    } catch (err) {
+      this.logger.warn({ chat_id: chatId, err: errorText(err) }, 'chat hold not recorded');
+    }
   }
 
   /** Forget the deferral horizons already past (bounds the map). */

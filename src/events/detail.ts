@@ -11,8 +11,17 @@ import { type Event, type EventRow, eventPayload, serializeEvent } from './event
 
 /** One attempt row (SPEC §Events "Logging": the HTTP status of every attempt is inspectable). */
 export interface AttemptView {
-  /** 1..6 within its notification. */
+  /**
+   * 1..6 within its notification. A throttled row carries the number of the attempt it would
+   * have been, which the next real attempt then takes (migration 012): it is listed before it.
+   */
   attempt: number;
+  /**
+   * True for a Bot API 429 on a chat delivery (migration 012): the request was made and answered
+   * "retry after", the notification was rescheduled at retry_after, and it is NOT one of the six
+   * attempts (the console labels it "rate limited, not counted").
+   */
+  throttled: boolean;
   /** ISO 8601 UTC. */
   started_at: string;
   duration_ms: number;
@@ -66,6 +75,7 @@ interface AttemptRow {
   request_headers: Record<string, string> | null;
   response_headers: Record<string, string> | null;
   response_body: string | null;
+  throttled: boolean;
 }
 
 /**
@@ -95,10 +105,11 @@ export async function eventDetail(
   );
   const { rows: attempts } = await db.query<AttemptRow>(
     `SELECT a.notification_id, a.attempt, a.started_at, a.duration_ms, a.http_status, a.error,
-            a.error_class, a.request_headers, a.response_headers, a.response_body
+            a.error_class, a.request_headers, a.response_headers, a.response_body, a.throttled
        FROM attempts a JOIN notifications n ON n.id = a.notification_id
       WHERE n.event_id = $1
-      ORDER BY a.notification_id, a.attempt, a.id`,
+      -- A throttled row shares its number with the real attempt made after it: it comes first.
+      ORDER BY a.notification_id, a.attempt, a.throttled DESC, a.id`,
     [eventId],
   );
   return {
@@ -123,6 +134,7 @@ export async function eventDetail(
           request_headers: a.request_headers,
           response_headers: a.response_headers,
           response_body: a.response_body,
+          throttled: a.throttled,
         })),
     })),
   };

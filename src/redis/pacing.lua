@@ -2,7 +2,9 @@
 -- src/telegram/pacing.ts). Each window key is a sorted set of the messages sent in it: score = the
 -- slot's time in ms, member = "<ms>-<random>".
 --
--- KEYS[i]       the windows, `tw:pace:{tg}:<id>` (one hash tag: a cluster keeps them on one slot)
+-- KEYS[i]       i = 1..n: the windows, `tw:pace:{tg}:<id>` (one hash tag: a cluster keeps them
+--               on one slot); KEYS[n + i]: window i's hold key (`…:hold`, src/redis/pacing-hold.lua),
+--               which exists while a Bot API 429's retry_after holds the window
 -- ARGV[1]       now, ms since the epoch, or '' for the Redis server clock (TIME): every worker
 --               then reads ONE clock, so workers with skewed clocks share the windows exactly
 -- ARGV[2]       random suffix of the member
@@ -21,9 +23,14 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+local n = #KEYS / 2
 local wait = 0
 local at = now
-for i, key in ipairs(KEYS) do
+for i = 1, n do
+  local key = KEYS[i]
+  -- A held window refuses for the rest of its hold (PTTL, ms; -2 when absent, -1 never set here).
+  local held = redis.call('PTTL', KEYS[n + i])
+  if held > wait then wait = held end
   local limit = tonumber(ARGV[2 * i + 1])
   local window = tonumber(ARGV[2 * i + 2])
   -- The window is (now - window, now]: an entry exactly `window` old has left it.
@@ -44,7 +51,8 @@ if wait > 0 then
 end
 
 local ms = string.format('%d', at)
-for i, key in ipairs(KEYS) do
+for i = 1, n do
+  local key = KEYS[i]
   local window = tonumber(ARGV[2 * i + 2])
   redis.call('ZADD', key, ms, ms .. '-' .. ARGV[2])
   -- When the newest entry leaves the window the whole key is dead: expire it then.

@@ -2,7 +2,9 @@
  * Chat pacing windows in Redis, shared by every delivery worker (issue 13 item 3; semantics in
  * src/telegram/pacing.ts): one atomic script per slot (src/redis/pacing.lua, EVALSHA through
  * ioredis `defineCommand`), on the Redis server's clock. Keys: `tw:pace:{tg}:<window id>`, sorted
- * sets of at most `limit` entries that expire when their newest entry leaves the window.
+ * sets of at most `limit` entries that expire when their newest entry leaves the window; and
+ * `tw:pace:{tg}:<window id>:hold`, a string that exists while the window is held (a 429's
+ * retry_after: its PTTL is the rest of the hold, on the Redis server's clock).
  */
 import { randomBytes } from 'node:crypto';
 import type { Pacer, PacingSlot, PacingWindow } from '../telegram/pacing.js';
@@ -12,10 +14,15 @@ import { luaScript, type Redis } from './client.js';
 export const PACING_PREFIX = 'tw:pace:{tg}:';
 
 const COMMAND = 'twPacingTake';
+const HOLD = 'twPacingHold';
 
 interface PacingCommand {
   [COMMAND](numKeys: number, ...args: Array<string | number>): Promise<unknown>;
+  [HOLD](key: string, ms: number): Promise<unknown>;
 }
+
+/** The key that exists while a window is held. */
+const holdKey = (windowKey: string) => `${windowKey}:hold`;
 
 /** Pacing windows in Redis. `take` rejects when Redis is unreachable or too slow. */
 export class RedisPacer implements Pacer {
@@ -28,6 +35,9 @@ export class RedisPacer implements Pacer {
       // numberOfKeys varies with the message (2 or 3 windows): passed at each call.
       redis.defineCommand(COMMAND, { lua: luaScript('pacing.lua') });
     }
+    if (!(HOLD in redis)) {
+      redis.defineCommand(HOLD, { lua: luaScript('pacing-hold.lua'), numberOfKeys: 1 });
+    }
     this.redis = redis as Redis & PacingCommand;
     this.prefix = opts.prefix ?? PACING_PREFIX;
   }
@@ -37,13 +47,15 @@ export class RedisPacer implements Pacer {
    * @throws the ioredis error, or Error when the script answers something else than its triple.
    */
   async take(windows: readonly PacingWindow[], nowMs?: number): Promise<PacingSlot> {
+    // KEYS: the windows, then each window's hold key (pacing.lua).
     const args: Array<string | number> = [
       ...windows.map((w) => this.prefix + w.id),
+      ...windows.map((w) => holdKey(this.prefix + w.id)),
       nowMs === undefined ? '' : String(Math.floor(nowMs)),
       randomBytes(6).toString('hex'),
     ];
     for (const w of windows) args.push(w.limit, w.windowMs);
-    const reply = await this.redis[COMMAND](windows.length, ...args);
+    const reply = await this.redis[COMMAND](2 * windows.length, ...args);
     if (
       !Array.isArray(reply) ||
       reply.length !== 3 ||
@@ -53,5 +65,11 @@ export class RedisPacer implements Pacer {
     }
     const [granted, waitMs, atMs] = reply as [number, number, number];
     return { granted: granted === 1, waitMs: granted === 1 ? 0 : waitMs, atMs };
+  }
+
+  /** See Pacer.hold. @throws the ioredis error. */
+  async hold(windowId: string, ms: number): Promise<void> {
+    const whole = Math.max(1, Math.ceil(ms));
+    await this.redis[HOLD](holdKey(this.prefix + windowId), whole);
   }
 }

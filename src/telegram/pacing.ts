@@ -17,6 +17,12 @@
  * long (or defers the notification in the outbox); waiting for a slot is not an attempt.
  * `config.telegram.pacingScale` multiplies the window lengths (1 = the Bot API's; tests and the
  * benchmark compress them, e.g. 0.05 → 1 message per 50 ms per chat).
+ *
+ * Holds ({@link Pacer.hold}): a Bot API 429 with `retry_after` asks the bot to wait that long
+ * before sending to that chat again, whatever the message. The worker that got it holds the chat's
+ * window for retry_after (in the same store as the windows, so every worker sharing the Redis
+ * respects it); while a window is held, `take` refuses every message that needs it, with `waitMs`
+ * the rest of the hold. retry_after is the Bot API's own figure: it is never scaled.
  */
 import type { Logger } from '../common/logger.js';
 
@@ -50,6 +56,12 @@ export interface Pacer {
    * @throws the Redis error for a Redis pacer (FallbackPacer never throws).
    */
   take(windows: readonly PacingWindow[], nowMs?: number): Promise<PacingSlot>;
+  /**
+   * Hold the window `windowId` for `ms` from now (a Bot API 429's retry_after): until then, take()
+   * refuses every message that needs it. A shorter hold never shortens a longer one.
+   * @throws the Redis error for a Redis pacer (FallbackPacer never throws).
+   */
+  hold(windowId: string, ms: number): Promise<void>;
 }
 
 /** The Bot API's limits (see the file's comment): count and window, ms. */
@@ -65,6 +77,11 @@ export const BOT_API_LIMITS = {
  * @param botId the bot's id (getMe), so two bots sharing a Redis do not share a window.
  * @param scale config.telegram.pacingScale, in (0, 1].
  */
+/** The id of the per-chat window of `chatId` (what a 429's retry_after holds). */
+export function chatWindowId(chatId: string, botId: string): string {
+  return `chat:${botId}:${chatId}`;
+}
+
 export function chatWindows(chatId: string, botId: string, scale: number): PacingWindow[] {
   const w = (id: string, l: { limit: number; windowMs: number }): PacingWindow => ({
     id,
@@ -74,7 +91,7 @@ export function chatWindows(chatId: string, botId: string, scale: number): Pacin
   // Private chats have positive ids; groups, supergroups and channels negative ones.
   const group = chatId.startsWith('-');
   return [
-    w(`chat:${botId}:${chatId}`, BOT_API_LIMITS.perChat),
+    w(chatWindowId(chatId, botId), BOT_API_LIMITS.perChat),
     ...(group ? [w(`group:${botId}:${chatId}`, BOT_API_LIMITS.perGroup)] : []),
     w(`bot:${botId}`, BOT_API_LIMITS.perBot),
   ];
@@ -92,13 +109,26 @@ interface Log {
  */
 export class MemoryPacer implements Pacer {
   private readonly logs = new Map<string, Log>();
+  /** Held windows: id → until, ms since the epoch (Date.now()). */
+  private readonly holds = new Map<string, number>();
   private lastSweepMs = 0;
+
+  async hold(windowId: string, ms: number): Promise<void> {
+    const until = Date.now() + Math.max(0, ms);
+    if ((this.holds.get(windowId) ?? 0) < until) this.holds.set(windowId, until);
+  }
 
   async take(windows: readonly PacingWindow[], nowMs: number = Date.now()): Promise<PacingSlot> {
     this.sweep(nowMs);
     let wait = 0;
     let at = nowMs;
+    const realNow = Date.now();
     for (const w of windows) {
+      const held = this.holds.get(w.id);
+      if (held !== undefined) {
+        if (held > realNow) wait = Math.max(wait, held - realNow);
+        else this.holds.delete(w.id);
+      }
       const log = this.log(w);
       while (log.ts.length > 0 && (log.ts[0] ?? 0) <= nowMs - w.windowMs) log.ts.shift();
       const newest = log.ts[log.ts.length - 1];
@@ -129,6 +159,8 @@ export class MemoryPacer implements Pacer {
       const newest = log.ts[log.ts.length - 1];
       if (newest === undefined || newest <= nowMs - log.windowMs) this.logs.delete(id);
     }
+    const realNow = Date.now();
+    for (const [id, until] of this.holds) if (until <= realNow) this.holds.delete(id);
   }
 }
 
@@ -181,5 +213,22 @@ export class FallbackPacer implements Pacer {
       }
     }
     return this.fallback.take(windows, nowMs);
+  }
+
+  /**
+   * Held in Redis when reachable, and always in process too, so a hold outlives Redis going away
+   * (this worker then still respects it).
+   */
+  async hold(windowId: string, ms: number): Promise<void> {
+    await this.fallback.hold(windowId, ms);
+    if (this.down) return;
+    try {
+      await this.primary.hold(windowId, ms);
+    } catch (err) {
+      this.logger.warn(
+        { limiter: 'telegram-pacing', err: err instanceof Error ? err.message : String(err) },
+        'redis unreachable: a chat hold (429 retry_after) is kept in process only',
+      );
+    }
   }
 }

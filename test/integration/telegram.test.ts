@@ -19,6 +19,7 @@ import { type Config, loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
 import { ChatDeliveryWorker } from '../../src/delivery/chat-worker.js';
 import { startTelegramStandIn, type TelegramStandIn } from '../../src/devnet/telegram-stand-in.js';
+import { eventDetail } from '../../src/events/detail.js';
 import { closeRedis, createRedis, waitReady } from '../../src/redis/client.js';
 import { RedisPacer } from '../../src/redis/pacing.js';
 import { openBot, type TelegramBot } from '../../src/telegram/bot.js';
@@ -35,6 +36,11 @@ import {
 
 const PASSWORD = 'correct horse battery staple';
 const REDIS_URL = process.env.REDIS_URL;
+/** The 429 hold, in process and (with REDIS_URL) shared by two workers through Redis. */
+const HOLD_CASES: Array<[string, 1 | 2]> = [
+  ['one worker, in-process pacing', 1],
+  ...(REDIS_URL ? [['two workers sharing Redis', 2] as [string, 2]] : []),
+];
 
 /** A console session: cookies kept, X-CSRF-Token sent like the page. */
 class Session {
@@ -318,6 +324,19 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     expect(n429).toMatchObject({ status: 'DELIVERED', attempts: 1 });
     expect(worker.throttled).toBe(1);
     expect(si.sent.filter((m) => m.status === 429)).toHaveLength(1);
+    // The console's event page: the 429 listed before the attempt that delivered, with the same
+    // number, flagged throttled (shown "rate limited, not counted").
+    const { rows: ev } = await db.query<{ event_id: string; account_id: string }>(
+      'SELECT event_id, account_id FROM notifications WHERE id = $1',
+      [throttled[0]?.notification_id],
+    );
+    const detail = await eventDetail(db, ev[0]?.account_id ?? '', 'mainnet', ev[0]?.event_id ?? '');
+    expect(
+      detail?.notifications[0]?.attempt_log.map((a) => [a.attempt, a.http_status, a.throttled]),
+    ).toEqual([
+      [1, 429, true],
+      [1, 200, false],
+    ]);
 
     // A 403 (bot blocked): a failed attempt with its status, then retried on the schedule.
     si.block(chat);
@@ -382,6 +401,67 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     expect(rows[0]).toEqual({ telegram_chat_id: '-100777', telegram_chat_type: 'supergroup' });
     expect((await states(db)).every((n) => n.attempts === 1)).toBe(true);
   });
+
+  it.each(HOLD_CASES)(
+    'after a 429, holds every message of that chat until retry_after (%s)',
+    async (_, n) => {
+      // Per-chat window 250 ms, retry_after 2 s: without the hold, the chat's next message would go
+      // one window after the 429.
+      const { bot, cfg } = await withBot({ TELEGRAM_PACING_SCALE: '0.25' });
+      const si = standIn as TelegramStandIn;
+      h = await apiHarness(engine);
+      const db = h.db;
+      const chat = '31337';
+      await chatOutbox(db, chat, 4);
+      si.failNext(chat, { code: 429, retryAfter: 2 });
+      const prefix = `tw:test:hold:${randomBytes(4).toString('hex')}:`;
+      const pacers: Pacer[] = [];
+      if (n === 1) pacers.push(new MemoryPacer());
+      else {
+        const clients = [createRedis(REDIS_URL as string), createRedis(REDIS_URL as string)];
+        stops.push(async () => {
+          for (const c of clients) await closeRedis(c);
+        });
+        for (const c of clients) {
+          expect(await waitReady(c, 5_000)).toBe(true);
+          pacers.push(new RedisPacer(c, { prefix }));
+        }
+      }
+      const workers = pacers.map(
+        (pacer, i) =>
+          new ChatDeliveryWorker({
+            db,
+            telegram: bot,
+            pacer,
+            config: cfg,
+            logger: silentLogger,
+            workerId: `hold${i}`,
+          }),
+      );
+      const ac = new AbortController();
+      const runs = workers.map((w) => w.start(ac.signal));
+      stops.push(async () => {
+        ac.abort();
+        await Promise.all(runs);
+      });
+      await until(
+        async () => (await states(db)).every((x) => x.status === 'DELIVERED'),
+        'four deliveries',
+      );
+      const to = si.sent.filter((m) => m.chatId === chat);
+      const refused = to.filter((m) => m.status === 429);
+      expect(refused).toHaveLength(1);
+      const t429 = refused[0]?.at ?? 0;
+      const ok = to.filter((m) => m.status === 200);
+      expect(ok).toHaveLength(4);
+      // Nothing reached the chat before retry_after had passed since the 429 (arrival times, the
+      // stand-in's clock): the held notifications waited, not only the one that got it.
+      for (const m of ok) expect(m.at - t429).toBeGreaterThanOrEqual(2_000);
+      // Waiting was never an attempt.
+      expect((await states(db)).every((x) => x.attempts === 1)).toBe(true);
+    },
+    60_000,
+  );
 
   it('paces a burst of 200 events for one chat: never two in one per-chat window', async () => {
     const { bot, cfg } = await withBot();
