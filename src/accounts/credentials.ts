@@ -52,6 +52,16 @@ export async function createInvite(db: Queryable, accountId: string): Promise<st
   return token;
 }
 
+/** Whether `token` names an invitation that is unused and not expired (nothing is changed). */
+export async function inviteUsable(db: Queryable, token: string): Promise<boolean> {
+  const { rows } = await db.query(
+    `SELECT 1 FROM console_invites
+      WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()`,
+    [sha256(token)],
+  );
+  return rows.length > 0;
+}
+
 /**
  * Use an invitation: marks it used (atomically: a second use finds nothing).
  * @returns the account id, or undefined when the token is unknown, used or expired.

@@ -53,3 +53,25 @@ export async function recordLoginFailure(
     ids(ip, email).map((id) => limiter.hit(id, LOGIN_FAILURES, undefined, LOGIN_WINDOW_MS)),
   );
 }
+
+/** Sign-ups allowed per client IP per LOGIN_WINDOW_MS (each costs an argon2id hash, ~55 ms CPU). */
+export const SIGNUPS_PER_IP = 10;
+
+/**
+ * Count a sign-up (or an invitation acceptance) against its client IP: an unauthenticated request
+ * that makes the server hash a password must not be free to repeat (CPU exhaustion).
+ * @throws ApiError 429 login_rate_limited with Retry-After when the IP has used its sign-ups.
+ */
+export async function countSignup(limiter: RateLimiter, ip: string): Promise<void> {
+  const r = await limiter.hit(`signup-ip:${ip}`, SIGNUPS_PER_IP, undefined, LOGIN_WINDOW_MS);
+  if (!r.allowed) {
+    throw new ApiError(
+      429,
+      `too many sign-ups from this address: try again in ${r.retryAfterSeconds} s`,
+      'login_rate_limited',
+      undefined,
+      {},
+      { 'Retry-After': String(r.retryAfterSeconds) },
+    );
+  }
+}

@@ -280,6 +280,35 @@ describe.each(dbEngines)('console API on %s', (engine) => {
     expect((await new Browser(h.app).login('hal@example.com')).statusCode).toBe(200);
   });
 
+  it('limits what makes the server hash a password: sign-ups per IP, wrong invitation tokens per IP', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const ip = '198.51.100.77';
+    for (let i = 1; i <= 10; i++) {
+      expect(
+        (await new Browser(h.app, 'localhost', ip).signUp(`s${i}@example.com`)).statusCode,
+      ).toBe(201);
+    }
+    const eleventh = await new Browser(h.app, 'localhost', ip).signUp('s11@example.com');
+    expect(eleventh.statusCode).toBe(429);
+    expect(json(eleventh).code).toBe('login_rate_limited');
+    expect(Number(eleventh.headers['retry-after'])).toBeGreaterThan(0);
+    const b = new Browser(h.app, 'localhost', '198.51.100.78');
+    await b.get('/console/api/config');
+    for (let i = 1; i <= 5; i++) {
+      const wrong = await b.post('/console/api/invite/accept', {
+        token: `nope${i}`,
+        password: PASSWORD,
+      });
+      expect(json(wrong).code).toBe('invalid_invite');
+    }
+    const sixth = await b.post('/console/api/invite/accept', {
+      token: 'nope6',
+      password: PASSWORD,
+    });
+    expect(sixth.statusCode).toBe(429);
+    expect(json(sixth).code).toBe('login_rate_limited');
+  });
+
   it('issues a key shown once, lists it, and a revoked key is refused by /v1 at once', async () => {
     h = await apiHarness(engine, { env: OPEN });
     const b = new Browser(h.app);

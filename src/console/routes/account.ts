@@ -24,6 +24,7 @@ import {
   normaliseEmail,
 } from '../../accounts/accounts.js';
 import {
+  inviteUsable,
   passwordHashByEmail,
   passwordHashById,
   setPasswordHash,
@@ -39,7 +40,7 @@ import {
   requireSession,
   setSessionCookies,
 } from '../guard.js';
-import { checkLoginAllowed, recordLoginFailure } from '../login-limits.js';
+import { checkLoginAllowed, countSignup, recordLoginFailure } from '../login-limits.js';
 import { hashPassword, verifyPassword } from '../passwords.js';
 import {
   CredentialsBody,
@@ -52,6 +53,9 @@ import {
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
 
 const hide = { hide: true } as const;
+
+/** The e-mail-window name invitation failures are counted under (with the IP's). */
+const INVITE_EMAIL = '(invitation)';
 
 /** The account as the console shows it. @throws ApiError 401 no_session if it vanished. */
 export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<Me> {
@@ -103,8 +107,9 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       return {
         signup: deps.config.console.signup,
         network: deps.config.network,
+        // Configured (a token is set), even while getMe has not answered yet.
         telegram: deps.telegram !== undefined,
-        bot_username: deps.telegram?.identity.username ?? null,
+        bot_username: deps.telegram?.current()?.identity.username ?? null,
       };
     },
   );
@@ -130,6 +135,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         );
       }
       const { email, password } = request.body;
+      await countSignup(deps.rateLimiter, request.ip);
       const hash = await hashPassword(password);
       let accountId: string;
       try {
@@ -178,6 +184,15 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     '/console/api/invite/accept',
     { config: { consolePublic: true }, schema: { ...hide, body: InviteAcceptBody } },
     async (request, reply) => {
+      // A wrong token counts like a failed login (per IP), and is refused before any hashing.
+      await checkLoginAllowed(deps.rateLimiter, request.ip, INVITE_EMAIL);
+      if (!(await inviteUsable(deps.db, request.body.token))) {
+        await recordLoginFailure(deps.rateLimiter, request.ip, INVITE_EMAIL);
+        throw ApiError.coded(
+          'invalid_invite',
+          'this invitation link is unknown, already used or expired: ask for a new one',
+        );
+      }
       const hash = await hashPassword(request.body.password);
       const accountId = await useInvite(deps.db, request.body.token);
       if (!accountId) {
