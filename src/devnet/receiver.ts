@@ -6,8 +6,9 @@
  * subjectAltName IP 127.0.0.1 and DNS localhost; the PEM to trust is returned as `ca`). For every
  * request it reads the raw body bytes, verifies `X-Signature` over exactly those bytes in
  * constant time before any parsing, then parses the JSON, records the request, and answers as
- * the programmable `respond` says (status, delay, extra headers such as a Location). Accepted TCP
- * connections are counted, so a test can prove that a delivery never connected.
+ * the programmable `respond` says (status, delay, extra headers such as a Location, or a reset of
+ * the connection instead of any answer). Accepted TCP connections are counted, so a test can prove
+ * that a delivery never connected.
  *
  * Not a production server: no size limit beyond 1 MiB per body, everything kept in memory.
  */
@@ -72,6 +73,12 @@ export interface Reply {
    * Default 0.
    */
   bodyDelayMs?: number;
+  /**
+   * Answer nothing: destroy the connection after the request was read (the client sees it closed
+   * without an answer, as from a receiver that crashed mid-request), after `delayMs` when given.
+   * `status` is then ignored. Default false.
+   */
+  reset?: boolean;
 }
 
 /**
@@ -229,6 +236,7 @@ export async function startReceiver(opts: ReceiverOptions = {}): Promise<Receive
           const reply: Reply = typeof answer === 'number' ? { status: answer } : answer;
           const send = () => {
             if (res.destroyed || res.writableEnded) return;
+            if (reply.reset) return void req.socket.destroy();
             res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
             const text = Buffer.from(
               reply.body ?? (reply.status >= 200 && reply.status < 300 ? 'ok' : 'no'),

@@ -1,0 +1,1005 @@
+/**
+ * `npm run soak` (issue 14 item 4): a chaos soak of the whole service as separate processes.
+ *
+ * What runs: two `ingest`, two `worker` and two `api` processes (`node --import tsx src/main.ts
+ * <role>`) on real PostgreSQL and Redis; a replay node (in this process) revealing a synthetic
+ * chain, written to a temporary folder in the `chain/` layout and served from those files, one
+ * block every `intervalMs`; an HTTPS receiver in this process that answers 500 to about 14 % of
+ * requests, holds about 3 % past the webhook timeout and closes the connection without an answer
+ * on about 3 % (20 % in all, drawn from a seeded PRNG; an event's 4th and later requests always
+ * succeed, so the receiver alone never makes one fail six times and go DEAD: only lost leases of
+ * killed workers could add the rest, and the DEAD figure says whether that happened). Watches
+ * are created through the public API, two thirds before the chain's first block, the rest while
+ * it runs.
+ *
+ * The chaos: a loop SIGKILLs an ingest or worker process every 2–5 s (pause and target seeded;
+ * the target drawn among those that finished starting) and restarts it at once, `kills` times
+ * (100 by default). A process that exits by itself is restarted 1 s later, as a supervisor would;
+ * exiting at start (PostgreSQL down) is counted, exiting once running is a crash and fails the
+ * soak. On its own servers (the default: a throwaway PostgreSQL 15 started with
+ * `initdb`/`pg_ctl` and a `redis-server`, in a temporary folder, on free ports of 127.0.0.1,
+ * never the machine's shared ones) it also restarts Redis once (at 40 % of the kills) and
+ * PostgreSQL once (at 60 %: `pg_ctl stop -m immediate`, down 3 s, start). With
+ * `servers: { databaseUrl, redisUrl }` it uses those (the test's small version) and restarts
+ * neither.
+ *
+ * The check, at the end, once the ingest cursor passed the chain's last block and no notification
+ * is PENDING (or either stopped moving for 120 s): the expected events are computed here, independently of
+ * src/ingest, from the generator's own list of the transfers it put in the chain files
+ * (`syntheticBlock(...).transfers`) and this file's own matching loop over the watches as stored
+ * (address, filters and `active_from_block` read from the database); then
+ * - stored events = expected, exactly: 0 missing, 0 extra, 0 duplicated (and one notification each);
+ * - every stored event acknowledged (2xx) at least once by the receiver with valid signatures (the
+ *   X-Signature and the Standard Webhooks one), its body the stored event; requests with a bad
+ *   signature 0; deliveries acknowledged more than once counted (at-least-once: a worker killed
+ *   after sending and before recording sends again);
+ * - DEAD counted apart (an event that failed six times is stored, listed, not acknowledged);
+ * - nothing PENDING and overdue (due more than 10 s ago and not taken);
+ * - `GET /v1/events`, paged with `next_before` (limit 200, alternating the two API processes),
+ *   returns the whole set: no repeat, none missing, none extra.
+ * The last line printed is the figures and PASS or FAIL (exit code 0 or 1).
+ *
+ * Usage: `npm run soak -- [--seed N] [--kills N] [--blocks N] [--interval-ms N] [--tx-per-block N]`.
+ * Logs of every process go to a temporary folder, removed on PASS and kept (its path printed) on
+ * FAIL. Everything started is stopped at the end, on failure too (a shutdown registry).
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Command, InvalidArgumentError } from 'commander';
+import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
+import { Shutdown } from '../src/common/shutdown.js';
+import { migrate } from '../src/db/migrate.js';
+import { type Db, openDb } from '../src/db/pool.js';
+import { type Receiver, startReceiver } from '../src/devnet/receiver.js';
+import { dirSource, startReplayNode } from '../src/devnet/replay-node.js';
+import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
+import {
+  type SyntheticChainOptions,
+  syntheticAddresses,
+  syntheticBlock,
+} from '../src/devnet/synthetic.js';
+import { hexToBase58 } from '../src/tron/address.js';
+import type { Transfer } from '../src/tron/types.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+const run = promisify(execFile);
+
+export interface SoakOptions {
+  /** PRNG seed of the kill loop, the receiver's faults and the chain. */
+  seed: number;
+  /** SIGKILLs of an ingest or worker process (each restarted at once). */
+  kills: number;
+  /** Blocks in the synthetic chain. */
+  blocks: number;
+  /** One block per this many ms; default: the chain spans the kill loop (3.5 s per kill on average). */
+  intervalMs?: number;
+  /** Transactions per synthetic block. Default 120. */
+  txPerBlock?: number;
+  /** Pause between kills, ms, drawn uniformly in [min, max]. Default 2000–5000. */
+  killEveryMs?: [number, number];
+  /** 'own' (default): throwaway servers, restarted once each; or existing ones (no restarts). */
+  servers?: 'own' | { databaseUrl: string; redisUrl: string | undefined };
+  /** Progress lines (default: stdout). */
+  print?: (line: string) => void;
+}
+
+export interface SoakFigures {
+  seed: number;
+  kills: { ingest: number; ingestLeader: number; worker: number };
+  restarts: { redis: number; postgres: number };
+  /** Processes that exited by themselves once running (each is restarted; any fails the soak). */
+  crashes: number;
+  /** Processes that exited by themselves while starting (PostgreSQL down), restarted. */
+  startFailures: number;
+  blocks: number;
+  watches: number;
+  expected: number;
+  stored: number;
+  missing: number;
+  extra: number;
+  duplicated: number;
+  /** Events whose notification count is not 1. */
+  notificationMismatch: number;
+  /** Stored events acknowledged (2xx) at least once with valid signatures and the stored body. */
+  acknowledged: number;
+  /** Stored events never acknowledged (DEAD ones excluded). */
+  unacknowledged: number;
+  /** Acknowledgements beyond the first, summed over events. */
+  duplicateDeliveries: number;
+  requests: number;
+  faults: { status500: number; hang: number; reset: number };
+  badSignatures: number;
+  /** Received bodies that are not the stored event of their X-Event-Id. */
+  bodyMismatch: number;
+  dead: number;
+  pending: number;
+  overdue: number;
+  /** Attempts recorded as lost leases (a worker killed while holding the notification). */
+  lostLeases: number;
+  paged: number;
+  pageRepeats: number;
+  pageMissing: number;
+  pageExtra: number;
+  cursorReachedEnd: boolean;
+  seconds: number;
+}
+
+export interface SoakResult {
+  pass: boolean;
+  figures: SoakFigures;
+  /** The summary line (also printed last). */
+  line: string;
+  /** Process logs, kept when the soak failed. */
+  logDir: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small tools
+
+/** mulberry32: a seeded PRNG in [0, 1). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A free TCP port on 127.0.0.1 (bound, read, released). */
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** Retry `f` until it resolves or `ms` passed (PostgreSQL may be restarting). */
+async function retrying<T>(what: string, f: () => Promise<T>, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      return await f();
+    } catch (err) {
+      if (Date.now() > end) throw new Error(`${what}: ${(err as Error).message}`);
+      await sleep(250);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throwaway servers
+
+interface Servers {
+  databaseUrl: string;
+  redisUrl: string | undefined;
+  restartPostgres?: () => Promise<void>;
+  restartRedis?: () => Promise<void>;
+}
+
+/**
+ * PostgreSQL 15 (initdb + pg_ctl, as the `postgres` user when we are root: initdb refuses root)
+ * and redis-server, in `dir`, on free ports of 127.0.0.1; registered in `shutdown` for the stop.
+ */
+async function startOwnServers(dir: string, shutdown: Shutdown): Promise<Servers> {
+  const asPostgres = process.getuid?.() === 0;
+  if (asPostgres) await run('chown', ['postgres', dir]);
+  const pgCmd = (bin: string, args: string[]) =>
+    asPostgres
+      ? run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, bin), ...args])
+      : run(path.join(PG_BIN, bin), args);
+  const data = path.join(dir, 'pgdata');
+  const pgLog = path.join(dir, 'postgres.log');
+  const pgPort = await freePort();
+  await pgCmd('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  fs.appendFileSync(
+    path.join(data, 'postgresql.conf'),
+    [
+      "listen_addresses = '127.0.0.1'",
+      `port = ${pgPort}`,
+      `unix_socket_directories = '${dir}'`,
+      'max_connections = 100',
+      '',
+    ].join('\n'),
+  );
+  const pgStart = () => pgCmd('pg_ctl', ['-D', data, '-l', pgLog, '-w', '-t', '60', 'start']);
+  const pgStop = () => pgCmd('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+  await pgStart();
+  shutdown.add('postgres', () => pgStop().catch(() => undefined));
+  const admin = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'postgres' });
+  await admin.connect();
+  await admin.query('CREATE DATABASE tronwatch_soak');
+  await admin.end();
+
+  const redisPort = await freePort();
+  let redis: ChildProcess | undefined;
+  const redisStart = async () => {
+    const child = spawn(
+      'redis-server',
+      [
+        '--bind',
+        '127.0.0.1',
+        '--port',
+        String(redisPort),
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--logfile',
+        path.join(dir, 'redis.log'),
+      ],
+      { stdio: 'ignore' },
+    );
+    redis = child;
+    await retrying('redis start', async () => {
+      if (child.exitCode !== null) throw new Error(`redis-server exited ${child.exitCode}`);
+      await new Promise<void>((resolve, reject) => {
+        const s = net.connect(redisPort, '127.0.0.1', () => {
+          s.end();
+          resolve();
+        });
+        s.on('error', reject);
+      });
+    });
+  };
+  const redisStop = async () => {
+    const child = redis;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  await redisStart();
+  shutdown.add('redis', redisStop);
+  return {
+    databaseUrl: `postgres://postgres@127.0.0.1:${pgPort}/tronwatch_soak`,
+    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    restartPostgres: async () => {
+      await pgStop();
+      await sleep(3_000);
+      await pgStart();
+    },
+    restartRedis: async () => {
+      await redisStop();
+      await sleep(2_000);
+      await redisStart();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// tronwatch processes
+
+type Role = 'ingest' | 'worker' | 'api';
+
+interface Proc {
+  name: string;
+  role: Role;
+  child: ChildProcess;
+  exit: Promise<number | null>;
+  /** The API's base URL ('api listening'). */
+  url: string | undefined;
+  running: boolean;
+  leader: boolean;
+  /** Stopped by the soak (a kill or the final SIGTERM), not by itself. */
+  stopped: boolean;
+  /** The last few stderr lines (what a crash said). */
+  tail: string[];
+}
+
+function spawnRole(
+  name: string,
+  role: Role,
+  env: Record<string, string>,
+  log: fs.WriteStream,
+): Proc {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), role], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const p: Proc = {
+    name,
+    role,
+    child,
+    exit: new Promise((r) => child.on('exit', (code) => r(code))),
+    url: undefined,
+    running: false,
+    leader: false,
+    stopped: false,
+    tail: [],
+  };
+  log.write(`${JSON.stringify({ soak: 'start', proc: name, pid: child.pid, at: new Date() })}\n`);
+  const lines = readline.createInterface({ input: child.stderr as NodeJS.ReadableStream });
+  lines.on('line', (line) => {
+    log.write(`${name} ${line}\n`);
+    p.tail.push(line);
+    if (p.tail.length > 6) p.tail.shift();
+    let msg: unknown;
+    let url: unknown;
+    try {
+      ({ msg, url } = JSON.parse(line) as { msg?: unknown; url?: unknown });
+    } catch {
+      return;
+    }
+    if (msg === 'api listening' && typeof url === 'string') p.url = url;
+    else if (msg === 'tronwatch running') p.running = true;
+    else if (msg === 'ingest leader acquired') p.leader = true;
+    else if (typeof msg === 'string' && msg.startsWith('ingest leadership lost')) p.leader = false;
+  });
+  return p;
+}
+
+async function killHard(p: Proc): Promise<void> {
+  p.stopped = true;
+  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  await p.exit;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watches and the expected events
+
+interface WatchPlan {
+  address: string; // 41-hex
+  asset: 'ALL' | 'USDT' | 'TRX';
+  direction: 'both' | 'incoming' | 'outgoing';
+}
+
+interface StoredWatch {
+  id: string;
+  address_hex: string;
+  asset_filter: 'ALL' | 'USDT' | 'TRX';
+  direction: 'both' | 'incoming' | 'outgoing';
+  active_from_block: number;
+}
+
+/**
+ * Watches on the chain's population: `hot` of its busiest 1 % (two watches each, different
+ * filters) and `cold` ordinary addresses, filters cycling.
+ */
+function planWatches(chain: SyntheticChainOptions, from: number, hot: number, cold: number) {
+  const all = syntheticAddresses(chain);
+  const hotCount = Math.max(1, Math.floor(all.length / 100));
+  const assets = ['ALL', 'USDT', 'TRX'] as const;
+  const dirs = ['both', 'incoming', 'outgoing'] as const;
+  const out: WatchPlan[] = [];
+  for (let i = 0; i < hot; i++) {
+    const a = all[(from + i) % hotCount] ?? '';
+    out.push({ address: a, asset: assets[i % 3] ?? 'ALL', direction: dirs[(i + 1) % 3] ?? 'both' });
+    out.push({ address: a, asset: assets[(i + 1) % 3] ?? 'ALL', direction: dirs[i % 3] ?? 'both' });
+  }
+  for (let i = 0; i < cold; i++) {
+    const a = all[hotCount + from * 7 + i * 13] ?? '';
+    out.push({ address: a, asset: assets[i % 3] ?? 'ALL', direction: dirs[(i + 2) % 3] ?? 'both' });
+  }
+  return out;
+}
+
+/** The soak's own key of an event: watch, transfer, side, asset and amount. */
+function eventKey(e: {
+  watchId: string;
+  txId: string;
+  eventIndex: number;
+  direction: string;
+  asset: string;
+  amountRaw: string;
+}): string {
+  return `${e.watchId}|${e.txId}|${e.eventIndex}|${e.direction}|${e.asset}|${e.amountRaw}`;
+}
+
+/** SPEC's matching rule, written here (not src/ingest/match.ts): one key per expected event. */
+function expectedKeys(transfers: readonly Transfer[], watches: readonly StoredWatch[]): string[] {
+  const out: string[] = [];
+  for (const t of transfers) {
+    for (const w of watches) {
+      if (t.blockNumber <= w.active_from_block) continue; // no retroactive matching
+      if (w.asset_filter !== 'ALL' && w.asset_filter !== t.asset) continue;
+      // A self-transfer on a `both` watch is one event, incoming (README's decisions).
+      const incoming = t.to === w.address_hex && w.direction !== 'outgoing';
+      const outgoing = t.from === w.address_hex && w.direction !== 'incoming';
+      if (!incoming && !outgoing) continue;
+      out.push(
+        eventKey({
+          watchId: w.id,
+          txId: t.txId,
+          eventIndex: t.eventIndex,
+          direction: incoming ? 'incoming' : 'outgoing',
+          asset: t.asset,
+          amountRaw: t.amountRaw.toString(),
+        }),
+      );
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The soak
+
+export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
+  const started = Date.now();
+  const print = opts.print ?? ((l: string) => console.log(l));
+  const txPerBlock = opts.txPerBlock ?? 120;
+  const [killMin, killMax] = opts.killEveryMs ?? [2_000, 5_000];
+  const intervalMs =
+    opts.intervalMs ??
+    Math.max(50, Math.round((opts.kills * (killMin + killMax)) / 2 / Math.max(1, opts.blocks)));
+  // Two streams: the kill loop's (its targets and pauses repeat for a seed) and the receiver's
+  // (drawn in request arrival order, which no seed fixes).
+  const rand = prng(opts.seed);
+  const faultRand = prng(opts.seed ^ 0x5bd1e995);
+  const shutdown = new Shutdown();
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-soak-'));
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-soak-logs-'));
+  // Ctrl-C or SIGTERM stops everything started so far (servers included), then exits.
+  const onSignal = () => void shutdown.kill().then(() => process.exit(130));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  shutdown.add('signal handlers', () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  });
+  shutdown.add('work folder', () => fs.rmSync(work, { recursive: true, force: true }));
+  const procs: Proc[] = [];
+  let pass = false;
+  try {
+    print(
+      `soak: seed ${opts.seed}, ${opts.kills} kills every ${killMin}-${killMax} ms, ${opts.blocks} blocks of ${txPerBlock} txs, one every ${intervalMs} ms; work ${work}, logs ${logDir}`,
+    );
+    // Servers.
+    let servers: Servers;
+    if (opts.servers === undefined || opts.servers === 'own') {
+      // A folder of its own: `work` is private to us, and the server runs as `postgres`.
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-soak-servers-'));
+      shutdown.add('servers folder', () => fs.rmSync(dir, { recursive: true, force: true }));
+      servers = await startOwnServers(dir, shutdown);
+      print(`soak: own servers: ${servers.databaseUrl}, ${servers.redisUrl}`);
+    } else {
+      servers = { ...opts.servers };
+    }
+    const db: Db = await openDb({ url: servers.databaseUrl, embeddedDir: '', poolSize: 3 });
+    shutdown.add('soak pool', () => db.close());
+    await migrate(db);
+
+    // The chain, its ground truth, the replay node.
+    const chain: SyntheticChainOptions = {
+      seed: opts.seed,
+      firstBlock: 76_000_000,
+      txPerBlock,
+      addresses: 2_000,
+    };
+    const first = chain.firstBlock ?? 0;
+    const last = first + opts.blocks - 1;
+    const chainDir = path.join(work, 'chain');
+    const written = await writeSyntheticChain(chain, opts.blocks, chainDir);
+    const plans1 = planWatches(chain, 0, 6, 10);
+    const plans2 = planWatches(chain, 6, 3, 5);
+    const watched = new Set([...plans1, ...plans2].map((w) => w.address));
+    const transfers: Transfer[] = [];
+    for (let n = first; n <= last; n++) {
+      for (const t of syntheticBlock(chain, n).transfers)
+        if (watched.has(t.from) || watched.has(t.to)) transfers.push(t);
+    }
+    print(
+      `soak: chain written: ${written.blocks} blocks, ${written.transfers} transfers (${transfers.length} touch a watched address)`,
+    );
+    // The replay node (in this process: its few requests per block cost little) starts long
+    // before the chain's first block and jumps to it once the first watches exist, so the chain
+    // is revealed while the kill loop runs.
+    const lag = 18;
+    const node = await startReplayNode({
+      source: dirSource(chainDir),
+      intervalMs,
+      lag,
+      startBefore: 1_000,
+    });
+    shutdown.add('replay node', () => node.close());
+    const nodeUrl = node.url;
+
+    // The receiver: seeded faults, signatures checked twice, acknowledgements counted.
+    const secrets = new Map<string, string>(); // path label → whsec_
+    const figures = { requests: 0, status500: 0, hang: 0, reset: 0, badSignatures: 0 };
+    const acked = new Map<string, number>(); // event id → 2xx answers
+    const bodies = new Map<string, Set<string>>(); // event id → keys of the bodies received
+    const timeoutMs = 2_000;
+    const receiver: Receiver = await startReceiver({
+      record: false,
+      secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
+      respond: (req, { nth }) => {
+        figures.requests++;
+        const secret = secrets.get(req.path.split('/').pop() ?? '');
+        let standard = false;
+        try {
+          if (secret) {
+            new Webhook(secret).verify(req.body, req.headers as Record<string, string>);
+            standard = true;
+          }
+        } catch {
+          standard = false;
+        }
+        if (!req.verified || !standard || !req.eventId) {
+          figures.badSignatures++;
+          return 401;
+        }
+        const e = req.event ?? {};
+        const key = eventKey({
+          watchId: String(e.watch_id),
+          txId: String(e.tx_id),
+          eventIndex: Number(e.event_index),
+          direction: String(e.direction),
+          asset: String(e.asset),
+          amountRaw: String(e.amount_raw),
+        });
+        const seen = bodies.get(req.eventId) ?? new Set<string>();
+        seen.add(key);
+        bodies.set(req.eventId, seen);
+        if (nth <= 3) {
+          const r = faultRand();
+          if (r < 0.14) {
+            figures.status500++;
+            return 500;
+          }
+          if (r < 0.17) {
+            figures.hang++;
+            return { status: 200, delayMs: timeoutMs + 1_000 };
+          }
+          if (r < 0.2) {
+            figures.reset++;
+            return { status: 200, reset: true };
+          }
+        }
+        acked.set(req.eventId, (acked.get(req.eventId) ?? 0) + 1);
+        return 200;
+      },
+    });
+    shutdown.add('receiver', () => receiver.close());
+    const caFile = path.join(work, 'receiver-ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+
+    // The six processes.
+    const env: Record<string, string> = {
+      DATABASE_URL: servers.databaseUrl,
+      ...(servers.redisUrl ? { REDIS_URL: servers.redisUrl } : {}),
+      DATABASE_POOL_SIZE: '4',
+      DATA_DIR: path.join(work, 'data'),
+      SECRET_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      TRON_NODE_URL: nodeUrl,
+      TRON_BLOCK_INTERVAL_MS: String(intervalMs),
+      TRON_NODE_CONCURRENCY: '4',
+      TRON_NODE_MAX_RPS: '0', // a local replay node: no provider's budget to keep
+      INGEST_START_BLOCK: String(first),
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_CA_FILE: caFile,
+      WEBHOOK_TIMEOUT_MS: String(timeoutMs),
+      // 1 m, 5 m, 30 m, 2 h, 6 h → 60 ms, 0.3 s, 1.8 s, 7.2 s, 21.6 s.
+      DELIVERY_SCHEDULE_SCALE: '0.001',
+      DELIVERY_CONCURRENCY: '16',
+      DELIVERY_POLL_MS: '100',
+      HOST: '127.0.0.1',
+      PORT: '0',
+    };
+    const logs = new Map<string, fs.WriteStream>();
+    let stopping = false;
+    const crashes: string[] = [];
+    let startFailures = 0;
+    const start = (name: string, role: Role): Proc => {
+      let log = logs.get(name);
+      if (!log) {
+        log = fs.createWriteStream(path.join(logDir, `${name}.log`), { flags: 'a' });
+        logs.set(name, log);
+      }
+      const p = spawnRole(name, role, env, log);
+      const i = procs.findIndex((q) => q.name === name);
+      if (i >= 0) procs[i] = p;
+      else procs.push(p);
+      // A supervisor's part: a process that exits by itself is restarted 1 s later. Exiting at
+      // start (PostgreSQL restarting: the start fails loudly, exit 1) is how a role behaves;
+      // exiting once running is a crash, and fails the soak.
+      void p.exit.then((code) => {
+        if (p.stopped || stopping) return;
+        if (p.running) crashes.push(`${name} exited ${code}: ${p.tail.join(' | ').slice(0, 600)}`);
+        else startFailures++;
+        print(`soak: ${name} exited by itself (${code}, ${p.running ? 'CRASH' : 'at start'})`);
+        setTimeout(() => {
+          if (!stopping && procs.find((q) => q.name === name) === p) start(name, role);
+        }, 1_000);
+      });
+      return p;
+    };
+    shutdown.add('processes', async () => {
+      await Promise.all(procs.map(killHard));
+      for (const l of logs.values()) await new Promise((r) => l.end(r));
+    });
+    for (const [name, role] of [
+      ['api-1', 'api'],
+      ['api-2', 'api'],
+      ['ingest-1', 'ingest'],
+      ['ingest-2', 'ingest'],
+      ['worker-1', 'worker'],
+      ['worker-2', 'worker'],
+    ] as const)
+      start(name, role);
+    const until = async (what: string, cond: () => boolean | Promise<boolean>, ms: number) => {
+      const end = Date.now() + ms;
+      while (!(await cond())) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        await sleep(100);
+      }
+    };
+    await until('every process running', () => procs.every((p) => p.running), 120_000);
+    const apis = () => procs.filter((p) => p.role === 'api').map((p) => p.url ?? '');
+
+    // An account, a key, and watches through the public API.
+    const account = await accountsCreate(db, { email: 'soak@example.com', plan: 'scale' });
+    const apiKey = (await keysCreate(db, { account: account.id })).key;
+    const auth = { authorization: `Bearer ${apiKey}` };
+    let label = 0;
+    const createWatches = async (plans: WatchPlan[]) => {
+      for (const w of plans) {
+        const name = `w${label++}`;
+        await retrying(
+          `POST /v1/watches ${name}`,
+          async () => {
+            const base = apis()[label % 2] ?? '';
+            const res = await fetch(`${base}/v1/watches`, {
+              method: 'POST',
+              headers: { ...auth, 'content-type': 'application/json' },
+              body: JSON.stringify({
+                address: hexToBase58(w.address),
+                asset_filter: w.asset,
+                direction: w.direction,
+                webhook_url: `${receiver.url}/${name}`,
+              }),
+              signal: AbortSignal.timeout(10_000),
+            });
+            const body = (await res.json()) as { secret?: string };
+            if (res.status !== 201 || !body.secret)
+              throw new Error(`${res.status} ${JSON.stringify(body)}`);
+            secrets.set(name, body.secret);
+          },
+          120_000,
+        );
+      }
+    };
+    await createWatches(plans1);
+    node.advanceTo(first - 1);
+    print(`soak: ${plans1.length} watches created; the chain and the kill loop start`);
+
+    // The kill loop, with the mid-soak restarts and the second batch of watches.
+    const kills = { ingest: 0, ingestLeader: 0, worker: 0 };
+    const restarts = { redis: 0, postgres: 0 };
+    const side: Promise<void>[] = [];
+    const killable = ['ingest-1', 'ingest-2', 'worker-1', 'worker-2'];
+    for (let k = 1; k <= opts.kills; k++) {
+      await sleep(killMin + rand() * (killMax - killMin));
+      // The target is drawn among the processes that finished starting (a process killed while
+      // it loads tests nothing); on a loaded machine a restart can take many seconds.
+      const pick = rand();
+      await until(
+        'a running ingest or worker process',
+        () => procs.some((q) => killable.includes(q.name) && q.running),
+        300_000,
+      );
+      const candidates = procs.filter((q) => killable.includes(q.name) && q.running);
+      const p = candidates[Math.floor(pick * candidates.length)];
+      if (!p) continue;
+      const name = p.name;
+      if (p.role === 'ingest') {
+        kills.ingest++;
+        if (p.leader) kills.ingestLeader++;
+      } else {
+        kills.worker++;
+      }
+      await killHard(p);
+      start(name, p.role);
+      if (k === Math.max(1, Math.floor(opts.kills / 3)))
+        side.push(
+          createWatches(plans2).then(() => print(`soak: ${plans2.length} more watches created`)),
+        );
+      if (k === Math.floor(opts.kills * 0.4) && servers.restartRedis) {
+        const restart = servers.restartRedis;
+        side.push(
+          (async () => {
+            print(`soak: restarting Redis (kill ${k})`);
+            await restart();
+            restarts.redis++;
+          })(),
+        );
+      }
+      if (k === Math.floor(opts.kills * 0.6) && servers.restartPostgres) {
+        const restart = servers.restartPostgres;
+        side.push(
+          (async () => {
+            print(`soak: restarting PostgreSQL (kill ${k})`);
+            await restart();
+            restarts.postgres++;
+          })(),
+        );
+      }
+      if (k % 10 === 0 || k === opts.kills) {
+        const cursor = await retrying('cursor', () => cursorOf(db)).catch(() => -1);
+        print(
+          `soak: ${k}/${opts.kills} kills (ingest ${kills.ingest}, of which leader ${kills.ingestLeader}; worker ${kills.worker}); cursor ${cursor - first + 1}/${opts.blocks} blocks; ${figures.requests} webhook requests`,
+        );
+      }
+    }
+    await Promise.all(side);
+
+    // The end: the chain ingested, then the outbox drained; each wait gives up after 120 s
+    // without progress (the figures then say what is left).
+    const settle = async (
+      what: string,
+      value: () => Promise<number>,
+      done: (v: number) => boolean,
+    ) => {
+      let best = Number.NaN;
+      let progressAt = Date.now();
+      for (;;) {
+        const v = await retrying(what, value);
+        if (done(v)) return true;
+        if (v !== best) {
+          best = v;
+          progressAt = Date.now();
+        }
+        if (Date.now() - progressAt > 120_000) return false;
+        await sleep(250);
+      }
+    };
+    const cursorReachedEnd = await settle(
+      'cursor',
+      () => cursorOf(db),
+      (c) => c >= last,
+    );
+    print(`soak: chain ${cursorReachedEnd ? 'ingested' : 'NOT ingested'}; draining the outbox`);
+    await settle(
+      'pending',
+      () => count(db, "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'"),
+      (n) => n === 0,
+    );
+
+    // The check.
+    const { rows: watchRows } = await db.query<StoredWatch>(
+      'SELECT id, address_hex, asset_filter, direction, active_from_block::int8 AS active_from_block FROM watches',
+    );
+    const expected = expectedKeys(transfers, watchRows);
+    const expectedSet = new Set(expected);
+    const { rows: eventRows } = await db.query<{
+      id: string;
+      watch_id: string;
+      tx_id: string;
+      event_index: number;
+      direction: string;
+      asset: string;
+      amount_raw: string;
+      notifications: number;
+      status: string | null;
+    }>(
+      `SELECT e.id, e.watch_id, e.tx_id, e.event_index, e.direction, e.asset,
+              e.amount_raw::text AS amount_raw,
+              (SELECT count(*) FROM notifications n WHERE n.event_id = e.id)::int8 AS notifications,
+              (SELECT n.status FROM notifications n WHERE n.event_id = e.id
+                ORDER BY n.created_at DESC LIMIT 1) AS status
+         FROM events e`,
+    );
+    const storedKeyById = new Map<string, string>();
+    const storedCount = new Map<string, number>();
+    for (const r of eventRows) {
+      const k = eventKey({
+        watchId: r.watch_id,
+        txId: r.tx_id,
+        eventIndex: r.event_index,
+        direction: r.direction,
+        asset: r.asset,
+        amountRaw: r.amount_raw,
+      });
+      storedKeyById.set(r.id, k);
+      storedCount.set(k, (storedCount.get(k) ?? 0) + 1);
+    }
+    const missing = [...expectedSet].filter((k) => !storedCount.has(k));
+    const extra = [...storedCount.keys()].filter((k) => !expectedSet.has(k));
+    const duplicated = [...storedCount.values()].reduce((s, n) => s + n - 1, 0);
+    const deadIds = new Set(eventRows.filter((r) => r.status === 'DEAD').map((r) => r.id));
+    let acknowledged = 0;
+    let unacknowledged = 0;
+    let duplicateDeliveries = 0;
+    let bodyMismatch = 0;
+    for (const [id, k] of storedKeyById) {
+      const n = acked.get(id) ?? 0;
+      const got = bodies.get(id);
+      if (got && (got.size !== 1 || !got.has(k))) bodyMismatch++;
+      if (n > 0) acknowledged++;
+      else if (!deadIds.has(id)) unacknowledged++;
+      duplicateDeliveries += Math.max(0, n - 1);
+    }
+    for (const id of bodies.keys()) if (!storedKeyById.has(id)) bodyMismatch++;
+    const pending = await count(
+      db,
+      "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'",
+    );
+    const overdue = await count(
+      db,
+      "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING' AND next_attempt_at < now() - interval '10 seconds'",
+    );
+    const lostLeases = await count(
+      db,
+      'SELECT count(*)::int8 AS n FROM attempts WHERE lease_expired_at IS NOT NULL',
+    );
+    // GET /v1/events, every page, alternating the two API processes.
+    const paged: string[] = [];
+    let before: string | null = null;
+    for (let page = 0; ; page++) {
+      const base = apis()[page % 2] ?? '';
+      const q = `limit=200${before ? `&before=${encodeURIComponent(before)}` : ''}`;
+      const body = await retrying(`GET /v1/events page ${page}`, async () => {
+        const res = await fetch(`${base}/v1/events?${q}`, {
+          headers: auth,
+          signal: AbortSignal.timeout(10_000),
+        });
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        return (await res.json()) as {
+          data: Array<{ event_id: string }>;
+          next_before: string | null;
+        };
+      });
+      paged.push(...body.data.map((e) => e.event_id));
+      if (!body.next_before) break;
+      before = body.next_before;
+    }
+    const pagedSet = new Set(paged);
+    const f: SoakFigures = {
+      seed: opts.seed,
+      kills,
+      restarts,
+      blocks: opts.blocks,
+      watches: watchRows.length,
+      expected: expected.length,
+      stored: eventRows.length,
+      missing: missing.length,
+      extra: extra.length,
+      duplicated,
+      notificationMismatch: eventRows.filter((r) => r.notifications !== 1).length,
+      acknowledged,
+      unacknowledged,
+      duplicateDeliveries,
+      requests: figures.requests,
+      faults: { status500: figures.status500, hang: figures.hang, reset: figures.reset },
+      badSignatures: figures.badSignatures,
+      bodyMismatch,
+      dead: deadIds.size,
+      pending,
+      overdue,
+      lostLeases,
+      paged: paged.length,
+      pageRepeats: paged.length - pagedSet.size,
+      pageMissing: [...storedKeyById.keys()].filter((id) => !pagedSet.has(id)).length,
+      pageExtra: [...pagedSet].filter((id) => !storedKeyById.has(id)).length,
+      cursorReachedEnd,
+      crashes: crashes.length,
+      startFailures,
+      seconds: Math.round((Date.now() - started) / 1000),
+    };
+    pass =
+      f.cursorReachedEnd &&
+      f.crashes === 0 &&
+      f.expected > 0 &&
+      f.missing === 0 &&
+      f.extra === 0 &&
+      f.duplicated === 0 &&
+      f.notificationMismatch === 0 &&
+      f.unacknowledged === 0 &&
+      f.badSignatures === 0 &&
+      f.bodyMismatch === 0 &&
+      f.overdue === 0 &&
+      f.pageRepeats === 0 &&
+      f.pageMissing === 0 &&
+      f.pageExtra === 0;
+    for (const c of crashes) print(`soak: crash: ${c}`);
+    for (const k of missing.slice(0, 5)) print(`soak: missing ${k}`);
+    for (const k of extra.slice(0, 5)) print(`soak: extra ${k}`);
+    // Graceful stop of the six: exit codes are reported, not judged.
+    stopping = true;
+    const codes = await Promise.all(
+      procs.map(async (p) => {
+        p.stopped = true;
+        p.child.kill('SIGTERM');
+        return p.exit;
+      }),
+    );
+    print(`soak: SIGTERM exit codes ${codes.join(' ')}`);
+    const line = summary(f, pass);
+    print(line);
+    return { pass, figures: f, line, logDir };
+  } finally {
+    await shutdown.kill();
+    if (pass) fs.rmSync(logDir, { recursive: true, force: true });
+    else print(`soak: process logs kept in ${logDir}`);
+  }
+}
+
+async function cursorOf(db: Db): Promise<number> {
+  const { rows } = await db.query<{ block_number: number }>(
+    'SELECT block_number FROM chain_cursor',
+  );
+  return rows[0]?.block_number ?? 0;
+}
+
+async function count(db: Db, sql: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(sql);
+  return rows[0]?.n ?? 0;
+}
+
+function summary(f: SoakFigures, pass: boolean): string {
+  return [
+    `soak seed ${f.seed}:`,
+    `${f.kills.ingest + f.kills.worker} kills (ingest ${f.kills.ingest}, ${f.kills.ingestLeader} of them leading; worker ${f.kills.worker}),`,
+    `restarts redis ${f.restarts.redis} postgres ${f.restarts.postgres};`,
+    `crashes ${f.crashes}, failed starts ${f.startFailures};`,
+    `${f.blocks} blocks${f.cursorReachedEnd ? '' : ' (cursor did NOT reach the end)'}, ${f.watches} watches;`,
+    `events expected ${f.expected}, stored ${f.stored}: missing ${f.missing}, extra ${f.extra}, duplicated ${f.duplicated}, notification mismatches ${f.notificationMismatch};`,
+    `acknowledged ${f.acknowledged}/${f.stored} with valid signatures (unacknowledged ${f.unacknowledged}, dead ${f.dead}), duplicate deliveries ${f.duplicateDeliveries},`,
+    `${f.requests} requests (500: ${f.faults.status500}, hang: ${f.faults.hang}, reset: ${f.faults.reset}), bad signatures ${f.badSignatures}, body mismatches ${f.bodyMismatch}, lost leases ${f.lostLeases};`,
+    `pending ${f.pending}, overdue ${f.overdue};`,
+    `GET /v1/events paged ${f.paged} (repeats ${f.pageRepeats}, missing ${f.pageMissing}, extra ${f.pageExtra});`,
+    `${f.seconds} s`,
+    pass ? 'PASS' : 'FAIL',
+  ].join(' ');
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const int = (name: string, min: number) => (v: string) => {
+    if (!/^\d+$/.test(v) || Number(v) < min)
+      throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
+    return Number(v);
+  };
+  const o = new Command()
+    .name('soak')
+    .description('chaos soak: 2 ingest, 2 worker, 2 api processes, kills and restarts, then checks')
+    .option('--seed <n>', 'PRNG seed (default: random, printed)', int('--seed', 0))
+    .option('--kills <n>', 'SIGKILLs of an ingest or worker process', int('--kills', 0), 100)
+    .option('--blocks <n>', 'blocks in the synthetic chain', int('--blocks', 1), 1200)
+    .option('--interval-ms <n>', 'one block per N ms (default: spans the kill loop)', int('', 20))
+    .option('--tx-per-block <n>', 'transactions per block', int('--tx-per-block', 1), 120)
+    .parse()
+    .opts<{
+      seed?: number;
+      kills: number;
+      blocks: number;
+      intervalMs?: number;
+      txPerBlock: number;
+    }>();
+  const seed = o.seed ?? Math.floor(Math.random() * 2 ** 31);
+  try {
+    const result = await runSoak({
+      seed,
+      kills: o.kills,
+      blocks: o.blocks,
+      txPerBlock: o.txPerBlock,
+      ...(o.intervalMs !== undefined ? { intervalMs: o.intervalMs } : {}),
+    });
+    process.exit(result.pass ? 0 : 1);
+  } catch (err) {
+    console.error(err);
+    console.log(`soak seed ${seed}: did not complete: ${(err as Error).message} FAIL`);
+    process.exit(1);
+  }
+}
