@@ -496,7 +496,37 @@ describe.each(dbEngines)('console API on %s', (engine) => {
     );
     expect(overview.watches).toEqual({ active: 1, paused: 0, quota: 3 });
     expect(overview.rate_limit).toMatchObject({ limit: 60, window_seconds: 60 });
-    expect(overview.chain).toMatchObject({ network: 'mainnet', solidified_head: 1000 });
+    expect(overview.chain).toMatchObject({
+      network: 'mainnet',
+      solidified_head: 1000,
+      scanned_block: null,
+      scanned_block_time: null,
+      lag_blocks: null,
+    });
+    await h.db.query(
+      `INSERT INTO chain_cursor (network, block_number, block_id, block_timestamp)
+       VALUES ('mainnet', 990, 'b990', now() - interval '60 seconds')`,
+    );
+    const later = json<Record<string, Record<string, unknown>>>(
+      await b.get('/console/api/overview'),
+    );
+    expect(later.chain).toMatchObject({ scanned_block: 990, lag_blocks: 10 });
+    expect(later.chain?.scanned_block_time).toEqual(expect.stringMatching(/Z$/));
+    expect(Number(later.chain?.lag_seconds)).toBeGreaterThanOrEqual(60);
+    // Events of the last 24 hours by their newest chain's status (these were made in January).
+    expect(later.events_24h).toEqual({ PENDING: 0, DELIVERED: 0, DEAD: 0 });
+    await h.db.query(
+      'UPDATE events SET created_at = now() - make_interval(secs => event_index + 1) WHERE account_id = $1',
+      [accountId],
+    );
+    const newest = (id: string | undefined) =>
+      `(SELECT n.id FROM notifications n WHERE n.event_id = '${id}' ORDER BY n.created_at DESC LIMIT 1)`;
+    await h.db.query(`UPDATE notifications SET status = 'DELIVERED' WHERE id = ${newest(ids[1])}`);
+    await h.db.query(`UPDATE notifications SET status = 'DEAD' WHERE id = ${newest(ids[2])}`);
+    const recent = json<Record<string, Record<string, unknown>>>(
+      await b.get('/console/api/overview'),
+    );
+    expect(recent.events_24h).toEqual({ PENDING: 2, DELIVERED: 1, DEAD: 1 });
   });
 
   it('sends a signed test event marked X-Tronwatch-Test to the watch, shows its outcome and stores nothing', async () => {

@@ -1,8 +1,8 @@
 /**
  * The console's account page (issue 12 item 6): plan, active watches against the quota, requests
  * in the current rate-limit window against the limit, events of the last 24 hours by delivery
- * status, and the chain: the solidified head and the newest block tronwatch has scanned, when it
- * was committed, and the lag.
+ * status, and the chain: the solidified head and the newest block tronwatch has scanned (all its
+ * events committed), its time, and the lag (as GET /v1/status).
  *
  *   GET /console/api/overview → Overview
  *
@@ -45,11 +45,14 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
       deps.db.query<{
         solidified: number | null;
         scanned: number | null;
-        scanned_at: Date | null;
+        scanned_ts: Date | null;
+        behind: number | null;
       }>(
         `SELECT (SELECT solidified_block_number FROM chain_head WHERE network = $1) AS solidified,
-                (SELECT block_number FROM chain_cursor WHERE network = $1) AS scanned,
-                (SELECT updated_at FROM chain_cursor WHERE network = $1) AS scanned_at`,
+                c.block_number AS scanned, c.block_timestamp AS scanned_ts,
+                floor(extract(epoch FROM now() - c.block_timestamp))::int8 AS behind
+           FROM (SELECT 1) one
+           LEFT JOIN chain_cursor c ON c.network = $1 AND c.block_timestamp IS NOT NULL`,
         [network],
       ),
       listApiKeys(deps.db, ctx.accountId),
@@ -91,10 +94,12 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
         network,
         solidified_head: solidified,
         scanned_block: scanned,
-        scanned_at: c?.scanned_at?.toISOString() ?? null,
+        scanned_block_time: c?.scanned_ts?.toISOString() ?? null,
         lag_blocks: lagBlocks,
+        // As GET /v1/status: how far the scanned block's time is behind now (the chain's own
+        // ~54 s to solidify included).
         lag_seconds:
-          lagBlocks === null ? null : (lagBlocks * deps.config.ingest.blockIntervalMs) / 1000,
+          c?.behind === null || c?.behind === undefined ? null : Math.max(0, Number(c.behind)),
       },
     };
   });
