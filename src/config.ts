@@ -60,16 +60,14 @@ export const EnvSchema = T.Object({
     default: 8,
     description: 'Blocks fetched ahead in parallel when catching up.',
   }),
-  TRON_NODE_MAX_RPS: Int({
-    minimum: 0,
-    maximum: 10_000,
-    // A conservative choice for a free public-node key, not a provider's documented figure (README
-    // "Node request budget"). At two requests per block, 10/s (9.1/s with the client's 1.1 s
-    // window) catches up a day of mainnet (28,800 blocks) in under 2 h.
-    default: 10,
-    description:
-      'Requests per second to the node at most (read-ahead, head polls and retries together); 0 = no cap.',
-  }),
+  TRON_NODE_MAX_RPS: T.Optional(
+    T.Integer({
+      minimum: 0,
+      maximum: 10_000,
+      description:
+        'Requests per second to the node at most (read-ahead, head polls and retries together); 0 = no cap. Unset: 10 for a remote node, no cap for one on this machine.',
+    }),
+  ),
   INGEST_START_BLOCK: T.Optional(
     T.Integer({
       minimum: 0,
@@ -243,7 +241,10 @@ export const ConfigSchema = Group({
     timeoutMs: V.TRON_NODE_TIMEOUT_MS,
     retries: V.TRON_NODE_RETRIES,
     concurrency: V.TRON_NODE_CONCURRENCY,
-    maxRps: V.TRON_NODE_MAX_RPS,
+    maxRps: T.Integer({
+      minimum: 0,
+      description: 'TRON_NODE_MAX_RPS, or when unset 10 (remote node) / 0 (loopback node).',
+    }),
   }),
   ingest: Group({
     startBlock: Unset(V.INGEST_START_BLOCK),
@@ -308,6 +309,24 @@ export function shutdownDeadlineMs(cfg: Pick<Config, 'delivery'>): number {
 }
 
 /**
+ * TRON_NODE_MAX_RPS when unset: 10 for a remote node, a conservative choice for a free
+ * public-node key and not a provider's documented figure (README "Node request budget"; at two
+ * requests per block, 10/s, 9.1/s with the client's 1.1 s window, catches up a day of mainnet,
+ * 28,800 blocks, in under 2 h); 0 (no cap) for a node on this machine (a loopback host: a
+ * replay node, your own java-tron), which no provider meters.
+ */
+function defaultMaxRps(nodeUrl: string): number {
+  let host: string;
+  try {
+    host = new URL(nodeUrl).hostname;
+  } catch {
+    return 10;
+  }
+  const loopback = host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+  return loopback ? 0 : 10;
+}
+
+/**
  * Parse the environment into a {@link Config}.
  * @param env a process.env-like record; empty strings count as unset.
  * @throws ConfigError listing every problem at once.
@@ -341,7 +360,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       timeoutMs: e.TRON_NODE_TIMEOUT_MS,
       retries: e.TRON_NODE_RETRIES,
       concurrency: e.TRON_NODE_CONCURRENCY,
-      maxRps: e.TRON_NODE_MAX_RPS,
+      maxRps: e.TRON_NODE_MAX_RPS ?? defaultMaxRps(e.TRON_NODE_URL),
     },
     ingest: { startBlock: e.INGEST_START_BLOCK, blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS },
     secrets: {

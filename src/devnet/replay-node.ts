@@ -223,7 +223,7 @@ export interface ReplayNodeOptions {
 export interface ReplayRateLimit {
   /** Requests admitted per sliding second (>= 1). */
   perSecond: number;
-  /** Status of a refusal: 429 (default) or 403 (TronGrid-style suspension). */
+  /** Status of a refusal: 429 (default) or 403 (a provider suspending the key). */
   status?: 429 | 403;
   /** `Retry-After` of a refusal, whole seconds; null = no header. Default 1. */
   retryAfterSeconds?: number | null;

@@ -14,9 +14,10 @@
  * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
  *
  * Provider limits: every HTTP request, retries included, first waits for a slot of a sliding
- * one-second window of `maxRps` requests (p-throttle, strict mode), so the read-ahead, the head
- * polls and the retries together never send more than `maxRps` in any second. A 429 or 403 (how
- * TronGrid refuses a key over its limits) pauses every request of this client until the time its
+ * window of `maxRps` requests per 1.1 s (p-throttle, strict mode; WINDOW_SLACK_MS), so the
+ * read-ahead, the head polls and the retries together never send more than `maxRps` in any
+ * second. A 429 or 403 (taken as
+ * the provider refusing a key over its limits) pauses every request of this client until the time its
  * `Retry-After` asks (whole seconds or an HTTP date; at least 1 s; without the header 1 s, 2 s,
  * 4 s … up to 60 s while they go on), is retried, and is logged once per episode: a warning at
  * the first refusal, an info line with the count at the first answer after a minute without
