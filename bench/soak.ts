@@ -911,6 +911,15 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       f.pageMissing === 0 &&
       f.pageExtra === 0;
     for (const c of crashes) print(`soak: crash: ${c}`);
+    // Why each DEAD notification died: its attempts in order (status, or error class; `lost` =
+    // a lease that ran out, its worker killed while holding it).
+    const { rows: deadTrail } = await db.query<{ id: string; trail: string }>(
+      `SELECT n.id, string_agg(coalesce(a.http_status::text, a.error_class, left(a.error, 40), '?'),
+                               ' ' ORDER BY a.attempt) AS trail
+         FROM notifications n JOIN attempts a ON a.notification_id = n.id
+        WHERE n.status = 'DEAD' GROUP BY n.id LIMIT 10`,
+    );
+    for (const d of deadTrail) print(`soak: DEAD ${d.id}: attempts ${d.trail}`);
     for (const k of missing.slice(0, 5)) print(`soak: missing ${k}`);
     for (const k of extra.slice(0, 5)) print(`soak: extra ${k}`);
     // Graceful stop of the six: exit codes are reported, not judged.
