@@ -327,14 +327,34 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     await untilOrExit('first blocks', async () => (await cursorOf(t.db)) === at, procs);
 
     const failed = () => ingest.count('ingest step failed; retrying the same block');
+    // `failedStep`: whether the phase must also log a failed step. An empty answer (`{}`) to the
+    // next block is java-tron's "not solidified yet", which a caught-up ingester asks again
+    // without calling it a failure (it asks for the next block itself since issue 14); what
+    // matters there is the same: asked again, never skipped, the cursor stays.
     const phases: Array<{
       name: string;
       faults: Parameters<typeof node.setFaults>[0];
       n: () => number;
+      failedStep: boolean;
     }> = [
-      { name: 'timeouts', faults: { delayMs: 1_000 }, n: () => node.stats.faults.delayed },
-      { name: '503s', faults: { errorRate: 1 }, n: () => node.stats.faults.error },
-      { name: 'empty answers', faults: { emptyRate: 1 }, n: () => node.stats.faults.empty },
+      {
+        name: 'timeouts',
+        faults: { delayMs: 1_000 },
+        n: () => node.stats.faults.delayed,
+        failedStep: true,
+      },
+      {
+        name: '503s',
+        faults: { errorRate: 1 },
+        n: () => node.stats.faults.error,
+        failedStep: true,
+      },
+      {
+        name: 'empty answers',
+        faults: { emptyRate: 1 },
+        n: () => node.stats.faults.empty,
+        failedStep: false,
+      },
     ];
     node.advanceTo(chain.last);
     for (const ph of phases) {
@@ -342,8 +362,8 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       const failedBefore = failed();
       node.setFaults(ph.faults);
       await untilOrExit(
-        `${ph.name} seen and a failed step`,
-        () => ph.n() >= before + 2 && failed() > failedBefore,
+        `${ph.name} seen${ph.failedStep ? ' and a failed step' : ''}`,
+        () => ph.n() >= before + 2 && (!ph.failedStep || failed() > failedBefore),
         procs,
       );
       expect(await cursorOf(t.db)).toBe(at); // never past the block it cannot read
