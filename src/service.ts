@@ -29,7 +29,8 @@ import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { closeRedis, createRedis } from './redis/client.js';
 import { RedisPacer } from './redis/pacing.js';
 import { openRateLimits } from './redis/rate-limit.js';
-import { openBot, type TelegramBot } from './telegram/bot.js';
+import type { TelegramBot } from './telegram/bot.js';
+import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { nodeClientFor } from './tron/node-client.js';
@@ -45,10 +46,13 @@ export interface Service {
   app: FastifyInstance | undefined;
   ingester: Ingester | undefined;
   worker: DeliveryWorker | undefined;
-  /** The Telegram bot when TELEGRAM_BOT_TOKEN is set (and the api or worker role runs). */
-  telegram: TelegramBot | undefined;
-  /** The chat delivery worker (worker role with a bot). */
-  chatWorker: ChatDeliveryWorker | undefined;
+  /**
+   * The bot's connection when TELEGRAM_BOT_TOKEN is set (and the api or worker role runs): getMe
+   * is retried in the background, `current()` is the bot once it answered.
+   */
+  telegram: BotConnection | undefined;
+  /** The chat delivery worker (worker role with a bot), once the bot is ready. */
+  readonly chatWorker: ChatDeliveryWorker | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -105,7 +109,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let metricsUrl: string | undefined;
   let ingester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
-  let telegram: TelegramBot | undefined;
+  let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
   try {
     const m = await migrate(db);
@@ -118,13 +122,12 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       throw new Error(`WEBHOOK_CA_FILE ${cfg.delivery.caFile} does not exist`);
     }
     if (cfg.telegram.token && (opts.roles.includes('api') || opts.roles.includes('worker'))) {
-      // The token is checked once (getMe): a refused token or an unreachable Bot API fails the
-      // start, loudly, rather than leaving chat deliveries silently pending.
-      telegram = await openBot(cfg.telegram);
-      logger.info(
-        { bot_username: telegram.identity.username, api_root: cfg.telegram.apiRoot },
-        'telegram bot ready',
-      );
+      // The token is checked with getMe in the background (connection.ts): the service starts
+      // whether or not the Bot API answers; until it does, the console's Telegram endpoints answer
+      // 503 and chat notifications wait in the outbox (no chat worker yet, so no attempt).
+      const conn = new BotConnection(cfg.telegram, logger);
+      telegram = conn;
+      running.push(conn.run(shutdown.signal));
     }
     if (opts.roles.includes('worker')) {
       const w = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
@@ -133,14 +136,29 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       shutdown.add('delivery worker', () => w.stop());
       if (telegram) {
         const pacer = openPacer(cfg, logger, shutdown);
-        const cw = new ChatDeliveryWorker({ db, telegram, pacer, config: cfg, logger, metrics });
-        chatWorker = cw;
-        running.push(cw.start(shutdown.signal));
-        shutdown.add('chat delivery worker', () => cw.stop());
+        const conn = telegram;
+        const starting = conn.ready(shutdown.signal).then((bot) => {
+          if (!bot || shutdown.signal.aborted) return;
+          const cw = new ChatDeliveryWorker({
+            db,
+            telegram: bot,
+            pacer,
+            config: cfg,
+            logger,
+            metrics,
+          });
+          chatWorker = cw;
+          running.push(cw.start(shutdown.signal));
+          cw.wake(); // notifications that waited for the bot
+        });
+        running.push(starting);
+        shutdown.add('chat delivery worker', async () => {
+          await starting;
+          await chatWorker?.stop();
+        });
       }
     }
     if (opts.roles.includes('ingest')) {
-      const cw = chatWorker;
       ingester = startIngest(cfg, {
         ...opts,
         db,
@@ -148,7 +166,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         worker,
         shutdown,
         running,
-        ...(cw ? { onEvents: () => cw.wake() } : {}),
+        ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
       });
     }
     if (opts.roles.includes('api')) {
@@ -171,7 +189,16 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       shutdown.add('api', () => a.close());
       url = await a.listen({ host: cfg.http.host, port: cfg.http.port });
       logger.info({ url }, 'api listening');
-      if (telegram) startTelegramUpdates(cfg, { db, logger, telegram, shutdown, running });
+      if (telegram) {
+        // The bot's updates once getMe has answered (the webhook route answers 503 until then).
+        running.push(
+          telegram.ready(shutdown.signal).then((bot) => {
+            if (bot && !shutdown.signal.aborted) {
+              startTelegramUpdates(cfg, { db, logger, telegram: bot, shutdown, running });
+            }
+          }),
+        );
+      }
     }
     if (cfg.metricsPort !== undefined) {
       metricsUrl = await listenMetrics(cfg, metrics, shutdown);
@@ -189,7 +216,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     ingester,
     worker,
     telegram,
-    chatWorker,
+    get chatWorker() {
+      return chatWorker;
+    },
     stop: () => shutdown.kill(),
   };
 }

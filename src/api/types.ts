@@ -19,7 +19,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
-import type { TelegramBot } from '../telegram/bot.js';
+import type { TelegramAccess } from '../telegram/connection.js';
 import type { KeyCache } from './key-cache.js';
 
 export type App = FastifyInstance<
@@ -54,8 +54,9 @@ export interface AppDeps {
    */
   keyCache?: KeyCache;
   /**
-   * The Telegram bot (src/telegram/bot.ts), opened when TELEGRAM_BOT_TOKEN is set; absent: the
-   * console's Telegram endpoints answer 503 telegram_unavailable (issue 13).
+   * The Telegram bot when TELEGRAM_BOT_TOKEN is set (src/telegram/connection.ts): its `current()`
+   * is undefined until getMe has succeeded. Absent, or not yet ready: the console's Telegram
+   * endpoints answer 503 telegram_unavailable (issue 13).
    */
-  telegram?: TelegramBot;
+  telegram?: TelegramAccess;
 }

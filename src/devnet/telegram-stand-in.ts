@@ -74,9 +74,15 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-/** Start a stand-in on 127.0.0.1 (a free port). */
+/**
+ * Start a stand-in on 127.0.0.1.
+ * @param opts.port the port (default 0: a free one); a given port lets a test start the stand-in
+ *   after the service configured with its URL (a Bot API that comes up late).
+ * @param opts.token the only token it accepts (others get 401 Unauthorized, as Telegram answers a
+ *   revoked or mistyped token).
+ */
 export async function startTelegramStandIn(
-  opts: { token?: string; botId?: number; username?: string } = {},
+  opts: { token?: string; botId?: number; username?: string; port?: number } = {},
 ): Promise<TelegramStandIn> {
   const botId = opts.botId ?? 7_000_000_001;
   const token = opts.token ?? `${botId}:STAND-IN-${Math.random().toString(36).slice(2, 12)}`;
@@ -281,7 +287,10 @@ export async function startTelegramStandIn(
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', resolve);
+  });
   const port = (server.address() as AddressInfo).port;
 
   const chatKey = (id: number | string) => String(id);

@@ -86,8 +86,8 @@ export function makeBot(cfg: Config['telegram']): Bot {
 /**
  * Open the bot: check the token with getMe.
  * @returns the bot and its identity.
- * @throws Error "telegram: getMe failed: …" when the token is refused (401) or the Bot API is
- *   unreachable (the caller decides whether to start without chat deliveries).
+ * @throws Error "telegram: getMe failed: …" (its `cause` grammY's error) when the token is refused
+ *   (401) or the Bot API is unreachable (connection.ts retries it in the background).
  */
 export async function openBot(cfg: Config['telegram']): Promise<TelegramBot> {
   const bot = makeBot(cfg);
@@ -96,18 +96,26 @@ export async function openBot(cfg: Config['telegram']): Promise<TelegramBot> {
     bot.botInfo = me;
     return { bot, identity: { id: String(me.id), username: me.username }, config: cfg };
   } catch (err) {
-    throw new Error(`telegram: getMe failed: ${describeTelegramError(err)}`);
+    throw new Error(`telegram: getMe failed: ${describeTelegramError(err)}`, { cause: err });
   }
 }
 
-/** One line for a Bot API or network error (never the token). */
+/**
+ * One line for a Bot API or network error (never the token: a network error's message names the
+ * request's URL, `…/bot<token>/getMe`, so the path segment is masked).
+ */
 export function describeTelegramError(err: unknown): string {
-  if (err instanceof GrammyError) return `Bot API ${err.error_code}: ${err.description}`;
+  if (err instanceof GrammyError) return maskToken(`Bot API ${err.error_code}: ${err.description}`);
   if (err instanceof HttpError) {
     const cause = err.error instanceof Error ? err.error.message : String(err.error);
-    return `network: ${cause}`.slice(0, 500);
+    return maskToken(`network: ${cause}`).slice(0, 500);
   }
-  return err instanceof Error ? err.message.slice(0, 500) : String(err).slice(0, 500);
+  return maskToken(err instanceof Error ? err.message : String(err)).slice(0, 500);
+}
+
+/** `…/bot123:AA…/method` → `…/bot<token>/method`. */
+function maskToken(s: string): string {
+  return s.replace(/\/bot[^/\s]+\//g, '/bot<token>/');
 }
 
 /**

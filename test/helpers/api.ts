@@ -19,6 +19,7 @@ import { saveChainHead } from '../../src/ingest/chain-head.js';
 import { type Resolver, stubResolver } from '../../src/net/dns.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import type { TelegramBot } from '../../src/telegram/bot.js';
+import { readyBot } from '../../src/telegram/connection.js';
 import { type Engine, migratedDb, type TestDb } from './db.js';
 
 /** A known mainnet address (USDT contract) in both spellings. */
@@ -96,7 +97,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),
     resolver: opts.resolver ?? offlineResolver,
     ...(opts.keyCache ? { keyCache: opts.keyCache } : {}),
-    ...(opts.telegram ? { telegram: opts.telegram } : {}),
+    ...(opts.telegram ? { telegram: readyBot(opts.telegram) } : {}),
   };
   const app = await buildApp(deps);
   return {

@@ -9,6 +9,9 @@
  *
  * Without a bot (TELEGRAM_BOT_TOKEN unset): GET answers `configured: false` (and the bound chat, if
  * one was bound while a bot was configured); connect and DELETE answer 503 telegram_unavailable.
+ * With a token whose getMe has not succeeded yet (the Bot API unreachable or refusing the token:
+ * src/telegram/connection.ts retries it in the background), all three answer 503
+ * telegram_unavailable, and so does the webhook (Telegram retries it).
  * The rules are the domain's (src/telegram/binding.ts); the webhook's handling is the same as long
  * polling's (src/telegram/updates.ts handleUpdate). The webhook lives here, beside the console's
  * binding endpoints, because binding is what it does.
@@ -25,7 +28,7 @@ import type { TelegramConnectT, TelegramStatusT } from '../schemas.js';
 
 const hide = { hide: true } as const;
 
-/** The bot, or 503 telegram_unavailable. */
+/** The bot, or 503 telegram_unavailable (not configured, or the Bot API has not answered yet). */
 function requireBot(deps: AppDeps): TelegramBot {
   if (!deps.telegram) {
     throw ApiError.coded(
@@ -33,7 +36,14 @@ function requireBot(deps: AppDeps): TelegramBot {
       'the Telegram bot is not configured on this deployment (TELEGRAM_BOT_TOKEN)',
     );
   }
-  return deps.telegram;
+  const bot = deps.telegram.current();
+  if (!bot) {
+    throw ApiError.coded(
+      'telegram_unavailable',
+      'the Telegram Bot API has not answered yet (unreachable, or the token was refused); retrying',
+    );
+  }
+  return bot;
 }
 
 /** The deep link that starts the bot with `token` (https://core.telegram.org/bots/features#deep-linking). */
@@ -44,10 +54,11 @@ export function deepLink(username: string, token: string): string {
 export function telegramRoutes(app: App, deps: AppDeps): void {
   app.get('/console/api/telegram', { schema: hide }, async (request): Promise<TelegramStatusT> => {
     const ctx = requireSession(request);
+    const bot = deps.telegram ? requireBot(deps) : undefined;
     const chat = await boundChat(deps.db, ctx.accountId);
     return {
-      configured: deps.telegram !== undefined,
-      bot_username: deps.telegram?.identity.username ?? null,
+      configured: bot !== undefined,
+      bot_username: bot?.identity.username ?? null,
       chat: chat && {
         id: chat.id,
         title: chat.title,
@@ -80,10 +91,10 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
     return reply.code(204).send();
   });
 
-  const bot = deps.telegram;
-  const hookUrl = bot?.config.webhookUrl;
-  if (bot && hookUrl && bot.config.token) {
-    const secret = Buffer.from(webhookSecretToken(bot.config.token), 'utf8');
+  const access = deps.telegram;
+  const hookUrl = access?.config.webhookUrl;
+  if (access && hookUrl && access.config.token) {
+    const secret = Buffer.from(webhookSecretToken(access.config.token), 'utf8');
     const path = new URL(hookUrl).pathname;
     app.post(path, { schema: hide }, async (request, reply) => {
       const given = request.headers[WEBHOOK_SECRET_HEADER];
@@ -91,6 +102,9 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
       if (g.length !== secret.length || !timingSafeEqual(g, secret)) {
         return reply.code(401).send({ error: 'unknown secret token' });
       }
+      const bot = access.current();
+      // Not ready yet: Telegram keeps the update and retries it.
+      if (!bot) return reply.code(503).send({ error: 'telegram bot not ready' });
       const update = request.body as Update | undefined;
       if (update && typeof update === 'object' && typeof update.update_id === 'number') {
         await handleUpdate({ db: deps.db, telegram: bot, logger: deps.logger }, update);
