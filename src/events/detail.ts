@@ -78,6 +78,26 @@ interface AttemptRow {
   throttled: boolean;
 }
 
+/** One row of the detail statement: the event, a notification (or nulls), an attempt (or nulls). */
+interface JoinedRow extends EventRow {
+  n_id: string | null;
+  n_status: string | null;
+  n_attempts: number | null;
+  n_created_at: Date | null;
+  n_next_attempt_at: Date | null;
+  n_delivered_at: Date | null;
+  a_attempt: number | null;
+  a_started_at: Date | null;
+  a_duration_ms: number | null;
+  a_http_status: number | null;
+  a_error: string | null;
+  a_error_class: string | null;
+  a_request_headers: Record<string, string> | null;
+  a_response_headers: Record<string, string> | null;
+  a_response_body: string | null;
+  a_throttled: boolean | null;
+}
+
 /**
  * The account's event `eventId` with its delivery history.
  * @returns undefined when there is no such event of this account on `network`.
@@ -88,30 +108,64 @@ export async function eventDetail(
   network: string,
   eventId: string,
 ): Promise<EventDetail | undefined> {
-  const { rows } = await db.query<EventRow>(
-    `SELECT id, account_id, watch_id, network, direction, asset, tx_id, event_index, block_number,
-            block_timestamp, from_address, to_address, amount_raw::text AS amount_raw, contract,
-            created_at
-       FROM events WHERE id = $1 AND account_id = $2 AND network = $3`,
+  // One statement (named, so prepared once per connection): the event, each of its notifications and each of
+  // their attempts, one row per attempt (an event row without notifications, a notification row
+  // without attempts, through the LEFT JOINs), newest notification first. Three statements cost
+  // the console's event page about twice the time of a GET /v1/events page (BENCH=api).
+  const { rows } = await db.query<JoinedRow>(
+    `SELECT e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
+                    e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
+                    e.amount_raw::text AS amount_raw, e.contract, e.created_at,
+                    n.id AS n_id, n.status AS n_status, n.attempts AS n_attempts,
+                    n.created_at AS n_created_at, n.next_attempt_at AS n_next_attempt_at,
+                    n.delivered_at AS n_delivered_at,
+                    a.attempt AS a_attempt, a.started_at AS a_started_at,
+                    a.duration_ms AS a_duration_ms, a.http_status AS a_http_status,
+                    a.error AS a_error, a.error_class AS a_error_class,
+                    a.request_headers AS a_request_headers,
+                    a.response_headers AS a_response_headers,
+                    a.response_body AS a_response_body, a.throttled AS a_throttled
+               FROM events e
+               LEFT JOIN notifications n ON n.event_id = e.id
+               LEFT JOIN attempts a ON a.notification_id = n.id
+              WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3
+              -- A throttled row shares its number with the real attempt made after it: first.
+              ORDER BY n.created_at DESC, n.id, a.attempt, a.throttled DESC, a.id`,
     [eventId, accountId, network],
+    { name: 'console_event_detail' },
   );
   const row = rows[0];
   if (!row) return undefined;
   const event = eventPayload({ ...row, block_number: Number(row.block_number) });
-  const { rows: ntfs } = await db.query<NotificationRow>(
-    `SELECT id, status, attempts, created_at, next_attempt_at, delivered_at
-       FROM notifications WHERE event_id = $1 ORDER BY created_at DESC`,
-    [eventId],
-  );
-  const { rows: attempts } = await db.query<AttemptRow>(
-    `SELECT a.notification_id, a.attempt, a.started_at, a.duration_ms, a.http_status, a.error,
-            a.error_class, a.request_headers, a.response_headers, a.response_body, a.throttled
-       FROM attempts a JOIN notifications n ON n.id = a.notification_id
-      WHERE n.event_id = $1
-      -- A throttled row shares its number with the real attempt made after it: it comes first.
-      ORDER BY a.notification_id, a.attempt, a.throttled DESC, a.id`,
-    [eventId],
-  );
+  const ntfs: NotificationRow[] = [];
+  const attempts: AttemptRow[] = [];
+  for (const r of rows) {
+    if (r.n_id === null) continue;
+    if (ntfs[ntfs.length - 1]?.id !== r.n_id) {
+      ntfs.push({
+        id: r.n_id,
+        status: r.n_status as NotificationRow['status'],
+        attempts: Number(r.n_attempts),
+        created_at: r.n_created_at as Date,
+        next_attempt_at: r.n_next_attempt_at as Date,
+        delivered_at: r.n_delivered_at,
+      });
+    }
+    if (r.a_attempt === null) continue;
+    attempts.push({
+      notification_id: r.n_id,
+      attempt: r.a_attempt,
+      started_at: r.a_started_at as Date,
+      duration_ms: Number(r.a_duration_ms),
+      http_status: r.a_http_status,
+      error: r.a_error,
+      error_class: r.a_error_class,
+      request_headers: r.a_request_headers,
+      response_headers: r.a_response_headers,
+      response_body: r.a_response_body,
+      throttled: r.a_throttled === true,
+    });
+  }
   return {
     event,
     payload: serializeEvent(event).toString('utf8'),
