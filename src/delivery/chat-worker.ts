@@ -184,6 +184,10 @@ export class ChatDeliveryWorker {
     while (!this.stopping) {
       const room = this.concurrency - this.held;
       if (room <= 0) {
+        // Full: a wake() cannot be served now, and would make wait() return at once, spinning on
+        // resolved promises that starve the event loop (no send could then finish to free room).
+        // A finishing notification nudges the loop, which then claims anyway.
+        this.woken = false;
         await this.wait(this.cfg.delivery.pollMs);
         continue;
       }

@@ -463,6 +463,35 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     60_000,
   );
 
+  it('a wake while every slot is held waits for room (it once spun and starved the process)', async () => {
+    // Concurrency 2 and a per-chat window of 100 ms: the worker is full while the ingester wakes it.
+    const { bot, cfg } = await withBot({ DELIVERY_CONCURRENCY: '2', TELEGRAM_PACING_SCALE: '0.1' });
+    const si = standIn as TelegramStandIn;
+    h = await apiHarness(engine);
+    const db = h.db;
+    await chatOutbox(db, '6060', 8);
+    const worker = new ChatDeliveryWorker({
+      db,
+      telegram: bot,
+      pacer: new MemoryPacer(),
+      config: cfg,
+      logger: silentLogger,
+    });
+    const ac = new AbortController();
+    const run = worker.start(ac.signal);
+    stops.push(async () => {
+      ac.abort();
+      await run;
+    });
+    const waking = setInterval(() => worker.wake(), 5);
+    stops.push(async () => clearInterval(waking));
+    await until(
+      async () => (await states(db)).every((n) => n.status === 'DELIVERED'),
+      'eight deliveries',
+    );
+    expect(si.delivered('6060')).toHaveLength(8);
+  });
+
   it('paces a burst of 200 events for one chat: never two in one per-chat window', async () => {
     const { bot, cfg } = await withBot();
     const si = standIn as TelegramStandIn;
