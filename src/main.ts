@@ -320,6 +320,7 @@ program
     'replay recorded blocks (chain/ layout) instead of live or synthetic ones',
   )
   .option('--offline', 'do not try live mainnet; use the synthetic chain')
+  .option('--telegram', 'also deliver to a Telegram chat, through a local Bot API stand-in')
   .option(
     '--keep',
     'keep the service running after the report (look around the console; Ctrl-C stops)',
@@ -334,6 +335,7 @@ program
       blocks?: string;
       offline?: boolean;
       keep?: boolean;
+      telegram?: boolean;
       logLevel: Config['logLevel'];
     }) => {
       // Only with --keep does Ctrl-C end the wait (without it, Ctrl-C ends the process as usual).
@@ -341,6 +343,7 @@ program
       process.exitCode = await runDemo({
         ...(o.blocks ? { blocks: o.blocks } : {}),
         ...(o.offline ? { offline: true } : {}),
+        ...(o.telegram ? { telegram: true } : {}),
         ...(shutdown ? { keepUntil: shutdown.signal } : {}),
         logLevel: o.logLevel,
       });

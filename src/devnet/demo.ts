@@ -15,6 +15,14 @@
  * ground truth (synthetic chain) or from the reader's transfers of the same blocks (recorded and
  * live chains; the reader is proven on real blocks by the test suite), matched by this file's own
  * loop. Exit code 0 when everything agrees, 1 on any difference.
+ *
+ * With `--telegram` it also runs chat deliveries: the Bot API is the local stand-in
+ * (src/devnet/telegram-stand-in.ts, a real HTTP server), the chat is connected through the
+ * console's API as a user would (sign in, Connect Telegram, the user presses Start: the stand-in
+ * delivers `/start <token>` to the bot, which reads it by long polling), chat watches
+ * (`telegram: true`) are created beside the webhook ones on the same addresses, and the messages
+ * the stand-in received are reconciled against the expected events and printed. The stand-in's
+ * pacing windows are compressed 20× (TELEGRAM_PACING_SCALE 0.05): it has no limits of its own.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -44,6 +52,7 @@ import {
   startReplayNode,
 } from './replay-node.js';
 import { syntheticBlock } from './synthetic.js';
+import { startTelegramStandIn, type TelegramStandIn } from './telegram-stand-in.js';
 
 /** LOG_LEVEL's values (src/config.ts). */
 type LogLevel = Config['logLevel'];
@@ -64,6 +73,8 @@ export interface DemoOptions {
   keepUntil?: AbortSignal;
   /** The service's log level (its JSON lines go to stderr). Default 'warn': the report stays readable. */
   logLevel?: LogLevel;
+  /** Also deliver to a Telegram chat, through the Bot API stand-in (`--telegram`). */
+  telegram?: boolean;
 }
 
 interface DemoWatch {
@@ -302,6 +313,7 @@ async function startDemoService(
   caFile: string,
   logLevel: LogLevel,
   shutdown: Shutdown,
+  standIn: TelegramStandIn | undefined,
 ): Promise<Service> {
   const cfg: Config = loadConfig({
     DATA_DIR: dataDir,
@@ -313,6 +325,14 @@ async function startDemoService(
     HOST: '127.0.0.1',
     PORT: '0',
     LOG_LEVEL: logLevel,
+    ...(standIn
+      ? {
+          TELEGRAM_BOT_TOKEN: standIn.token,
+          TELEGRAM_API_ROOT: standIn.url,
+          TELEGRAM_POLL_TIMEOUT_SECONDS: '1',
+          TELEGRAM_PACING_SCALE: '0.05',
+        }
+      : {}),
   });
   const service = await startService(cfg, {
     roles: ['api', 'ingest', 'worker'],
@@ -331,7 +351,7 @@ async function createWatches(
   base: string,
   apiKey: string,
   planned: DemoWatch[],
-  hookUrl: (label: string) => string,
+  hookUrl: ((label: string) => string) | 'telegram',
 ): Promise<void> {
   for (const w of planned) {
     for (;;) {
@@ -344,7 +364,7 @@ async function createWatches(
           address: w.address,
           asset_filter: w.asset_filter,
           direction: w.direction,
-          webhook_url: hookUrl(w.label),
+          ...(hookUrl === 'telegram' ? { telegram: true } : { webhook_url: hookUrl(w.label) }),
         },
       );
       if (r.status === 503) {
@@ -364,6 +384,77 @@ async function createWatches(
   for (const w of planned) w.activeFrom = rows.find((r) => r.id === w.id)?.active_from_block;
 }
 
+/** The stand-in's private chat with the demo's user (any positive id: a private chat). */
+const DEMO_CHAT_ID = 777_000_001;
+
+/**
+ * Step 3b (`--telegram`), the chat connected through the console's API as a user would: sign in,
+ * POST /console/api/telegram/connect (503 until the bot's getMe has answered: retried), the user
+ * opens the deep link and presses Start (the stand-in delivers `/start <token>` from the private
+ * chat), then GET /console/api/telegram until the chat is shown.
+ * @returns the chat id.
+ */
+async function connectTelegram(
+  base: string,
+  email: string,
+  password: string,
+  standIn: TelegramStandIn,
+  deadline: number,
+  print: (l: string) => void,
+): Promise<string> {
+  const jar = new Map<string, string>();
+  const call = async <T>(method: string, p: string, body?: unknown) => {
+    const headers: Record<string, string> = {};
+    if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    const csrf = jar.get('tw_csrf');
+    if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(`${base}${p}`, {
+      method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const pair = c.split(';', 1)[0] ?? '';
+      const i = pair.indexOf('=');
+      if (i > 0) jar.set(pair.slice(0, i), pair.slice(i + 1));
+    }
+    const text = await res.text();
+    return { status: res.status, json: (text ? JSON.parse(text) : undefined) as T };
+  };
+  await call('GET', '/console/api/config');
+  const login = await call('POST', '/console/api/login', { email, password });
+  if (login.status !== 200) throw new Error(`console sign-in: ${login.status}`);
+  let link: string | undefined;
+  while (!link) {
+    const r = await call<{ link: string }>('POST', '/console/api/telegram/connect');
+    if (r.status === 200) link = r.json.link;
+    else if (r.status !== 503 || Date.now() > deadline)
+      throw new Error(`POST /console/api/telegram/connect: ${r.status} ${JSON.stringify(r.json)}`);
+    else await sleep(200); // the bot's getMe has not answered yet
+  }
+  print(`telegram: Connect Telegram gave ${link.replace(/start=.*/, 'start=…')} (one-time)`);
+  const token = new URL(link).searchParams.get('start') ?? '';
+  standIn.userSends({ id: DEMO_CHAT_ID, type: 'private' }, `/start ${token}`, {
+    id: DEMO_CHAT_ID,
+    first_name: 'Demo',
+  });
+  for (;;) {
+    const r = await call<{ chat: { id: string; type: string; title: string | null } | null }>(
+      'GET',
+      '/console/api/telegram',
+    );
+    if (r.status === 200 && r.json.chat) {
+      print(
+        `telegram: chat ${r.json.chat.id} (${r.json.chat.type}, ${r.json.chat.title ?? 'untitled'}) connected through the console; the bot answered: "${standIn.delivered(DEMO_CHAT_ID)[0]?.text.slice(0, 40) ?? ''}…"`,
+      );
+      return r.json.chat.id;
+    }
+    if (Date.now() > deadline) throw new Error('the chat was not connected in time');
+    await sleep(100);
+  }
+}
+
 /**
  * Step 5, let the blocks be produced and solidified and wait, until `deadline` (ms since the
  * epoch), for ingest to reach the last block, for every expected event to be received, and for
@@ -377,8 +468,11 @@ async function awaitDeliveries(
   deadline: number,
   problems: string[],
   print: (l: string) => void,
+  chatWatches: readonly DemoWatch[] = [],
 ): Promise<Expected[]> {
-  const minActive = Math.min(...planned.map((w) => w.activeFrom ?? Number.POSITIVE_INFINITY));
+  const minActive = Math.min(
+    ...[...planned, ...chatWatches].map((w) => w.activeFrom ?? Number.POSITIVE_INFINITY),
+  );
   if (chain.replay) {
     if (minActive >= chain.replay.first)
       throw new Error(
@@ -465,10 +559,16 @@ async function reconcile(
   expected: Expected[],
   problems: string[],
   print: (l: string) => void,
+  chat: { watches: DemoWatch[]; expected: Expected[] } = { watches: [], expected: [] },
 ): Promise<void> {
-  const byLabel = new Map(planned.map((w) => [w.label, w]));
+  const byLabel = new Map([...planned, ...chat.watches].map((w) => [w.label, w]));
   const idOf = (label: string) => byLabel.get(label)?.id ?? label;
   const expectedKeys = new Set(expected.map((e) => key({ ...e, watch: idOf(e.watchLabel) })));
+  // GET /v1/events lists the chat watches' events too.
+  const expectedListed = new Set([
+    ...expectedKeys,
+    ...chat.expected.map((e) => key({ ...e, watch: idOf(e.watchLabel) })),
+  ]);
   const unverified = receiver.received.filter((r) => !r.verified);
   if (unverified.length)
     problems.push(`${unverified.length} deliveries failed signature verification`);
@@ -493,8 +593,8 @@ async function reconcile(
 
   const listed = await listAllEvents(base, apiKey);
   const listedKeys = new Set(listed.map(eventKey));
-  const notListed = [...expectedKeys].filter((k) => !listedKeys.has(k));
-  const unexpectedListed = [...listedKeys].filter((k) => !expectedKeys.has(k));
+  const notListed = [...expectedListed].filter((k) => !listedKeys.has(k));
+  const unexpectedListed = [...listedKeys].filter((k) => !expectedListed.has(k));
   if (listed.length !== listedKeys.size) problems.push('GET /v1/events repeated an event');
   if (notListed.length)
     problems.push(`${notListed.length} expected events missing from GET /v1/events`);
@@ -525,14 +625,69 @@ async function reconcile(
   print(
     `  GET /v1/events:      ${listed.length} events, ${listed.length - undelivered.length} DELIVERED`,
   );
-  for (const w of planned) {
+  for (const w of [...planned, ...chat.watches]) {
     const n = listed.filter((e) => e.watch_id === w.id).length;
-    print(
-      `  ${w.label.padEnd(9)} ${String(n).padStart(4)} events (expected ${expected.filter((e) => e.watchLabel === w.label).length})`,
-    );
+    const want = [...expected, ...chat.expected].filter((e) => e.watchLabel === w.label).length;
+    print(`  ${w.label.padEnd(9)} ${String(n).padStart(4)} events (expected ${want})`);
   }
   if (expected.length === 0 && chain.mode !== 'live')
     problems.push('the chain produced no expected event: nothing was demonstrated');
+}
+
+/**
+ * Step 7 (`--telegram`): the messages the stand-in received in the chat against the chat watches'
+ * expected events, compared as multisets of (direction, amount, asset, watched address, tx), each
+ * read back from the message's HTML; printed. Every difference is pushed to `problems`.
+ */
+function reconcileChat(
+  standIn: TelegramStandIn,
+  chatId: string,
+  chatWatches: readonly DemoWatch[],
+  expected: readonly Expected[],
+  problems: string[],
+  print: (l: string) => void,
+): void {
+  const byLabel = new Map(chatWatches.map((w) => [w.label, w]));
+  const want = new Map<string, number>();
+  for (const e of expected) {
+    const w = byLabel.get(e.watchLabel);
+    if (!w) continue;
+    const k = `${e.direction}|${formatAmount(BigInt(e.amountRaw))}|${e.asset}|${hexToBase58(w.addressHex)}|${e.txId}`;
+    want.set(k, (want.get(k) ?? 0) + 1);
+  }
+  const MESSAGE =
+    /^<b>(⬇️ Incoming|⬆️ Outgoing) ([0-9.]+) (USDT|TRX)<\/b>\nAddress: <code>(T[1-9A-HJ-NP-Za-km-z]+)<\/code>\n(?:From|To): <code>(T[1-9A-HJ-NP-Za-km-z]+)<\/code>\nTime: ([0-9: -]+ UTC)\nBlock: ([0-9]+)\n<a href="https:\/\/tronscan\.org\/#\/transaction\/([0-9a-f]{64})">/;
+  const got = new Map<string, number>();
+  const sent = standIn.sent.filter((m) => m.chatId === chatId && m.parseMode === 'HTML');
+  print('');
+  print(`telegram messages (stand-in, chat ${chatId}):`);
+  let unreadable = 0;
+  for (const m of sent) {
+    const r = MESSAGE.exec(m.text);
+    if (!r || m.status !== 200) {
+      unreadable++;
+      continue;
+    }
+    const [, head, amount, asset, address, counterparty, time, block, tx] = r;
+    const direction = head?.endsWith('Incoming') ? 'incoming' : 'outgoing';
+    const k = `${direction}|${amount}|${asset}|${address}|${tx}`;
+    got.set(k, (got.get(k) ?? 0) + 1);
+    print(
+      `  ${direction.padEnd(8)} ${(asset ?? '').padEnd(4)} ${(amount ?? '').padStart(16)}  ${address} ${direction === 'incoming' ? '←' : '→'} ${counterparty}  ${time}  block ${block}  tx ${tx?.slice(0, 16)}…`,
+    );
+  }
+  let missing = 0;
+  let extra = 0;
+  for (const [k, n] of want) missing += Math.max(0, n - (got.get(k) ?? 0));
+  for (const [k, n] of got) extra += Math.max(0, n - (want.get(k) ?? 0));
+  if (unreadable) problems.push(`${unreadable} chat messages were refused or unreadable`);
+  if (missing) problems.push(`${missing} expected chat messages were not received`);
+  if (extra) problems.push(`${extra} chat messages were not expected`);
+  if (expected.length === 0)
+    problems.push('no chat message was expected: nothing was demonstrated');
+  print(
+    `  chat messages:       ${sent.length} received, ${expected.length} expected (${missing} missing, ${extra} unexpected)`,
+  );
 }
 
 /** With `--keep`: wait, serving, until the signal aborts. */
@@ -569,12 +724,21 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     print(
       `tronwatch demo: ${chain.mode} chain${opts.blocks ? ` from ${opts.blocks}` : ''} (node ${chain.nodeUrl})`,
     );
+    // 2a (--telegram). The Bot API: the local stand-in, a real HTTP server.
+    let standIn: TelegramStandIn | undefined;
+    if (opts.telegram) {
+      const si = await startTelegramStandIn();
+      shutdown.add('telegram stand-in', () => si.close());
+      standIn = si;
+      print(`telegram: Bot API stand-in at ${si.url} (bot @${si.username})`);
+    }
     const service = await startDemoService(
       chain,
       dataDir,
       caFile,
       opts.logLevel ?? 'warn',
       shutdown,
+      standIn,
     );
     const base = service.url as string;
     print(`service: ${base} (embedded PostgreSQL in ${dataDir})`);
@@ -587,6 +751,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     const password = randomBytes(12).toString('base64url');
     await setPasswordHash(service.db, account.id, await hashPassword(password));
     print(`console: ${base}/console/ (sign in as demo@example.com, password ${password})`);
+    const deadline = Date.now() + (opts.timeoutMs ?? (chain.mode === 'live' ? 180_000 : 120_000));
+    // 3b (--telegram). The chat, connected through the console like a user would.
+    const chatId = standIn
+      ? await connectTelegram(base, 'demo@example.com', password, standIn, deadline, print)
+      : undefined;
 
     // 4. Watches on addresses of the coming blocks (live: the busiest addresses of the last
     // solidified blocks are likely to transact again).
@@ -609,15 +778,19 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
       planned,
       (label) => `${receiver.origin}/hook/${label}`,
     );
-    for (const w of planned) {
+    // 4b (--telegram). Chat watches beside the webhook ones, on the same addresses.
+    const chatWatches: DemoWatch[] = standIn
+      ? planned.filter((w) => w.mustMatch).map((w) => ({ ...w, label: `tg-${w.label}` }))
+      : [];
+    if (chatWatches.length) await createWatches(service, base, apiKey, chatWatches, 'telegram');
+    for (const w of [...planned, ...chatWatches]) {
       if (w.secret) secrets.set(w.label, w.secret);
       print(
-        `watch ${w.label.padEnd(9)} ${w.id} ${w.address} ${w.asset_filter}/${w.direction}, matches blocks > ${w.activeFrom}`,
+        `watch ${w.label.padEnd(9)} ${w.id} ${w.address} ${w.asset_filter}/${w.direction}${chatWatches.includes(w) ? ' (chat)' : ''}, matches blocks > ${w.activeFrom}`,
       );
     }
 
     // 5 and 6.
-    const deadline = Date.now() + (opts.timeoutMs ?? (chain.mode === 'live' ? 180_000 : 120_000));
     const expected = await awaitDeliveries(
       chain,
       service,
@@ -626,8 +799,17 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
       deadline,
       problems,
       print,
+      chatWatches,
     );
-    await reconcile(chain, base, apiKey, planned, receiver, expected, problems, print);
+    const chatExpected = expectedFor(chain.futureTransfers ?? [], chatWatches);
+    await reconcile(chain, base, apiKey, planned, receiver, expected, problems, print, {
+      watches: chatWatches,
+      expected: chatExpected,
+    });
+    // 7 (--telegram).
+    if (standIn && chatId) {
+      reconcileChat(standIn, chatId, chatWatches, chatExpected, problems, print);
+    }
     print('');
     if (problems.length) {
       for (const p of problems) print(`FAIL: ${p}`);
@@ -637,6 +819,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
     print(
       `OK: every expected transfer was delivered, signed and reconciled (${chain.mode} chain).`,
     );
+    if (standIn) print('OK: every expected chat message was received (Telegram stand-in).');
     await keepRunning(opts.keepUntil, base, print);
     return 0;
   } finally {

@@ -1,6 +1,7 @@
 /**
  * The README's main job: the demo exits 0 on the real mainnet block (every matching transfer
- * delivered, signed, reconciled) and on the offline synthetic chain.
+ * delivered, signed, reconciled) and on the offline synthetic chain, also with `--telegram` (chat
+ * deliveries through the Bot API stand-in).
  */
 import { describe, expect, it } from 'vitest';
 import { runDemo } from '../../src/devnet/demo.js';
@@ -24,5 +25,22 @@ describe('npm run demo', () => {
     const code = await runDemo({ offline: true, out: (l) => out.push(l) });
     expect(out.join('\n')).toMatch(/synthetic chain/);
     expect(code, out.join('\n')).toBe(0);
+  }, 180_000);
+
+  it('runs offline with --telegram: a chat connected through the console gets every expected message', async () => {
+    const out: string[] = [];
+    const code = await runDemo({ offline: true, telegram: true, out: (l) => out.push(l) });
+    const text = out.join('\n');
+    expect(code, text).toBe(0);
+    expect(text).toMatch(
+      /telegram: chat 777000001 \(private, Demo\) connected through the console/,
+    );
+    expect(text).toMatch(/OK: every expected chat message was received/);
+    const m = /chat messages: +(\d+) received, (\d+) expected \(0 missing, 0 unexpected\)/.exec(
+      text,
+    );
+    expect(m, text).not.toBeNull();
+    expect(Number(m?.[2])).toBeGreaterThan(0);
+    expect(m?.[1]).toBe(m?.[2]);
   }, 180_000);
 });
