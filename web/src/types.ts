@@ -94,6 +94,11 @@ export interface Attempt {
   request_headers: Record<string, string> | null;
   response_headers: Record<string, string> | null;
   response_body: string | null;
+  /**
+   * A Bot API 429 on a chat delivery: rescheduled at its retry_after, not one of the six attempts;
+   * it carries the number of the attempt made after it (listed first).
+   */
+  throttled: boolean;
 }
 
 export interface Notification {

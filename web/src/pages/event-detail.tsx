@@ -274,8 +274,8 @@ function NotificationBlock({
             </tr>
           </thead>
           <tbody>
-            {n.attempt_log.map((a) => (
-              <AttemptRow key={a.attempt} a={a} />
+            {n.attempt_log.map((a, i) => (
+              <AttemptRow key={`${a.attempt}-${a.throttled ? 't' : 'a'}-${i}`} a={a} />
             ))}
           </tbody>
         </table>
@@ -285,6 +285,16 @@ function NotificationBlock({
 }
 
 function AttemptResult({ a }: { a: Attempt }) {
+  if (a.throttled) {
+    // A Bot API 429: the chat asked the bot to wait; not one of the six attempts.
+    return (
+      <span class="delivery-cell">
+        <Pill tone="amber">HTTP {a.http_status ?? 429}</Pill>
+        <span>rate limited, not counted</span>
+        {a.error && <span class="muted">{a.error}</span>}
+      </span>
+    );
+  }
   const ok = a.http_status !== null && a.http_status >= 200 && a.http_status < 300;
   if (a.http_status !== null) {
     return (
@@ -307,7 +317,7 @@ function AttemptResult({ a }: { a: Attempt }) {
 function AttemptRow({ a }: { a: Attempt }) {
   return (
     <tr>
-      <td data-label="#">{a.attempt}</td>
+      <td data-label="#">{a.throttled ? `(${a.attempt})` : a.attempt}</td>
       <td data-label="Started">
         <Time iso={a.started_at} />
       </td>

@@ -307,6 +307,17 @@ function CreateWatchForm({
   const [asset, setAsset] = useState<AssetFilter>('USDT');
   const [direction, setDirection] = useState<Direction>('incoming');
   const [target, setTarget] = useState<'webhook' | 'telegram'>('webhook');
+  // Whether a chat is connected (GET /console/api/telegram): a chat watch needs one.
+  const chat = useLoad(
+    () =>
+      config.telegram
+        ? get<{ chat: { title: string | null; id: string } | null }>('/telegram').then(
+            (r) => r.chat,
+          )
+        : Promise.resolve(null),
+    [config.telegram],
+  );
+  const chatBound = Boolean(chat.data);
   const [url, setUrl] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
@@ -420,18 +431,36 @@ function CreateWatchForm({
             />{' '}
             Webhook (HTTPS POST)
           </label>
-          <label class={config.telegram ? '' : 'disabled'}>
+          <label class={chatBound ? '' : 'disabled'}>
             <input
               type="radio"
               name="target"
               value="telegram"
-              disabled={!config.telegram}
+              disabled={!chatBound}
+              aria-describedby="telegram-target-note"
               checked={target === 'telegram'}
               onChange={() => setTarget('telegram')}
             />{' '}
-            Telegram chat{!config.telegram && ' (not available on this deployment)'}
+            Telegram chat
+            {chatBound && chat.data ? ` (${chat.data.title ?? chat.data.id})` : ''}
           </label>
         </div>
+        {!chatBound && (
+          <p class="muted" id="telegram-target-note">
+            {!config.telegram ? (
+              'Telegram delivery is not available on this deployment.'
+            ) : chat.loading ? (
+              'Checking for a connected Telegram chat…'
+            ) : chat.error ? (
+              'Telegram is unavailable right now.'
+            ) : (
+              <>
+                No Telegram chat is connected:{' '}
+                <Link href={`${BASE}/account`}>connect one on the Account page</Link> first.
+              </>
+            )}
+          </p>
+        )}
       </fieldset>
       {target === 'webhook' && (
         <Field
