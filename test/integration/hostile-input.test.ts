@@ -721,6 +721,8 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
       ['limit=%ZZ', 'limit'],
       ['limit=%', 'limit'],
       ['limit=1%00', 'limit'],
+      // A space-padded number is not a decimal spelling (issue 14: digits only).
+      ['limit=%2050', 'limit'],
       [`watch_id=${'w'.repeat(65)}`, 'watch_id'],
       ['__proto__=x', '__proto__'],
       ['__proto__[limit]=1', '__proto__[limit]'],
@@ -736,7 +738,6 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
       'since=0001-01-01T00:00:00Z&before=9999-12-31T23:59:59.999999Z',
       'since=2026-06-30T23:59:60Z',
       'network=mainnet',
-      'limit=%2050',
     ]) {
       const res = await get(e(q));
       expectContract(res, e(q), EVENTS_OP);
