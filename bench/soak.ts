@@ -7,8 +7,8 @@
  * block every `intervalMs`; an HTTPS receiver in this process that answers 500 to about 14 % of
  * requests, holds about 3 % past the webhook timeout and closes the connection without an answer
  * on about 3 % (20 % in all, drawn from a seeded PRNG; an event's 4th and later requests always
- * succeed, so the receiver alone never makes one fail six times and go DEAD: only lost leases of
- * killed workers could add the rest, and the DEAD figure says whether that happened). Watches
+ * succeed, so the receiver alone never makes one fail six times and go DEAD: only attempts lost
+ * in flight by killed workers could add the rest). Watches
  * are created through the public API, two thirds before the chain's first block, the rest while
  * it runs.
  *
@@ -33,7 +33,9 @@
  *   X-Signature and the Standard Webhooks one), its body the stored event; requests with a bad
  *   signature 0; deliveries acknowledged more than once counted (at-least-once: a worker killed
  *   after sending and before recording sends again);
- * - DEAD counted apart (an event that failed six times is stored, listed, not acknowledged);
+ * - DEAD counted too: an event whose notification went DEAD without being acknowledged fails the
+ *   soak like any unacknowledged one (the receiver never fails an event's fourth request, and a
+ *   claim lost before its attempt started does not count: migration 014);
  * - nothing PENDING and overdue (due more than 10 s ago and not taken);
  * - `GET /v1/events`, paged with `next_before` (limit 200, alternating the two API processes),
  *   returns the whole set: no repeat, none missing, none extra.
@@ -112,7 +114,7 @@ export interface SoakFigures {
   notificationMismatch: number;
   /** Stored events acknowledged (2xx) at least once with valid signatures and the stored body. */
   acknowledged: number;
-  /** Stored events never acknowledged (DEAD ones excluded). */
+  /** Stored events never acknowledged, DEAD ones included: every event must reach its receiver. */
   unacknowledged: number;
   /** Acknowledgements beyond the first, summed over events. */
   duplicateDeliveries: number;
@@ -825,7 +827,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       const got = bodies.get(id);
       if (got && (got.size !== 1 || !got.has(k))) bodyMismatch++;
       if (n > 0) acknowledged++;
-      else if (!deadIds.has(id)) unacknowledged++;
+      else unacknowledged++;
       duplicateDeliveries += Math.max(0, n - 1);
     }
     for (const id of bodies.keys()) if (!storedKeyById.has(id)) bodyMismatch++;

@@ -43,7 +43,13 @@ import { migrateChat } from '../telegram/binding.js';
 import { sendChatMessage, type TelegramBot } from '../telegram/bot.js';
 import { formatChatMessage } from '../telegram/message.js';
 import { chatWindowId, chatWindows, type Pacer, type PacingSlot } from '../telegram/pacing.js';
-import { type ClaimedNotification, claimDue, LEASE_MARGIN_MS, leaseMs } from './claim.js';
+import {
+  type ClaimedNotification,
+  claimDue,
+  LEASE_MARGIN_MS,
+  leaseMs,
+  startClaims,
+} from './claim.js';
 import { type Completion, completeAttempts } from './complete.js';
 import { type AttemptResult, failedAttempt } from './send.js';
 import { deferClaims, recordThrottled } from './throttle.js';
@@ -90,6 +96,8 @@ export class ChatDeliveryWorker {
   migrated = 0;
   /** Lost attempts found by this worker's claims. */
   lost = 0;
+  /** Claims taken again whose previous lease ran out before their attempt started (claim.ts). */
+  reclaimed = 0;
   /** Database errors survived. */
   dbErrors = 0;
 
@@ -203,6 +211,7 @@ export class ChatDeliveryWorker {
         });
         failures = 0;
         batch = r.claimed;
+        this.reclaimed += r.reclaimed;
         if (r.lost > 0) {
           this.lost += r.lost;
           this.dead += r.dead;
@@ -285,6 +294,7 @@ export class ChatDeliveryWorker {
     }
     let chatId = c.chatId;
     let migrations = 0;
+    let started = false;
     const waitedSince = performance.now();
     for (;;) {
       let slot: PacingSlot;
@@ -307,6 +317,14 @@ export class ChatDeliveryWorker {
         }
         await sleep(slot.waitMs, this.stopSignal.signal);
         continue;
+      }
+      if (!started) {
+        // Marked as attempted before the first send (migration 014): waiting for a slot was not
+        // an attempt, and a lease that runs out from here on counts as one. A claim taken over
+        // meanwhile, or one that cannot be marked, is not sent (its lease runs out unattempted).
+        const held = await this.retryDb(() => startClaims(this.db, [c]));
+        if (!held?.has(c.notificationId)) return;
+        started = true;
       }
       const r = await sendChatMessage(this.telegram.bot, chatId, html, this.cfg.telegram.timeoutMs);
       if (r.migrateToChatId !== undefined && migrations < MAX_MIGRATIONS) {

@@ -13,10 +13,12 @@
  * overwrite the newer claim's outcome. The lease must therefore cover one attempt (the webhook
  * timeout) plus the time to record it: see {@link leaseMs}.
  *
- * A lease that runs out is a lost attempt, and it counts (migration 008): a due notification whose
- * `lease_token` is still set was claimed and never recorded (its worker died, or stalled past the
- * lease). The same statement that would claim it records that attempt instead, numbered
- * attempts + 1, started at the claim's `claimed_at`, error {@link WORKER_LOST_ERROR}, and moves the
+ * A lease that runs out on a started attempt is a lost attempt, and it counts (migrations 008 and
+ * 014): a due notification whose `lease_token` is still set and whose `attempt_started_at` is set
+ * (the worker marks it with {@link startClaims} just before sending) was attempted and never
+ * recorded (its worker died, or stalled past the lease). The same statement that would claim it
+ * records that attempt instead, numbered attempts + 1, started at `attempt_started_at`, error
+ * {@link WORKER_LOST_ERROR}, and moves the
  * notification as a failed attempt failing at the lease's expiry: due again after the schedule's
  * delay from that expiry (schedule.ts), or DEAD when it was the sixth. So a notification whose
  * attempt kills the worker every time goes DEAD after six claims (SPEC §States; DESIGN invariant
@@ -25,6 +27,12 @@
  * (notification_id, attempt) refuses a second row. A notification whose lease simply expired is
  * therefore not re-sent at once: it waits for the schedule like any failed attempt. If the lost
  * worker does record its outcome later, complete.ts fills that attempt's row in.
+ *
+ * A lease that runs out before its attempt started (the claim waited in a worker's queue, and that
+ * worker died) is no attempt: the next claim takes the notification like any due one, attempts
+ * unchanged, nothing recorded ({@link ClaimResult.reclaimed} counts them). A worker claims ahead
+ * of its free slots, so a killed worker holds many such claims; counting them would send innocent
+ * notifications to DEAD through other notifications' crashes (found by the chaos soak).
  *
  * Works on PostgreSQL 15 and PGlite (gen_random_uuid is core since PostgreSQL 13).
  */
@@ -91,6 +99,8 @@ interface ClaimRow extends EventRow {
   chat_id: string | null;
   /** The row is a lost attempt, recorded and rescheduled (or DEAD), not claimed. */
   lost: boolean;
+  /** Claimed again: its previous lease ran out before its attempt started. */
+  reclaimed: boolean;
   status: 'PENDING' | 'DEAD';
 }
 
@@ -108,8 +118,9 @@ interface ClaimRow extends EventRow {
  */
 const CLAIM_SQL = `
 WITH due AS (
-  SELECT id, lease_token IS NOT NULL AS lost, claimed_at AS lost_claimed_at,
-         next_attempt_at AS due_at
+  SELECT id, lease_token IS NOT NULL AND attempt_started_at IS NOT NULL AS lost,
+         lease_token IS NOT NULL AND attempt_started_at IS NULL AS reclaimed,
+         attempt_started_at AS lost_started_at, next_attempt_at AS due_at
     FROM notifications
    WHERE status = 'PENDING' AND channel = $7::text AND next_attempt_at <= now()
    ORDER BY next_attempt_at
@@ -128,12 +139,13 @@ WITH due AS (
          lease_token = CASE WHEN due.lost THEN NULL
                             ELSE $3::text || ':' || gen_random_uuid()::text END,
          claimed_at = CASE WHEN due.lost THEN n.claimed_at ELSE now() END,
+         attempt_started_at = NULL,
          last_status = CASE WHEN due.lost THEN NULL ELSE n.last_status END,
          last_error = CASE WHEN due.lost THEN $5::text ELSE n.last_error END
     FROM due, events AS e, watches AS w
    WHERE n.id = due.id AND e.id = n.event_id AND w.id = n.watch_id
   RETURNING n.id AS notification_id, n.attempts, n.lease_token, n.status, due.lost,
-            due.lost_claimed_at, due.due_at,
+            due.reclaimed, due.lost_started_at, due.due_at,
             w.webhook_url, w.secret_key_id, w.secret_ciphertext,
             CASE WHEN n.channel = 'telegram'
                  THEN (SELECT a.telegram_chat_id FROM accounts AS a WHERE a.id = n.account_id)
@@ -142,13 +154,13 @@ WITH due AS (
             e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
             e.amount_raw::text AS amount_raw, e.contract, e.created_at
 ), lost AS (
-  -- started_at: the claim's start (the lease's expiry for a claim made before migration 008);
-  -- duration_ms: the lease it had (unknown how long the attempt really ran); error_class 'lost'
-  -- ($6, migration 009); nothing known of a request or an answer.
+  -- started_at: when the attempt began (attempt_started_at); duration_ms: from then to the
+  -- lease's expiry (unknown how long the attempt really ran); error_class 'lost' ($6, migration
+  -- 009); nothing known of a request or an answer.
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
                         error_class, lease_expired_at)
-  SELECT notification_id, attempts, COALESCE(lost_claimed_at, due_at),
-         GREATEST(0, round(extract(epoch FROM due_at - COALESCE(lost_claimed_at, due_at)) * 1000)),
+  SELECT notification_id, attempts, lost_started_at,
+         GREATEST(0, round(extract(epoch FROM due_at - lost_started_at) * 1000)),
          NULL, $5::text, $6::text, due_at
     FROM moved
    WHERE lost
@@ -164,6 +176,11 @@ export interface ClaimResult {
   lost: number;
   /** Of `lost`, those that were the sixth attempt: now DEAD. */
   dead: number;
+  /**
+   * Of `claimed`, those whose previous lease ran out before its attempt started (a worker died
+   * holding them queued): taken again, no attempt counted.
+   */
+  reclaimed: number;
 }
 
 /**
@@ -201,16 +218,41 @@ export async function claimDue(
     WORKER_LOST_CLASS,
     opts.channel ?? 'webhook',
   ]);
-  const result: ClaimResult = { claimed: [], lost: 0, dead: 0 };
+  const result: ClaimResult = { claimed: [], lost: 0, dead: 0, reclaimed: 0 };
   for (const r of rows) {
     if (r.lost) {
       result.lost++;
       if (r.status === 'DEAD') result.dead++;
     } else {
+      if (r.reclaimed) result.reclaimed++;
       result.claimed.push(toClaimed(r));
     }
   }
   return result;
+}
+
+/**
+ * Mark claimed notifications as attempted, just before their requests are sent (migration 014):
+ * from now on a lease that runs out on one of them is a lost attempt that counts (see the file's
+ * comment). One statement for the whole batch, guarded by each claim's lease token.
+ * @param claims the claims about to be sent (notification id and the lease token of the claim).
+ * @returns the ids of those marked: the claims still held. A claim missing from it was taken over
+ *   (its lease ran out and another worker claimed it) or completed: it must not be sent.
+ * @throws the database error (the worker keeps the claims queued and tries again, or releases them).
+ */
+export async function startClaims(
+  db: Queryable,
+  claims: ReadonlyArray<{ notificationId: string; leaseToken: string }>,
+): Promise<Set<string>> {
+  if (claims.length === 0) return new Set();
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE notifications AS n SET attempt_started_at = now()
+       FROM unnest($1::text[], $2::text[]) AS r(id, token)
+      WHERE n.id = r.id AND n.lease_token = r.token AND n.status = 'PENDING'
+     RETURNING n.id`,
+    [claims.map((c) => c.notificationId), claims.map((c) => c.leaseToken)],
+  );
+  return new Set(rows.map((r) => r.id));
 }
 
 /**

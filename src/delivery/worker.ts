@@ -15,6 +15,10 @@
  *   notification's wait to about a quarter of the margin; one that has waited more than three
  *   quarters of it anyway is released unattempted rather than started late, so every attempt
  *   starts, ends (timeout) and is recorded within its lease (invariant 3).
+ * - Starting: a notification leaves the queue for a free slot and is marked as attempted
+ *   (claim.ts startClaims, migration 014) before its request is sent, group-commit style like the
+ *   outcomes: one statement in flight, slots freed meanwhile go into the next one. Only a marked
+ *   claim counts when its lease runs out; a claim the mark finds taken over is not sent.
  * - Outcomes are recorded in batches (complete.ts), group-commit style: one transaction in
  *   flight; outcomes that finish meanwhile go into the next one. The attempt row is written in
  *   the same transaction as, and before, the state move.
@@ -24,9 +28,10 @@
  * - An undecryptable secret (unknown key id, tampered ciphertext) is held back without using an
  *   attempt (decryptable(), issue 14 item 3). A watch without URL is a
  *   failed attempt with that reason, never a crash.
- * - A claim that finds a lease run out unrecorded (a worker died or stalled mid-attempt) records a
- *   lost attempt instead (claim.ts): it counts, so a notification that kills every worker trying
- *   it goes DEAD after six claims.
+ * - A claim that finds a lease run out unrecorded on a started attempt (a worker died or stalled
+ *   mid-attempt) records a lost attempt instead (claim.ts): it counts, so a notification that
+ *   kills every worker trying it goes DEAD after six claims. Claims a killed worker held queued
+ *   (never started) are simply claimed again.
  *
  * Stopping (`stop()` or the start signal aborting): no new claims and no new attempts (queued
  * notifications are released, due at once for any worker); attempts in flight finish within their
@@ -45,7 +50,13 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
-import { type ClaimedNotification, claimDue, LEASE_MARGIN_MS, leaseMs } from './claim.js';
+import {
+  type ClaimedNotification,
+  claimDue,
+  LEASE_MARGIN_MS,
+  leaseMs,
+  startClaims,
+} from './claim.js';
 import { type Completion, completeAttempts, releaseClaims } from './complete.js';
 import { clearSecretProblem, holdClaims, recordSecretProblem } from './secret-problems.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
@@ -150,6 +161,21 @@ export class DeliveryWorker {
   private readonly goodKeys = new Set<string>();
   /** Claims held back because their secret did not decrypt (tests, stats). */
   heldForSecrets = 0;
+  /**
+   * Claims whose previous lease had run out before their attempt started (a worker died holding
+   * them queued): claimed again by this worker, no attempt counted (claim.ts).
+   */
+  reclaimed = 0;
+  /** Claims the start mark found taken over (their lease ran out in the queue): not sent. */
+  superseded = 0;
+  /** Claims taken from the queue for free slots, waiting for the next start mark. */
+  private starting: Queued[] = [];
+  /** The start mark in flight (startClaims) and how many slots its claims hold. */
+  private marking: Promise<void> | null = null;
+  private markingCount = 0;
+  private markErrors = 0;
+  /** performance.now() before which no start mark is tried (backoff after a database error). */
+  private markPauseUntil = 0;
   /** Moving average of attempt durations, ms (EWMA, weight 1/32; starts at 100 ms). */
   private meanAttemptMs = 100;
   /** Rows asked for by claims in flight (they may all arrive). */
@@ -253,7 +279,15 @@ export class DeliveryWorker {
       this.maxQueued,
       Math.max(this.minQueued, Math.floor((this.concurrency * window) / this.meanAttemptMs)),
     );
-    return this.concurrency + depth - this.inflight - this.queue.length - this.reserved;
+    return (
+      this.concurrency +
+      depth -
+      this.inflight -
+      this.markingCount -
+      this.starting.length -
+      this.queue.length -
+      this.reserved
+    );
   }
 
   /** Wait for a nudge (wake, stop, or — when waiting for room — a freed slot) or `ms`. */
@@ -315,6 +349,8 @@ export class DeliveryWorker {
         dead: this.dead,
         stale: this.stale,
         released: this.released,
+        reclaimed: this.reclaimed,
+        superseded: this.superseded,
       },
       'delivery worker stopped',
     );
@@ -332,6 +368,7 @@ export class DeliveryWorker {
         claimed: batch,
         lost,
         dead,
+        reclaimed,
       } = await claimDue(this.db, {
         limit,
         leaseMs: this.leaseMs,
@@ -351,6 +388,7 @@ export class DeliveryWorker {
         );
       }
       this.claimed += batch.length;
+      this.reclaimed += reclaimed;
       const claimedAt = performance.now();
       for (const claim of batch) this.queue.push({ claim, claimedAt });
       if (batch.length < limit) this.pauseUntil = claimedAt + this.delivery.pollMs;
@@ -369,23 +407,80 @@ export class DeliveryWorker {
     this.pump();
   }
 
-  /** Start queued notifications in free slots; release those queued too long. */
+  /**
+   * Move queued notifications into free slots (held back if their secret does not decrypt),
+   * release those queued too long, and mark the slots' claims as started.
+   */
   private pump(): void {
     if (this.stopping) return;
     const tooOld: ClaimedNotification[] = [];
     const now = performance.now();
-    while (this.inflight < this.concurrency && this.queue.length > 0) {
+    while (
+      this.inflight + this.markingCount + this.starting.length < this.concurrency &&
+      this.queue.length > 0
+    ) {
       const q = this.queue.shift() as Queued;
       if (now - q.claimedAt > this.maxQueueWaitMs) tooOld.push(q.claim);
-      else this.launch(q.claim);
+      else if (q.claim.secret === null || this.decryptable(q.claim, q.claim.secret)) {
+        this.starting.push(q);
+      }
     }
     if (tooOld.length > 0) this.releaseLater(tooOld);
+    this.markStarted();
     if (this.waiting === 'room' && this.room() >= this.claimThreshold) this.poke();
   }
 
-  /** Start one attempt; its outcome joins the next completion batch. */
+  /**
+   * Mark the claims waiting for a slot as started (one statement in flight; those that arrive
+   * meanwhile go into the next), then send those still held. On a database error they go back to
+   * the head of the queue and marking pauses for a backoff (exponential, full jitter, up to 10 s);
+   * the queue's age limit releases them if it lasts.
+   */
+  private markStarted(): void {
+    if (this.marking || this.starting.length === 0) return;
+    const pause = this.markPauseUntil - performance.now();
+    if (pause > 0) return;
+    const batch = this.starting;
+    this.starting = [];
+    this.markingCount = batch.length;
+    this.marking = startClaims(
+      this.db,
+      batch.map((q) => q.claim),
+    )
+      .then(
+        (held) => {
+          this.markErrors = 0;
+          const gone: ClaimedNotification[] = [];
+          for (const { claim } of batch) {
+            if (!held.has(claim.notificationId)) this.superseded++;
+            else if (this.stopping) gone.push(claim);
+            else this.launch(claim);
+          }
+          // Stopping meanwhile: marked but not sent, given back (the release clears the lease).
+          if (gone.length > 0) this.releaseLater(gone, 'worker stopping');
+        },
+        (err: unknown) => {
+          this.markErrors++;
+          this.dbErrors++;
+          this.queue = batch.concat(this.queue);
+          const delay = backoffDelay(this.markErrors, { baseMs: 250, capMs: 10_000 });
+          this.markPauseUntil = performance.now() + delay;
+          setTimeout(() => this.pump(), delay).unref();
+          this.logger.warn(
+            { err: errorText(err), retry_in_ms: delay, count: batch.length },
+            'marking attempts as started failed; retrying',
+          );
+        },
+      )
+      .finally(() => {
+        this.marking = null;
+        this.markingCount = 0;
+        this.pump();
+      });
+  }
+
+  /** Start one attempt (its claim marked as started); its outcome joins the next completion batch. */
   private launch(c: ClaimedNotification): void {
-    if (c.secret !== null && !this.decryptable(c, c.secret)) return;
     this.inflight++;
     void this.attempt(c).then((result) => {
       this.inflight--;
@@ -511,10 +606,11 @@ export class DeliveryWorker {
   }
 
   /** Release in the background (awaited by drain before the worker reports stopped). */
-  private releaseLater(claims: ClaimedNotification[]): void {
-    const p = this.release(claims, 'queued too long to finish within the lease').finally(() =>
-      this.releasing.delete(p),
-    );
+  private releaseLater(
+    claims: ClaimedNotification[],
+    why = 'queued too long to finish within the lease',
+  ): void {
+    const p = this.release(claims, why).finally(() => this.releasing.delete(p));
     this.releasing.add(p);
   }
 
@@ -602,8 +698,11 @@ export class DeliveryWorker {
    * to be recorded.
    */
   private async drain(): Promise<void> {
-    const queued = this.queue.map((q) => q.claim);
+    // A start mark in flight launches what it marked (or, stopping, releases it) first.
+    while (this.marking) await this.marking;
+    const queued = this.starting.concat(this.queue).map((q) => q.claim);
     this.queue = [];
+    this.starting = [];
     const released = this.release(queued, 'worker stopping');
     if (this.inflight > 0) {
       await new Promise<void>((resolve) => {

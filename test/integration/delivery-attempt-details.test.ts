@@ -17,7 +17,12 @@ import { silentLogger } from '../../src/common/logger.js';
 import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Config } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
-import { claimDue, claimNotifications, WORKER_LOST_ERROR } from '../../src/delivery/claim.js';
+import {
+  claimDue,
+  claimNotifications,
+  startClaims,
+  WORKER_LOST_ERROR,
+} from '../../src/delivery/claim.js';
 import { completeAttempts } from '../../src/delivery/complete.js';
 import { RESPONSE_BODY_MAX_BYTES, WebhookSender } from '../../src/delivery/send.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
@@ -288,9 +293,10 @@ describe.each(dbEngines)('attempt details on %s', (engine) => {
   it('a lost attempt is class lost; its late 2xx fills the row in with the answer, no secret', async () => {
     const r = await receiver({ respond: () => ({ status: 202, body: 'queued' }) });
     const { db, ev } = await setup(r.url);
-    // A worker claims with a short lease and stalls past it.
+    // A worker claims with a short lease, starts the attempt and stalls past the lease.
     const [held] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'stalled' });
     if (!held) throw new Error('nothing claimed');
+    expect(await startClaims(db, [held])).toEqual(new Set([held.notificationId]));
     await vi.waitFor(
       async () => {
         const { lost } = await claimDue(db, { limit: 1, leaseMs: 100, owner: 'probe' });

@@ -21,7 +21,13 @@ import { newWebhookSecret, SecretBox } from '../../src/common/secrets.js';
 import type { Config } from '../../src/config.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { type Db, openDb } from '../../src/db/pool.js';
-import { claimDue, claimNotifications, WORKER_LOST_ERROR } from '../../src/delivery/claim.js';
+import {
+  type ClaimedNotification,
+  claimDue,
+  claimNotifications,
+  startClaims,
+  WORKER_LOST_ERROR,
+} from '../../src/delivery/claim.js';
 import { completeAttempts } from '../../src/delivery/complete.js';
 import { MAX_ATTEMPTS, nextDelayMs, RETRY_DELAYS_MS } from '../../src/delivery/schedule.js';
 import { recentSecretProblems } from '../../src/delivery/secret-problems.js';
@@ -130,6 +136,38 @@ interface FullAttemptRow {
 }
 
 /** The attempts of a notification, by number (then recording order). */
+/**
+ * What a worker does before sending (claim.ts startClaims), for claims a test then lets die
+ * mid-attempt: marks them started and returns, per notification id, the start mark and the lease's
+ * expiry as the database wrote them (the lost attempt's started_at and lease_expired_at), and the
+ * time between them in whole ms, rounded from the database's µs (the lost attempt's duration_ms).
+ */
+async function startAll(
+  db: Db,
+  claims: ClaimedNotification[],
+): Promise<Map<string, { startedAt: Date; expiresAt: Date; durationMs: number }>> {
+  const held = await startClaims(db, claims);
+  expect([...held].sort()).toEqual(claims.map((c) => c.notificationId).sort());
+  const { rows } = await db.query<{
+    id: string;
+    attempt_started_at: Date;
+    next_attempt_at: Date;
+    duration_ms: number;
+  }>(
+    `SELECT id, attempt_started_at, next_attempt_at,
+            GREATEST(0, round(extract(epoch FROM next_attempt_at - attempt_started_at) * 1000))::int4
+              AS duration_ms
+       FROM notifications WHERE id = ANY($1::text[])`,
+    [claims.map((c) => c.notificationId)],
+  );
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      { startedAt: r.attempt_started_at, expiresAt: r.next_attempt_at, durationMs: r.duration_ms },
+    ]),
+  );
+}
+
 async function attemptRows(db: Db, notificationId: string): Promise<FullAttemptRow[]> {
   const { rows } = await db.query<FullAttemptRow>(
     `SELECT attempt, started_at, duration_ms, http_status, error, lease_expired_at, duplicate
@@ -365,12 +403,13 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     const { db, accountId, watchId } = await setup(r);
     const [ev] = await insertEvents(db, { accountId, watchId });
 
-    // "Worker A" claims with a short lease, then dies: the claim result is dropped.
+    // "Worker A" claims with a short lease, starts the attempt, then dies: the result is dropped.
     const leaseMs = 500;
     const claimedAt = Date.now();
     const [held] = await claimNotifications(db, { limit: 10, leaseMs, owner: 'dead' });
     expect(held?.notificationId).toBe(ev!.notificationId);
     expect(held?.leaseToken).toMatch(/^dead:/);
+    const mark = (await startAll(db, [held!])).get(held!.notificationId)!;
     // While the lease holds, nobody else can claim it.
     expect(await claimNotifications(db, { limit: 10, leaseMs, owner: 'probe' })).toEqual([]);
 
@@ -390,8 +429,11 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       [2, 200, null],
     ]);
     const [lost, delivered] = attempts as [FullAttemptRow, FullAttemptRow];
-    expect(lost.lease_expired_at!.getTime() - lost.started_at.getTime()).toBe(leaseMs);
-    expect(lost.duration_ms).toBe(leaseMs);
+    // Started when A marked it, lost when its lease ran out.
+    expect(lost.started_at).toEqual(mark.startedAt);
+    expect(lost.lease_expired_at).toEqual(mark.expiresAt);
+    expect(lost.duration_ms).toBe(mark.durationMs);
+    expect(lost.duration_ms).toBeLessThanOrEqual(leaseMs);
     expect(delivered.started_at.getTime()).toBeGreaterThanOrEqual(claimedAt + leaseMs - 1);
     expect(delivered.started_at.getTime()).toBeGreaterThanOrEqual(
       lost.lease_expired_at!.getTime() + nextDelayMs(1, scale)!,
@@ -449,6 +491,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     });
     const [ev] = await insertEvents(db, { accountId, watchId });
     const [a] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'a' });
+    await startAll(db, [a!]);
     const [b] = await vi.waitFor(
       async () => {
         const got = await claimNotifications(db, {
@@ -635,7 +678,8 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     const scale = 0.00005; // 1 m → 3 ms … 6 h → 1.08 s
     const claim = (owner: string) =>
       claimNotifications(db, { limit: 10, leaseMs, owner, scheduleScale: scale });
-    // Six workers in turn claim it and die mid-attempt: each claim's result is dropped.
+    // Six workers in turn claim it, start the attempt and die: each claim's result is dropped.
+    const marks: Array<{ startedAt: Date; expiresAt: Date; durationMs: number }> = [];
     for (let k = 1; k <= MAX_ATTEMPTS; k++) {
       const [held] = await vi.waitFor(
         async () => {
@@ -647,6 +691,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       );
       expect(held!.notificationId).toBe(ev!.notificationId);
       expect(held!.attempts).toBe(k - 1);
+      marks.push((await startAll(db, [held!])).get(held!.notificationId)!);
     }
     // The sixth lease runs out: the next claim records it, the sixth failure, and it is DEAD.
     const n = await vi.waitFor(
@@ -669,12 +714,15 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(rows.map((r) => [r.attempt, r.http_status, r.error])).toEqual(
       [1, 2, 3, 4, 5, 6].map((k) => [k, null, WORKER_LOST_ERROR]),
     );
-    // Each started when its claim did and was lost when its lease ran out; the next claim came
-    // no earlier than the schedule's delay after that (the contract's curve, compressed).
-    for (const r of rows) {
-      expect(r.lease_expired_at!.getTime() - r.started_at.getTime()).toBe(leaseMs);
-      expect(r.duration_ms).toBe(leaseMs);
-    }
+    // Each started when its worker marked it and was lost when its lease ran out; the next
+    // claim came no earlier than the schedule's delay after that (the contract's curve,
+    // compressed).
+    rows.forEach((r, k) => {
+      const mark = marks[k]!;
+      expect(r.started_at).toEqual(mark.startedAt);
+      expect(r.lease_expired_at).toEqual(mark.expiresAt);
+      expect(r.duration_ms).toBe(mark.durationMs);
+    });
     for (let k = 1; k < rows.length; k++) {
       expect(rows[k]!.started_at.getTime()).toBeGreaterThanOrEqual(
         rows[k - 1]!.lease_expired_at!.getTime() + nextDelayMs(k, scale)!,
@@ -684,7 +732,9 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       'SELECT claimed_at FROM notifications WHERE id = $1',
       [ev!.notificationId],
     );
-    expect(rows[5]!.started_at).toEqual(claimedAt[0]!.claimed_at);
+    expect(rows[5]!.started_at.getTime()).toBeGreaterThanOrEqual(
+      claimedAt[0]!.claimed_at.getTime(),
+    );
     // Dead is final.
     expect(await claim('after')).toEqual([]);
   });
@@ -706,6 +756,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     }
     const first = await claimNotifications(db, { limit: 40, leaseMs: 50, owner: 'dead' });
     expect(first).toHaveLength(40);
+    await startAll(db, first);
     // Every lease has run out (the database's clock decides, as for claims).
     await vi.waitFor(
       async () => {
@@ -736,6 +787,57 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       );
     }
     expect(await claimNotifications(db, { ...opts, owner: 'w4' })).toEqual([]);
+  });
+
+  it('a claim lost before its attempt started is claimed again without counting an attempt', async () => {
+    t = await migratedDb(engine);
+    const db = t.db;
+    const accountId = await insertAccount(db);
+    const { watchId } = await insertWebhookWatch(db, box, {
+      accountId,
+      url: 'https://x.example/h',
+    });
+    const events = await insertEvents(db, { accountId, watchId, count: 5 });
+    // A worker claims five (one in a slot, four queued), starts one, and is killed.
+    const held = await claimNotifications(db, { limit: 5, leaseMs: 50, owner: 'killed' });
+    expect(held).toHaveLength(5);
+    const [sent, ...queued] = held as [ClaimedNotification, ...ClaimedNotification[]];
+    await startAll(db, [sent]);
+    await vi.waitFor(
+      async () => {
+        const { rows } = await db.query<{ n: number }>(
+          'SELECT count(*)::int8 AS n FROM notifications WHERE next_attempt_at > now()',
+        );
+        expect(rows[0]!.n).toBe(0);
+      },
+      { timeout: 10_000, interval: 10 },
+    );
+    // The next claim: the started one is a lost attempt (attempt 1, due on the schedule); the four
+    // queued ones are simply claimed again, as they were: attempts 0, nothing recorded.
+    const r = await claimDue(db, { limit: 10, leaseMs: 60_000, owner: 'next', scheduleScale: 1 });
+    expect(r).toMatchObject({ lost: 1, dead: 0, reclaimed: 4 });
+    expect(r.claimed.map((c) => c.notificationId).sort()).toEqual(
+      queued.map((c) => c.notificationId).sort(),
+    );
+    expect(r.claimed.map((c) => c.attempts)).toEqual([0, 0, 0, 0]);
+    expect((await attemptRows(db, sent.notificationId)).map((a) => [a.attempt, a.error])).toEqual([
+      [1, WORKER_LOST_ERROR],
+    ]);
+    expect(await notification(db, sent.notificationId)).toMatchObject({
+      status: 'PENDING',
+      attempts: 1,
+      lease_token: null,
+    });
+    for (const e of events.filter((e) => e.notificationId !== sent.notificationId)) {
+      expect(await attemptRows(db, e.notificationId)).toEqual([]);
+      const n = await notification(db, e.notificationId);
+      expect(n).toMatchObject({ status: 'PENDING', attempts: 0, last_error: null });
+      expect(n.lease_token).toMatch(/^next:/);
+    }
+    // The killed worker's start mark, had it come late, finds its claims taken over: not sent.
+    expect(await startClaims(db, queued)).toEqual(new Set());
+    // The new holder marks them.
+    expect(await startClaims(db, r.claimed)).toEqual(new Set(queued.map((c) => c.notificationId)));
   });
 
   it('claims nothing while outcomes wait to be recorded: none re-sent after its lease ran out', async () => {
