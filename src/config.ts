@@ -338,10 +338,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const v = env[key];
     if (v !== undefined && v !== '') raw[key] = v;
   }
+  // Value.Convert reads numbers as JavaScript does (`0x10` → 16) and truncates integers
+  // (`1.5` → 1): only plain decimal spellings are numbers here, anything else is refused.
+  const spelling: string[] = [];
+  for (const [key, v] of Object.entries(raw)) {
+    const type = (EnvSchema.properties as Record<string, { type?: string }>)[key]?.type;
+    if (type === 'integer' && !/^\d+$/.test(String(v))) {
+      spelling.push(`${key}: must be a decimal integer (digits only) (got ${JSON.stringify(v)})`);
+    } else if (type === 'number' && !/^\d+(\.\d+)?$/.test(String(v))) {
+      spelling.push(`${key}: must be a decimal number like 0.25 (got ${JSON.stringify(v)})`);
+    }
+  }
   const withDefaults = Value.Default(EnvSchema, Value.Convert(EnvSchema, raw));
-  const problems = [...Value.Errors(EnvSchema, withDefaults)].map(
-    (e) => `${e.path.slice(1) || '(root)'}: ${e.message} (got ${JSON.stringify(e.value)})`,
-  );
+  const problems = [
+    ...spelling,
+    ...[...Value.Errors(EnvSchema, withDefaults)]
+      .filter((e) => !spelling.some((p) => p.startsWith(`${e.path.slice(1)}:`)))
+      .map((e) => `${e.path.slice(1) || '(root)'}: ${e.message} (got ${JSON.stringify(e.value)})`),
+  ];
   if (problems.length > 0) throw new ConfigError(problems);
   const e = withDefaults as Env;
   const dataDir = path.resolve(e.DATA_DIR);

@@ -12,6 +12,7 @@ describe('loadConfig', () => {
       timeoutMs: 10_000,
       retries: 6,
       concurrency: 8,
+      maxRps: 10,
     });
     expect(c.database.url).toBeUndefined();
     expect(c.database.poolSize).toBe(10);
@@ -19,6 +20,39 @@ describe('loadConfig', () => {
     expect(c.database.embeddedDir).toBe(path.join(path.resolve('.tronwatch'), 'pgdata'));
     expect(c.http).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(c.network).toBe('mainnet');
+  });
+
+  it('caps node requests at 10/s for a remote node and not for a loopback one unless told', () => {
+    for (const url of ['https://api.trongrid.io', 'http://10.0.0.5:8090', 'https://127.example']) {
+      expect(loadConfig({ TRON_NODE_URL: url }).node.maxRps, url).toBe(10);
+    }
+    for (const url of ['http://127.0.0.1:8090', 'http://localhost:8090', 'http://[::1]:8090']) {
+      expect(loadConfig({ TRON_NODE_URL: url }).node.maxRps, url).toBe(0);
+    }
+    expect(loadConfig({ TRON_NODE_MAX_RPS: '25' }).node.maxRps).toBe(25);
+    expect(
+      loadConfig({ TRON_NODE_URL: 'http://127.0.0.1:8090', TRON_NODE_MAX_RPS: '3' }).node.maxRps,
+    ).toBe(3);
+    expect(loadConfig({ TRON_NODE_MAX_RPS: '0' }).node.maxRps).toBe(0);
+    for (const bad of ['-1', '1.5', '0x10', '10001', 'ten']) {
+      expect(() => loadConfig({ TRON_NODE_MAX_RPS: bad }), bad).toThrow(ConfigError);
+    }
+  });
+
+  it('reads numbers only in plain decimal (no hex, exponent, padding or truncated fraction)', () => {
+    // Value.Convert alone would read 0x1F90 as 8080 and 80.5 as 80.
+    for (const bad of ['0x1F90', '8080.5', '8e3', ' 8080', '+8080']) {
+      expect(() => loadConfig({ PORT: bad }), bad).toThrow(/PORT: must be a decimal integer/);
+    }
+    for (const bad of ['1e-4', '.5', '0x1', '-0.5', '0.5 ']) {
+      expect(() => loadConfig({ DELIVERY_SCHEDULE_SCALE: bad }), bad).toThrow(
+        /DELIVERY_SCHEDULE_SCALE: must be a decimal number/,
+      );
+    }
+    expect(loadConfig({ PORT: '9090', DELIVERY_SCHEDULE_SCALE: '0.25' })).toMatchObject({
+      http: { port: 9090 },
+      delivery: { scheduleScale: 0.25 },
+    });
   });
 
   it('gives the console closed sign-up, a 7-day session and a localhost public URL by default', () => {
