@@ -255,7 +255,8 @@ describe(`no secret leaks, end to end (${engine})`, () => {
         break;
       }
     }
-    // One stored secret that no longer decrypts: its attempts fail with a "secret:" error.
+    // One stored secret that no longer decrypts: its notifications are held, unattempted, with a
+    // "secret:" error (issue 14 item 3), and /healthz names the key id.
     await service.db.query(`UPDATE watches SET secret_ciphertext = $2 WHERE id = $1`, [
       watchIds.get('tampered'),
       randomBytes(60),
@@ -307,13 +308,17 @@ describe(`no secret leaks, end to end (${engine})`, () => {
       401, 401, 401, 401, 401, 400, 400, 409, 404, 404, 400, 400,
     ]);
 
-    // --- Let the blocks come; wait for every notification to settle (DELIVERED or DEAD).
+    // --- Let the blocks come; wait for every notification to settle (DELIVERED or DEAD; the
+    // tampered watch's held, each at least once).
     chain.node.advanceTo(Math.max(chain.node.heads().solidified, chain.first - 2));
     const deadline = Date.now() + 120_000;
+    const tamperedId = watchIds.get('tampered');
     const pending = async () =>
       (
         await service.db.query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM notifications WHERE status = 'PENDING'",
+          `SELECT count(*)::int AS n FROM notifications
+            WHERE status = 'PENDING' AND (watch_id <> $1 OR last_error IS NULL)`,
+          [tamperedId],
         )
       ).rows[0]?.n ?? 0;
     while (Date.now() < deadline) {
@@ -322,6 +327,15 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     }
     expect(service.ingester?.stats.cursor).toBeGreaterThanOrEqual(chain.last);
     expect(await pending()).toBe(0);
+    const held = await service.db.query<{ status: string; attempts: number; last_error: string }>(
+      'SELECT status, attempts, last_error FROM notifications WHERE watch_id = $1',
+      [tamperedId],
+    );
+    expect(held.rows.length).toBeGreaterThan(0);
+    for (const n of held.rows) {
+      expect(n).toMatchObject({ status: 'PENDING', attempts: 0 });
+      expect(n.last_error).toMatch(/^secret: /);
+    }
 
     // The flow did what it should: deliveries, failed attempts of every kind, dead letters.
     const outcome = await service.db.query<{ label: string; status: string; n: number }>(
@@ -337,9 +351,11 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     expect(statusOf('flaky')).toEqual(['DELIVERED']);
     expect(statusOf('dead')).toEqual(['DEAD']);
     expect(statusOf('redirect')).toEqual(['DEAD']);
-    expect(statusOf('tampered')).toEqual(['DEAD']);
+    expect(statusOf('tampered')).toEqual(['PENDING']);
     const errors = await service.db.query<{ error: string }>(
-      'SELECT DISTINCT error FROM attempts WHERE error IS NOT NULL',
+      `SELECT DISTINCT error FROM attempts WHERE error IS NOT NULL
+       UNION SELECT DISTINCT last_error FROM notifications WHERE last_error IS NOT NULL
+       UNION SELECT error FROM secret_problems`,
     );
     const errorText = errors.rows.map((r) => r.error).join('\n');
     expect(errorText).toMatch(/HTTP 500/);
@@ -351,7 +367,15 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     // --- More reads after the deliveries: listings, health, metrics.
     record(await call('GET', '/v1/watches'), 'list watches');
     record(await call('GET', '/v1/events?limit=200'), 'list events');
-    record(await call('GET', '/healthz', { key: null }), 'health');
+    const health = record(await call('GET', '/healthz', { key: null }), 'health');
+    const { rows: keyIds } = await service.db.query<{ secret_key_id: string }>(
+      'SELECT secret_key_id FROM watches WHERE id = $1',
+      [tamperedId],
+    );
+    expect(health.status, health.text).toBe(503);
+    expect(JSON.parse(health.text).secrets.undecryptable_key_ids).toEqual([
+      keyIds[0]?.secret_key_id,
+    ]);
     const metrics = record(await call('GET', '/metrics', { key: null }), 'metrics');
     record(await call('DELETE', `/v1/watches/${watchIds.get('ok')}`), 'delete watch');
 
