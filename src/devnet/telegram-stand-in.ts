@@ -283,6 +283,9 @@ export async function startTelegramStandIn(
       handle(m[2] ?? '', params, res);
     });
   });
+  // Idle keep-alive connections stay open as the Bot API's do: Node's default 5 s closes one the
+  // bot may be reusing at that very moment, a reset that a test then sees as a failed attempt.
+  server.keepAliveTimeout = 120_000;
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));

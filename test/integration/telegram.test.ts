@@ -321,7 +321,12 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     );
     expect(throttled).toHaveLength(1);
     const n429 = (await states(db)).find((n) => n.id === throttled[0]?.notification_id);
-    expect(n429).toMatchObject({ status: 'DELIVERED', attempts: 1 });
+    const log429 = await db.query(
+      `SELECT attempt, throttled, http_status, error, started_at, duration_ms FROM attempts
+        WHERE notification_id = $1 ORDER BY started_at`,
+      [throttled[0]?.notification_id],
+    );
+    expect(n429, JSON.stringify(log429.rows)).toMatchObject({ status: 'DELIVERED', attempts: 1 });
     expect(worker.throttled).toBe(1);
     expect(si.sent.filter((m) => m.status === 429)).toHaveLength(1);
     // The console's event page: the 429 listed before the attempt that delivered, with the same
