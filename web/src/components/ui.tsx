@@ -347,6 +347,48 @@ export function Field({ label, hint, error, children }: FieldProps) {
   );
 }
 
+/** The rules of a new console password (src/console/passwords.ts): 12 to 256 characters. */
+export const NEW_PASSWORD_HINT =
+  'At least 12 characters (up to 256). A passphrase of a few words works well.';
+
+/**
+ * A password input in a {@link Field}. `kind`: 'current' (the password the user has), 'new' (one
+ * being chosen: 12 to 256 characters, described by its hint), 'repeat' (the new one again).
+ */
+export function PasswordField({
+  label,
+  kind,
+  value,
+  onValue,
+  hint,
+  error,
+}: {
+  label: string;
+  kind: 'current' | 'new' | 'repeat';
+  value: string;
+  onValue: (v: string) => void;
+  hint?: string;
+  error?: string | undefined;
+}) {
+  return (
+    <Field label={label} hint={hint} error={error}>
+      {({ id, describedBy }) => (
+        <input
+          id={id}
+          type="password"
+          autoComplete={kind === 'current' ? 'current-password' : 'new-password'}
+          required
+          minLength={kind === 'new' ? 12 : undefined}
+          maxLength={kind === 'new' ? 256 : undefined}
+          aria-describedby={describedBy}
+          value={value}
+          onInput={(e) => onValue(e.currentTarget.value)}
+        />
+      )}
+    </Field>
+  );
+}
+
 /** A code block with a copy button (curl commands, payloads). */
 export function CodeBlock({
   code,

@@ -4,10 +4,11 @@ import { ApiError, del, describeError, get, post } from '../api';
 import {
   ConfirmDialog,
   CopyButton,
-  Field,
   Loading,
+  NEW_PASSWORD_HINT,
   Notice,
   PageHeader,
+  PasswordField,
   Pill,
   Time,
 } from '../components/ui';
@@ -287,49 +288,21 @@ function ChangePassword() {
           </Notice>
         )}
       </div>
-      <Field label="Current password">
-        {({ id }) => (
-          <input
-            id={id}
-            type="password"
-            autoComplete="current-password"
-            required
-            value={current}
-            onInput={(e) => setCurrent(e.currentTarget.value)}
-          />
-        )}
-      </Field>
-      <Field
+      <PasswordField label="Current password" kind="current" value={current} onValue={setCurrent} />
+      <PasswordField
         label="New password"
-        hint="At least 12 characters (up to 256)."
+        kind="new"
+        hint={NEW_PASSWORD_HINT}
         error={fieldErr?.fieldError('new_password')}
-      >
-        {({ id, describedBy }) => (
-          <input
-            id={id}
-            type="password"
-            autoComplete="new-password"
-            required
-            minLength={12}
-            maxLength={256}
-            aria-describedby={describedBy}
-            value={next}
-            onInput={(e) => setNext(e.currentTarget.value)}
-          />
-        )}
-      </Field>
-      <Field label="Repeat the new password">
-        {({ id }) => (
-          <input
-            id={id}
-            type="password"
-            autoComplete="new-password"
-            required
-            value={repeat}
-            onInput={(e) => setRepeat(e.currentTarget.value)}
-          />
-        )}
-      </Field>
+        value={next}
+        onValue={setNext}
+      />
+      <PasswordField
+        label="Repeat the new password"
+        kind="repeat"
+        value={repeat}
+        onValue={setRepeat}
+      />
       <div class="form-actions">
         <button type="submit" class="btn btn-primary" disabled={busy}>
           {busy ? 'Saving…' : 'Change password'}

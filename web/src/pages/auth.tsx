@@ -2,7 +2,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, describeError, formatWait, post } from '../api';
-import { Field, Notice } from '../components/ui';
+import { Field, NEW_PASSWORD_HINT, Notice, PasswordField } from '../components/ui';
 import { BASE, Link } from '../router';
 import type { Config, Me } from '../types';
 
@@ -73,18 +73,7 @@ export function LoginPage({
             />
           )}
         </Field>
-        <Field label="Password">
-          {({ id }) => (
-            <input
-              id={id}
-              type="password"
-              autoComplete="current-password"
-              required
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <PasswordField label="Password" kind="current" value={password} onValue={setPassword} />
         <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
@@ -99,8 +88,6 @@ export function LoginPage({
     </AuthFrame>
   );
 }
-
-const PASSWORD_HINT = 'At least 12 characters (up to 256). A passphrase of a few words works well.';
 
 export function SignupPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [email, setEmail] = useState('');
@@ -155,21 +142,14 @@ export function SignupPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
             />
           )}
         </Field>
-        <Field label="Password" hint={PASSWORD_HINT} error={apiErr?.fieldError('password')}>
-          {({ id, describedBy }) => (
-            <input
-              id={id}
-              type="password"
-              autoComplete="new-password"
-              required
-              minLength={12}
-              maxLength={256}
-              aria-describedby={describedBy}
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <PasswordField
+          label="Password"
+          kind="new"
+          hint={NEW_PASSWORD_HINT}
+          error={apiErr?.fieldError('password')}
+          value={password}
+          onValue={setPassword}
+        />
         <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
           {busy ? 'Creating…' : 'Create account'}
         </button>
@@ -239,33 +219,19 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
       <p>You were invited to tronwatch. Choose a password to finish setting up your account.</p>
       <form onSubmit={submit}>
         <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
-        <Field label="New password" hint={PASSWORD_HINT}>
-          {({ id, describedBy }) => (
-            <input
-              id={id}
-              type="password"
-              autoComplete="new-password"
-              required
-              minLength={12}
-              maxLength={256}
-              aria-describedby={describedBy}
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field label="Repeat the password">
-          {({ id }) => (
-            <input
-              id={id}
-              type="password"
-              autoComplete="new-password"
-              required
-              value={confirm}
-              onInput={(e) => setConfirm(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <PasswordField
+          label="New password"
+          kind="new"
+          hint={NEW_PASSWORD_HINT}
+          value={password}
+          onValue={setPassword}
+        />
+        <PasswordField
+          label="Repeat the password"
+          kind="repeat"
+          value={confirm}
+          onValue={setConfirm}
+        />
         <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
           {busy ? 'Saving…' : 'Set password and sign in'}
         </button>
