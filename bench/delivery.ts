@@ -296,7 +296,7 @@ async function benchOnce(
       `delivery: bare POST loop   median ${bareRate}/s (rounds: ${bareRates.join(', ')})`,
       `delivery: DeliveryWorker   median ${workerRate}/s (rounds: ${workerRates.join(', ')}); ` +
         `every attempt recorded: ${c.attempts} attempt rows, ${c.delivered} DELIVERED, ` +
-        `${w.claimRounds} claims, ${w.completeRounds} completions; ${stats.connections} TLS connections in all`,
+        `${w.claimRounds} claims, ${w.startRounds} start marks, ${w.completeRounds} completions; ${stats.connections} TLS connections in all`,
       `delivery: ratio worker/bare ${ratio.toFixed(2)} (goal ≥ 0.5: ${ratio >= 0.5 ? 'met' : 'NOT met'}; ` +
         `goal ≥ 2000/s: ${workerRate >= 2000 ? 'met' : 'NOT met'})`,
     );

@@ -125,6 +125,8 @@ export class DeliveryWorker {
   claimRounds = 0;
   /** Completion transactions committed (complete.ts). */
   completeRounds = 0;
+  /** Start-mark statements that succeeded (claim.ts startClaims). */
+  startRounds = 0;
   /** Claimed notifications given back unattempted (stopping, or queued too long). */
   released = 0;
   /** Database errors survived (claims, completions, releases). */
@@ -450,6 +452,7 @@ export class DeliveryWorker {
       .then(
         (held) => {
           this.markErrors = 0;
+          this.startRounds++;
           const gone: ClaimedNotification[] = [];
           for (const { claim } of batch) {
             if (!held.has(claim.notificationId)) this.superseded++;
