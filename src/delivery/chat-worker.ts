@@ -61,6 +61,13 @@ import { deferClaims, recordThrottled } from './throttle.js';
  */
 export const MAX_SLOT_WAIT_MS = 5_000;
 
+/**
+ * A claim whose send has not started this long after the claim (its start mark retried through a
+ * database outage) goes back to the outbox unsent: the send and its recording must still fit in
+ * the lease (timeout + MAX_SLOT_WAIT_MS + margin), half the margin being left to record.
+ */
+const START_DEADLINE_MS = MAX_SLOT_WAIT_MS + LEASE_MARGIN_MS / 2;
+
 /** How long a notification waits in the outbox after the pacer failed, ms. */
 const PACER_ERROR_DELAY_MS = 1_000;
 
@@ -324,6 +331,12 @@ export class ChatDeliveryWorker {
         // meanwhile, or one that cannot be marked, is not sent (its lease runs out unattempted).
         const held = await this.retryDb(() => startClaims(this.db, [c]));
         if (!held?.has(c.notificationId)) return;
+        if (performance.now() - waitedSince > START_DEADLINE_MS) {
+          // Marked too late to send within the lease: given back, due at once; the next claim
+          // clears the mark (a lease that ran out from here would count as an attempt).
+          await this.defer(c, chatId, 0);
+          return;
+        }
         started = true;
       }
       const r = await sendChatMessage(this.telegram.bot, chatId, html, this.cfg.telegram.timeoutMs);

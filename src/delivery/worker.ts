@@ -178,6 +178,8 @@ export class DeliveryWorker {
   private markErrors = 0;
   /** performance.now() before which no start mark is tried (backoff after a database error). */
   private markPauseUntil = 0;
+  /** The timer that marks again once markPauseUntil has passed (one at a time). */
+  private markTimer: NodeJS.Timeout | null = null;
   /** Moving average of attempt durations, ms (EWMA, weight 1/32; starts at 100 ms). */
   private meanAttemptMs = 100;
   /** Rows asked for by claims in flight (they may all arrive). */
@@ -434,16 +436,29 @@ export class DeliveryWorker {
 
   /**
    * Mark the claims waiting for a slot as started (one statement in flight; those that arrive
-   * meanwhile go into the next), then send those still held. On a database error they go back to
-   * the head of the queue and marking pauses for a backoff (exponential, full jitter, up to 10 s);
-   * the queue's age limit releases them if it lasts.
+   * meanwhile go into the next), then send those still held. Claims queued longer than the age
+   * limit are released instead (checked again here: they may have waited out a backoff). On a
+   * database error they go back to the head of the queue and marking pauses for a backoff
+   * (exponential, full jitter, up to 10 s), after which a timer marks again.
    */
   private markStarted(): void {
-    if (this.marking || this.starting.length === 0) return;
+    if (this.marking || this.starting.length === 0 || this.stopping) return;
     const pause = this.markPauseUntil - performance.now();
-    if (pause > 0) return;
-    const batch = this.starting;
+    if (pause > 0) {
+      // Timers may fire a little before performance.now() says the pause is over: a timer that
+      // finds it not over yet arms the next one instead of leaving the claims waiting for good.
+      this.markTimer ??= setTimeout(() => {
+        this.markTimer = null;
+        this.pump();
+      }, Math.ceil(pause) + 1).unref();
+      return;
+    }
+    const now = performance.now();
+    const tooOld = this.starting.filter((q) => now - q.claimedAt > this.maxQueueWaitMs);
+    const batch = this.starting.filter((q) => now - q.claimedAt <= this.maxQueueWaitMs);
     this.starting = [];
+    if (tooOld.length > 0) this.releaseLater(tooOld.map((q) => q.claim));
+    if (batch.length === 0) return;
     this.markingCount = batch.length;
     this.marking = startClaims(
       this.db,
@@ -468,7 +483,6 @@ export class DeliveryWorker {
           this.queue = batch.concat(this.queue);
           const delay = backoffDelay(this.markErrors, { baseMs: 250, capMs: 10_000 });
           this.markPauseUntil = performance.now() + delay;
-          setTimeout(() => this.pump(), delay).unref();
           this.logger.warn(
             { err: errorText(err), retry_in_ms: delay, count: batch.length },
             'marking attempts as started failed; retrying',
@@ -703,6 +717,8 @@ export class DeliveryWorker {
   private async drain(): Promise<void> {
     // A start mark in flight launches what it marked (or, stopping, releases it) first.
     while (this.marking) await this.marking;
+    if (this.markTimer) clearTimeout(this.markTimer);
+    this.markTimer = null;
     const queued = this.starting.concat(this.queue).map((q) => q.claim);
     this.queue = [];
     this.starting = [];

@@ -873,6 +873,40 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     expect(await attemptsOf(db, first!.notificationId)).toHaveLength(1);
   });
 
+  it('start marks that fail: nothing sent unmarked, claims released when too old, then all delivered once', async () => {
+    const r = await receiver({});
+    const { db, accountId, watchId } = await setup(r);
+    // Marking an attempt as started fails (a real database refusal); claims still work.
+    await db.query(`CREATE FUNCTION tw_test_refuse_start() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN RAISE EXCEPTION 'tw test: start marks refused'; END $$`);
+    await db.query(`CREATE TRIGGER tw_test_refuse_start BEFORE UPDATE OF attempt_started_at
+                      ON notifications FOR EACH ROW WHEN (NEW.attempt_started_at IS NOT NULL)
+                      EXECUTE FUNCTION tw_test_refuse_start()`);
+    const events = await insertEvents(db, { accountId, watchId, count: 12 });
+    // Lease 1 s + 0.4 s: a claim queued more than 0.3 s is given back rather than started.
+    const { worker } = startWorker(
+      db,
+      { caFile: r.caFile, timeoutMs: 1_000, concurrency: 4 },
+      { leaseMarginMs: 400 },
+    );
+    // The marks back off (exponentially); claims that waited out a backoff past the age limit
+    // are released, not marked and sent late.
+    await vi.waitFor(
+      () => {
+        expect(worker.dbErrors).toBeGreaterThanOrEqual(3);
+        expect(worker.released).toBeGreaterThan(0);
+      },
+      { timeout: 30_000, interval: 10 },
+    );
+    expect(r.requests).toBe(0);
+    // The database accepts marks again: the worker, paused by its last backoff, resumes by itself.
+    await db.query('DROP TRIGGER tw_test_refuse_start ON notifications');
+    for (const e of events) await until(db, e.notificationId, 'DELIVERED');
+    for (const e of events) expect(r.countsByEvent.get(e.eventId)).toBe(1);
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM attempts');
+    expect(rows[0]?.n).toBe(12);
+  });
+
   it('two workers share the outbox: 200 notifications, none delivered twice', async () => {
     const r = await receiver({ record: false });
     const { db, accountId, watchId } = await setup(r);
