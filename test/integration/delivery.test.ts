@@ -883,11 +883,13 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
                       ON notifications FOR EACH ROW WHEN (NEW.attempt_started_at IS NOT NULL)
                       EXECUTE FUNCTION tw_test_refuse_start()`);
     const events = await insertEvents(db, { accountId, watchId, count: 12 });
-    // Lease 1 s + 0.4 s: a claim queued more than 0.3 s is given back rather than started.
+    // Lease 1 s + 5 s: a claim queued more than 3.75 s is given back rather than started (the
+    // marks' backoffs, 0.25 s doubling, reach that after a few failures); long enough that no
+    // lease runs out on a loaded machine once the marks work again.
     const { worker } = startWorker(
       db,
       { caFile: r.caFile, timeoutMs: 1_000, concurrency: 4 },
-      { leaseMarginMs: 400 },
+      { leaseMarginMs: 5_000 },
     );
     // The marks back off (exponentially); claims that waited out a backoff past the age limit
     // are released, not marked and sent late.
@@ -896,7 +898,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
         expect(worker.dbErrors).toBeGreaterThanOrEqual(3);
         expect(worker.released).toBeGreaterThan(0);
       },
-      { timeout: 30_000, interval: 10 },
+      { timeout: 60_000, interval: 10 },
     );
     expect(r.requests).toBe(0);
     // The database accepts marks again: the worker, paused by its last backoff, resumes by itself.
@@ -905,7 +907,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
     for (const e of events) expect(r.countsByEvent.get(e.eventId)).toBe(1);
     const { rows } = await db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM attempts');
     expect(rows[0]?.n).toBe(12);
-  });
+  }, 150_000);
 
   it('two workers share the outbox: 200 notifications, none delivered twice', async () => {
     const r = await receiver({ record: false });
