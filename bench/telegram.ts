@@ -18,18 +18,18 @@
  * BENCH_TG_BURST).
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { newId } from '../src/common/ids.js';
 import { silentLogger } from '../src/common/logger.js';
 import { loadConfig } from '../src/config.js';
 import { migrate } from '../src/db/migrate.js';
-import { type Db, openDb } from '../src/db/pool.js';
+import type { Db } from '../src/db/pool.js';
 import { ChatDeliveryWorker } from '../src/delivery/chat-worker.js';
 import { startTelegramStandIn } from '../src/devnet/telegram-stand-in.js';
 import { closeRedis, createRedis, waitReady } from '../src/redis/client.js';
 import { RedisPacer } from '../src/redis/pacing.js';
 import { openBot } from '../src/telegram/bot.js';
 import { BOT_API_LIMITS, MemoryPacer, type Pacer } from '../src/telegram/pacing.js';
+import { emptyDb } from '../test/helpers/db.js';
 import {
   insertAccount,
   insertEvents,
@@ -44,31 +44,10 @@ export interface BenchTelegramOptions {
   burst?: number;
 }
 
+/** A fresh database: PostgreSQL at DATABASE_URL when set (created and dropped), else PGlite. */
 async function freshDb(): Promise<{ db: Db; what: string; drop: () => Promise<void> }> {
-  const url = process.env.DATABASE_URL;
-  if (!url) {
-    const db = await openDb({ url: undefined, embeddedDir: 'memory://' });
-    return { db, what: 'PGlite', drop: () => db.close() };
-  }
-  const name = `tw_bench_tg_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  const db = await openDb({ url: u.toString(), embeddedDir: '', poolSize: 10 });
-  return {
-    db,
-    what: 'PostgreSQL',
-    drop: async () => {
-      await db.close();
-      const a = new pg.Client({ connectionString: url });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
-    },
-  };
+  const t = await emptyDb(process.env.DATABASE_URL ? 'postgres' : 'pglite');
+  return { db: t.db, what: t.engine === 'postgres' ? 'PostgreSQL' : 'PGlite', drop: t.drop };
 }
 
 async function chatOutbox(db: Db, chatId: string, count: number): Promise<void> {
