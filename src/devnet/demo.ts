@@ -43,6 +43,7 @@ import { parseNodeJson } from '../tron/json.js';
 import { NodeClient } from '../tron/node-client.js';
 import { scan } from '../tron/scan.js';
 import type { BlockJson, TransactionInfoJson, Transfer } from '../tron/types.js';
+import { consoleSession } from './console-client.js';
 import { type Receiver, startReceiver } from './receiver.js';
 import {
   type BlockSource,
@@ -402,27 +403,7 @@ async function connectTelegram(
   deadline: number,
   print: (l: string) => void,
 ): Promise<string> {
-  const jar = new Map<string, string>();
-  const call = async <T>(method: string, p: string, body?: unknown) => {
-    const headers: Record<string, string> = {};
-    if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-    const csrf = jar.get('tw_csrf');
-    if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${base}${p}`, {
-      method,
-      headers,
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    for (const c of res.headers.getSetCookie()) {
-      const pair = c.split(';', 1)[0] ?? '';
-      const i = pair.indexOf('=');
-      if (i > 0) jar.set(pair.slice(0, i), pair.slice(i + 1));
-    }
-    const text = await res.text();
-    return { status: res.status, json: (text ? JSON.parse(text) : undefined) as T };
-  };
-  await call('GET', '/console/api/config');
+  const call = await consoleSession(base);
   const login = await call('POST', '/console/api/login', { email, password });
   if (login.status !== 200) throw new Error(`console sign-in: ${login.status}`);
   let link: string | undefined;

@@ -16,6 +16,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
+import { consoleSession } from '../../src/devnet/console-client.js';
 import { startReceiver } from '../../src/devnet/receiver.js';
 import { startTelegramStandIn, type TelegramStandIn } from '../../src/devnet/telegram-stand-in.js';
 import { type Service, secretBox, startService } from '../../src/service.js';
@@ -41,32 +42,6 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-/** A console session over real HTTP (cookies kept, X-CSRF-Token sent like the page). */
-async function consoleSession(base: string) {
-  const jar = new Map<string, string>();
-  const call = async (method: string, p: string, body?: unknown) => {
-    const headers: Record<string, string> = {};
-    if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-    const csrf = jar.get('tw_csrf');
-    if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${base}${p}`, {
-      method,
-      headers,
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';');
-      const i = pair?.indexOf('=') ?? -1;
-      if (pair && i > 0) jar.set(pair.slice(0, i), pair.slice(i + 1));
-    }
-    const text = await res.text();
-    return { status: res.status, json: (text ? JSON.parse(text) : undefined) as unknown };
-  };
-  await call('GET', '/console/api/config');
-  return call;
 }
 
 describe.each(dbEngines)('a Bot API that is down at start, on %s', (engine: Engine) => {
