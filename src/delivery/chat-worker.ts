@@ -68,6 +68,9 @@ export const MAX_SLOT_WAIT_MS = 5_000;
  */
 const START_DEADLINE_MS = MAX_SLOT_WAIT_MS + LEASE_MARGIN_MS / 2;
 
+/** A start mark slower than this, ms, sends on a fresh pacing slot rather than the one it had. */
+const MARK_SLACK_MS = 100;
+
 /** How long a notification waits in the outbox after the pacer failed, ms. */
 const PACER_ERROR_DELAY_MS = 1_000;
 
@@ -329,6 +332,7 @@ export class ChatDeliveryWorker {
         // Marked as attempted before the first send (migration 014): waiting for a slot was not
         // an attempt, and a lease that runs out from here on counts as one. A claim taken over
         // meanwhile, or one that cannot be marked, is not sent (its lease runs out unattempted).
+        const markedFrom = performance.now();
         const held = await this.retryDb(() => startClaims(this.db, [c]));
         if (!held?.has(c.notificationId)) return;
         if (performance.now() - waitedSince > START_DEADLINE_MS) {
@@ -338,6 +342,10 @@ export class ChatDeliveryWorker {
           return;
         }
         started = true;
+        // A slow mark (the database stalled) would send long after the slot it was granted while
+        // the windows granted later slots to others: take a fresh slot instead (the one taken is
+        // left unused, which only makes the pacing stricter).
+        if (performance.now() - markedFrom > MARK_SLACK_MS) continue;
       }
       const r = await sendChatMessage(this.telegram.bot, chatId, html, this.cfg.telegram.timeoutMs);
       if (r.migrateToChatId !== undefined && migrations < MAX_MIGRATIONS) {
