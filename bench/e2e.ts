@@ -183,7 +183,7 @@ async function requestRate(seconds: number): Promise<string[]> {
     logger: silentLogger,
     config: {
       network: 'mainnet',
-      node: { url: node.url, apiKey: undefined, timeoutMs: 10_000, retries: 6, concurrency: 8 },
+      node: { concurrency: 8 },
       ingest: { startBlock: undefined, blockIntervalMs: 3000 },
     },
   });

@@ -36,7 +36,7 @@ async function pace(compression: number, blocks: number): Promise<string[]> {
     logger: silentLogger,
     config: {
       network: 'mainnet',
-      node: { url: chain.url, apiKey: undefined, timeoutMs: 10_000, retries: 6, concurrency: 8 },
+      node: { concurrency: 8 },
       ingest: { startBlock: chain.first, blockIntervalMs: interval },
     },
   });
@@ -74,7 +74,7 @@ async function catchUp(blocks: number, cap: number): Promise<string[]> {
     logger: silentLogger,
     config: {
       network: 'mainnet',
-      node: { url: chain.url, apiKey: undefined, timeoutMs: 10_000, retries: 6, concurrency: 8 },
+      node: { concurrency: 8 },
       ingest: { startBlock: chain.first, blockIntervalMs: MAINNET_INTERVAL_MS },
     },
   });

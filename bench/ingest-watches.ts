@@ -75,7 +75,7 @@ async function run(engine: Engine, url: string, first: number, last: number, wat
       logger: silentLogger,
       config: {
         network: 'mainnet',
-        node: { url, apiKey: undefined, timeoutMs: 10_000, retries: 3, concurrency: 8 },
+        node: { concurrency: 8 },
         ingest: { startBlock: first, blockIntervalMs: 3000 },
       },
     });

@@ -36,12 +36,24 @@ export const EnvSchema = T.Object({
   }),
   TRON_NODE_URL: T.String({
     default: 'https://api.trongrid.io',
-    pattern: '^https?://',
-    description: 'java-tron HTTP API base (TronGrid serves the same API).',
+    pattern: '^\\s*https?://',
+    description:
+      'java-tron HTTP API base (TronGrid serves the same API), or a comma-separated list of providers in order of preference, each with optional settings in its fragment: #key=API_KEY&max_rps=N&grpc=grpc://host:port (or grpcs://).',
   }),
   TRON_API_KEY: T.Optional(
-    T.String({ minLength: 1, description: 'Sent as TRON-PRO-API-KEY when set.' }),
+    T.String({
+      minLength: 1,
+      description:
+        'Sent as TRON-PRO-API-KEY when set. Only with a single TRON_NODE_URL: with several, give each its own #key=.',
+    }),
   ),
+  TRON_NODE_QUORUM: Int({
+    minimum: 1,
+    maximum: 16,
+    default: 1,
+    description:
+      'Providers (of TRON_NODE_URL) that must return the same block and receipts before a block is committed; at most the number of providers.',
+  }),
   TRON_NODE_TIMEOUT_MS: Int({
     minimum: 100,
     maximum: 120_000,
@@ -245,6 +257,19 @@ export const ConfigSchema = Group({
       minimum: 0,
       description: 'TRON_NODE_MAX_RPS, or when unset 10 (remote node) / 0 (loopback node).',
     }),
+    providers: T.Array(
+      Group({
+        url: T.String({ description: 'HTTP API base, without fragment or trailing slashes.' }),
+        name: T.String({
+          description: 'The origin (never path, query or fragment: they may hold a key).',
+        }),
+        apiKey: Unset(T.String({ minLength: 1 })),
+        maxRps: T.Integer({ minimum: 0 }),
+        grpc: Unset(Group({ host: T.String(), port: T.Integer({ minimum: 1 }), tls: T.Boolean() })),
+      }),
+      { minItems: 1, description: 'TRON_NODE_URL split on commas, in order of preference.' },
+    ),
+    quorum: V.TRON_NODE_QUORUM,
   }),
   ingest: Group({
     startBlock: Unset(V.INGEST_START_BLOCK),
@@ -326,6 +351,83 @@ function defaultMaxRps(nodeUrl: string): number {
   return loopback ? 0 : 10;
 }
 
+/** One node provider of TRON_NODE_URL (Config['node']['providers']). */
+export type ProviderSettings = Config['node']['providers'][number];
+
+/** Settings a provider may carry in its URL's fragment. */
+const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc']);
+
+/**
+ * TRON_NODE_URL's providers: comma-separated URLs, each with optional settings in its fragment
+ * (`#key=…&max_rps=N&grpc=grpc://host:port`; a fragment is never sent to the server). A provider
+ * without `key` takes TRON_API_KEY only when it is the only one (a key is never sent to another
+ * host than the one it was given for); without `max_rps`, TRON_NODE_MAX_RPS, or when that is
+ * unset 10 remote / 0 loopback. Names are origins, numbered when two share one.
+ * Problems are appended to `problems` (then the result is meaningless).
+ */
+function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
+  const entries = e.TRON_NODE_URL.split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+  if (entries.length === 0) problems.push('TRON_NODE_URL: no provider URL');
+  if (entries.length > 1 && e.TRON_API_KEY !== undefined) {
+    problems.push(
+      'TRON_API_KEY: with several TRON_NODE_URL providers, give each its own key in its URL (https://api.trongrid.io#key=…)',
+    );
+  }
+  if (e.TRON_NODE_QUORUM > Math.max(1, entries.length)) {
+    problems.push(
+      `TRON_NODE_QUORUM: ${e.TRON_NODE_QUORUM} is more than the ${entries.length} providers of TRON_NODE_URL`,
+    );
+  }
+  const out: ProviderSettings[] = [];
+  const seen = new Map<string, number>();
+  for (const [i, entry] of entries.entries()) {
+    const what = `TRON_NODE_URL provider ${i + 1}`;
+    let u: URL;
+    try {
+      u = new URL(entry);
+    } catch {
+      problems.push(`${what}: not a URL`);
+      continue;
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+      problems.push(`${what}: must start with http:// or https://`);
+      continue;
+    }
+    const settings = new URLSearchParams(u.hash.replace(/^#/, ''));
+    for (const k of settings.keys()) {
+      if (!PROVIDER_SETTINGS.has(k))
+        problems.push(`${what}: unknown setting #${k} (key, max_rps, grpc)`);
+    }
+    const rps = settings.get('max_rps');
+    if (rps !== null && !/^\d+$/.test(rps)) problems.push(`${what}: max_rps must be digits`);
+    let grpc: ProviderSettings['grpc'];
+    const g = settings.get('grpc');
+    if (g !== null) {
+      const m = /^(grpcs?):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(g);
+      if (!m?.[2] || !m[3] || Number(m[3]) < 1 || Number(m[3]) > 65_535) {
+        problems.push(`${what}: grpc must be grpc://host:port or grpcs://host:port`);
+      } else {
+        grpc = { host: m[2].replace(/^\[|\]$/g, ''), port: Number(m[3]), tls: m[1] === 'grpcs' };
+      }
+    }
+    u.hash = '';
+    const url = u.toString().replace(/\/+$/, '');
+    const origin = u.origin;
+    const count = (seen.get(origin) ?? 0) + 1;
+    seen.set(origin, count);
+    out.push({
+      url,
+      name: count === 1 ? origin : `${origin}#${count}`,
+      apiKey: settings.get('key') ?? (entries.length === 1 ? e.TRON_API_KEY : undefined),
+      maxRps: rps !== null ? Number(rps) : (e.TRON_NODE_MAX_RPS ?? defaultMaxRps(url)),
+      grpc,
+    });
+  }
+  return out;
+}
+
 /**
  * Parse the environment into a {@link Config}.
  * @param env a process.env-like record; empty strings count as unset.
@@ -358,6 +460,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   ];
   if (problems.length > 0) throw new ConfigError(problems);
   const e = withDefaults as Env;
+  const providers = parseProviders(e, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const first = providers[0] as ProviderSettings;
   const dataDir = path.resolve(e.DATA_DIR);
   return {
     network: 'mainnet',
@@ -369,12 +474,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     redis: { url: e.REDIS_URL },
     node: {
-      url: e.TRON_NODE_URL.replace(/\/+$/, ''),
-      apiKey: e.TRON_API_KEY,
+      url: first.url,
+      apiKey: first.apiKey,
       timeoutMs: e.TRON_NODE_TIMEOUT_MS,
       retries: e.TRON_NODE_RETRIES,
       concurrency: e.TRON_NODE_CONCURRENCY,
-      maxRps: e.TRON_NODE_MAX_RPS ?? defaultMaxRps(e.TRON_NODE_URL),
+      maxRps: first.maxRps,
+      providers,
+      quorum: e.TRON_NODE_QUORUM,
     },
     ingest: { startBlock: e.INGEST_START_BLOCK, blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS },
     secrets: {

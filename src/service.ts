@@ -33,7 +33,7 @@ import type { TelegramBot } from './telegram/bot.js';
 import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
-import { nodeClientFor } from './tron/node-client.js';
+import { nodeGroupFor } from './tron/node-group.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -239,13 +239,17 @@ function startIngest(
     onEvents?: () => void;
   },
 ): Ingester {
-  const client = nodeClientFor(cfg.node, o.logger);
-  o.shutdown.add('node client', () => client.close());
-  o.metrics.countNodeRequests(() => client.requestCount);
+  const group = nodeGroupFor(cfg.node, {
+    blockIntervalMs: cfg.ingest.blockIntervalMs,
+    logger: o.logger,
+    metrics: o.metrics,
+  });
+  o.shutdown.add('node client', () => group.close());
+  o.metrics.countNodeRequests(() => group.requestCount);
   const w = o.worker;
   const ingester = new Ingester({
     db: o.db,
-    client,
+    client: group,
     config: cfg,
     logger: o.logger,
     onEvents: () => {

@@ -22,6 +22,11 @@
  * | rate_limit_refusals_total | counter | scope (key, ip) | requests | `/v1/*` requests answered 429: per API key, or per client IP for unauthenticated ones |
  * | http_request_duration_seconds | histogram | method, route, status_code | seconds | API request latency; `route` is the route pattern (`/v1/watches/:id`), `unmatched` for a 404 without route |
  * | node_requests_total | counter | – | requests | HTTP requests sent to the TRON node by this process, retries included |
+ * | block_verifications_total | counter | root (exact, json, unverifiable) | blocks | provider answers that passed verification (src/tron/verify.ts), by how the transaction root was checked: from exact gRPC bytes, from JSON, or not at all (JSON that cannot carry every byte; a second provider then confirms when configured) |
+ * | node_answers_refused_total | counter | provider, check | answers | provider answers refused: a verification check failed (block_id, tx_id, tx_fields, receipts, transfer_log, tx_root, exact_bytes, parent) |
+ * | node_heads_ignored_total | counter | provider | answers | head answers ignored as impossible (below the cursor, or beyond what the chain can have produced) |
+ * | node_quorum_disagreements_total | counter | – | blocks | times the providers returned different versions of a block (it stalls until they agree) |
+ * | node_provider_up | gauge | provider | 0/1 | 1 while the provider serves, 0 while it is set aside or unhealthy |
  * | process_*, nodejs_* | various | – | – | prom-client's default process metrics (CPU, memory, event-loop delay, GC); in the service's process only |
  *
  * Gauges read at scrape time (the chain_* ones from what the ingester reported, the outbox_* ones
@@ -29,7 +34,8 @@
  * database down or slower than 1 s) yields no sample, never a stale or zero one, and a warning.
  *
  * Counters are per process: with roles split over processes, each process counts its own work.
- * Labels have a small fixed set of values; nothing here carries a secret, key, address or URL.
+ * Labels have a small fixed set of values; nothing here carries a secret, key, address or URL
+ * (`provider` is the provider's position in TRON_NODE_URL, from 0).
  */
 import {
   Counter,
@@ -145,6 +151,11 @@ export class Metrics {
   readonly rateLimitRefusals: Counter<'scope'>;
   /** API request latency, seconds, by method, route pattern and status code. */
   readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>;
+  private readonly blockVerifications: Counter<'root'>;
+  private readonly nodeAnswersRefused: Counter<'provider' | 'check'>;
+  private readonly nodeHeadsIgnored: Counter<'provider'>;
+  private readonly quorumDisagreements: Counter;
+  private readonly nodeProviderUp: Gauge<'provider'>;
 
   private readonly db: Queryable | undefined;
   private readonly logger: Logger | undefined;
@@ -279,6 +290,39 @@ export class Metrics {
       registers,
     });
 
+    this.blockVerifications = new Counter({
+      name: `${p}block_verifications_total`,
+      help: 'Provider answers that passed block verification, by how the transaction root was checked: exact (gRPC bytes), json, unverifiable.',
+      labelNames: ['root'] as const,
+      registers,
+    });
+    for (const root of ['exact', 'json', 'unverifiable'] as const) {
+      this.blockVerifications.inc({ root }, 0);
+    }
+    this.nodeAnswersRefused = new Counter({
+      name: `${p}node_answers_refused_total`,
+      help: 'Provider answers refused because a verification check failed, by provider (position in TRON_NODE_URL) and check.',
+      labelNames: ['provider', 'check'] as const,
+      registers,
+    });
+    this.nodeHeadsIgnored = new Counter({
+      name: `${p}node_heads_ignored_total`,
+      help: 'Head answers ignored as impossible, by provider (position in TRON_NODE_URL).',
+      labelNames: ['provider'] as const,
+      registers,
+    });
+    this.quorumDisagreements = new Counter({
+      name: `${p}node_quorum_disagreements_total`,
+      help: 'Times the providers returned different versions of a block (it stalls until they agree).',
+      registers,
+    });
+    this.nodeProviderUp = new Gauge({
+      name: `${p}node_provider_up`,
+      help: '1 while the provider (position in TRON_NODE_URL) serves, 0 while set aside or unhealthy.',
+      labelNames: ['provider'] as const,
+      registers,
+    });
+
     const nodeRequests = new Counter({
       name: `${p}node_requests_total`,
       help: 'HTTP requests sent to the TRON node, retries included.',
@@ -345,6 +389,31 @@ export class Metrics {
     if (o.delivered > 0) this.deliveries.inc({ outcome: 'delivered' }, o.delivered);
     if (o.retried > 0) this.deliveries.inc({ outcome: 'failed' }, o.retried);
     if (o.dead > 0) this.deliveries.inc({ outcome: 'dead' }, o.dead);
+  }
+
+  /** A provider answer passed verification; `root`: how its transaction root was checked. */
+  blockVerified(root: 'exact' | 'json' | 'unverifiable'): void {
+    this.blockVerifications.inc({ root });
+  }
+
+  /** Provider `index`'s answer failed the verification `check`. */
+  nodeAnswerRefused(index: number, check: string): void {
+    this.nodeAnswersRefused.inc({ provider: String(index), check });
+  }
+
+  /** Provider `index` reported an impossible head (ignored). */
+  nodeHeadIgnored(index: number): void {
+    this.nodeHeadsIgnored.inc({ provider: String(index) });
+  }
+
+  /** The providers disagreed on a block. */
+  quorumDisagreement(): void {
+    this.quorumDisagreements.inc();
+  }
+
+  /** Provider `index` serves (true) or is set aside or unhealthy (false). */
+  nodeProvider(index: number, up: boolean): void {
+    this.nodeProviderUp.set({ provider: String(index) }, up ? 1 : 0);
   }
 
   /** Count a node client's requests (its running `requestCount`, read at scrape). */

@@ -11,14 +11,31 @@
  * above 2^53 included.
  *
  * Filler: any block number that the source does not hold (below, inside gaps of, or above the
- * recorded range) is an empty block in java-tron's shape (no `transactions` key), with
- * - blockID = 8-byte big-endian number ‖ 24 bytes of sha256 (deterministic), as java-tron does;
- * - parentHash chained: a filler right after a recorded block names that block's blockID, and a
- *   filler right before a recorded block HAS the blockID that the recorded block names as its
- *   parentHash, so the chain reads consistently across the recorded/filler boundaries;
+ * recorded range) is an empty block in java-tron's shape (no `transactions` key) that passes
+ * tron/verify.ts like a real one:
+ * - blockID = 8-byte big-endian number ‖ bytes 8–31 of SHA-256 of its encoded header, as
+ *   java-tron computes it; txTrieRoot = 32 zero bytes (no transactions);
+ * - parentHash chained: the blockID of the block before, recorded or filler. Fillers are chained
+ *   from `fillerBase` (64 blocks below where the timeline starts; a filler below it has a seeded
+ *   parent: the chain's checkpoint). A recorded block that follows fillers names its REAL parent,
+ *   which no filler can hash to: a reader must start at the first recorded block (a checkpoint:
+ *   the first block committed has no parent to check; INGEST_START_BLOCK), and a recorded folder
+ *   must be contiguous from there;
  * - timestamp = the nearest preceding recorded block's + 3 s per block (or the first recorded
  *   block's − 3 s per block below the range), ms since epoch;
  * - transaction infos `[]`.
+ *
+ * gRPC (`grpc: true`): java-tron's `protocol.WalletSolidity/GetBlockByNum2` on its own port
+ * (`grpcUrl`), answering a solidified block as `BlockExtention` bytes: a source's recorded exact
+ * bytes (`blockext-<n>.bin` in the folder) when it has them, else encoded from the block's JSON
+ * (exact for fillers and synthetic blocks; a recorded block whose JSON hides bytes, such as an
+ * unknown field in a `ret`, needs its `.bin`, or its root will not match); an empty answer above
+ * the solidified head. tron/verify.ts checks transaction roots from these bytes.
+ *
+ * Lying (`setLies`, tests of block verification and quorums): replace the answers for chosen
+ * block numbers (a forged block, forged receipts), report wrong heads, or serve another fork from
+ * a block on (empty blocks with their own valid ids, chained from the real block before). Lies
+ * apply to the HTTP answers and to gRPC alike (a consistent liar).
  *
  * Timeline (block numbers, not wall time): the solidified head starts at
  * `first - startBefore - 1` and both heads advance one block per `intervalMs`, computed from the
@@ -56,7 +73,19 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { cpus, freemem, totalmem } from 'node:os';
 import { join } from 'node:path';
+import {
+  Server as GrpcServer,
+  status as grpcStatus,
+  ServerCredentials,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import { createLogger, type Logger } from '../common/logger.js';
+import { GET_BLOCK_BY_NUM2 } from '../tron/grpc.js';
+import { parseNodeJson } from '../tron/json.js';
+import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
+import type { TransactionJson } from '../tron/types.js';
+import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
+import { headerBlockId } from './synthetic.js';
 
 // ---------------------------------------------------------------------------------------------
 // Sources
@@ -65,6 +94,8 @@ import { createLogger, type Logger } from '../common/logger.js';
 export interface BlockEntry {
   block: Buffer;
   infos: Buffer;
+  /** The gRPC `BlockExtention` bytes, when recorded (`blockext-<n>.bin`); else encoded from JSON. */
+  exact?: Buffer;
 }
 
 /**
@@ -84,8 +115,9 @@ const BLOCK_FILE = /^block-(0|[1-9]\d*)\.json$/;
 const EMPTY_ARRAY = Buffer.from('[]');
 
 /**
- * The `chain/` folder layout: `block-<n>.json` + `txinfo-<n>.json`, served verbatim. A missing
- * txinfo file is served as `[]`. Files are read on demand; the last `cacheSize` (default 16)
+ * The `chain/` folder layout: `block-<n>.json` + `txinfo-<n>.json`, served verbatim, and
+ * optionally `blockext-<n>.bin` (the gRPC GetBlockByNum2 answer's exact bytes). A missing txinfo
+ * file is served as `[]`. Files are read on demand; the last `cacheSize` (default 16)
  * blocks stay in memory (a mainnet block is 0.3–3 MB).
  * @throws Error when the folder holds no block file.
  */
@@ -113,7 +145,12 @@ export function dirSource(dir: string, opts: { cacheSize?: number } = {}): Block
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
       infos = EMPTY_ARRAY;
     }
-    return { block, infos };
+    try {
+      return { block, infos, exact: await readFile(join(dir, `blockext-${n}.bin`)) };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      return { block, infos };
+    }
   }
 
   return {
@@ -145,7 +182,7 @@ export function dirSource(dir: string, opts: { cacheSize?: number } = {}): Block
  * @throws Error when the map is empty.
  */
 export function memorySource(
-  map: ReadonlyMap<number, { block: Buffer | string; infos?: Buffer | string }>,
+  map: ReadonlyMap<number, { block: Buffer | string; infos?: Buffer | string; exact?: Buffer }>,
 ): BlockSource {
   const entries = new Map<number, BlockEntry>();
   for (const [n, e] of map) {
@@ -157,6 +194,7 @@ export function memorySource(
           : Buffer.isBuffer(e.infos)
             ? e.infos
             : Buffer.from(e.infos),
+      ...(e.exact ? { exact: e.exact } : {}),
     });
   }
   const recorded = [...entries.keys()].sort((a, b) => a - b);
@@ -214,6 +252,26 @@ export interface ReplayNodeOptions {
   rateLimit?: ReplayRateLimit;
   /** Keep every request in `requestLog` (tests; grows without bound). Default false. */
   logRequests?: boolean;
+  /** Also serve gRPC GetBlockByNum2 on a free port of `host` (`grpcUrl`). Default false. */
+  grpc?: boolean;
+  /** Lies told from the start (see setLies). Default none. */
+  lies?: ReplayLies;
+}
+
+/** What a lying node says instead of the truth (tests of verification and quorums). */
+export interface ReplayLies {
+  /**
+   * Answers replaced for these block numbers: the getblockbynum JSON (also what getblock
+   * answers, and what gRPC encodes) and/or the gettransactioninfobyblocknum JSON.
+   */
+  blocks?: ReadonlyMap<number, { block?: Buffer | string; infos?: Buffer | string }>;
+  /** The heads reported (getnodeinfo, getblock/getnowblock of each view), from the real ones. */
+  heads?: (real: { solidified: number; head: number }) => { solidified: number; head: number };
+  /**
+   * Another fork from this block on: empty blocks with valid ids of their own, the first naming
+   * the real block before it as its parent.
+   */
+  forkFrom?: number;
 }
 
 /**
@@ -274,6 +332,10 @@ export interface ReplayNode {
   setDisabledPaths(paths: string[]): void;
   /** Replace the scripted rate limit (undefined = none); the window starts empty. */
   setRateLimit(l: ReplayRateLimit | undefined): void;
+  /** Replace the lies told (undefined = tell the truth again). */
+  setLies(l: ReplayLies | undefined): void;
+  /** `grpc://host:port` of the gRPC service when started with `grpc: true`. */
+  grpcUrl: string | undefined;
   /** Every request since start, in arrival order (empty unless `logRequests`). */
   requestLog: ReplayRequestRecord[];
   /** Live counters (mutated in place). */
@@ -409,28 +471,37 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   const faults = createFaultInjector(stats);
   faults.set(opts.faults);
   let disabled = new Set(opts.disabledPaths ?? []);
-  const chain = createChainView(source);
+  const truth = createChainView(source, Math.max(0, timeline.start - 64));
+  let lies = opts.lies;
+  const chain = createLyingView(truth, () => lies);
+  const heads = () => {
+    const h = timeline.heads();
+    return lies?.heads ? lies.heads(h) : h;
+  };
   const clock = opts.now ?? (() => performance.now());
   const limiter = createRateLimiter(clock);
   limiter.set(opts.rateLimit);
   const requestLog: ReplayRequestRecord[] = [];
-  const onRequest = createRouter({
+  const deps: RouterDeps = {
     stats,
     chain,
     faults,
     limiter,
     clock,
     ...(opts.logRequests ? { log: requestLog } : {}),
-    heads: timeline.heads,
+    heads,
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
-  });
-  const server = await listen(onRequest, opts.port ?? 0, host);
+  };
+  const server = await listen(createRouter(deps), opts.port ?? 0, host);
   const port = (server.address() as AddressInfo).port;
+  const grpc = opts.grpc ? await listenGrpc(deps, host) : undefined;
+  const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
 
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `http://${bracket(host)}:${port}`,
     port,
+    grpcUrl: grpc ? `grpc://${bracket(host)}:${grpc.port}` : undefined,
     first: source.first,
     last: source.last,
     heads: timeline.heads,
@@ -441,10 +512,13 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
       disabled = new Set(paths);
     },
     setRateLimit: limiter.set,
+    setLies(l: ReplayLies | undefined): void {
+      lies = l;
+    },
     requestLog,
     stats,
     close(): Promise<void> {
-      closing ??= stop(server, faults);
+      closing ??= Promise.all([stop(server, faults), grpc?.close()]).then(() => undefined);
       return closing;
     },
   };
@@ -459,8 +533,11 @@ interface Heads {
   head: number;
 }
 
-/** The timeline part of ReplayNode (see there): heads now, manual moves, solidification times. */
-type Timeline = Pick<ReplayNode, 'heads' | 'advanceTo' | 'solidifiedAt'>;
+/**
+ * The timeline part of ReplayNode (see there): heads now, manual moves, solidification times,
+ * and the solidified head it started at (`start`).
+ */
+type Timeline = Pick<ReplayNode, 'heads' | 'advanceTo' | 'solidifiedAt'> & { start: number };
 
 /**
  * The timeline from the options: solidified = anchorBlock + floor((now − anchorTime) / intervalMs),
@@ -503,7 +580,7 @@ function createTimeline(opts: ReplayNodeOptions): Timeline {
     return toEpoch(anchorTime + (n - anchorBlock) * intervalMs);
   }
 
-  return { heads, advanceTo, solidifiedAt };
+  return { heads, advanceTo, solidifiedAt, start: anchorBlock };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -660,7 +737,7 @@ function createFaultInjector(stats: ReplayStats): FaultInjector {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Step 4: the blocks served (recorded headers, filler blocks)
+// Step 4: the blocks served (recorded headers, filler blocks, lies)
 
 /** Every block number as served: recorded bytes where the source holds them, filler elsewhere. */
 interface ChainView {
@@ -673,17 +750,39 @@ interface ChainView {
 /** Header of recorded block n, undefined when the source does not hold n. */
 type RecordedHeader = (n: number) => Promise<Header | undefined>;
 
+/** Filler ids kept (number → blockID, ~100 bytes each): a week of 3 s blocks. */
+const FILLER_ID_CACHE = 200_000;
+
 /**
  * The block view over `source`: recorded headers parsed on demand, the last HEADER_CACHE (4096)
- * kept (LRU in Map order); fillers rebuilt on each call from their recorded neighbours.
+ * kept (LRU in Map order); fillers chained from `fillerBase` (module doc), their ids memoised
+ * (a filler's id needs its parent's, computed upwards from the nearest one known).
  * @throws Error (from headerOf/blockOf) when a recorded block is not JSON or lacks its header.
  */
-function createChainView(source: BlockSource): ChainView {
+function createChainView(source: BlockSource, fillerBase: number): ChainView {
   // Headers of recorded blocks, parsed on demand (LRU in Map order).
   const headers = new Map<number, Header>();
+  /** Chained fillers built so far: their id and their parent's. */
+  const fillers = new Map<number, { id: string; parent: string }>();
+
+  const isRecorded = (n: number): boolean => {
+    if (n < source.first || n > source.last) return false;
+    const rec = source.recorded;
+    if (!rec) return true;
+    let lo = 0;
+    let hi = rec.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const v = rec[mid] as number;
+      if (v === n) return true;
+      if (v < n) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return false;
+  };
 
   async function recordedHeader(n: number): Promise<Header | undefined> {
-    if (n < source.first || n > source.last) return undefined;
+    if (!isRecorded(n)) return undefined;
     const hit = headers.get(n);
     if (hit) {
       headers.delete(n);
@@ -701,15 +800,44 @@ function createChainView(source: BlockSource): ChainView {
     return h;
   }
 
+  /** The id of block k, whatever it is (recorded, filler, or below the chained range). */
+  async function idOf(k: number): Promise<string> {
+    if (k < 0) return ZERO_HASH;
+    const f = fillers.get(k);
+    if (f) return f.id;
+    const rec = await recordedHeader(k);
+    if (rec) return rec.id;
+    if (k < fillerBase) return syntheticId(k);
+    return (await fillerHeader(k)).id;
+  }
+
+  /** Filler n's header: its parent's id (built upwards from the nearest one known), its hash. */
+  async function fillerHeader(n: number): Promise<Header> {
+    if (n < fillerBase) return buildFiller(source, recordedHeader, n, await idOf(n - 1), true);
+    const memo = fillers.get(n);
+    if (memo) return buildFiller(source, recordedHeader, n, memo.parent);
+    // Walk down to a block whose id is known without building fillers, then build upwards.
+    let k = n;
+    while (k > fillerBase && k > 0 && !fillers.has(k - 1) && !isRecorded(k - 1)) k--;
+    if (fillers.size + (n - k) >= FILLER_ID_CACHE) fillers.clear();
+    let h: Header | undefined;
+    for (let m = k; m <= n; m++) {
+      const parent = m === 0 ? ZERO_HASH : (fillers.get(m - 1)?.id ?? (await idOf(m - 1)));
+      h = await buildFiller(source, recordedHeader, m, parent);
+      fillers.set(m, { id: h.id, parent });
+    }
+    return h as Header;
+  }
+
   async function headerOf(n: number): Promise<Header> {
-    return (await recordedHeader(n)) ?? fillerHeader(source, recordedHeader, n);
+    return (await recordedHeader(n)) ?? fillerHeader(n);
   }
 
   /** Full block bytes (verbatim when recorded) and infos. */
   async function blockOf(n: number): Promise<BlockEntry> {
-    const entry = n >= source.first && n <= source.last ? await source.get(n) : undefined;
+    const entry = isRecorded(n) ? await source.get(n) : undefined;
     if (entry) return entry;
-    const h = await fillerHeader(source, recordedHeader, n);
+    const h = await fillerHeader(n);
     return { block: Buffer.from(h.json), infos: EMPTY_ARRAY };
   }
 
@@ -743,38 +871,35 @@ function parseHeader(n: number, block: Buffer): Header {
 }
 
 /**
- * The filler block n (n is not recorded), in java-tron's empty-block shape (see the module doc):
- * id = the next recorded block's parentHash, or synthetic; parentHash = the previous recorded
- * block's id, synthetic, or ZERO_HASH for block 0; timestamp (ms since epoch, not below 0) =
- * the time anchor's + 3000 ms per block between; version = the anchor's, or 32.
+ * The filler block n with parent `parentHash`, in java-tron's empty-block shape (module doc): id
+ * = its header's hash (java-tron's rule), or a seeded id when `unchained` (below fillerBase);
+ * timestamp (ms since epoch, not below 0) = the time anchor's + 3000 ms per block between;
+ * version = the anchor's, or 32. `witnessSeed` makes another fork's blocks differ.
  */
-async function fillerHeader(
+async function buildFiller(
   source: BlockSource,
   recordedHeader: RecordedHeader,
   n: number,
+  parentHash: string,
+  unchained = false,
+  witnessSeed = 'tronwatch replay witness',
 ): Promise<Header> {
-  const next = await recordedHeader(n + 1);
-  const prev = n > 0 ? await recordedHeader(n - 1) : undefined;
-  const id = next ? next.parentHash : syntheticId(n);
-  // n is not recorded, so a filler n-1 cannot borrow n's parentHash: its id is synthetic.
-  const parentHash = n === 0 ? ZERO_HASH : prev ? prev.id : syntheticId(n - 1);
   const { h: anchor, blocks } = await timeAnchor(source, recordedHeader, n);
   const timestamp = Math.max(0, (anchor?.timestamp ?? 0) + blocks * BLOCK_SPACING_MS);
   const version = anchor?.version ?? DEFAULT_BLOCK_VERSION;
-  const seed = sha256Hex(`tronwatch replay witness ${n}`);
+  const seed = sha256Hex(`${witnessSeed} ${n}`);
+  const raw = {
+    number: n,
+    txTrieRoot: ZERO_HASH,
+    witness_address: `41${seed.slice(0, 40)}`,
+    parentHash,
+    version,
+    timestamp,
+  };
+  const id = unchained ? syntheticId(n) : headerBlockId(raw);
   const json = `${JSON.stringify({
     blockID: id,
-    block_header: {
-      raw_data: {
-        number: n,
-        txTrieRoot: ZERO_HASH,
-        witness_address: `41${seed.slice(0, 40)}`,
-        parentHash,
-        version,
-        timestamp,
-      },
-      witness_signature: `${seed}${sha256Hex(seed)}00`,
-    },
+    block_header: { raw_data: raw, witness_signature: `${seed}${sha256Hex(seed)}00` },
   })}\n`;
   return { number: n, id, parentHash, timestamp, version, json };
 }
@@ -810,9 +935,81 @@ async function timeAnchor(
   return { h: await recordedHeader(source.first), blocks: n - source.first };
 }
 
-/** A filler's blockID, 64 hex chars: 8-byte big-endian n ‖ 24 bytes of a sha256 (as java-tron). */
+/** A seeded blockID (below the chained range), 64 hex: 8-byte big-endian n ‖ 24 bytes of sha256. */
 function syntheticId(n: number): string {
   return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
+}
+
+/**
+ * The view a lying node serves (ReplayLies, read at each call through `lies`): forged answers
+ * for chosen numbers, another fork from `forkFrom` on, the truth elsewhere.
+ */
+function createLyingView(truth: ChainView, lies: () => ReplayLies | undefined): ChainView {
+  const forkIds = new Map<number, { from: number; id: string }>();
+  const asBuffer = (b: Buffer | string) => (Buffer.isBuffer(b) ? b : Buffer.from(b));
+
+  async function forkHeader(n: number, from: number): Promise<Header> {
+    const real = await truth.headerOf(n);
+    const cached = forkIds.get(n - 1);
+    const parent =
+      n === from
+        ? (await truth.headerOf(n - 1)).id
+        : cached?.from === from
+          ? cached.id
+          : (await forkHeader(n - 1, from)).id;
+    const seed = sha256Hex(`tronwatch replay fork ${from} ${n}`);
+    const raw = {
+      number: n,
+      txTrieRoot: ZERO_HASH,
+      witness_address: `41${seed.slice(0, 40)}`,
+      parentHash: parent,
+      version: real.version,
+      timestamp: real.timestamp,
+    };
+    const id = headerBlockId(raw);
+    forkIds.set(n, { from, id });
+    const json = `${JSON.stringify({
+      blockID: id,
+      block_header: { raw_data: raw, witness_signature: `${seed}${sha256Hex(seed)}00` },
+    })}\n`;
+    return {
+      number: n,
+      id,
+      parentHash: parent,
+      timestamp: real.timestamp,
+      version: real.version,
+      json,
+    };
+  }
+
+  return {
+    async headerOf(n: number): Promise<Header> {
+      const l = lies();
+      const forged = l?.blocks?.get(n)?.block;
+      if (forged !== undefined) return parseHeader(n, asBuffer(forged));
+      if (l?.forkFrom !== undefined && n >= l.forkFrom) return forkHeader(n, l.forkFrom);
+      return truth.headerOf(n);
+    },
+    async blockOf(n: number): Promise<BlockEntry> {
+      const l = lies();
+      const forged = l?.blocks?.get(n);
+      if (forged) {
+        const real = await truth.blockOf(n);
+        const out: BlockEntry = {
+          block: forged.block === undefined ? real.block : asBuffer(forged.block),
+          infos: forged.infos === undefined ? real.infos : asBuffer(forged.infos),
+        };
+        // Recorded exact bytes stay only while the block itself is not forged: a consistent
+        // liar's gRPC answer is its forged JSON encoded.
+        if (forged.block === undefined && real.exact) out.exact = real.exact;
+        return out;
+      }
+      if (l?.forkFrom !== undefined && n >= l.forkFrom) {
+        return { block: Buffer.from((await forkHeader(n, l.forkFrom)).json), infos: EMPTY_ARRAY };
+      }
+      return truth.blockOf(n);
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1156,6 +1353,124 @@ function stop(server: Server, faults: FaultInjector): Promise<void> {
     server.close((err) => (err ? reject(err) : resolve()));
     server.closeAllConnections();
   });
+}
+
+/**
+ * The `BlockExtention` of a block from its JSON (protocol api.proto: transactions 1
+ * (TransactionExtention {transaction 1, txid 2, result 4 {result 1: true}}), block_header 2
+ * (BlockHeader {raw_data 1, witness_signature 2}), blockid 3), as java-tron's GetBlockByNum2
+ * answers it. Exact when the JSON carries every byte (fillers, synthetic blocks).
+ * @throws Error when a transaction's `ret` or the header cannot be encoded.
+ */
+function encodeBlockExtention(text: string): Buffer {
+  const block = parseNodeJson(text) as {
+    blockID?: string;
+    block_header?: { raw_data?: Record<string, unknown>; witness_signature?: string };
+    transactions?: TransactionJson[];
+  };
+  const raw = block.block_header?.raw_data ?? {};
+  const w = new PbWriter();
+  const ok = new PbWriter().varint(1, 1).finish(); // Return {result: true}
+  for (const tx of block.transactions ?? []) {
+    const bytes = encodeTransactionFromJson(tx);
+    if (!bytes) throw new Error(`transaction ${tx.txID}: its ret cannot be encoded from JSON`);
+    const ext = new PbWriter()
+      .bytes(1, bytes)
+      .bytes(2, Buffer.from(tx.txID, 'hex'))
+      .bytes(4, ok)
+      .finish();
+    w.bytes(1, ext, true);
+  }
+  const header = new PbWriter()
+    .bytes(1, encodeHeaderRaw(raw, Number(raw.number ?? 0)))
+    .bytes(2, Buffer.from(block.block_header?.witness_signature ?? '', 'hex'))
+    .finish();
+  w.bytes(2, header).bytes(3, Buffer.from(block.blockID ?? '', 'hex'));
+  return Buffer.from(w.finish());
+}
+
+/**
+ * The gRPC service (module doc): GetBlockByNum2 on a free port of `host`, through the same
+ * counters, scripted rate limit (RESOURCE_EXHAUSTED), faults (UNAVAILABLE, or an empty answer)
+ * and request log as the HTTP API; an empty `BlockExtention` above the solidified head.
+ */
+async function listenGrpc(
+  deps: RouterDeps,
+  host: string,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const server = new GrpcServer();
+  const path = 'grpc GetBlockByNum2';
+  const identity = (b: Buffer) => b;
+  server.addService(
+    {
+      GetBlockByNum2: {
+        path: GET_BLOCK_BY_NUM2,
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: identity,
+        requestDeserialize: identity,
+        responseSerialize: identity,
+        responseDeserialize: identity,
+      },
+    },
+    {
+      GetBlockByNum2: (
+        call: { request: Buffer },
+        callback: (err: Partial<ServiceError> | null, value?: Buffer) => void,
+      ) => {
+        const rec: ReplayRequestRecord = { at: deps.clock(), path, status: 200 };
+        deps.log?.push(rec);
+        deps.stats.requests.total++;
+        deps.stats.requests.byPath[path] = (deps.stats.requests.byPath[path] ?? 0) + 1;
+        const fail = (code: number, details: string, httpLike: number) => {
+          rec.status = httpLike;
+          callback({ code, details });
+        };
+        if (deps.limiter.admit()) {
+          deps.stats.rateLimited++;
+          return fail(grpcStatus.RESOURCE_EXHAUSTED, 'rate limit exceeded (scripted)', 429);
+        }
+        let n: number;
+        try {
+          n = Number(pbVarint(pbFields(call.request), 1));
+        } catch {
+          return fail(grpcStatus.INVALID_ARGUMENT, 'malformed NumberMessage', 400);
+        }
+        rec.num = n;
+        const h = deps.heads();
+        if (n > h.solidified) return callback(null, Buffer.alloc(0));
+        deps.faults
+          .draw('block')
+          .then(async (f) => {
+            if (f?.status === 503) return fail(grpcStatus.UNAVAILABLE, 'injected fault', 503);
+            if (f) return callback(null, Buffer.alloc(0));
+            const entry = await deps.chain.blockOf(n);
+            callback(null, entry.exact ?? encodeBlockExtention(entry.block.toString('utf8')));
+          })
+          .catch((err: unknown) =>
+            fail(grpcStatus.INTERNAL, err instanceof Error ? err.message : String(err), 500),
+          );
+      },
+    },
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(
+      `${host.includes(':') ? `[${host}]` : host}:0`,
+      ServerCredentials.createInsecure(),
+      (err, p) => (err ? reject(err) : resolve(p)),
+    );
+  });
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 1000).unref();
+      }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

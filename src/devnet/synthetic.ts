@@ -26,11 +26,16 @@
  * is its sha256, as on mainnet; `receipt.net_usage` follows java-tron's bandwidth rule (size of the
  * signed transaction + 64 bytes). Fields holding protobuf defaults are omitted as java-tron omits
  * them (no `log` without logs, no `result` on success, `contractResult: [""]` for non-calls, no
- * `resource` key for BANDWIDTH, no `transactions` key in an empty block). Not real: signatures are
- * random bytes; `blockID` is the 8-byte number followed by 24 bytes of a seeded hash (not the hash
- * of the header), so that `parentHash` of block n is computable without generating block n-1;
- * `txTrieRoot` is sha256 of the concatenated txIDs, not the Merkle root; fees use an energy price
- * of 100 sun and a bandwidth price of 1000 sun per byte.
+ * `resource` key for BANDWIDTH, no `transactions` key in an empty block). The block passes every
+ * check of tron/verify.ts, computed here independently of it: `txTrieRoot` is java-tron's Merkle
+ * root over SHA-256 of each transaction's whole protobuf bytes (raw_data, signatures, ret), and
+ * `blockID` is the number followed by bytes 8–31 of SHA-256 of the encoded header; `parentHash` is
+ * the blockID of the block before, so the chain is chained from `firstBlock`, whose parent (like
+ * that of any block below it) is a seeded id: the chain's checkpoint. Block n therefore needs the
+ * ids of the blocks before it: they are memoised per chain (generated in order, as the demo and
+ * the tests do, each block is generated once; asked out of order, the missing ones are generated
+ * to compute their ids). Not real: signatures are random bytes (the witness signature signs
+ * nothing); fees use an energy price of 100 sun and a bandwidth price of 1000 sun per byte.
  *
  * Knobs (SyntheticChainOptions): `seed` (default 1), `firstBlock` (70,000,000), `txPerBlock`
  * (600), `addresses` (10,000), `startTimestamp` (1,767,000,000,000 ms; one block every 3,000 ms),
@@ -292,15 +297,42 @@ function populationAddress(seed: number, i: number): string {
 }
 
 /**
- * The id of block n: its number as 8 big-endian bytes, then 24 bytes of
- * sha256("tronwatch/synthetic/block/<all options>/<n>"); 64 lowercase hex. The layout is
- * mainnet's (whose last 24 bytes come from the header hash), so `parseInt(id.slice(0, 16), 16)`
- * is the number. Block n+1's `parentHash` is this id.
+ * The id of block n: its number as 8 big-endian bytes, then bytes 8–31 of SHA-256 of its encoded
+ * header (as java-tron); 64 lowercase hex, so `parseInt(id.slice(0, 16), 16)` is the number.
+ * Block n+1's `parentHash` is this id. Below `firstBlock` (unchained blocks) the 24 bytes are
+ * seeded instead. May generate the blocks from `firstBlock` to n (see the module doc).
  */
 export function syntheticBlockId(opts: SyntheticChainOptions, n: number): string {
-  return blockIdOf(resolve(opts), n);
+  return chainedId(resolve(opts), n);
 }
 
+/** Ids of generated blocks, per chain (Resolved.key); a few chains per process at most. */
+const chainIds = new Map<string, Map<number, string>>();
+
+function idsOf(r: Resolved): Map<number, string> {
+  let ids = chainIds.get(r.key);
+  if (!ids) {
+    if (chainIds.size >= 8) chainIds.clear();
+    ids = new Map();
+    chainIds.set(r.key, ids);
+  }
+  return ids;
+}
+
+/** The blockID of block n (see syntheticBlockId), generating what is missing below it. */
+function chainedId(r: Resolved, n: number): string {
+  if (n < r.firstBlock) return blockIdOf(r, n);
+  const ids = idsOf(r);
+  const hit = ids.get(n);
+  if (hit !== undefined) return hit;
+  // The highest id known below n, then generate upwards (each block records its own id).
+  let k = n - 1;
+  while (k >= r.firstBlock && !ids.has(k)) k--;
+  for (let m = Math.max(k + 1, r.firstBlock); m <= n; m++) generate(r, m);
+  return ids.get(n) as string;
+}
+
+/** The checkpoint id of a block below firstBlock: number ‖ 24 seeded bytes. */
 function blockIdOf(r: Resolved, n: number): string {
   if (!Number.isSafeInteger(n) || n < 0)
     throw new RangeError(`block number ${n} is not an integer ≥ 0`);
@@ -1291,6 +1323,11 @@ export function syntheticBlock(opts: SyntheticChainOptions, n: number): Syntheti
   const r = resolve(opts);
   if (!Number.isSafeInteger(n) || n < 1)
     throw new RangeError(`block number ${n} is not an integer ≥ 1`);
+  return generate(r, n);
+}
+
+/** Block n of the chain `r` (syntheticBlock), recording its id for the block after it. */
+function generate(r: Resolved, n: number): SyntheticBlock {
   const ts = r.startTimestamp + (n - r.firstBlock) * BLOCK_INTERVAL_MS;
   if (ts < 0) throw new RangeError(`block ${n} would be timestamped before 1970`);
   const rng = new Rng(sha256(`tronwatch/synthetic/rng/${r.key}/${n}`));
@@ -1307,24 +1344,81 @@ export function syntheticBlock(opts: SyntheticChainOptions, n: number): Syntheti
     for (const t of built.transfers) transfers.push(t);
   }
 
-  const txTrieRoot =
-    txs.length === 0
-      ? ZERO_WORD
-      : sha256(Buffer.from(txs.map((t) => t.txID).join(''), 'hex')).toString('hex');
+  const raw = {
+    number: n,
+    txTrieRoot: merkleRoot(txs.map((t) => sha256(transactionBytes(t)))),
+    witness_address: WITNESSES[n % WITNESSES.length] as string,
+    parentHash: n - 1 < r.firstBlock ? blockIdOf(r, n - 1) : chainedId(r, n - 1),
+    version: 32,
+    timestamp: ts,
+  };
+  const blockID = headerBlockId(raw);
+  if (n >= r.firstBlock) idsOf(r).set(n, blockID);
   const block: BlockJson = {
-    blockID: blockIdOf(r, n),
-    block_header: {
-      raw_data: {
-        number: n,
-        txTrieRoot,
-        witness_address: WITNESSES[n % WITNESSES.length] as string,
-        parentHash: blockIdOf(r, n - 1),
-        version: 32,
-        timestamp: ts,
-      },
-      witness_signature: rng.hex(65),
-    },
+    blockID,
+    block_header: { raw_data: raw, witness_signature: rng.hex(65) },
   };
   if (txs.length > 0) block.transactions = txs; // java-tron omits empty lists
   return { block, infos, transfers };
+}
+
+/** protocol Transaction.Result.contractResult codes of the outcomes generated here. */
+const CONTRACT_RET: Readonly<Record<string, number>> = { SUCCESS: 1, REVERT: 2, OUT_OF_ENERGY: 10 };
+
+/**
+ * A transaction's whole protobuf bytes (protocol Transaction: raw_data 1, signature 2 (each),
+ * ret 5 {contractRet 3}), what java-tron's Merkle leaves hash.
+ */
+function transactionBytes(tx: TransactionJson): Buffer {
+  const w = new PbWriter();
+  w.hex(1, tx.raw_data_hex ?? '');
+  for (const sig of tx.signature ?? []) w.hex(2, sig);
+  const ret = new PbWriter();
+  for (const r of tx.ret ?? []) {
+    ret.int(3, CONTRACT_RET[r.contractRet ?? ''] ?? 0);
+    w.message(5, ret);
+  }
+  return Buffer.from(w.buf.subarray(0, w.pos));
+}
+
+/**
+ * java-tron's Merkle root (MerkleTree.createTree): leaves paired left to right, parent =
+ * SHA-256(left ‖ right), an odd node carried up; no leaves = 32 zero bytes. Hex.
+ */
+function merkleRoot(leaves: Buffer[]): string {
+  if (leaves.length === 0) return ZERO_WORD;
+  let level = leaves;
+  while (level.length > 1) {
+    const up: Buffer[] = [];
+    for (let i = 0; i < level.length; i += 2) {
+      const right = level[i + 1];
+      up.push(right ? sha256(Buffer.concat([level[i] as Buffer, right])) : (level[i] as Buffer));
+    }
+    level = up;
+  }
+  return (level[0] as Buffer).toString('hex');
+}
+
+/**
+ * The blockID of a header (protocol BlockHeader.raw: timestamp 1, txTrieRoot 2, parentHash 3,
+ * number 7, witness_address 9, version 10): 8-byte number ‖ SHA-256(encoded raw)[8..32], hex.
+ * Exported for the replay node's filler blocks.
+ */
+export function headerBlockId(raw: {
+  number: number;
+  txTrieRoot: string;
+  witness_address: string;
+  parentHash: string;
+  version: number;
+  timestamp: number;
+}): string {
+  const w = new PbWriter();
+  w.int(1, raw.timestamp);
+  w.hex(2, raw.txTrieRoot);
+  w.hex(3, raw.parentHash);
+  w.int(7, raw.number);
+  w.hex(9, raw.witness_address);
+  w.int(10, raw.version);
+  const hash = sha256(w.buf.subarray(0, w.pos));
+  return raw.number.toString(16).padStart(16, '0') + hash.toString('hex', 8, 32);
 }

@@ -12,7 +12,11 @@
  */
 import type { Queryable } from '../db/pool.js';
 
-/** Record the heads just observed (upsert; a lower head never replaces a higher one). */
+/**
+ * Record the heads just observed, as they are (upsert). They come from the node group
+ * (tron/node-group.ts: the k-th highest of the providers' plausible answers), so a lower head
+ * replaces a higher one: a wrong head that once got through is not kept forever.
+ */
 export async function saveChainHead(
   db: Queryable,
   network: string,
@@ -22,8 +26,8 @@ export async function saveChainHead(
     `INSERT INTO chain_head (network, solidified_block_number, head_block_number, observed_at)
      VALUES ($1, $2, $3, now())
      ON CONFLICT (network) DO UPDATE SET
-       solidified_block_number = GREATEST(chain_head.solidified_block_number, EXCLUDED.solidified_block_number),
-       head_block_number = GREATEST(chain_head.head_block_number, EXCLUDED.head_block_number),
+       solidified_block_number = EXCLUDED.solidified_block_number,
+       head_block_number = EXCLUDED.head_block_number,
        observed_at = now()`,
     [network, heads.solidified, heads.head],
   );

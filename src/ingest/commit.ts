@@ -13,6 +13,7 @@ import { eventId, newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { hexToBase58 } from '../tron/address.js';
 import type { BlockRef, Transfer } from '../tron/types.js';
+import { BlockCheckError } from '../tron/verify.js';
 import { candidateAddresses, type Match, matchTransfers, type WatchMatchRow } from './match.js';
 
 /** The cursor is not at block-1: another ingester advanced it, or the caller is confused. */
@@ -29,15 +30,24 @@ export class CursorMovedError extends Error {
 
 export interface CursorRow {
   block_number: number;
+  /** blockID of that block, lowercase hex; '' for a cursor created before any commit. */
   block_id: string;
+  /** That block's timestamp; null before the first commit. */
+  block_timestamp: Date | null;
 }
 
 export async function readCursor(db: Queryable, network: string): Promise<CursorRow | undefined> {
   const { rows } = await db.query<CursorRow>(
-    'SELECT block_number, block_id FROM chain_cursor WHERE network = $1',
+    'SELECT block_number, block_id, block_timestamp FROM chain_cursor WHERE network = $1',
     [network],
   );
-  return rows[0];
+  const r = rows[0];
+  if (!r) return undefined;
+  return {
+    block_number: Number(r.block_number),
+    block_id: r.block_id,
+    block_timestamp: r.block_timestamp === null ? null : new Date(r.block_timestamp),
+  };
 }
 
 /**
@@ -201,22 +211,34 @@ export interface CommitHooks {
 /**
  * Commit one block: events, notifications and the cursor advance in one transaction; the
  * advance also clears the ingest stall, if one was recorded (stall.ts).
- * @throws CursorMovedError when the cursor is not at block.number - 1 (nothing is written).
+ * @param block its number, blockID and timestamp, and its header's parentHash: the cursor must
+ *   hold that blockID for the block before (checked under the cursor's row lock; a cursor made
+ *   before any commit holds '' and checks nothing: the first block is the checkpoint).
+ * @throws CursorMovedError when the cursor is not at block.number - 1; BlockCheckError('parent')
+ *   when the block does not follow the committed chain (nothing is written either way).
  */
 export async function commitBlock(
   db: Db,
   network: string,
-  block: BlockRef,
+  block: BlockRef & { parentHash?: string },
   transfers: readonly Transfer[],
   hooks: CommitHooks = {},
 ): Promise<CommitResult> {
   return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ block_number: number }>(
-      'SELECT block_number FROM chain_cursor WHERE network = $1 FOR UPDATE',
+    const { rows } = await tx.query<{ block_number: number; block_id: string }>(
+      'SELECT block_number, block_id FROM chain_cursor WHERE network = $1 FOR UPDATE',
       [network],
     );
-    const at = rows[0]?.block_number;
+    const at = rows[0]?.block_number === undefined ? undefined : Number(rows[0].block_number);
     if (at !== block.number - 1) throw new CursorMovedError(block.number - 1, at);
+    const prev = (rows[0]?.block_id ?? '').toLowerCase();
+    if (block.parentHash !== undefined && prev !== '' && block.parentHash.toLowerCase() !== prev) {
+      throw new BlockCheckError(
+        'parent',
+        block.number,
+        `parentHash ${block.parentHash} is not the committed blockID of block ${at} (${prev})`,
+      );
+    }
     let events = 0;
     let matched = 0;
     if (transfers.length > 0) {

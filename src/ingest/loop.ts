@@ -48,10 +48,13 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { extractTransfers } from '../tron/extract.js';
-import type { ChainHeads, NodeClient, SolidifiedBlock } from '../tron/node-client.js';
+import type { ChainHeads, NodeClient } from '../tron/node-client.js';
+import { NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
+import { BlockCheckError } from '../tron/verify.js';
 import { saveChainHead, saveSolidifiedHead } from './chain-head.js';
 import { type CommitHooks, commitBlock, ensureCursor } from './commit.js';
+import { saveProviderStates } from './providers.js';
 import { classifyIngestFailure, clearStall, recordStall, stallReason } from './stall.js';
 
 /**
@@ -64,11 +67,13 @@ const STEP_DOUBLING_BLOCKS = 16;
 
 export interface IngesterOptions {
   db: Db;
-  client: NodeClient;
-  /** The node group's maxRps is the client's business (nodeClientFor), not the loop's. */
-  config: Pick<Config, 'network' | 'ingest'> & {
-    node: Omit<Config['node'], 'maxRps'> & { maxRps?: number };
-  };
+  /**
+   * The node providers (tron/node-group.ts: verification, failover, quorum), or one client,
+   * which is then a group of one with quorum 1 (every block is verified either way).
+   */
+  client: NodeGroup | NodeClient;
+  /** Request caps, keys and the quorum are the group's business (nodeGroupFor), not the loop's. */
+  config: Pick<Config, 'network' | 'ingest'> & { node: Pick<Config['node'], 'concurrency'> };
   logger: Logger;
   /** Called after each commit that created notifications (wakes the delivery worker). */
   onEvents?: (count: number) => void;
@@ -119,6 +124,10 @@ export class Ingester {
     nextBlockMisses: 0,
   };
   private readonly o: IngesterOptions;
+  /** The providers, verifying every block (a single client is wrapped in a group of one). */
+  readonly group: NodeGroup;
+  /** blockID of the last committed block ('' when unknown): the next block's parent. */
+  private lastId = '';
   /**
    * Local time at which each solidified head was first seen (latency measurements); an entry
    * lives until its block is committed, and the map is emptied when a term starts (run()).
@@ -137,6 +146,15 @@ export class Ingester {
 
   constructor(opts: IngesterOptions) {
     this.o = opts;
+    this.group =
+      opts.client instanceof NodeGroup
+        ? opts.client
+        : new NodeGroup({
+            clients: [opts.client],
+            blockIntervalMs: opts.config.ingest.blockIntervalMs,
+            logger: opts.logger,
+            metrics: opts.metrics,
+          });
   }
 
   /**
@@ -157,7 +175,12 @@ export class Ingester {
 
   /** Poll both heads, remember when the solidified head advanced, store them for the API. */
   private async pollHeads(signal: AbortSignal): Promise<ChainHeads> {
-    const heads = await this.o.client.getHeads(signal);
+    let heads: ChainHeads;
+    try {
+      heads = await this.group.getHeads(signal);
+    } finally {
+      await this.saveProviders();
+    }
     this.stats.headPolls++;
     this.lastHeadPollAt = performance.now();
     const now = Date.now();
@@ -203,7 +226,7 @@ export class Ingester {
   private async nextBlock(
     n: number,
     signal: AbortSignal,
-  ): Promise<{ block: SolidifiedBlock; late: boolean } | undefined> {
+  ): Promise<{ block: VerifiedSolidifiedBlock; late: boolean } | undefined> {
     const p = this.pace;
     const gap = this.missGapMs;
     let now = performance.now();
@@ -221,7 +244,7 @@ export class Ingester {
       if (signal.aborted) return undefined;
       const sentAt = performance.now();
       this.stats.nextBlockAsks++;
-      const block = await this.o.client.getBlockIfSolidified(n, signal);
+      const block = await this.group.getBlockIfSolidified(n, signal);
       if (!block) {
         this.stats.nextBlockMisses++;
         missed = true;
@@ -261,7 +284,7 @@ export class Ingester {
    * (an abandoned block's transaction is rolled back; the next run starts with it).
    */
   async run(signal: AbortSignal): Promise<void> {
-    const { db, client, logger } = this.o;
+    const { db, logger } = this.o;
     const network = this.o.config.network;
     // A new term: sightings of the previous one are of blocks another leader may have committed.
     this.seenAt.clear();
@@ -270,7 +293,10 @@ export class Ingester {
     while (!signal.aborted) {
       try {
         if (cursor === undefined) {
-          cursor = (await ensureCursor(db, network, await this.firstBlock(signal))).block_number;
+          const row = await ensureCursor(db, network, await this.firstBlock(signal));
+          cursor = row.block_number;
+          this.lastId = row.block_id;
+          if (row.block_timestamp) this.group.noteCommitted(cursor, row.block_timestamp.getTime());
           this.stats.cursor = cursor;
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
@@ -298,7 +324,7 @@ export class Ingester {
         const to = Math.min(this.stats.solidified, cursor + (this.o.window ?? 100));
         let lastPoll = Date.now();
         for await (const b of fetchBlocks(
-          client,
+          this.group,
           cursor + 1,
           to,
           this.o.config.node.concurrency,
@@ -315,6 +341,7 @@ export class Ingester {
       } catch (err) {
         if (signal.aborted) break;
         failures++;
+        await this.saveProviders();
         // The block that failed: the one after the last committed (blocks are yielded in order).
         const known = cursor ?? this.stats.cursor;
         cursor = undefined; // re-read: another ingester may have moved it
@@ -346,10 +373,29 @@ export class Ingester {
    * @returns its number, the new cursor.
    * @throws as commitBlock, extractTransfers, or the stall's clearing.
    */
-  private async commit(b: SolidifiedBlock): Promise<number> {
+  private async commit(b: VerifiedSolidifiedBlock): Promise<number> {
+    // The chain must go on from the block committed last (its blockID, held by the cursor row);
+    // commitBlock checks it again under the cursor's lock. The first block has nothing to follow.
+    if (this.lastId !== '' && b.verified.parentHash !== this.lastId.toLowerCase()) {
+      const err = new BlockCheckError(
+        'parent',
+        b.ref.number,
+        `parentHash ${b.verified.parentHash} is not the blockID of block ${b.ref.number - 1} (${this.lastId})`,
+      );
+      this.group.distrust(b.provider, err);
+      throw err;
+    }
     const transfers = extractTransfers(b.block, b.infos);
-    const r = await commitBlock(this.o.db, this.o.config.network, b.ref, transfers, this.o.hooks);
+    const r = await commitBlock(
+      this.o.db,
+      this.o.config.network,
+      { ...b.ref, parentHash: b.verified.parentHash },
+      transfers,
+      this.o.hooks,
+    );
     const cursor = b.ref.number;
+    this.lastId = b.ref.id;
+    this.group.noteCommitted(cursor, b.ref.timestamp);
     this.stats.cursor = cursor;
     this.stats.blocks++;
     this.stats.transfers += transfers.length;
@@ -370,6 +416,18 @@ export class Ingester {
     this.seenAt.delete(cursor);
     if (this.stall) await this.resumed(true);
     return cursor;
+  }
+
+  /** Store every provider's state for GET /healthz and /v1/status (never throws: logged). */
+  private async saveProviders(): Promise<void> {
+    try {
+      await saveProviderStates(this.o.db, this.o.config.network, this.group.states());
+    } catch (e) {
+      this.o.logger.debug(
+        { err: e instanceof Error ? e.message : String(e) },
+        'could not store the node providers’ states; trying again at the next poll',
+      );
+    }
   }
 
   /**

@@ -38,8 +38,21 @@ import { Agent, request } from 'undici';
 import type { Logger } from '../common/logger.js';
 import { sleep, withRetry } from '../common/retry.js';
 import { blockRef } from './extract.js';
+import { GrpcBlockClient, type GrpcTarget } from './grpc.js';
 import { parseNodeJson } from './json.js';
+import { NodeError } from './node-error.js';
+import { PbDecodeError } from './protobuf.js';
 import type { BlockJson, BlockRef, TransactionInfoJson } from './types.js';
+import { type ExactBlock, parseExactBlock } from './verify.js';
+
+/** One provider of TRON_NODE_URL as the config gives it (src/config.ts ProviderSettings). */
+export interface ProviderOptions {
+  url: string;
+  name: string;
+  apiKey: string | undefined;
+  maxRps: number;
+  grpc: GrpcTarget | undefined;
+}
 
 /** The node settings of the config (src/config.ts `node`): TRON_NODE_URL, TRON_API_KEY, … */
 export interface NodeSettings {
@@ -52,29 +65,7 @@ export interface NodeSettings {
   maxRps: number;
 }
 
-export type NodeErrorKind =
-  | 'network'
-  | 'timeout'
-  | 'http'
-  | 'rate_limited'
-  | 'node_error'
-  | 'empty'
-  | 'inconsistent'
-  | 'malformed'
-  | 'beyond_solidified';
-
-/** A failed node request. `retryable` is decided here, where the failure is understood. */
-export class NodeError extends Error {
-  constructor(
-    readonly kind: NodeErrorKind,
-    message: string,
-    readonly retryable: boolean,
-    readonly status?: number,
-  ) {
-    super(message);
-    this.name = 'NodeError';
-  }
-}
+export { NodeError, type NodeErrorKind } from './node-error.js';
 
 export interface NodeClientOptions {
   /** Base URL, e.g. https://api.trongrid.io (no trailing slash needed). */
@@ -97,7 +88,27 @@ export interface NodeClientOptions {
    * and go back to it when it answers with both heads. ms, default 600_000 (10 minutes).
    */
   nodeInfoRetryMs?: number;
+  /**
+   * Where this provider serves java-tron's gRPC API: each solidified block is then also read as
+   * exact protobuf bytes (one more request per block, same rate slots), so verification checks
+   * its transaction root from them (tron/verify.ts, tron/grpc.ts). Default: none.
+   */
+  grpc?: GrpcTarget | undefined;
+  /** How logs, metrics and health name this provider. Default: the URL's origin. */
+  name?: string | undefined;
   logger?: Logger;
+}
+
+/**
+ * Whether the provider accepts this client (see NodeClient.health): suspended while its 403s
+ * outlast the pauses they asked for.
+ */
+export interface ProviderHealth {
+  healthy: boolean;
+  /** Why not (the last refusal), when unhealthy. */
+  reason?: string;
+  /** Epoch ms since when it is unhealthy. */
+  since?: number;
 }
 
 /** Both heads as the node reports them. */
@@ -113,9 +124,20 @@ export interface SolidifiedBlock {
   ref: BlockRef;
   block: BlockJson;
   infos: TransactionInfoJson[];
+  /** The same block as exact protobuf bytes, when the provider serves gRPC (NodeClientOptions.grpc). */
+  exact?: ExactBlock;
 }
 
 const HEAD_RE = /^Num:(\d+),ID:/;
+
+/** The scheme, host and port of a URL (never its path, query or fragment, which may hold a key). */
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
 
 /**
  * Extra length of the client's one-second window, ms. A request leaves some time after it took
@@ -168,23 +190,36 @@ function nodeInfoUnusable(err: NodeError): boolean {
 export function nodeClientFor(
   node: NodeSettings,
   logger: Logger,
-  opts: { url?: string | undefined } = {},
+  opts: { url?: string | undefined; provider?: ProviderOptions | undefined; retries?: number } = {},
 ): NodeClient {
+  const p = opts.provider;
   return new NodeClient({
-    url: opts.url ?? node.url,
-    apiKey: node.apiKey,
+    url: opts.url ?? p?.url ?? node.url,
+    apiKey: opts.url ? node.apiKey : (p?.apiKey ?? node.apiKey),
     timeoutMs: node.timeoutMs,
-    retries: node.retries,
+    retries: opts.retries ?? node.retries,
     // The read-ahead, plus a head poll (two requests without getnodeinfo): a request never waits
     // for a connection after taking its rate slot, so slots and departures coincide.
     connections: node.concurrency + 2,
-    maxRps: node.maxRps,
+    maxRps: p?.maxRps ?? node.maxRps,
+    grpc: opts.url ? undefined : p?.grpc,
+    name: opts.url ? undefined : p?.name,
     logger,
   });
 }
 
 export class NodeClient {
   readonly url: string;
+  /** This provider's name in logs, metrics and health (NodeClientOptions.name). */
+  readonly name: string;
+  private readonly grpc: GrpcBlockClient | undefined;
+  /**
+   * A run of 403 refusals: when the first came, and until when the last one asked us to wait
+   * (performance.now() ms); a 403 to a request sent after that wait makes the provider unhealthy
+   * (`suspendedSince`, epoch ms) until a request goes through.
+   */
+  private forbidden: { until: number; reason: string } | undefined;
+  private suspendedSince: number | undefined;
   private readonly agent: Agent;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
@@ -215,6 +250,8 @@ export class NodeClient {
 
   constructor(opts: NodeClientOptions) {
     this.url = opts.url.replace(/\/+$/, '');
+    this.name = opts.name ?? originOf(this.url);
+    this.grpc = opts.grpc ? new GrpcBlockClient(opts.grpc, opts.apiKey) : undefined;
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.retries = opts.retries ?? 6;
     this.nodeInfoRetryMs = opts.nodeInfoRetryMs ?? 600_000;
@@ -275,7 +312,12 @@ export class NodeClient {
    * the episode's first refusal.
    * @returns the pause, ms.
    */
-  private refused(path: string, status: number, retryAfter: string | string[] | undefined) {
+  private refused(
+    path: string,
+    status: number,
+    retryAfter: string | string[] | undefined,
+    sentAt: number,
+  ) {
     this.refusedCount++;
     const now = performance.now();
     const episode = this.refusals ?? { since: now, last: now, count: 0, streak: 0 };
@@ -292,6 +334,18 @@ export class NodeClient {
       ),
     );
     this.pausedUntil = Math.max(this.pausedUntil, performance.now() + pauseMs);
+    if (status === 403) {
+      // Sent after the previous 403's pause was over, and refused again: the suspension outlasts
+      // what the provider asked for (a revoked key, a ban, a firewall), not a rate limit.
+      if (this.forbidden && sentAt >= this.forbidden.until && this.suspendedSince === undefined) {
+        this.suspendedSince = Date.now();
+        this.logger?.error(
+          { provider: this.name, path, status },
+          'node: the provider still refuses (403) after the pause it asked for; marked unhealthy until it accepts a request',
+        );
+      }
+      this.forbidden = { until: performance.now() + pauseMs, reason: `HTTP 403 on ${path}` };
+    }
     if (episode.count === 1) {
       this.logger?.warn(
         {
@@ -311,6 +365,7 @@ export class NodeClient {
   private async postOnce(path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
     await this.gate(signal);
     this.requestCount++;
+    const sentAt = performance.now();
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
     let status: number;
@@ -336,7 +391,7 @@ export class NodeClient {
       throw new NodeError('network', `${path}: ${msg}`, true);
     }
     if (status === 429 || status === 403) {
-      const pauseMs = this.refused(path, status, retryAfter);
+      const pauseMs = this.refused(path, status, retryAfter, sentAt);
       throw new NodeError(
         'rate_limited',
         `${path}: HTTP ${status} (rate limited; paused ${pauseMs} ms): ${text.slice(0, 120)}`,
@@ -344,6 +399,7 @@ export class NodeClient {
         status,
       );
     }
+    this.accepted();
     if (this.refusals) this.refusals.streak = 0;
     if (this.refusals && performance.now() - this.refusals.last >= EPISODE_QUIET_MS) {
       this.logger?.info(
@@ -372,6 +428,29 @@ export class NodeClient {
       throw new NodeError('node_error', `${path}: node error: ${String(e)}`, false);
     }
     return json;
+  }
+
+  /** A request went through: a 403 suspension, if any, is over. */
+  private accepted(): void {
+    this.forbidden = undefined;
+    if (this.suspendedSince !== undefined) {
+      this.logger?.info({ provider: this.name }, 'node: the provider accepts requests again');
+      this.suspendedSince = undefined;
+    }
+  }
+
+  /**
+   * Healthy unless the provider's 403s outlast the pauses they asked for (a 403 to a request
+   * sent after the previous 403's Retry-After was over); healthy again at its first accepted
+   * request. A 429, or a 403 honoured by a pause, is a rate limit, not ill health.
+   */
+  health(): ProviderHealth {
+    if (this.suspendedSince === undefined) return { healthy: true };
+    return {
+      healthy: false,
+      reason: `${this.forbidden?.reason ?? 'HTTP 403'} outlasting its Retry-After`,
+      since: this.suspendedSince,
+    };
   }
 
   /** Retry options shared by every call: the client's retries, the caller's signal, a log line. */
@@ -598,6 +677,9 @@ export class NodeClient {
     }
     const txs = block.transactions ?? [];
     if (txs.length === 0) return { ref, block, infos: [] };
+    // An empty block's root is 32 zero bytes, checked from JSON: exact bytes only for the others.
+    const exact = this.grpc ? this.getExactBlock(n, signal) : undefined;
+    exact?.catch(() => {}); // surfaced below; avoid an unhandled rejection while infos run
     // The infos are retried on their own: a lagging node behind a load balancer must not cost
     // another download of the (large) block.
     const infos = await withRetry(
@@ -644,11 +726,47 @@ export class NodeClient {
         signal,
       ),
     );
-    return { ref, block, infos };
+    if (!exact) return { ref, block, infos };
+    return { ref, block, infos, exact: await exact };
   }
 
-  /** Close the keep-alive connections. */
+  /**
+   * Solidified block `n` as exact protobuf bytes over gRPC (`GetBlockByNum2`), through the same
+   * rate slots and retries as HTTP requests.
+   * @throws NodeError: 'empty' (retryable) when the node answers no block for a solidified
+   *   number, 'malformed' when the bytes are not a block, as GrpcBlockClient otherwise.
+   */
+  async getExactBlock(n: number, signal?: AbortSignal): Promise<ExactBlock> {
+    const grpc = this.grpc;
+    if (!grpc) throw new NodeError('malformed', `${this.name}: no gRPC address configured`, false);
+    return withRetry(
+      async () => {
+        await this.gate(signal);
+        this.requestCount++;
+        const bytes = await grpc.getBlockByNum2(n, this.timeoutMs, signal);
+        let exact: ExactBlock | undefined;
+        try {
+          exact = parseExactBlock(bytes, 'extention');
+        } catch (err) {
+          if (!(err instanceof PbDecodeError)) throw err;
+          throw new NodeError('malformed', `gRPC GetBlockByNum2 ${n}: ${err.message}`, false);
+        }
+        if (!exact) {
+          throw new NodeError(
+            'empty',
+            `gRPC GetBlockByNum2 ${n}: no block for a solidified number`,
+            true,
+          );
+        }
+        return exact;
+      },
+      this.retryOpts({ block_number: n, path: 'grpc GetBlockByNum2' }, signal),
+    );
+  }
+
+  /** Close the keep-alive connections (HTTP and gRPC). */
   async close(): Promise<void> {
+    this.grpc?.close();
     await this.agent.close();
   }
 }

@@ -19,14 +19,14 @@ import type { Transfer } from './types.js';
  * @param concurrency requests in flight at most (≥ 1).
  * @throws the first NodeError that survives the client's retries; the blocks before it were yielded.
  */
-export async function* fetchBlocks(
-  client: NodeClient,
+export async function* fetchBlocks<B extends SolidifiedBlock>(
+  client: { getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<B> },
   from: number,
   to: number,
   concurrency: number,
   signal?: AbortSignal,
-): AsyncGenerator<SolidifiedBlock> {
-  const inflight = new Map<number, Promise<SolidifiedBlock>>();
+): AsyncGenerator<B> {
+  const inflight = new Map<number, Promise<B>>();
   const readAhead = new AbortController();
   const requests = signal ? AbortSignal.any([signal, readAhead.signal]) : readAhead.signal;
   let next = from;

@@ -30,7 +30,7 @@ export interface SyntheticChain {
 export function testIngestConfig(chain: SyntheticChain): IngesterOptions['config'] {
   return {
     network: 'mainnet',
-    node: { url: chain.node.url, apiKey: undefined, timeoutMs: 5000, retries: 3, concurrency: 4 },
+    node: { concurrency: 4 },
     ingest: { startBlock: chain.first, blockIntervalMs: 50 },
   };
 }

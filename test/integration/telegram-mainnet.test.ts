@@ -178,7 +178,7 @@ describe.skipIf(!fixturesDir).each(dbEngines)(
         logger: silentLogger,
         config: {
           network: 'mainnet',
-          node: { url: node.url, apiKey: undefined, timeoutMs: 5000, retries: 3, concurrency: 4 },
+          node: { concurrency: 4 },
           ingest: { startBlock: BLOCK, blockIntervalMs: 50 },
         },
       });

@@ -1,0 +1,551 @@
+/**
+ * Several node providers read as one, so that no single node answer decides what tronwatch
+ * believes (TRON_NODE_URL lists them, TRON_NODE_QUORUM = k):
+ *
+ * - Every block is verified (tron/verify.ts) before it counts; a provider whose answer fails a
+ *   check, errors after its retries, or stalls past its timeout is set aside (1 s doubling to
+ *   60 s) and the next provider serves, with no gap and no block twice (the ingester still takes
+ *   blocks strictly in order; only where they come from changes).
+ * - A block is returned only when k providers returned it with the same `fingerprint` (its
+ *   blockID and what matching reads of its transactions and receipts). A block whose transaction
+ *   root could not be checked (JSON only, see verify.ts item 4) also needs a second provider's
+ *   agreement when one is configured and answering. Providers that disagree stall the block
+ *   (QuorumDisagreementError: logged, reported, retried until they agree again).
+ * - The heads are asked of every provider; an impossible head (below the committed cursor, or
+ *   beyond what the chain can have produced since the last head seen or since the last
+ *   committed block's time, with HEAD_SLACK_BLOCKS of slack) is ignored and logged; the heads
+ *   used are the k-th highest of the rest (k = 1: the highest). A lagging provider is not asked
+ *   for blocks it does not have.
+ * - A provider whose 403s outlast the pauses they asked for is unhealthy (NodeClient.health) and
+ *   not asked until its set-aside time runs out.
+ * Providers are preferred in the order given (your own java-tron first, say).
+ *
+ * With one provider and k = 1 this is the plain client plus verification, as before.
+ * Source for the failure model: issue "No false deposits"; README "Trusting the node".
+ */
+import type { Logger } from '../common/logger.js';
+import type { Metrics } from '../common/metrics.js';
+import {
+  type ChainHeads,
+  type NodeClient,
+  type NodeSettings,
+  nodeClientFor,
+  type ProviderOptions,
+  type SolidifiedBlock,
+} from './node-client.js';
+import { NodeError } from './node-error.js';
+import { BlockCheckError, type VerifiedBlock, verifyBlock } from './verify.js';
+
+/** A head may run this many blocks past what the elapsed time allows (jitter, clock skew). */
+export const HEAD_SLACK_BLOCKS = 5;
+/** Set-aside backoff: 1 s doubling per consecutive failure, up to 60 s. */
+const ASIDE_BASE_MS = 1_000;
+const ASIDE_CAP_MS = 60_000;
+
+/** A block as the group returns it: verified, and which provider's answer it is. */
+export interface VerifiedSolidifiedBlock extends SolidifiedBlock {
+  verified: VerifiedBlock;
+  /** The provider whose answer this is (NodeClient.name). */
+  provider: string;
+}
+
+/** Providers returned different versions of one block: it stalls until they agree. */
+export class QuorumDisagreementError extends Error {
+  readonly retryable = false;
+  constructor(
+    readonly blockNumber: number,
+    readonly versions: ReadonlyArray<{ providers: string[]; id: string }>,
+  ) {
+    super(
+      `block ${blockNumber}: providers disagree (${versions
+        .map((v) => `${v.providers.join('+')} say ${v.id.slice(16, 28)}…`)
+        .join('; ')})`,
+    );
+    this.name = 'QuorumDisagreementError';
+  }
+}
+
+/** One provider's state as health, status and the console show it. */
+export interface ProviderState {
+  /** Position in TRON_NODE_URL, from 0. */
+  index: number;
+  name: string;
+  /** ok, set aside after failures (until `until`), or unhealthy (403s past their pauses). */
+  state: 'ok' | 'set_aside' | 'unhealthy';
+  /** Why, when not ok: a short class (network, verification: tx_id, impossible_head, …). */
+  reason?: string;
+  /** Epoch ms since when it is not ok. */
+  since?: number;
+  /** Epoch ms until which it is set aside. */
+  until?: number;
+  /** Last heads it reported that were accepted; -1 before. */
+  solidified: number;
+  head: number;
+}
+
+interface Member {
+  index: number;
+  client: NodeClient;
+  /** Last accepted heads; -1 before any. */
+  solidified: number;
+  head: number;
+  /** performance.now() until which it is not asked (0: not set aside). */
+  asideUntil: number;
+  /** Consecutive failures (the set-aside backoff). */
+  failures: number;
+  /** The current episode's reason class and start, epoch ms (undefined: ok). */
+  reason: string | undefined;
+  since: number | undefined;
+}
+
+export interface NodeGroupOptions {
+  /** The providers, in order of preference (at least one). */
+  clients: NodeClient[];
+  /** k: providers that must agree on a block and its receipts (1 … clients.length). Default 1. */
+  quorum?: number;
+  /** The chain's block interval, ms (3000 on mainnet): bounds plausible heads. */
+  blockIntervalMs: number;
+  logger?: Logger | undefined;
+  metrics?: Metrics | undefined;
+  /** Clock of the set-aside times, ms (monotonic). Default performance.now. */
+  now?: () => number;
+}
+
+/**
+ * With several providers a failing one is retried at most this many times before the next one
+ * serves (TRON_NODE_RETRIES is for a provider that is alone: it has no one to fail over to).
+ */
+const GROUP_RETRIES = 2;
+
+/**
+ * The one place the node group is built from the config (serve, ingest): one client per
+ * TRON_NODE_URL provider (its own key, request cap and gRPC address), quorum TRON_NODE_QUORUM.
+ */
+export function nodeGroupFor(
+  node: NodeSettings & { providers: ProviderOptions[]; quorum: number },
+  opts: { blockIntervalMs: number; logger: Logger; metrics?: Metrics | undefined },
+): NodeGroup {
+  const several = node.providers.length > 1;
+  return new NodeGroup({
+    clients: node.providers.map((provider) =>
+      nodeClientFor(node, opts.logger, {
+        provider,
+        ...(several ? { retries: Math.min(node.retries, GROUP_RETRIES) } : {}),
+      }),
+    ),
+    quorum: node.quorum,
+    blockIntervalMs: opts.blockIntervalMs,
+    logger: opts.logger,
+    metrics: opts.metrics,
+  });
+}
+
+/** The k-th highest of `values` (k from 1). */
+function kthHighest(values: number[], k: number): number {
+  const sorted = [...values].sort((a, b) => b - a);
+  return sorted[Math.min(k, sorted.length) - 1] ?? -1;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The short class of a failure, safe to show without authentication (no host, no key). */
+function reasonClass(err: unknown): string {
+  if (err instanceof BlockCheckError) return `verification: ${err.check}`;
+  if (err instanceof QuorumDisagreementError) return 'disagreement';
+  if (err instanceof NodeError) return err.kind;
+  return 'error';
+}
+
+export class NodeGroup {
+  private readonly members: Member[];
+  readonly quorum: number;
+  private readonly interval: number;
+  private readonly logger: Logger | undefined;
+  private readonly metrics: Metrics | undefined;
+  private readonly now: () => number;
+  /** The heads last accepted, and when (performance.now()). */
+  private lastHeads: { solidified: number; head: number; at: number } | undefined;
+  /** The last committed block (noteCommitted): its number and timestamp (epoch ms). */
+  private committed: { number: number; timestampMs: number } | undefined;
+  /** Votes already collected for the block asked next while caught up (getBlockIfSolidified). */
+  private pending:
+    | { n: number; votes: Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }> }
+    | undefined;
+
+  constructor(opts: NodeGroupOptions) {
+    if (opts.clients.length === 0) throw new RangeError('a node group needs at least one provider');
+    const k = opts.quorum ?? 1;
+    if (!Number.isInteger(k) || k < 1 || k > opts.clients.length) {
+      throw new RangeError(`quorum ${k} is not between 1 and ${opts.clients.length} providers`);
+    }
+    this.quorum = k;
+    this.interval = opts.blockIntervalMs;
+    this.logger = opts.logger;
+    this.metrics = opts.metrics;
+    this.now = opts.now ?? (() => performance.now());
+    this.members = opts.clients.map((client, index) => ({
+      index,
+      client,
+      solidified: -1,
+      head: -1,
+      asideUntil: 0,
+      failures: 0,
+      reason: undefined,
+      since: undefined,
+    }));
+    for (const m of this.members) this.metrics?.nodeProvider(m.index, true);
+  }
+
+  /** Node requests sent by every provider's client (metrics, benches). */
+  get requestCount(): number {
+    return this.members.reduce((sum, m) => sum + m.client.requestCount, 0);
+  }
+
+  /** The providers' clients, in order. */
+  get clients(): NodeClient[] {
+    return this.members.map((m) => m.client);
+  }
+
+  /** The solidified head the group stands by: the k-th highest accepted (-1 before). */
+  get solidifiedHead(): number {
+    return this.lastHeads?.solidified ?? -1;
+  }
+
+  /** Every provider's state, in order. */
+  states(): ProviderState[] {
+    const now = this.now();
+    const epoch = Date.now();
+    return this.members.map((m) => {
+      const h = m.client.health();
+      const aside = m.asideUntil > now;
+      const s: ProviderState = {
+        index: m.index,
+        name: m.client.name,
+        state: !h.healthy ? 'unhealthy' : aside ? 'set_aside' : 'ok',
+        solidified: m.solidified,
+        head: m.head,
+      };
+      if (!h.healthy) {
+        s.reason = 'forbidden';
+        if (h.since !== undefined) s.since = h.since;
+      } else if (aside) {
+        if (m.reason !== undefined) s.reason = m.reason;
+        if (m.since !== undefined) s.since = m.since;
+        s.until = epoch + (m.asideUntil - now);
+      }
+      return s;
+    });
+  }
+
+  /**
+   * The ingester committed `number` (timestamp in epoch ms): heads below it are impossible, and
+   * its time bounds how far the chain can be now.
+   */
+  noteCommitted(number: number, timestampMs: number): void {
+    this.committed = { number, timestampMs };
+  }
+
+  /**
+   * The highest head the chain can have now: the last accepted head plus the intervals since,
+   * or the last committed block plus the intervals since its timestamp, whichever is higher,
+   * plus HEAD_SLACK_BLOCKS; undefined before either is known.
+   */
+  private headBound(): number | undefined {
+    const bounds: number[] = [];
+    if (this.lastHeads) {
+      bounds.push(
+        this.lastHeads.head + Math.ceil((this.now() - this.lastHeads.at) / this.interval),
+      );
+    }
+    if (this.committed) {
+      const ms = Date.now() - this.committed.timestampMs;
+      bounds.push(this.committed.number + Math.ceil(Math.max(0, ms) / this.interval));
+    }
+    return bounds.length === 0 ? undefined : Math.max(...bounds) + HEAD_SLACK_BLOCKS;
+  }
+
+  /** Why `h` cannot be true, or undefined when it can. */
+  private impossible(h: ChainHeads): string | undefined {
+    if (h.solidified > h.head) return `solidified head ${h.solidified} above the head ${h.head}`;
+    if (this.committed && h.head < this.committed.number) {
+      return `head ${h.head} below the committed block ${this.committed.number}`;
+    }
+    const bound = this.headBound();
+    if (bound !== undefined && h.head > bound) {
+      return `head ${h.head} beyond what the chain can have produced (at most ${bound})`;
+    }
+    return undefined;
+  }
+
+  /** Members to ask now, in order: those not set aside and healthy; if none, every one. */
+  private usable(): Member[] {
+    const now = this.now();
+    const ok = this.members.filter((m) => m.asideUntil <= now && m.client.health().healthy);
+    if (ok.length > 0) return ok;
+    return [...this.members].sort((a, b) => a.asideUntil - b.asideUntil);
+  }
+
+  /** A provider failed: set it aside with backoff, log the episode's first failure. */
+  private setAside(m: Member, err: unknown): void {
+    m.failures++;
+    const delay = Math.min(ASIDE_CAP_MS, ASIDE_BASE_MS * 2 ** Math.min(16, m.failures - 1));
+    m.asideUntil = this.now() + delay;
+    const cls = reasonClass(err);
+    if (m.reason === undefined || m.reason !== cls) {
+      this.logger?.warn(
+        { provider: m.client.name, reason: cls, err: message(err), retry_in_ms: delay },
+        this.members.length > 1
+          ? 'node provider set aside; the next provider serves'
+          : 'node provider failed; asking again after a pause',
+      );
+    }
+    m.reason = cls;
+    m.since ??= Date.now();
+    this.metrics?.nodeProvider(m.index, false);
+  }
+
+  /** A provider answered well: end its episode. */
+  private restored(m: Member): void {
+    m.failures = 0;
+    m.asideUntil = 0;
+    if (m.reason !== undefined) {
+      this.logger?.info({ provider: m.client.name, was: m.reason }, 'node provider serves again');
+      m.reason = undefined;
+      m.since = undefined;
+      this.metrics?.nodeProvider(m.index, true);
+    }
+  }
+
+  /**
+   * The provider that served a block whose parent did not follow the cursor (or that is wrong
+   * in another way only the caller sees): set it aside, so the next attempt asks others first.
+   */
+  distrust(provider: string, err: unknown): void {
+    const m = this.members.find((x) => x.client.name === provider);
+    if (m) {
+      this.metrics?.nodeAnswerRefused(
+        m.index,
+        err instanceof BlockCheckError ? err.check : 'other',
+      );
+      this.setAside(m, err);
+    }
+  }
+
+  /**
+   * Both heads as the group stands by them: every usable provider is asked at once; failures
+   * set it aside; impossible answers are ignored (logged, counted); of the rest, the k-th
+   * highest solidified head and head.
+   * @throws NodeError('quorum', retryable) when fewer than k providers gave a plausible answer.
+   */
+  async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
+    const asked = this.usable();
+    const results = await Promise.allSettled(asked.map((m) => m.client.getHeads(signal)));
+    signal?.throwIfAborted();
+    const accepted: ChainHeads[] = [];
+    const failures: string[] = [];
+    for (let i = 0; i < asked.length; i++) {
+      const m = asked[i] as Member;
+      const r = results[i] as PromiseSettledResult<ChainHeads>;
+      if (r.status === 'rejected') {
+        this.setAside(m, r.reason);
+        failures.push(`${m.client.name}: ${message(r.reason)}`);
+        continue;
+      }
+      const why = this.impossible(r.value);
+      if (why) {
+        this.metrics?.nodeHeadIgnored(m.index);
+        this.setAside(m, new NodeError('malformed', `impossible head: ${why}`, false));
+        failures.push(`${m.client.name}: ${why}`);
+        continue;
+      }
+      m.solidified = r.value.solidified;
+      m.head = r.value.head;
+      this.restored(m);
+      accepted.push(r.value);
+    }
+    if (accepted.length < this.quorum) {
+      throw new NodeError(
+        'quorum',
+        `heads: ${accepted.length} of ${this.quorum} providers needed answered (${failures.join('; ')})`,
+        true,
+      );
+    }
+    const solidified = kthHighest(
+      accepted.map((h) => h.solidified),
+      this.quorum,
+    );
+    const head = Math.max(
+      solidified,
+      kthHighest(
+        accepted.map((h) => h.head),
+        this.quorum,
+      ),
+    );
+    this.lastHeads = { solidified, head, at: this.now() };
+    return { solidified, head };
+  }
+
+  /**
+   * Solidified block `n`, verified and agreed by the quorum (module doc). Providers are asked in
+   * order of preference, k at a time, more when some fail or disagree.
+   * @throws BlockCheckError (permanent) when every answer failed verification; QuorumDisagreementError
+   *   (permanent) when answers differ; NodeError('quorum', retryable) when too few providers answered.
+   */
+  async getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<VerifiedSolidifiedBlock> {
+    const votes = new Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }>();
+    const b = await this.collect(n, votes, false, signal);
+    if (!b) throw new NodeError('empty', `block ${n}: no provider has it solidified`, true);
+    return b;
+  }
+
+  /**
+   * Block `n` if the providers have solidified it (caught up: asked for directly, see
+   * NodeClient.getBlockIfSolidified); undefined while fewer than k have it. Answers already
+   * collected for `n` are kept across calls, so a provider that had it is not asked again.
+   * @throws as getSolidifiedBlock.
+   */
+  async getBlockIfSolidified(
+    n: number,
+    signal?: AbortSignal,
+  ): Promise<VerifiedSolidifiedBlock | undefined> {
+    if (this.pending?.n !== n) this.pending = { n, votes: new Map() };
+    const b = await this.collect(n, this.pending.votes, true, signal);
+    if (b) this.pending = undefined;
+    return b;
+  }
+
+  /** Ask one provider for block n and verify its answer. */
+  private async ask(
+    m: Member,
+    n: number,
+    ifSolidified: boolean,
+    signal?: AbortSignal,
+  ): Promise<VerifiedSolidifiedBlock | undefined> {
+    const b = ifSolidified
+      ? await m.client.getBlockIfSolidified(n, signal)
+      : await m.client.getSolidifiedBlock(n, signal);
+    if (!b) return undefined;
+    const verified = verifyBlock(b.block, b.infos, b.exact);
+    this.metrics?.blockVerified(verified.root);
+    return { ...b, verified, provider: m.client.name };
+  }
+
+  /**
+   * Ask providers for block n until k of them agree (module doc).
+   * @returns the agreed block, or undefined when `ifSolidified` and too few have it yet.
+   */
+  private async collect(
+    n: number,
+    votes: Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }>,
+    ifSolidified: boolean,
+    signal?: AbortSignal,
+  ): Promise<VerifiedSolidifiedBlock | undefined> {
+    const asked = new Set<Member>();
+    for (const v of votes.values()) for (const m of v.members) asked.add(m);
+    let need = this.quorum;
+    const errors: Array<{ m: Member; err: unknown }> = [];
+    let notYet = 0;
+    let refreshed = false;
+    const best = () => {
+      let top: { block: VerifiedSolidifiedBlock; members: Member[] } | undefined;
+      for (const v of votes.values()) if (!top || v.members.length > top.members.length) top = v;
+      return top;
+    };
+    for (;;) {
+      const top = best();
+      // A root checked neither from exact bytes nor from JSON: a second provider must agree
+      // when one is configured (best effort: if none can answer, the quorum decides alone).
+      if (top?.block.verified.root === 'unverifiable' && this.members.length > 1) {
+        need = Math.max(need, 2);
+      }
+      if (top && top.members.length >= need) return top.block;
+      // A provider can serve n if it is not behind: its solidified head reaches n (or n - 1,
+      // caught up: the block right after its head is asked for directly).
+      const floor = ifSolidified ? n - 1 : n;
+      const usable = this.usable().filter((m) => !asked.has(m));
+      let candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
+      if (candidates.length === 0 && usable.length > 0 && !refreshed) {
+        // The others' heads are older than the block (they were not the ones asked lately):
+        // read them once now rather than fail over a minute late, at the next head poll.
+        refreshed = true;
+        await Promise.allSettled(usable.map((m) => m.client.getHeads(signal)));
+        signal?.throwIfAborted();
+        candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
+      }
+      if (candidates.length === 0) break;
+      const batch = candidates.slice(0, need - (top?.members.length ?? 0));
+      const results = await Promise.allSettled(
+        batch.map((m) => this.ask(m, n, ifSolidified, signal)),
+      );
+      signal?.throwIfAborted();
+      for (let i = 0; i < batch.length; i++) {
+        const m = batch[i] as Member;
+        const r = results[i] as PromiseSettledResult<VerifiedSolidifiedBlock | undefined>;
+        asked.add(m);
+        if (r.status === 'rejected') {
+          if (r.reason instanceof BlockCheckError) {
+            this.metrics?.nodeAnswerRefused(m.index, r.reason.check);
+            this.logger?.error(
+              {
+                provider: m.client.name,
+                block_number: n,
+                check: r.reason.check,
+                err: r.reason.message,
+              },
+              'node answer refused: it failed verification',
+            );
+          }
+          this.setAside(m, r.reason);
+          errors.push({ m, err: r.reason });
+          continue;
+        }
+        if (!r.value) {
+          notYet++;
+          asked.delete(m); // asked again on the next call, when it may have it
+          continue;
+        }
+        this.restored(m);
+        const v = votes.get(r.value.verified.fingerprint);
+        if (v) v.members.push(m);
+        else votes.set(r.value.verified.fingerprint, { block: r.value, members: [m] });
+      }
+      if (notYet > 0 && ifSolidified) break;
+    }
+    const top = best();
+    if (votes.size > 1) {
+      this.metrics?.quorumDisagreement();
+      throw new QuorumDisagreementError(
+        n,
+        [...votes.values()].map((v) => ({
+          providers: v.members.map((m) => m.client.name),
+          id: v.block.verified.id,
+        })),
+      );
+    }
+    if (top && top.members.length >= this.quorum && errors.length + notYet === 0) {
+      // Only the extra confirmation of an unverifiable root is missing, and nobody else can give it.
+      this.logger?.warn(
+        { block_number: n, provider: top.block.provider },
+        'block root unverifiable from JSON and no second provider could confirm it; accepted on the quorum',
+      );
+      return top.block;
+    }
+    if (ifSolidified && notYet > 0) return undefined;
+    const checks = errors.filter((e) => e.err instanceof BlockCheckError);
+    if (checks.length > 0 && checks.length === errors.length) throw checks[0]?.err;
+    throw new NodeError(
+      'quorum',
+      `block ${n}: ${top?.members.length ?? 0} of ${need} providers needed agree (${errors
+        .map((e) => `${e.m.client.name}: ${message(e.err)}`)
+        .join('; ')})`,
+      true,
+    );
+  }
+
+  /** Close every provider's connections. */
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.client.close()));
+  }
+}
