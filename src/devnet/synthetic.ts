@@ -31,7 +31,7 @@
  * root over SHA-256 of each transaction's whole protobuf bytes (raw_data, signatures, ret), and
  * `blockID` is the number followed by bytes 8–31 of SHA-256 of the encoded header; `parentHash` is
  * the blockID of the block before, so the chain is chained from `firstBlock`, whose parent (like
- * that of any block below it) is a seeded id: the chain's checkpoint. Block n therefore needs the
+ * that of any block below it) is a seeded id: the chain's checkpoint, where a reader must start. Block n therefore needs the
  * ids of the blocks before it: they are memoised per chain (generated in order, as the demo and
  * the tests do, each block is generated once; asked out of order, the missing ones are generated
  * to compute their ids). Not real: signatures are random bytes (the witness signature signs
@@ -303,7 +303,8 @@ function populationAddress(seed: number, i: number): string {
  * seeded instead. May generate the blocks from `firstBlock` to n (see the module doc).
  */
 export function syntheticBlockId(opts: SyntheticChainOptions, n: number): string {
-  return chainedId(resolve(opts), n);
+  const r = resolve(opts);
+  return n >= r.firstBlock ? chainedId(r, n) : (generate(r, n).block.blockID as string);
 }
 
 /** Ids of generated blocks, per chain (Resolved.key); a few chains per process at most. */
@@ -319,7 +320,10 @@ function idsOf(r: Resolved): Map<number, string> {
   return ids;
 }
 
-/** The blockID of block n (see syntheticBlockId), generating what is missing below it. */
+/**
+ * The blockID of block n ≥ firstBlock (see syntheticBlockId), generating what is missing below it;
+ * below firstBlock, the seeded checkpoint id (what firstBlock names as its parent).
+ */
 function chainedId(r: Resolved, n: number): string {
   if (n < r.firstBlock) return blockIdOf(r, n);
   const ids = idsOf(r);
@@ -332,7 +336,7 @@ function chainedId(r: Resolved, n: number): string {
   return ids.get(n) as string;
 }
 
-/** The checkpoint id of a block below firstBlock: number ‖ 24 seeded bytes. */
+/** The checkpoint id of a block below firstBlock (its children's parentHash): number ‖ 24 seeded bytes. */
 function blockIdOf(r: Resolved, n: number): string {
   if (!Number.isSafeInteger(n) || n < 0)
     throw new RangeError(`block number ${n} is not an integer ≥ 0`);
@@ -1184,7 +1188,7 @@ function refBlock(ctx: Ctx): { ref_block_bytes: string; ref_block_hash: string }
   const ref = Math.max(0, ctx.n - back);
   let id = ctx.refIds.get(ref);
   if (id === undefined) {
-    id = blockIdOf(ctx.r, ref);
+    id = chainedId(ctx.r, ref); // seeded below firstBlock: nothing earlier is generated
     ctx.refIds.set(ref, id);
   }
   return {
@@ -1348,7 +1352,7 @@ function generate(r: Resolved, n: number): SyntheticBlock {
     number: n,
     txTrieRoot: merkleRoot(txs.map((t) => sha256(transactionBytes(t)))),
     witness_address: WITNESSES[n % WITNESSES.length] as string,
-    parentHash: n - 1 < r.firstBlock ? blockIdOf(r, n - 1) : chainedId(r, n - 1),
+    parentHash: chainedId(r, n - 1),
     version: 32,
     timestamp: ts,
   };

@@ -640,6 +640,26 @@ function checkExact(
   }
 }
 
+/**
+ * Items 2 and 3 of the module doc for a block's transactions and their infos, without the
+ * header: each txID and matched field against the signed bytes, one info per transaction of this
+ * block number and timestamp, logs only where code runs, direct USDT transfers' logs against
+ * their call data.
+ * @param timestamp the block's timestamp, ms since epoch (the infos' blockTimeStamp).
+ * @returns the infos in transaction order.
+ * @throws BlockCheckError ('tx_id' | 'tx_fields' | 'receipts' | 'transfer_log').
+ */
+export function verifyTransactions(
+  txs: readonly TransactionJson[],
+  infos: readonly TransactionInfoJson[],
+  blockNumber: number,
+  timestamp: bigint,
+): TransactionInfoJson[] {
+  const signed = txs.map((tx, i) => checkTransaction(tx, i, blockNumber));
+  if (txs.length === 0 && infos.length === 0) return [];
+  return checkInfos(txs, signed, infos, blockNumber, timestamp);
+}
+
 /** SHA-256 over what matching reads (VerifiedBlock.fingerprint). */
 function fingerprintOf(
   id: string,
@@ -688,11 +708,8 @@ export function verifyBlock(
       `blockID ${String(block.blockID)} is not the hash of its header (${id})`,
     );
   }
-  const timestamp = int64(raw.timestamp);
   const txs = block.transactions ?? [];
-  const signed = txs.map((tx, i) => checkTransaction(tx, i, n));
-  const ordered =
-    txs.length === 0 && infos.length === 0 ? [] : checkInfos(txs, signed, infos, n, timestamp);
+  const ordered = verifyTransactions(txs, infos, n, int64(raw.timestamp));
   const txTrieRoot = lower(raw.txTrieRoot ?? '') || ZERO_ROOT;
   let root: RootStatus;
   if (exact) {

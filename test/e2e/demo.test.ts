@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runDemo } from '../../src/devnet/demo.js';
-import { chainDir, fixturesDir } from '../helpers/fixtures.js';
+import { chainDir } from '../helpers/fixtures.js';
 
 describe('npm run demo', () => {
-  it.skipIf(!fixturesDir)(
+  it(
     'delivers every matching transfer of real block 79072107',
     async () => {
       const out: string[] = [];

@@ -9,9 +9,9 @@ import { dirSource, type ReplayNode, startReplayNode } from '../../src/devnet/re
 import { hexToBase58, USDT_CONTRACT_HEX } from '../../src/tron/address.js';
 import type { BlockJson } from '../../src/tron/types.js';
 import { runCli } from '../helpers/cli.js';
-import { chainDir, fixtureJson, fixturesDir } from '../helpers/fixtures.js';
+import { chainDir, fixtureJson } from '../helpers/fixtures.js';
 
-describe.skipIf(!fixturesDir)('tronwatch scan on real block 79072107', () => {
+describe('tronwatch scan on real block 79072107', () => {
   let node: ReplayNode;
   beforeAll(async () => {
     node = await startReplayNode({ source: dirSource(chainDir()), instant: true });

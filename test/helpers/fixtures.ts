@@ -1,32 +1,27 @@
 /**
- * The real mainnet fixtures live outside the repository (their provenance forbids copying them):
- * TRON_FIXTURES_DIR points at shared/fixtures/tron-mainnet. Unset on a user's clone: the tests
- * that need them are skipped with a message. In CI (CI=true) they must run: unset or missing fails.
+ * The real mainnet fixtures (test/fixtures/tron-mainnet/, with their provenance in its README):
+ * part of the repository, so every real-data test runs on a fresh clone. TRON_FIXTURES_DIR may
+ * point elsewhere (a folder of the same layout); it must hold chain/block-79072107.json.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-export const FIXTURES_DIR = process.env.TRON_FIXTURES_DIR;
+/** The fixtures folder in the repository. */
+export const REPO_FIXTURES_DIR = path.resolve(import.meta.dirname, '..', 'fixtures', 'tron-mainnet');
 
-function check(): string | undefined {
-  if (!FIXTURES_DIR) {
-    if (process.env.CI === 'true')
-      throw new Error('CI=true but TRON_FIXTURES_DIR is unset: the real-data tests must run in CI');
-    console.warn('TRON_FIXTURES_DIR is unset: tests on real mainnet fixtures are skipped');
-    return undefined;
+function check(): string {
+  const dir = process.env.TRON_FIXTURES_DIR || REPO_FIXTURES_DIR;
+  if (!fs.existsSync(path.join(dir, 'chain', 'block-79072107.json'))) {
+    throw new Error(`fixtures folder ${dir} does not hold chain/block-79072107.json`);
   }
-  if (!fs.existsSync(path.join(FIXTURES_DIR, 'chain', 'block-79072107.json'))) {
-    throw new Error(`TRON_FIXTURES_DIR=${FIXTURES_DIR} does not hold chain/block-79072107.json`);
-  }
-  return FIXTURES_DIR;
+  return dir;
 }
 
-/** The fixtures folder, or undefined (tests skip) when not configured outside CI. */
-export const fixturesDir = check();
+/** The fixtures folder (always set: the repository carries it). */
+export const fixturesDir: string = check();
 
 /** Read a fixture as text (path relative to the fixtures folder). */
 export function fixtureText(rel: string): string {
-  if (!fixturesDir) throw new Error('fixtures not configured');
   return fs.readFileSync(path.join(fixturesDir, rel), 'utf8');
 }
 
@@ -34,8 +29,7 @@ export function fixtureJson<T = unknown>(rel: string): T {
   return JSON.parse(fixtureText(rel)) as T;
 }
 
-/** Folder of the replayable chain (block + txinfo pairs). */
+/** Folder of the replayable chain (block + txinfo pairs, and the block's gRPC bytes). */
 export function chainDir(): string {
-  if (!fixturesDir) throw new Error('fixtures not configured');
   return path.join(fixturesDir, 'chain');
 }

@@ -47,7 +47,10 @@ async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 
   }
 }
 
-/** The block's JSON with one TRX transfer's owner_address made invalid (extraction refuses it). */
+/**
+ * The block's JSON with one TRX transfer's owner_address made invalid: verification refuses it
+ * (the JSON no longer says what the signed bytes say), before extraction would.
+ */
 function corrupt(blockJson: string): { bytes: string; txId: string } {
   const b = JSON.parse(blockJson) as BlockJson;
   const tx = (b.transactions ?? []).find(
@@ -170,7 +173,7 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
         checks: { postgres: true, redis: true, ingest: false },
         ingest: {
           stalled_block: bad,
-          reason: `tx ${c.txId}: owner_address is not a 41-hex address`,
+          reason: `block ${bad} failed verification (tx_fields): tx ${c.txId}: the JSON TransferContract fields differ from the signed raw_data`,
           since: expect.any(String),
         },
       });
@@ -189,7 +192,7 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
       expect(stalledLines[0]).toMatchObject({
         level: 50,
         block_number: bad,
-        reason: `tx ${c.txId}: owner_address is not a 41-hex address`,
+        reason: `block ${bad} failed verification (tx_fields): tx ${c.txId}: the JSON TransferContract fields differ from the signed raw_data`,
       });
 
       // The node is fixed: the same block now goes through, and nothing is skipped or repeated.

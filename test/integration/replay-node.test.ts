@@ -3,10 +3,8 @@
  * the real NodeClient. Timing-free: heads are checked on an injected clock, or as relative and
  * monotonic facts while the real clock runs.
  *
- * Real mainnet data (block 79072107, 619 transactions) is read from $TRON_FIXTURES_DIR/chain/;
- * those tests are skipped with a message when the variable is unset, and fail when CI=true.
+ * Real mainnet data (block 79072107, 619 transactions) is read from test/fixtures/tron-mainnet/chain/.
  */
-import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,18 +18,12 @@ import {
   startReplayNode,
 } from '../../src/devnet/replay-node.js';
 import { NodeClient, NodeError } from '../../src/tron/node-client.js';
+import type { BlockJson } from '../../src/tron/types.js';
+import { verifyBlock } from '../../src/tron/verify.js';
+import { chainDir } from '../helpers/fixtures.js';
 
-const FIXTURES_DIR = process.env.TRON_FIXTURES_DIR;
-const CHAIN_DIR = FIXTURES_DIR ? join(FIXTURES_DIR, 'chain') : '';
+const CHAIN_DIR = chainDir();
 const REAL = 79072107;
-const haveFixtures = CHAIN_DIR !== '' && existsSync(join(CHAIN_DIR, `block-${REAL}.json`));
-const inCi = process.env.CI === 'true';
-if (!haveFixtures && !inCi) {
-  console.warn(
-    `replay-node.test: real-fixture tests SKIPPED: TRON_FIXTURES_DIR ${FIXTURES_DIR ?? '(unset)'} ` +
-      'has no chain/block-79072107.json (e.g. TRON_FIXTURES_DIR=/work/shared/fixtures/tron-mainnet)',
-  );
-}
 
 // ---- resources opened by a test are closed after it -------------------------------------------
 
@@ -340,20 +332,27 @@ describe('replay node endpoints', () => {
     expect(node.stats.requests.total).toBe(15);
   });
 
-  it('fills gaps and both ends with empty blocks that chain into the recorded ones', async () => {
+  it('fills gaps and both ends with empty blocks of real hashes, chained to the block before', async () => {
     const node = await start({ source: synthSource(), instant: true, lag: 10 });
     const b = new Map<number, Hdr>();
     for (let n = 95; n <= 110; n++) b.set(n, await blockJson(node, n));
     for (let n = 96; n <= 110; n++) {
+      // A recorded block names its own (real) parent: no filler can hash to it (a checkpoint).
+      if (n === 100 || n === 103) continue;
       expect(b.get(n)?.block_header.raw_data.parentHash, `parentHash of ${n}`).toBe(
         b.get(n - 1)?.blockID,
       );
+    }
+    for (let n = 95; n <= 110; n++) {
       expect(b.get(n)?.blockID.slice(0, 16)).toBe(n.toString(16).padStart(16, '0'));
       expect(b.get(n)?.block_header.raw_data.number).toBe(n);
+      if (n === 100 || n === 103) continue;
+      // Each filler passes the checks every block passes: its id is its header's hash.
+      expect(verifyBlock(b.get(n) as BlockJson, []).id, `filler ${n}`).toBe(b.get(n)?.blockID);
     }
-    expect(b.get(99)?.blockID).toBe(PARENT_100);
+    expect(b.get(99)?.blockID).not.toBe(PARENT_100);
     expect(b.get(101)?.block_header.raw_data.parentHash).toBe(ID_100);
-    expect(b.get(102)?.blockID).toBe(PARENT_103);
+    expect(b.get(102)?.blockID).not.toBe(PARENT_103);
     expect(b.get(104)?.block_header.raw_data.parentHash).toBe(ID_103);
     for (const n of [95, 96, 97, 98, 99, 101, 102, 104, 110]) {
       expect(b.get(n), `filler ${n}`).not.toHaveProperty('transactions');
@@ -390,7 +389,8 @@ describe('NodeClient against the replay node', () => {
     expect(amount).toBe(12345678901234567890n);
     expect(b.infos[0]?.fee).toBe(98765432109876543210n);
     const filler = await c.getSolidifiedBlock(99);
-    expect(filler.ref.id).toBe(PARENT_100);
+    expect(verifyBlock(filler.block, filler.infos).id).toBe(filler.ref.id);
+    expect(filler.ref.id).not.toBe(PARENT_100); // block 100's real parent: a checkpoint follows
     expect(filler.infos).toEqual([]);
 
     const refused = await c.getSolidifiedBlock(101).catch((e: unknown) => e);
@@ -500,15 +500,7 @@ describe('record → replay', () => {
   });
 });
 
-describe.runIf(!haveFixtures && inCi)('real fixtures in CI', () => {
-  it('TRON_FIXTURES_DIR is set and holds chain/block-79072107.json', () => {
-    throw new Error(
-      `CI=true but TRON_FIXTURES_DIR=${FIXTURES_DIR ?? '(unset)'} has no chain/block-${REAL}.json`,
-    );
-  });
-});
-
-describe.skipIf(!haveFixtures)('replay node on recorded mainnet block 79072107', () => {
+describe('replay node on recorded mainnet block 79072107', () => {
   const blockFile = () => readFile(join(CHAIN_DIR, `block-${REAL}.json`));
   const infosFile = () => readFile(join(CHAIN_DIR, `txinfo-${REAL}.json`));
 
@@ -536,17 +528,21 @@ describe.skipIf(!haveFixtures)('replay node on recorded mainnet block 79072107',
     });
   });
 
-  it('filler blocks chain into the real block (its parentHash) and after it', async () => {
+  it('filler blocks of real hashes before and after the real block, chained after it', async () => {
     const node = await start({ source: dirSource(CHAIN_DIR), instant: true });
     const real = JSON.parse((await blockFile()).toString('utf8')) as Hdr;
     const before = await blockJson(node, REAL - 1, '/walletsolidity');
     const before2 = await blockJson(node, REAL - 2, '/walletsolidity');
     const after = await blockJson(node, REAL + 1, '/wallet');
     const after2 = await blockJson(node, REAL + 2, '/wallet');
-    expect(before.blockID).toBe(real.block_header.raw_data.parentHash);
+    // The real block's real parent is not a filler: readers start at it (a checkpoint).
+    expect(before.blockID).not.toBe(real.block_header.raw_data.parentHash);
     expect(before.block_header.raw_data.parentHash).toBe(before2.blockID);
     expect(after.block_header.raw_data.parentHash).toBe(real.blockID);
     expect(after2.block_header.raw_data.parentHash).toBe(after.blockID);
+    for (const f of [before, before2, after, after2]) {
+      expect(verifyBlock(f as BlockJson, []).id).toBe(f.blockID);
+    }
     expect(before.block_header.raw_data.timestamp).toBe(
       real.block_header.raw_data.timestamp - 3_000,
     );
@@ -574,7 +570,7 @@ describe.skipIf(!haveFixtures)('replay node on recorded mainnet block 79072107',
     expect(b.block.transactions).toHaveLength(619);
     expect(b.infos).toHaveLength(619);
     const prev = await c.getSolidifiedBlock(REAL - 1);
-    expect(prev.ref.id).toBe(b.block.block_header?.raw_data?.parentHash);
+    expect(verifyBlock(prev.block, prev.infos).id).toBe(prev.ref.id);
     const err = await c.getSolidifiedBlock(REAL + 1).catch((e: unknown) => e);
     expect((err as NodeError).kind).toBe('beyond_solidified');
   });

@@ -27,7 +27,7 @@ import { NodeClient } from '../../src/tron/node-client.js';
 import type { BlockJson, TransactionInfoJson, Transfer } from '../../src/tron/types.js';
 import { type ExpectedEvent, expectedEvents, type TestWatch } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
-import { chainDir, fixturesDir, fixtureText } from '../helpers/fixtures.js';
+import { chainDir, fixtureText } from '../helpers/fixtures.js';
 
 const BLOCK = 79_072_107;
 
@@ -90,7 +90,7 @@ async function insertChatWatch(db: Queryable, accountId: string, w: TestWatch): 
   );
 }
 
-describe.skipIf(!fixturesDir).each(dbEngines)(
+describe.each(dbEngines)(
   'chat messages of real block 79072107 on %s',
   (engine) => {
     let t: TestDb | undefined;

@@ -13,6 +13,16 @@ describe('loadConfig', () => {
       retries: 6,
       concurrency: 8,
       maxRps: 10,
+      providers: [
+        {
+          url: 'https://api.trongrid.io',
+          name: 'https://api.trongrid.io',
+          apiKey: undefined,
+          maxRps: 10,
+          grpc: undefined,
+        },
+      ],
+      quorum: 1,
     });
     expect(c.database.url).toBeUndefined();
     expect(c.database.poolSize).toBe(10);
@@ -37,6 +47,52 @@ describe('loadConfig', () => {
     for (const bad of ['-1', '1.5', '0x10', '10001', 'ten']) {
       expect(() => loadConfig({ TRON_NODE_MAX_RPS: bad }), bad).toThrow(ConfigError);
     }
+  });
+
+  it('reads several providers, each with its own key, cap and gRPC address, and a quorum', () => {
+    const c = loadConfig({
+      TRON_NODE_URL:
+        ' http://10.0.0.5:8090#grpc=grpc://10.0.0.5:50061 , https://api.trongrid.io/#key=abc&max_rps=15&grpc=grpcs://grpc.trongrid.io:443,https://api.trongrid.io',
+      TRON_NODE_QUORUM: '2',
+      TRON_NODE_MAX_RPS: '7',
+    });
+    expect(c.node.quorum).toBe(2);
+    expect(c.node.providers).toEqual([
+      {
+        url: 'http://10.0.0.5:8090',
+        name: 'http://10.0.0.5:8090',
+        apiKey: undefined,
+        maxRps: 7,
+        grpc: { host: '10.0.0.5', port: 50061, tls: false },
+      },
+      {
+        url: 'https://api.trongrid.io',
+        name: 'https://api.trongrid.io',
+        apiKey: 'abc',
+        maxRps: 15,
+        grpc: { host: 'grpc.trongrid.io', port: 443, tls: true },
+      },
+      {
+        url: 'https://api.trongrid.io',
+        name: 'https://api.trongrid.io#2',
+        apiKey: undefined,
+        maxRps: 7,
+        grpc: undefined,
+      },
+    ]);
+    // The first provider is also the single-node view (scan, record).
+    expect(c.node.url).toBe('http://10.0.0.5:8090');
+    // A lone URL keeps TRON_API_KEY; the key never rides along to another host.
+    expect(loadConfig({ TRON_API_KEY: 'k' }).node.providers[0]?.apiKey).toBe('k');
+    const bad: Array<[Record<string, string>, RegExp]> = [
+      [{ TRON_NODE_URL: 'http://a:1,http://b:2', TRON_API_KEY: 'k' }, /TRON_API_KEY: with several/],
+      [{ TRON_NODE_URL: 'http://a:1', TRON_NODE_QUORUM: '2' }, /TRON_NODE_QUORUM: 2 is more than/],
+      [{ TRON_NODE_URL: 'http://a:1#grpc=a:1' }, /grpc must be grpc:\/\/host:port/],
+      [{ TRON_NODE_URL: 'http://a:1#secret=1' }, /unknown setting #secret/],
+      [{ TRON_NODE_URL: 'http://a:1,ftp://b' }, /provider 2: must start with http/],
+      [{ TRON_NODE_URL: 'http://a:1#max_rps=ten' }, /max_rps must be digits/],
+    ];
+    for (const [env, re] of bad) expect(() => loadConfig(env), JSON.stringify(env)).toThrow(re);
   });
 
   it('reads numbers only in plain decimal (no hex, exponent, padding or truncated fraction)', () => {

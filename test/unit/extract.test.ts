@@ -12,7 +12,7 @@ import { extractTransfers, MalformedBlockError, TRANSFER_TOPIC } from '../../src
 import { parseNodeJson } from '../../src/tron/json.js';
 import { transferLine } from '../../src/tron/scan.js';
 import type { BlockJson, TransactionInfoJson } from '../../src/tron/types.js';
-import { fixtureJson, fixturesDir, fixtureText } from '../helpers/fixtures.js';
+import { fixtureJson, fixtureText } from '../helpers/fixtures.js';
 
 interface Expected {
   txId: string;
@@ -63,7 +63,7 @@ function fromCalldata(block: BlockJson): Expected[] {
   return out.filter((e) => e.amountRaw > 0n);
 }
 
-describe.skipIf(!fixturesDir)('extraction on real mainnet block 79072107', () => {
+describe('extraction on real mainnet block 79072107', () => {
   const load = () => ({
     block: parseNodeJson(fixtureText('chain/block-79072107.json')) as BlockJson,
     infos: parseNodeJson(fixtureText('chain/txinfo-79072107.json')) as TransactionInfoJson[],
@@ -130,7 +130,7 @@ describe.skipIf(!fixturesDir)('extraction on real mainnet block 79072107', () =>
   });
 });
 
-describe.skipIf(!fixturesDir)('extraction on recorded receipts, checked against TronGrid', () => {
+describe('extraction on recorded receipts, checked against TronGrid', () => {
   it('matches TronGrid v1 from/to/value for every paired USDT receipt', () => {
     const receipts = fixtureJson<Record<string, TransactionInfoJson>>(
       'txinfo-by-id-ledger-subset.extract.json',

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { verifyBlock } from '../../src/tron/verify.js';
 import {
   encodeRawData,
   type SyntheticChainOptions,
@@ -80,13 +81,16 @@ describe('syntheticBlock determinism and chain', () => {
     };
     let prev: string | undefined;
     for (let n = FIRST - 2; n < FIRST + 8; n++) {
-      const { block } = syntheticBlock(opts, n);
+      const { block, infos } = syntheticBlock(opts, n);
       const raw = block.block_header?.raw_data;
       expect(block.blockID).toMatch(HEX64);
       expect(block.blockID?.slice(0, 16)).toBe(n.toString(16).padStart(16, '0'));
       expect(block.blockID).toBe(syntheticBlockId(opts, n));
-      expect(raw?.parentHash).toBe(syntheticBlockId(opts, n - 1));
-      if (prev !== undefined) expect(raw?.parentHash).toBe(prev);
+      // Every block passes verification: its id is its header's hash, its root its transactions'.
+      expect(verifyBlock(block, infos)).toMatchObject({ id: block.blockID, root: 'json' });
+      // Chained from FIRST on; FIRST's parent (and those below it) is a seeded checkpoint id.
+      if (n > FIRST) expect(raw?.parentHash).toBe(prev);
+      else expect(raw?.parentHash).not.toBe(prev);
       expect(raw?.number).toBe(n);
       expect(raw?.timestamp).toBe(1_800_000_000_000 + (n - FIRST) * 3000);
       expect(raw?.version).toBe(32);
@@ -349,7 +353,8 @@ describe('extractTransfers on synthetic blocks', () => {
     };
     for (const seed of seeds) {
       for (let n = FIRST + 1000; n < FIRST + 1000 + perSeed; n++) {
-        const { block, infos, transfers } = syntheticBlock({ seed }, n);
+        // The chain starts at FIRST + 1000: a block far above firstBlock needs those below it.
+        const { block, infos, transfers } = syntheticBlock({ seed, firstBlock: FIRST + 1000 }, n);
         expect(extractTransfers(block, infos)).toEqual(transfers);
 
         // What those blocks exercised, counted from the raw data and the expectation.
@@ -385,7 +390,7 @@ describe('extractTransfers on synthetic blocks', () => {
   it('survives a JSON round trip through parseNodeJson, big USDT amounts included', () => {
     let checkedBig = false;
     for (let n = FIRST + 1000; n < FIRST + 1000 + perSeed; n++) {
-      const { block, infos, transfers } = syntheticBlock({ seed: 1 }, n);
+      const { block, infos, transfers } = syntheticBlock({ seed: 1, firstBlock: FIRST + 1000 }, n);
       const parsedBlock = parseNodeJson(JSON.stringify(block)) as BlockJson;
       const parsedInfos = parseNodeJson(JSON.stringify(infos)) as TransactionInfoJson[];
       expect(parsedBlock).toEqual(block);
