@@ -8,17 +8,13 @@ import { runDemo } from '../../src/devnet/demo.js';
 import { chainDir } from '../helpers/fixtures.js';
 
 describe('npm run demo', () => {
-  it(
-    'delivers every matching transfer of real block 79072107',
-    async () => {
-      const out: string[] = [];
-      const code = await runDemo({ blocks: chainDir(), out: (l) => out.push(l) });
-      expect(out.join('\n')).toMatch(/OK: every expected transfer was delivered/);
-      expect(code, out.join('\n')).toBe(0);
-      expect(out.join('\n')).toMatch(/expected events: +67 /);
-    },
-    180_000,
-  );
+  it('delivers every matching transfer of real block 79072107', async () => {
+    const out: string[] = [];
+    const code = await runDemo({ blocks: chainDir(), out: (l) => out.push(l) });
+    expect(out.join('\n')).toMatch(/OK: every expected transfer was delivered/);
+    expect(code, out.join('\n')).toBe(0);
+    expect(out.join('\n')).toMatch(/expected events: +67 /);
+  }, 180_000);
 
   it('runs offline on the synthetic chain', async () => {
     const out: string[] = [];

@@ -7,7 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /** The fixtures folder in the repository. */
-export const REPO_FIXTURES_DIR = path.resolve(import.meta.dirname, '..', 'fixtures', 'tron-mainnet');
+export const REPO_FIXTURES_DIR = path.resolve(
+  import.meta.dirname,
+  '..',
+  'fixtures',
+  'tron-mainnet',
+);
 
 function check(): string {
   const dir = process.env.TRON_FIXTURES_DIR || REPO_FIXTURES_DIR;

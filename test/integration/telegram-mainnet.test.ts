@@ -90,151 +90,146 @@ async function insertChatWatch(db: Queryable, accountId: string, w: TestWatch): 
   );
 }
 
-describe.each(dbEngines)(
-  'chat messages of real block 79072107 on %s',
-  (engine) => {
-    let t: TestDb | undefined;
-    let node: ReplayNode | undefined;
-    let standIn: TelegramStandIn | undefined;
-    const stops: Array<() => Promise<unknown>> = [];
-    afterEach(async () => {
-      for (const s of stops.splice(0).reverse()) await s();
-      await node?.close();
-      await standIn?.close();
-      await t?.drop();
-      t = node = standIn = undefined;
+describe.each(dbEngines)('chat messages of real block 79072107 on %s', (engine) => {
+  let t: TestDb | undefined;
+  let node: ReplayNode | undefined;
+  let standIn: TelegramStandIn | undefined;
+  const stops: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const s of stops.splice(0).reverse()) await s();
+    await node?.close();
+    await standIn?.close();
+    await t?.drop();
+    t = node = standIn = undefined;
+  });
+
+  it('every chat gets exactly the oracle’s messages, and nothing else', async () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${BLOCK}.json`)) as BlockJson;
+    const infos = parseNodeJson(fixtureText(`chain/txinfo-${BLOCK}.json`)) as TransactionInfoJson[];
+    const transfers = extractTransfers(block, infos);
+    const blockTimeMs = Number(block.block_header?.raw_data?.timestamp);
+
+    t = await migratedDb(engine);
+    const db = t.db;
+    const chats = { private: '5001', group: '-1005002' };
+    const accPrivate = await bindAccount(db, chats.private, 'private');
+    const accGroup = await bindAccount(db, chats.group, 'group');
+    const usdtIn = busiest(transfers, (x) => (x.asset === 'USDT' ? x.to : null))[0];
+    const trxOut = busiest(transfers, (x) => (x.asset === 'TRX' ? x.from : null))[0];
+    const anyBoth = busiest(transfers, (x) => x.from).find((a) => a !== trxOut && a !== usdtIn);
+    const usdtOut = busiest(transfers, (x) => (x.asset === 'USDT' ? x.from : null)).find(
+      (a) => a !== anyBoth,
+    );
+    const lateTo = busiest(transfers, (x) => x.to).find((a) => a !== usdtIn);
+    const plan: Array<
+      [string, string | undefined, TestWatch['asset'], TestWatch['direction'], number]
+    > = [
+      [accPrivate, usdtIn, 'USDT', 'incoming', BLOCK - 1],
+      [accPrivate, trxOut, 'TRX', 'outgoing', BLOCK - 1],
+      [accGroup, anyBoth, 'ALL', 'both', BLOCK - 1],
+      [accGroup, usdtOut, 'USDT', 'outgoing', BLOCK - 5],
+      // Created when the chain head was the block itself: it matches nothing of it.
+      [accGroup, lateTo, 'ALL', 'incoming', BLOCK],
+    ];
+    const watches: Array<TestWatch & { accountId: string }> = [];
+    for (const [accountId, hex, asset, direction, activeFrom] of plan) {
+      expect(hex, `an address for ${asset}/${direction}`).toBeDefined();
+      const w = {
+        id: newId('wh'),
+        addressHex: hex as string,
+        asset,
+        direction,
+        activeFrom,
+        accountId,
+      };
+      await insertChatWatch(db, accountId, w);
+      watches.push(w);
+    }
+
+    // The oracle: the test's own matching loop over the reader's transfers.
+    const expected = expectedEvents(transfers, watches);
+    expect(expected.length).toBeGreaterThan(5); // the block really exercises the watches
+    expect(expected.some((e) => e.direction === 'outgoing')).toBe(true);
+    expect(expected.some((e) => e.asset === 'TRX')).toBe(true);
+    expect(expected.filter((e) => e.watchId === watches[4]?.id)).toEqual([]);
+    const byChat = new Map<string, string[]>([
+      [chats.private, []],
+      [chats.group, []],
+    ]);
+    for (const e of expected) {
+      const w = watches.find((x) => x.id === e.watchId);
+      const tr = transfers.find((x) => x.txId === e.txId && x.eventIndex === e.eventIndex);
+      if (!w || !tr) throw new Error(`no watch or transfer for ${e.txId}#${e.eventIndex}`);
+      const chat = w.accountId === accPrivate ? chats.private : chats.group;
+      byChat.get(chat)?.push(expectedText(e, tr, w.addressHex, blockTimeMs));
+    }
+
+    // The block, served by a replay node; the ingester; the chat worker against the stand-in.
+    node = await startReplayNode({ source: dirSource(chainDir()), instant: true });
+    const client = new NodeClient({ url: node.url, retries: 3 });
+    stops.push(() => client.close());
+    const ingester = new Ingester({
+      db,
+      client,
+      logger: silentLogger,
+      config: {
+        network: 'mainnet',
+        node: { concurrency: 4 },
+        ingest: { startBlock: BLOCK, blockIntervalMs: 50 },
+      },
+    });
+    standIn = await startTelegramStandIn();
+    const si = standIn;
+    const cfg = loadConfig({
+      TELEGRAM_BOT_TOKEN: si.token,
+      TELEGRAM_API_ROOT: si.url,
+      TELEGRAM_PACING_SCALE: '0.01',
+      DELIVERY_POLL_MS: '20',
+    });
+    const bot = await openBot(cfg.telegram);
+    const worker = new ChatDeliveryWorker({
+      db,
+      telegram: bot,
+      pacer: new MemoryPacer(),
+      config: cfg,
+      logger: silentLogger,
+    });
+    const ac = new AbortController();
+    const runs = [ingester.run(ac.signal), worker.start(ac.signal)];
+    stops.push(async () => {
+      ac.abort();
+      await Promise.all(runs);
     });
 
-    it('every chat gets exactly the oracle’s messages, and nothing else', async () => {
-      const block = parseNodeJson(fixtureText(`chain/block-${BLOCK}.json`)) as BlockJson;
-      const infos = parseNodeJson(
-        fixtureText(`chain/txinfo-${BLOCK}.json`),
-      ) as TransactionInfoJson[];
-      const transfers = extractTransfers(block, infos);
-      const blockTimeMs = Number(block.block_header?.raw_data?.timestamp);
-
-      t = await migratedDb(engine);
-      const db = t.db;
-      const chats = { private: '5001', group: '-1005002' };
-      const accPrivate = await bindAccount(db, chats.private, 'private');
-      const accGroup = await bindAccount(db, chats.group, 'group');
-      const usdtIn = busiest(transfers, (x) => (x.asset === 'USDT' ? x.to : null))[0];
-      const trxOut = busiest(transfers, (x) => (x.asset === 'TRX' ? x.from : null))[0];
-      const anyBoth = busiest(transfers, (x) => x.from).find((a) => a !== trxOut && a !== usdtIn);
-      const usdtOut = busiest(transfers, (x) => (x.asset === 'USDT' ? x.from : null)).find(
-        (a) => a !== anyBoth,
+    const deadline = Date.now() + 90_000;
+    const settled = async () => {
+      if (ingester.stats.cursor < BLOCK) return false;
+      const { rows } = await db.query<{ n: number }>(
+        "SELECT count(*)::int8 AS n FROM notifications WHERE status <> 'DELIVERED'",
       );
-      const lateTo = busiest(transfers, (x) => x.to).find((a) => a !== usdtIn);
-      const plan: Array<
-        [string, string | undefined, TestWatch['asset'], TestWatch['direction'], number]
-      > = [
-        [accPrivate, usdtIn, 'USDT', 'incoming', BLOCK - 1],
-        [accPrivate, trxOut, 'TRX', 'outgoing', BLOCK - 1],
-        [accGroup, anyBoth, 'ALL', 'both', BLOCK - 1],
-        [accGroup, usdtOut, 'USDT', 'outgoing', BLOCK - 5],
-        // Created when the chain head was the block itself: it matches nothing of it.
-        [accGroup, lateTo, 'ALL', 'incoming', BLOCK],
-      ];
-      const watches: Array<TestWatch & { accountId: string }> = [];
-      for (const [accountId, hex, asset, direction, activeFrom] of plan) {
-        expect(hex, `an address for ${asset}/${direction}`).toBeDefined();
-        const w = {
-          id: newId('wh'),
-          addressHex: hex as string,
-          asset,
-          direction,
-          activeFrom,
-          accountId,
-        };
-        await insertChatWatch(db, accountId, w);
-        watches.push(w);
-      }
+      return Number(rows[0]?.n) === 0;
+    };
+    while (!(await settled())) {
+      if (Date.now() > deadline) throw new Error('timed out waiting for the chat deliveries');
+      await new Promise((r) => setTimeout(r, 50));
+    }
 
-      // The oracle: the test's own matching loop over the reader's transfers.
-      const expected = expectedEvents(transfers, watches);
-      expect(expected.length).toBeGreaterThan(5); // the block really exercises the watches
-      expect(expected.some((e) => e.direction === 'outgoing')).toBe(true);
-      expect(expected.some((e) => e.asset === 'TRX')).toBe(true);
-      expect(expected.filter((e) => e.watchId === watches[4]?.id)).toEqual([]);
-      const byChat = new Map<string, string[]>([
-        [chats.private, []],
-        [chats.group, []],
-      ]);
-      for (const e of expected) {
-        const w = watches.find((x) => x.id === e.watchId);
-        const tr = transfers.find((x) => x.txId === e.txId && x.eventIndex === e.eventIndex);
-        if (!w || !tr) throw new Error(`no watch or transfer for ${e.txId}#${e.eventIndex}`);
-        const chat = w.accountId === accPrivate ? chats.private : chats.group;
-        byChat.get(chat)?.push(expectedText(e, tr, w.addressHex, blockTimeMs));
-      }
-
-      // The block, served by a replay node; the ingester; the chat worker against the stand-in.
-      node = await startReplayNode({ source: dirSource(chainDir()), instant: true });
-      const client = new NodeClient({ url: node.url, retries: 3 });
-      stops.push(() => client.close());
-      const ingester = new Ingester({
-        db,
-        client,
-        logger: silentLogger,
-        config: {
-          network: 'mainnet',
-          node: { concurrency: 4 },
-          ingest: { startBlock: BLOCK, blockIntervalMs: 50 },
-        },
-      });
-      standIn = await startTelegramStandIn();
-      const si = standIn;
-      const cfg = loadConfig({
-        TELEGRAM_BOT_TOKEN: si.token,
-        TELEGRAM_API_ROOT: si.url,
-        TELEGRAM_PACING_SCALE: '0.01',
-        DELIVERY_POLL_MS: '20',
-      });
-      const bot = await openBot(cfg.telegram);
-      const worker = new ChatDeliveryWorker({
-        db,
-        telegram: bot,
-        pacer: new MemoryPacer(),
-        config: cfg,
-        logger: silentLogger,
-      });
-      const ac = new AbortController();
-      const runs = [ingester.run(ac.signal), worker.start(ac.signal)];
-      stops.push(async () => {
-        ac.abort();
-        await Promise.all(runs);
-      });
-
-      const deadline = Date.now() + 90_000;
-      const settled = async () => {
-        if (ingester.stats.cursor < BLOCK) return false;
-        const { rows } = await db.query<{ n: number }>(
-          "SELECT count(*)::int8 AS n FROM notifications WHERE status <> 'DELIVERED'",
-        );
-        return Number(rows[0]?.n) === 0;
-      };
-      while (!(await settled())) {
-        if (Date.now() > deadline) throw new Error('timed out waiting for the chat deliveries');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-
-      // Exactly the oracle's messages in each chat: same texts, same counts, nothing else anywhere.
-      expect(si.sent.every((m) => m.status === 200 && m.parseMode === 'HTML')).toBe(true);
-      expect(si.sent).toHaveLength(expected.length);
-      for (const [chat, texts] of byChat) {
-        expect(texts.length, `chat ${chat} expects messages`).toBeGreaterThan(0);
-        expect(
-          si
-            .delivered(chat)
-            .map((m) => m.text)
-            .sort(),
-          `messages of chat ${chat}`,
-        ).toEqual([...texts].sort());
-      }
-      const { rows: attempts } = await db.query<{ n: number }>(
-        'SELECT count(*)::int8 AS n FROM attempts WHERE http_status = 200 AND attempt = 1',
-      );
-      expect(Number(attempts[0]?.n)).toBe(expected.length);
-    }, 150_000);
-  },
-);
+    // Exactly the oracle's messages in each chat: same texts, same counts, nothing else anywhere.
+    expect(si.sent.every((m) => m.status === 200 && m.parseMode === 'HTML')).toBe(true);
+    expect(si.sent).toHaveLength(expected.length);
+    for (const [chat, texts] of byChat) {
+      expect(texts.length, `chat ${chat} expects messages`).toBeGreaterThan(0);
+      expect(
+        si
+          .delivered(chat)
+          .map((m) => m.text)
+          .sort(),
+        `messages of chat ${chat}`,
+      ).toEqual([...texts].sort());
+    }
+    const { rows: attempts } = await db.query<{ n: number }>(
+      'SELECT count(*)::int8 AS n FROM attempts WHERE http_status = 200 AND attempt = 1',
+    );
+    expect(Number(attempts[0]?.n)).toBe(expected.length);
+  }, 150_000);
+});

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { verifyBlock } from '../../src/tron/verify.js';
 import {
   encodeRawData,
   type SyntheticChainOptions,
@@ -13,6 +12,7 @@ import { USDT_CONTRACT_HEX } from '../../src/tron/address.js';
 import { extractTransfers, TRANSFER_TOPIC } from '../../src/tron/extract.js';
 import { parseNodeJson } from '../../src/tron/json.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../../src/tron/types.js';
+import { verifyBlock } from '../../src/tron/verify.js';
 
 const FIRST = 70_000_000;
 const USDT_LOG = USDT_CONTRACT_HEX.slice(2);
