@@ -250,6 +250,7 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
       lag: LAG,
       startBefore: LAG + 200,
       stopAtEnd: false,
+      grpc: true,
     });
     shutdown.add('replay node', () => replay.close());
     return {
@@ -294,7 +295,13 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
     futureTransfers.push(...b.transfers); // the generator's ground truth
   }
   const source = memorySource(map);
-  const replay = await startReplayNode({ source, intervalMs, lag: LAG, startBefore: LAG + 200 });
+  const replay = await startReplayNode({
+    source,
+    intervalMs,
+    lag: LAG,
+    startBefore: LAG + 200,
+    grpc: true,
+  });
   shutdown.add('replay node', () => replay.close());
   return {
     mode: 'synthetic',
@@ -316,9 +323,13 @@ async function startDemoService(
   shutdown: Shutdown,
   standIn: TelegramStandIn | undefined,
 ): Promise<Service> {
+  // A replayed chain is read from its first recorded block on (its checkpoint: the fillers before
+  // it cannot hash to its real parent), with exact gRPC bytes so every transaction root is checked.
+  const replay = chain.replay;
   const cfg: Config = loadConfig({
     DATA_DIR: dataDir,
-    TRON_NODE_URL: chain.nodeUrl,
+    TRON_NODE_URL: replay?.grpcUrl ? `${chain.nodeUrl}#grpc=${replay.grpcUrl}` : chain.nodeUrl,
+    ...(replay ? { INGEST_START_BLOCK: String(replay.first) } : {}),
     TRON_BLOCK_INTERVAL_MS: String(chain.intervalMs),
     WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     WEBHOOK_CA_FILE: caFile,

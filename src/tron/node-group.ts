@@ -12,8 +12,8 @@
  *   agreement when one is configured and answering. Providers that disagree stall the block
  *   (QuorumDisagreementError: logged, reported, retried until they agree again).
  * - The heads are asked of every provider; an impossible head (below the committed cursor, or
- *   beyond what the chain can have produced since the last head seen or since the last
- *   committed block's time, with HEAD_SLACK_BLOCKS of slack) is ignored and logged; the heads
+ *   beyond what the chain can have produced since the last committed block's timestamp, one block
+ *   per interval, with HEAD_SLACK_BLOCKS of slack) is ignored and logged; the heads
  *   used are the k-th highest of the rest (k = 1: the highest). A lagging provider is not asked
  *   for blocks it does not have.
  * - A provider whose 403s outlast the pauses they asked for is unhealthy (NodeClient.health) and
@@ -36,8 +36,13 @@ import {
 import { NodeError } from './node-error.js';
 import { BlockCheckError, type VerifiedBlock, verifyBlock } from './verify.js';
 
-/** A head may run this many blocks past what the elapsed time allows (jitter, clock skew). */
-export const HEAD_SLACK_BLOCKS = 5;
+/**
+ * A head may run this many blocks (30 s on mainnet) past what chain time allows: block-time
+ * jitter, and this host's clock running behind the chain's (keep it NTP-synced: a clock more than
+ * ~30 s behind makes true heads look impossible and holds ingest until it is fixed; ahead only
+ * loosens the bound).
+ */
+export const HEAD_SLACK_BLOCKS = 10;
 /** Set-aside backoff: 1 s doubling per consecutive failure, up to 60 s. */
 const ASIDE_BASE_MS = 1_000;
 const ASIDE_CAP_MS = 60_000;
@@ -248,22 +253,16 @@ export class NodeGroup {
   }
 
   /**
-   * The highest head the chain can have now: the last accepted head plus the intervals since,
-   * or the last committed block plus the intervals since its timestamp, whichever is higher,
-   * plus HEAD_SLACK_BLOCKS; undefined before either is known.
+   * The highest head the chain can have now: the last committed block plus one block per
+   * interval since its timestamp, plus HEAD_SLACK_BLOCKS; undefined before a block is committed.
+   * Chain time, not the last head seen: a provider that was behind and catches up jumps ahead of
+   * its own last report, never ahead of the chain (on a replayed recording, whose timestamps are
+   * old, the bound is loose, never wrong).
    */
   private headBound(): number | undefined {
-    const bounds: number[] = [];
-    if (this.lastHeads) {
-      bounds.push(
-        this.lastHeads.head + Math.ceil((this.now() - this.lastHeads.at) / this.interval),
-      );
-    }
-    if (this.committed) {
-      const ms = Date.now() - this.committed.timestampMs;
-      bounds.push(this.committed.number + Math.ceil(Math.max(0, ms) / this.interval));
-    }
-    return bounds.length === 0 ? undefined : Math.max(...bounds) + HEAD_SLACK_BLOCKS;
+    if (!this.committed) return undefined;
+    const ms = Math.max(0, Date.now() - this.committed.timestampMs);
+    return this.committed.number + Math.ceil(ms / this.interval) + HEAD_SLACK_BLOCKS;
   }
 
   /** Why `h` cannot be true, or undefined when it can. */
