@@ -31,9 +31,13 @@
  * and fills that row in with what really happened (started_at, duration, status, error; its
  * lease_expired_at stays as the trace of the lost lease; error_class and the request and
  * response columns too): the attempt is one row, already counted,
- * so `attempts` is not incremented again, and a 2xx still marks the notification DELIVERED (even
- * DEAD, when its sixth attempt was the lost one and the receiver has it after all); a failure moves
- * nothing. An outcome whose number holds a row with the same started_at is this batch again (a
+ * so `attempts` is not incremented again, and a 2xx still marks a PENDING notification DELIVERED; a
+ * failure moves nothing. DEAD is final (SPEC §States: no move out of DELIVERED or DEAD): when the
+ * lost attempt was the sixth, the notification went DEAD when that loss was counted, and a 2xx
+ * arriving later is recorded in the lost attempt's row (its status, duration and answer; its
+ * lease_expired_at kept, so the attempt log shows "answered 2xx after its lease ran out") without
+ * moving the notification: the receiver has the event, and a redelivery (same event_id, which
+ * it deduplicates) is how an operator closes the dead letter. An outcome whose number holds a row with the same started_at is this batch again (a
  * commit whose answer was lost, retried): nothing is added. An outcome whose number holds another
  * outcome (only a worker of a version before migration 008 finishing during an upgrade) is kept as
  * its own row marked `duplicate`: never refused, never lost. Each notification's row is locked
@@ -130,8 +134,7 @@ UPDATE notifications AS n
        lease_token = NULL
   FROM r JOIN stored AS s ON s.notification_id = r.id AND s.attempt = r.attempt
  WHERE n.id = r.id
-   AND ((n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED'))
-        OR (n.status = 'DEAD' AND r.target = 'DELIVERED' AND s.late))
+   AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
 RETURNING r.target`;
 
 /**

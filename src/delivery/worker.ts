@@ -469,13 +469,22 @@ export class DeliveryWorker {
           this.markErrors = 0;
           this.startRounds++;
           const gone: ClaimedNotification[] = [];
-          for (const { claim } of batch) {
+          const late: ClaimedNotification[] = [];
+          const markedAt = performance.now();
+          for (const { claim, claimedAt } of batch) {
             if (!held.has(claim.notificationId)) this.superseded++;
             else if (this.stopping) gone.push(claim);
+            // A slow mark (the database stalled) can leave too little of the lease for the
+            // attempt: given back unattempted, as the chat worker does (the next claim clears
+            // the mark), rather than sent with a lease that may run out mid-attempt.
+            else if (markedAt - claimedAt > this.maxQueueWaitMs) late.push(claim);
             else this.launch(claim);
           }
           // Stopping meanwhile: marked but not sent, given back (the release clears the lease).
           if (gone.length > 0) this.releaseLater(gone, 'worker stopping');
+          if (late.length > 0) {
+            this.releaseLater(late, 'marked as started too late to finish within the lease');
+          }
         },
         (err: unknown) => {
           this.markErrors++;

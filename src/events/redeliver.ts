@@ -4,6 +4,12 @@
  * (src/events/event.ts serializeEvent), attempts from 0 and the contract's schedule from now.
  * The earlier notifications and their attempts are kept (the console shows every chain);
  * GET /v1/events shows the newest. The worker claims the new row like any other (same outbox).
+ *
+ * One chain at a time: an event has at most one PENDING notification, enforced by the database
+ * (migration 016, a partial unique index) and not only here. Two redeliveries at the same
+ * instant (single and bulk, console and API) create one new notification: the insert skips an
+ * event that already has a PENDING one (ON CONFLICT DO NOTHING), and the single redelivery then
+ * answers 409 like a redelivery of an event still being delivered.
  */
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
@@ -21,25 +27,28 @@ export async function redeliverEvent(
   network: string,
   eventId: string,
 ): Promise<string> {
+  const stillPending = () =>
+    new ApiError(
+      409,
+      'this event is still being delivered (its newest notification is PENDING): redeliver it once it is DELIVERED or DEAD',
+    );
   return db.transaction(async (tx) => {
-    // Lock the event row: two concurrent redeliveries of one event make one chain, not two.
-    const { rows } = await tx.query<{ status: string | null }>(
-      `SELECT (SELECT n.status FROM notifications n WHERE n.event_id = e.id
-                ORDER BY n.created_at DESC LIMIT 1) AS status
-         FROM events e WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3
-          FOR UPDATE OF e`,
+    // Lock the event row first, then read its newest status in a statement of its own: under
+    // READ COMMITTED a statement that waited for the lock would still see the status as it was
+    // before the other redelivery committed.
+    const { rows } = await tx.query(
+      'SELECT 1 FROM events e WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3 FOR UPDATE',
       [eventId, accountId, network],
     );
-    const event = rows[0];
-    if (!event) throw new ApiError(404, 'event not found');
-    if (event.status === 'PENDING') {
-      throw new ApiError(
-        409,
-        'this event is still being delivered (its newest notification is PENDING): redeliver it once it is DELIVERED or DEAD',
-      );
-    }
+    if (rows.length === 0) throw new ApiError(404, 'event not found');
+    const { rows: newest } = await tx.query<{ status: string }>(
+      `SELECT n.status FROM notifications n WHERE n.event_id = $1
+        ORDER BY n.created_at DESC, n.id DESC LIMIT 1`,
+      [eventId],
+    );
+    if (newest[0]?.status === 'PENDING') throw stillPending();
     const [id] = await insertRedeliveries(tx, [eventId]);
-    if (!id) throw new Error('redelivery inserted no notification');
+    if (!id) throw stillPending(); // the unique index saw a PENDING chain committed meanwhile
     return id;
   });
 }
@@ -102,7 +111,11 @@ export async function redeliverDead(
   });
 }
 
-/** Insert one new PENDING notification per event (channel and watch as the event's). */
+/**
+ * Insert one new PENDING notification per event (channel and watch as the event's), skipping an
+ * event that has a PENDING one already (migration 016's index).
+ * @returns the ids inserted.
+ */
 async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
   if (eventIds.length === 0) return [];
   const ids = eventIds.map(() => newId('ntf'));
@@ -114,6 +127,7 @@ async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<st
        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(event_id, ntf, ord)
        JOIN events e ON e.id = x.event_id
        JOIN watches w ON w.id = e.watch_id
+     ON CONFLICT (event_id) WHERE status = 'PENDING' DO NOTHING
      RETURNING id`,
     [eventIds, ids],
   );

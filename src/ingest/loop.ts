@@ -415,13 +415,19 @@ export class Ingester {
     });
     this.seenAt.delete(cursor);
     if (this.stall) await this.resumed(true);
+    if (this.group.stateVersion !== this.savedProviders) await this.saveProviders();
     return cursor;
   }
+
+  /** The group's stateVersion last stored (-1: never). */
+  private savedProviders = -1;
 
   /** Store every provider's state for GET /healthz and /v1/status (never throws: logged). */
   private async saveProviders(): Promise<void> {
     try {
+      const version = this.group.stateVersion;
       await saveProviderStates(this.o.db, this.o.config.network, this.group.states());
+      this.savedProviders = version;
     } catch (e) {
       this.o.logger.debug(
         { err: e instanceof Error ? e.message : String(e) },

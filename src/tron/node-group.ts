@@ -114,6 +114,11 @@ export interface NodeGroupOptions {
   metrics?: Metrics | undefined;
   /** Clock of the set-aside times, ms (monotonic). Default performance.now. */
   now?: () => number;
+  /**
+   * First set-aside pause, ms, doubling per consecutive failure up to 60 s. Default 1000. Tests
+   * set 0 so that a lying provider is asked (and caught) on every block.
+   */
+  asideBaseMs?: number;
 }
 
 /**
@@ -145,6 +150,19 @@ export function nodeGroupFor(
   });
 }
 
+/** One version of a block and the providers that returned it. */
+interface Vote {
+  block: VerifiedSolidifiedBlock;
+  members: Member[];
+}
+
+/** The version most providers returned (the first of equals). */
+function largest(votes: Map<string, Vote>): Vote | undefined {
+  let top: Vote | undefined;
+  for (const v of votes.values()) if (!top || v.members.length > top.members.length) top = v;
+  return top;
+}
+
 /** The k-th highest of `values` (k from 1). */
 function kthHighest(values: number[], k: number): number {
   const sorted = [...values].sort((a, b) => b - a);
@@ -170,14 +188,15 @@ export class NodeGroup {
   private readonly logger: Logger | undefined;
   private readonly metrics: Metrics | undefined;
   private readonly now: () => number;
+  private readonly asideBaseMs: number;
   /** The heads last accepted, and when (performance.now()). */
   private lastHeads: { solidified: number; head: number; at: number } | undefined;
   /** The last committed block (noteCommitted): its number and timestamp (epoch ms). */
   private committed: { number: number; timestampMs: number } | undefined;
+  /** Bumped whenever a provider's state changes (callers store the states when it moved). */
+  stateVersion = 0;
   /** Votes already collected for the block asked next while caught up (getBlockIfSolidified). */
-  private pending:
-    | { n: number; votes: Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }> }
-    | undefined;
+  private pending: { n: number; votes: Map<string, Vote> } | undefined;
 
   constructor(opts: NodeGroupOptions) {
     if (opts.clients.length === 0) throw new RangeError('a node group needs at least one provider');
@@ -190,6 +209,7 @@ export class NodeGroup {
     this.logger = opts.logger;
     this.metrics = opts.metrics;
     this.now = opts.now ?? (() => performance.now());
+    this.asideBaseMs = opts.asideBaseMs ?? ASIDE_BASE_MS;
     this.members = opts.clients.map((client, index) => ({
       index,
       client,
@@ -289,7 +309,7 @@ export class NodeGroup {
   /** A provider failed: set it aside with backoff, log the episode's first failure. */
   private setAside(m: Member, err: unknown): void {
     m.failures++;
-    const delay = Math.min(ASIDE_CAP_MS, ASIDE_BASE_MS * 2 ** Math.min(16, m.failures - 1));
+    const delay = Math.min(ASIDE_CAP_MS, this.asideBaseMs * 2 ** Math.min(16, m.failures - 1));
     m.asideUntil = this.now() + delay;
     const cls = reasonClass(err);
     if (m.reason === undefined || m.reason !== cls) {
@@ -302,6 +322,7 @@ export class NodeGroup {
     }
     m.reason = cls;
     m.since ??= Date.now();
+    this.stateVersion++;
     this.metrics?.nodeProvider(m.index, false);
   }
 
@@ -313,6 +334,7 @@ export class NodeGroup {
       this.logger?.info({ provider: m.client.name, was: m.reason }, 'node provider serves again');
       m.reason = undefined;
       m.since = undefined;
+      this.stateVersion++;
       this.metrics?.nodeProvider(m.index, true);
     }
   }
@@ -393,8 +415,7 @@ export class NodeGroup {
    *   (permanent) when answers differ; NodeError('quorum', retryable) when too few providers answered.
    */
   async getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<VerifiedSolidifiedBlock> {
-    const votes = new Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }>();
-    const b = await this.collect(n, votes, false, signal);
+    const b = await this.collect(n, new Map(), false, signal);
     if (!b) throw new NodeError('empty', `block ${n}: no provider has it solidified`, true);
     return b;
   }
@@ -437,29 +458,22 @@ export class NodeGroup {
    */
   private async collect(
     n: number,
-    votes: Map<string, { block: VerifiedSolidifiedBlock; members: Member[] }>,
+    votes: Map<string, Vote>,
     ifSolidified: boolean,
     signal?: AbortSignal,
   ): Promise<VerifiedSolidifiedBlock | undefined> {
     const asked = new Set<Member>();
     for (const v of votes.values()) for (const m of v.members) asked.add(m);
-    let need = this.quorum;
     const errors: Array<{ m: Member; err: unknown }> = [];
     let notYet = 0;
     let refreshed = false;
-    const best = () => {
-      let top: { block: VerifiedSolidifiedBlock; members: Member[] } | undefined;
-      for (const v of votes.values()) if (!top || v.members.length > top.members.length) top = v;
-      return top;
-    };
     for (;;) {
-      const top = best();
-      // A root checked neither from exact bytes nor from JSON: a second provider must agree
-      // when one is configured (best effort: if none can answer, the quorum decides alone).
-      if (top?.block.verified.root === 'unverifiable' && this.members.length > 1) {
-        need = Math.max(need, 2);
-      }
-      if (top && top.members.length >= need) return top.block;
+      const won = this.winner(votes);
+      if (won) return this.decided(n, votes, won);
+      // How many more answers could settle it: the quorum's missing votes, or one more
+      // confirmation of an unverifiable root.
+      const top = largest(votes);
+      const more = Math.max(1, this.quorum - (top?.members.length ?? 0));
       // A provider can serve n if it is not behind: its solidified head reaches n (or n - 1,
       // caught up: the block right after its head is asked for directly).
       const floor = ifSolidified ? n - 1 : n;
@@ -474,7 +488,7 @@ export class NodeGroup {
         candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
       }
       if (candidates.length === 0) break;
-      const batch = candidates.slice(0, need - (top?.members.length ?? 0));
+      const batch = candidates.slice(0, more);
       const results = await Promise.allSettled(
         batch.map((m) => this.ask(m, n, ifSolidified, signal)),
       );
@@ -512,13 +526,13 @@ export class NodeGroup {
       }
       if (notYet > 0 && ifSolidified) break;
     }
-    const top = best();
+    const top = largest(votes);
     if (votes.size > 1) {
       this.metrics?.quorumDisagreement();
       throw new QuorumDisagreementError(
         n,
         [...votes.values()].map((v) => ({
-          providers: v.members.map((m) => m.client.name),
+          providers: v.members.map((m) => `provider ${m.index}`),
           id: v.block.verified.id,
         })),
       );
@@ -536,11 +550,49 @@ export class NodeGroup {
     if (checks.length > 0 && checks.length === errors.length) throw checks[0]?.err;
     throw new NodeError(
       'quorum',
-      `block ${n}: ${top?.members.length ?? 0} of ${need} providers needed agree (${errors
+      `block ${n}: ${top?.members.length ?? 0} of ${this.quorum} providers needed agree (${errors
         .map((e) => `${e.m.client.name}: ${message(e.err)}`)
         .join('; ')})`,
       true,
     );
+  }
+
+  /**
+   * The version that settles block n, if one does: k providers gave it, and its transaction
+   * root was checked (exact bytes or JSON), or a second provider confirms it, or there is no
+   * other provider to ask. The largest such version wins.
+   */
+  private winner(votes: Map<string, Vote>): Vote | undefined {
+    let won: Vote | undefined;
+    for (const v of votes.values()) {
+      const count = v.members.length;
+      if (count < this.quorum) continue;
+      const proven =
+        v.block.verified.root !== 'unverifiable' || count >= 2 || this.members.length === 1;
+      if (proven && (!won || count > won.members.length)) won = v;
+    }
+    return won;
+  }
+
+  /** Return the winning version; providers that gave another one are outvoted: set aside. */
+  private decided(n: number, votes: Map<string, Vote>, won: Vote): VerifiedSolidifiedBlock {
+    for (const v of votes.values()) {
+      if (v === won) continue;
+      for (const m of v.members) {
+        this.metrics?.nodeAnswerRefused(m.index, 'outvoted');
+        this.logger?.error(
+          {
+            provider: m.client.name,
+            block_number: n,
+            id: v.block.verified.id,
+            agreed: won.block.verified.id,
+          },
+          'node answer refused: outvoted by the providers that agree on this block',
+        );
+        this.setAside(m, new NodeError('inconsistent', `outvoted on block ${n}`, false));
+      }
+    }
+    return won.block;
   }
 
   /** Close every provider's connections. */

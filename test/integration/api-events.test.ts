@@ -4,6 +4,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { listEvents, pageQuery } from '../../src/events/list.js';
+import { saveProviderStates } from '../../src/ingest/providers.js';
+import { recordStall } from '../../src/ingest/stall.js';
 import {
   ADDR2_B58,
   type ApiHarness,
@@ -11,6 +13,8 @@ import {
   type Caller,
   insertEvents,
   json,
+  openapiDocument,
+  responseChecker,
   webhookWatch,
 } from '../helpers/api.js';
 import { dbEngines } from '../helpers/db.js';
@@ -184,6 +188,8 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
       scanned_through: null,
       lag_blocks: null,
       lag_seconds: null,
+      ingest_stall: null,
+      node_providers: [],
     });
     await h.db.query(
       `INSERT INTO chain_cursor (network, block_number, block_id, block_timestamp)
@@ -204,6 +210,43 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
     const status = json(await h.app.inject({ url: '/v1/status', headers: c.headers }));
     expect(status).toMatchObject({ scanned_through: mark, solidified_head: 1000, lag_blocks: 10 });
     expect(status.lag_seconds).toBeGreaterThan(0);
+    // The ingest stall and the providers, as the ingester stored them (no URL is shown).
+    await saveProviderStates(h.db, 'mainnet', [
+      { index: 0, name: 'http://10.0.0.5:8090', state: 'ok', solidified: 1000, head: 1018 },
+      {
+        index: 1,
+        name: 'https://api.trongrid.io',
+        state: 'unhealthy',
+        reason: 'forbidden',
+        since: Date.parse('2026-01-08T13:40:00Z'),
+        solidified: 990,
+        head: 1008,
+      },
+    ]);
+    await recordStall(h.db, 'mainnet', 991, 'block 991 failed verification (tx_id): …');
+    const stalled = json(await h.app.inject({ url: '/v1/status', headers: c.headers }));
+    expect(stalled).toMatchObject({
+      ingest_stall: {
+        block_number: 991,
+        reason: 'block 991 failed verification (tx_id): …',
+        since: expect.any(String),
+      },
+      node_providers: [
+        { index: 0, state: 'ok', solidified_head: 1000 },
+        {
+          index: 1,
+          state: 'unhealthy',
+          reason: 'forbidden',
+          since: '2026-01-08T13:40:00.000Z',
+          solidified_head: 990,
+        },
+      ],
+    });
+    expect(JSON.stringify(stalled)).not.toMatch(/10\.0\.0\.5|trongrid/);
+    const check = responseChecker(await openapiDocument(h.app));
+    expect(
+      check('/v1/status', 'get', await h.app.inject({ url: '/v1/status', headers: c.headers })),
+    ).toEqual([]);
     // Rate-limited and authenticated like every /v1 route.
     const anon = await h.app.inject({ url: '/v1/status' });
     expect(anon.statusCode).toBe(401);

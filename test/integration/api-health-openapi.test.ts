@@ -12,6 +12,7 @@ import { ERROR_CODES } from '../../src/common/errors.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { openDb } from '../../src/db/pool.js';
 import { recordSecretProblem } from '../../src/delivery/secret-problems.js';
+import { saveProviderStates } from '../../src/ingest/providers.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import {
   ADDR2_B58,
@@ -71,6 +72,69 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
     // A problem not seen for longer than the window no longer counts.
     await h.db.query("UPDATE secret_problems SET last_seen = now() - interval '10 minutes'");
     expect((await h.app.inject({ url: '/healthz' })).statusCode).toBe(200);
+  });
+
+  it('lists node providers that do not serve: 200 while one still serves, 503 when none does', async () => {
+    h = await apiHarness(engine);
+    const ok = { solidified: 1000, head: 1018 };
+    await saveProviderStates(h.db, 'mainnet', [
+      { index: 0, name: 'http://10.0.0.5:8090', state: 'ok', ...ok },
+      { index: 1, name: 'https://api.trongrid.io', state: 'ok', ...ok },
+    ]);
+    expect(json(await h.app.inject({ url: '/healthz' }))).toEqual({
+      ok: true,
+      network: 'mainnet',
+      checks: { postgres: true, redis: true },
+    });
+    const since = Date.parse('2026-01-08T13:40:00Z');
+    await saveProviderStates(h.db, 'mainnet', [
+      { index: 0, name: 'http://10.0.0.5:8090', state: 'ok', ...ok },
+      {
+        index: 1,
+        name: 'https://api.trongrid.io',
+        state: 'unhealthy',
+        reason: 'forbidden',
+        since,
+        ...ok,
+      },
+    ]);
+    const degraded = await h.app.inject({ url: '/healthz' });
+    expect(degraded.statusCode).toBe(200);
+    expect(json(degraded)).toEqual({
+      ok: true,
+      network: 'mainnet',
+      checks: { postgres: true, redis: true, node: true },
+      node: {
+        providers: [
+          { index: 0, state: 'ok' },
+          { index: 1, state: 'unhealthy', reason: 'forbidden', since: '2026-01-08T13:40:00.000Z' },
+        ],
+      },
+    });
+    await saveProviderStates(h.db, 'mainnet', [
+      {
+        index: 0,
+        name: 'http://10.0.0.5:8090',
+        state: 'set_aside',
+        reason: 'network',
+        since,
+        until: since + 4000,
+        ...ok,
+      },
+      {
+        index: 1,
+        name: 'https://api.trongrid.io',
+        state: 'unhealthy',
+        reason: 'forbidden',
+        since,
+        ...ok,
+      },
+    ]);
+    const down = await h.app.inject({ url: '/healthz' });
+    expect(down.statusCode).toBe(503);
+    expect(json(down)).toMatchObject({ ok: false, checks: { node: false } });
+    expect(down.body).not.toMatch(/10\.0\.0\.5|trongrid/); // no URL without authentication
+    expect(responseChecker(await openapiDocument(h.app))('/healthz', 'get', down)).toEqual([]);
   });
 
   it('answers 503 with the same shape when PostgreSQL is down, and /v1 answers the bare 500', async () => {

@@ -350,4 +350,58 @@ describe.each(dbEngines)('attempt details on %s', (engine) => {
     expect(await notification(db, ev.notificationId)).toMatchObject({ status: 'DELIVERED' });
     expectNoSecret(await allAttemptsText(db));
   });
+
+  it('a late 2xx for a lost sixth attempt fills its row in but leaves the notification DEAD', async () => {
+    const r = await receiver({ respond: () => ({ status: 200, body: 'ok' }) });
+    const { db, ev } = await setup(r.url);
+    // Five attempts failed already: the sixth is the last.
+    await db.query('UPDATE notifications SET attempts = 5 WHERE id = $1', [ev.notificationId]);
+    const [held] = await claimNotifications(db, { limit: 1, leaseMs: 100, owner: 'stalled' });
+    if (!held) throw new Error('nothing claimed');
+    expect(held.attempts).toBe(5);
+    expect(await startClaims(db, [held])).toEqual(new Set([held.notificationId]));
+    // Its lease runs out: the claim that finds it counts the lost sixth attempt, and it is DEAD.
+    await vi.waitFor(
+      async () => {
+        const { lost } = await claimDue(db, { limit: 1, leaseMs: 100, owner: 'probe' });
+        if (lost !== 1) throw new Error('lease not expired yet');
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect(await notification(db, ev.notificationId)).toMatchObject({
+      status: 'DEAD',
+      attempts: 6,
+    });
+    // The stalled worker's request did reach the receiver, which acknowledged it, late.
+    const sender = new WebhookSender({
+      timeoutMs: 5_000,
+      allowCidrs: ['127.0.0.1/32'],
+      caFile: r.caFile,
+    });
+    cleanups.push(() => sender.close());
+    const result = await sender.send(r.url, held.event, SECRET);
+    expect(result).toMatchObject({ ok: true, status: 200 });
+    const outcome = await completeAttempts(
+      db,
+      [
+        {
+          notificationId: held.notificationId,
+          leaseToken: held.leaseToken,
+          attemptsBefore: 5,
+          result,
+        },
+      ],
+      1,
+    );
+    expect(outcome).toMatchObject({ recorded: 1, delivered: 0, stale: 1 });
+    // DEAD is final; the attempt log shows the answer, marked as having come after its lease.
+    expect(await notification(db, ev.notificationId)).toMatchObject({
+      status: 'DEAD',
+      attempts: 6,
+    });
+    const [sixth, ...others] = await detailRows(db, ev.notificationId);
+    expect(others).toEqual([]);
+    expect(sixth).toMatchObject({ attempt: 6, http_status: 200, error: null, response_body: 'ok' });
+    expect(sixth?.lease_expired_at).toBeInstanceOf(Date);
+  });
 });

@@ -170,7 +170,19 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
       expect(body).toEqual({
         ok: false,
         network: 'mainnet',
-        checks: { postgres: true, redis: true, ingest: false },
+        // The only provider's answer was refused: it is set aside (and asked again) meanwhile.
+        checks: { postgres: true, redis: true, ingest: false, node: false },
+        node: {
+          providers: [
+            {
+              index: 0,
+              state: 'set_aside',
+              reason: 'verification: tx_fields',
+              since: expect.any(String),
+              until: expect.any(String),
+            },
+          ],
+        },
         ingest: {
           stalled_block: bad,
           reason: `block ${bad} failed verification (tx_fields): tx ${c.txId}: the JSON TransferContract fields differ from the signed raw_data`,

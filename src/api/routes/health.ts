@@ -21,15 +21,53 @@
  * - secrets (additive, present only when false): a worker met webhook secrets it cannot decrypt
  *   in the last 5 minutes (src/delivery/secret-problems.ts: a key missing from this deployment's
  *   keyring during a rotation); their deliveries are held, not failed, until the key is configured.
+ * - node (additive, present only while a node provider is not serving): `checks.node` is false when
+ *   none of them serves (ingest cannot go on: 503), true when some still do (200, degraded); `node`
+ *   lists every provider by its position in TRON_NODE_URL with its state (ok, set_aside after
+ *   failures or a refused answer, unhealthy: 403s past the pause they asked for), the class of the
+ *   reason and since when, as the ingest leader last stored them (src/ingest/providers.ts). No
+ *   URL or host is shown: this endpoint needs no authentication.
  */
-import { Type as T } from '@sinclair/typebox';
+import { type Static, Type as T } from '@sinclair/typebox';
 import { recentSecretProblems } from '../../delivery/secret-problems.js';
+import { readProviderStates, type StoredProviderState } from '../../ingest/providers.js';
 import { readStall } from '../../ingest/stall.js';
 import { ref } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
 
 /** Deadline of each dependency probe, ms. */
 export const HEALTH_TIMEOUT_MS = 1_000;
+
+/** One node provider in /healthz and GET /v1/status (no URL: /healthz needs no authentication). */
+export const NodeProviderHealthSchema = T.Object(
+  {
+    index: T.Integer({ description: 'Position in TRON_NODE_URL, from 0.' }),
+    state: T.Union([T.Literal('ok'), T.Literal('set_aside'), T.Literal('unhealthy')], {
+      description:
+        'ok: serving; set_aside: not asked until `until` after a failure or a refused answer; unhealthy: its 403s outlast the pauses they ask for.',
+    }),
+    reason: T.Optional(
+      T.String({
+        description:
+          'Class of the last failure: network, timeout, http, rate_limited, empty, verification: <check>, inconsistent, forbidden, …',
+      }),
+    ),
+    since: T.Optional(T.String({ format: 'date-time', description: 'Not ok since.' })),
+    until: T.Optional(T.String({ format: 'date-time', description: 'Set aside until.' })),
+  },
+  { $id: 'NodeProviderHealth', description: 'A TRON node provider as the ingester sees it.' },
+);
+
+/** A stored provider state in the shape above. */
+export function providerHealth(p: StoredProviderState): Static<typeof NodeProviderHealthSchema> {
+  return {
+    index: p.index,
+    state: p.state,
+    ...(p.reason !== undefined ? { reason: p.reason } : {}),
+    ...(p.since !== undefined ? { since: new Date(p.since).toISOString() } : {}),
+    ...(p.until !== undefined ? { until: new Date(p.until).toISOString() } : {}),
+  };
+}
 
 export const HealthSchema = T.Object(
   {
@@ -50,6 +88,12 @@ export const HealthSchema = T.Object(
             'Additive; present (false) only while webhook secrets under a key this deployment lacks hold deliveries back.',
         }),
       ),
+      node: T.Optional(
+        T.Boolean({
+          description:
+            'Additive; present only while a node provider is not serving: false when none serves, true when some still do.',
+        }),
+      ),
     }),
     secrets: T.Optional(
       T.Object(
@@ -63,6 +107,17 @@ export const HealthSchema = T.Object(
         {
           description:
             'Additive; present only while deliveries are held because their secrets cannot be decrypted. Configure the key (SECRET_ENCRYPTION_KEY or SECRET_ENCRYPTION_KEYS_OLD) and they resume by themselves.',
+        },
+      ),
+    ),
+    node: T.Optional(
+      T.Object(
+        {
+          providers: T.Array(ref(NodeProviderHealthSchema)),
+        },
+        {
+          description:
+            'Additive; present only while a node provider (TRON_NODE_URL) is not serving. Ingest goes on while one serves.',
         },
       ),
     ),
@@ -88,7 +143,7 @@ export const HealthSchema = T.Object(
   { $id: 'Health', description: 'Health of the service and its dependencies.' },
 );
 
-export const healthSchemas = [HealthSchema];
+export const healthSchemas = [NodeProviderHealthSchema, HealthSchema];
 
 /** Resolve to the probe's answer, `fallback` on error or after `ms`. Never rejects. */
 async function probe<T>(fn: () => Promise<T>, ms: number, fallback: T): Promise<T> {
@@ -123,7 +178,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       },
     },
     async (_request, reply) => {
-      const [postgres, redis, stall, secretProblems] = await Promise.all([
+      const [postgres, redis, stall, secretProblems, providers] = await Promise.all([
         probe(
           async () => {
             await deps.db.query('SELECT 1');
@@ -135,8 +190,11 @@ export function healthRoutes(app: App, deps: AppDeps): void {
         redisCheck ? probe(redisCheck, HEALTH_TIMEOUT_MS, false) : Promise.resolve(true),
         probe(() => readStall(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, undefined),
         probe(() => recentSecretProblems(deps.db), HEALTH_TIMEOUT_MS, []),
+        probe(() => readProviderStates(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, []),
       ]);
-      const ok = postgres && redis && !stall && secretProblems.length === 0;
+      const degraded = providers.some((p) => p.state !== 'ok');
+      const nodeServes = providers.length === 0 || providers.some((p) => p.state === 'ok');
+      const ok = postgres && redis && !stall && secretProblems.length === 0 && nodeServes;
       const network = deps.config.network;
       const first = secretProblems[0];
       return reply.code(ok ? 200 : 503).send({
@@ -147,7 +205,9 @@ export function healthRoutes(app: App, deps: AppDeps): void {
           redis,
           ...(stall ? { ingest: false } : {}),
           ...(first ? { secrets: false } : {}),
+          ...(degraded ? { node: nodeServes } : {}),
         },
+        ...(degraded ? { node: { providers: providers.map(providerHealth) } } : {}),
         ...(stall
           ? {
               ingest: {

@@ -8,13 +8,20 @@
  * to block N is in GET /v1/events", and so that a deposit claimed in a block ≤ N did not happen to
  * a watched address. `lag_blocks` = solidified head − N; `lag_seconds` = how far N's timestamp is
  * behind now (the database's clock), which includes the chain's own ~54 s to solidify.
+ * Additive too: `ingest_stall` (the block ingest cannot commit and why: a block that failed
+ * verification, providers that disagree, a malformed answer; null when none) and `node_providers`
+ * (each TRON_NODE_URL provider's state by position, as the ingest leader last stored it: see
+ * src/tron/node-group.ts; no URLs).
  * Rate-limited like every /v1 route.
  */
 import { Type as T } from '@sinclair/typebox';
 import { isoFromPgTimestamp } from '../../events/event.js';
+import { readProviderStates } from '../../ingest/providers.js';
+import { readStall } from '../../ingest/stall.js';
 import { BEARER_SECURITY, commonV1Responses, NullableString, ref, v1Response } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
 import { ScannedThroughSchema } from './events.js';
+import { NodeProviderHealthSchema, providerHealth } from './health.js';
 import { NetworkQuery } from './watches.js';
 
 const NullableInt = (description: string) =>
@@ -34,6 +41,36 @@ export const StatusSchema = T.Object(
     lag_blocks: NullableInt('solidified_head − scanned_through.block_number; null if either is.'),
     lag_seconds: NullableInt(
       "Seconds between scanned_through's block timestamp and now; null before the first block.",
+    ),
+    ingest_stall: T.Unsafe<{ block_number: number; reason: string; since: string } | null>({
+      anyOf: [
+        {
+          type: 'object',
+          required: ['block_number', 'reason', 'since'],
+          properties: {
+            block_number: { type: 'integer', description: 'The block that cannot be committed.' },
+            reason: { type: 'string', description: "The last failure's message." },
+            since: { type: 'string', format: 'date-time', description: 'First failed.' },
+          },
+        },
+        { type: 'null' },
+      ],
+      description:
+        'Additive: the block ingest is stalled on (it failed verification, providers disagree on it, or the node answered something malformed), retried and never skipped; null when ingest is not stalled.',
+    }),
+    node_providers: T.Array(
+      T.Intersect([
+        ref(NodeProviderHealthSchema),
+        T.Object({
+          solidified_head: T.Integer({
+            description: 'Its last accepted solidified head (-1: none).',
+          }),
+        }),
+      ]),
+      {
+        description:
+          'Additive: each TRON node provider (TRON_NODE_URL, by position) as the ingester last saw it; empty before it ran.',
+      },
     ),
   },
   { $id: 'Status', description: 'How far tronwatch has looked at the chain.' },
@@ -72,6 +109,10 @@ export function statusRoutes(app: App, deps: AppDeps): void {
            LEFT JOIN chain_cursor c ON c.network = $1 AND c.block_timestamp IS NOT NULL`,
         [network],
       );
+      const [stall, providers] = await Promise.all([
+        readStall(deps.db, network),
+        readProviderStates(deps.db, network),
+      ]);
       const r = rows[0];
       const num = (v: string | number | null | undefined) =>
         v === null || v === undefined ? null : Number(v);
@@ -87,6 +128,13 @@ export function statusRoutes(app: App, deps: AppDeps): void {
         lag_blocks:
           solidified !== null && scanned !== null ? Math.max(0, solidified - scanned) : null,
         lag_seconds: scanned !== null ? Math.max(0, num(r?.lag) ?? 0) : null,
+        ingest_stall: stall
+          ? { block_number: stall.block, reason: stall.reason, since: stall.since.toISOString() }
+          : null,
+        node_providers: providers.map((p) => ({
+          ...providerHealth(p),
+          solidified_head: p.solidified,
+        })),
       };
     },
   );
