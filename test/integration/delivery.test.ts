@@ -1097,6 +1097,54 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
   });
 
   it.runIf(engine === 'postgres')(
+    'a start mark slower than the age limit: the claims are given back, not sent late, then delivered once',
+    async () => {
+      // PostgreSQL only: the stall is another session holding a lock the mark must wait for
+      // (PGlite has one connection; a stall there stalls everything alike).
+      const r = await receiver({});
+      const { db, accountId, watchId } = await setup(r);
+      await db.query(`CREATE FUNCTION tw_test_slow_start() RETURNS trigger LANGUAGE plpgsql AS $$
+                      BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$`);
+      await db.query(`CREATE TRIGGER tw_test_slow_start BEFORE UPDATE OF attempt_started_at
+                        ON notifications FOR EACH ROW WHEN (NEW.attempt_started_at IS NOT NULL)
+                        EXECUTE FUNCTION tw_test_slow_start()`);
+      const stall = new pg.Client({ connectionString: t.url });
+      await stall.connect();
+      cleanups.push(() => stall.end());
+      await stall.query('SELECT pg_advisory_lock(4242)');
+      const events = await insertEvents(db, { accountId, watchId, count: 4 });
+      // Lease 1 s + 5 s: a claim older than 3.75 s when its mark returns is given back; the mark
+      // is held 4.5 s, within the lease, so it does come back with the claims still held.
+      const { worker } = startWorker(
+        db,
+        { caFile: r.caFile, timeoutMs: 1_000, concurrency: 4 },
+        { leaseMarginMs: 5_000 },
+      );
+      await vi.waitFor(async () => {
+        const { rows } = await db.query<{ n: string }>(
+          'SELECT count(*)::int8 AS n FROM notifications WHERE lease_token IS NOT NULL',
+        );
+        expect(Number(rows[0]?.n)).toBe(4);
+      });
+      await new Promise((resolve) => setTimeout(resolve, 4_500));
+      await stall.query('SELECT pg_advisory_unlock(4242)');
+      await vi.waitFor(() => expect(worker.released).toBeGreaterThanOrEqual(4), {
+        timeout: 20_000,
+        interval: 10,
+      });
+      // Given back unattempted: claimed again, marked at once now, delivered once each.
+      for (const e of events) await until(db, e.notificationId, 'DELIVERED');
+      for (const e of events) expect(r.countsByEvent.get(e.eventId)).toBe(1);
+      const { rows } = await db.query<{ n: number; lost: number }>(
+        `SELECT count(*)::int8 AS n, count(*) FILTER (WHERE lease_expired_at IS NOT NULL)::int8 AS lost
+           FROM attempts`,
+      );
+      expect(rows[0]).toEqual({ n: 4, lost: 0 });
+    },
+    60_000,
+  );
+
+  it.runIf(engine === 'postgres')(
     'survives the database going away: claims fail, the loop backs off and resumes',
     async () => {
       const r = await receiver({});
