@@ -44,8 +44,10 @@
  * than now), and the caller asks again then. A send that got no answer (a network error, its
  * deadline) should be released with a linger (its bytes may still be on the way). The guarantee
  * needs the send to be over, bytes included, by the provisional end: chat-worker.ts sends within
- * 500 ms of asking for the slot (else it takes a fresh one) and aborts at its deadline; a process
- * stalled past all that is the one case left to Telegram's 429 (recorded, not an attempt).
+ * 500 ms of asking for the slot (else it takes a fresh one) and aborts at its deadline. Two cases
+ * are left to Telegram's 429 (recorded, not an attempt): a process stalled past all that, and a
+ * send without an answer that Telegram counts later than its linger (a request stuck in a queue
+ * may be counted whenever the server gets to it: no bound exists).
  *
  * A refusal says how long until the window that refused has room (`waitMs`): the worker waits that
  * long (or defers the notification in the outbox); waiting for a slot is not an attempt.

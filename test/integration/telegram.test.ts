@@ -50,6 +50,20 @@ const HOLD_CASES: Array<[string, 1 | 2]> = [
   ...(REDIS_URL ? [['two workers sharing Redis', 2] as [string, 2]] : []),
 ];
 
+/**
+ * The tests with the stand-in's arrival limits are about the pacing's normal path: a send answered,
+ * pacing shared in Redis. On a loaded machine this process's event loop stalls for seconds (PGlite
+ * runs on it: stalls of 1-3 s seen during the sends at load average 16, 25 s during setup), and
+ * two degraded paths follow that can end in a 429 by design: a send outlives the tests' 5 s
+ * deadline, and the in-process stand-in counts it when its handler finally runs (seen up to 14 s
+ * after the send started, 8 s after the worker gave up; a send without an answer may be counted
+ * whenever Telegram gets to it); and a Redis command outlives its 200 ms timeout, which turns
+ * FallbackPacer to per-worker windows that do not see each other. Deadlines far above those stalls
+ * keep both out of these tests.
+ */
+const ARRIVAL_ENV = { TELEGRAM_TIMEOUT_MS: '30000' };
+const ARRIVAL_REDIS = { commandTimeoutMs: 5_000 };
+
 /** A console session: cookies kept, X-CSRF-Token sent like the page. */
 class Session {
   readonly jar = new Map<string, string>();
@@ -516,7 +530,7 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
   });
 
   it('paces a burst of 200 events for one chat: no 429 on arrival, never two in one per-chat window', async () => {
-    const { bot, cfg } = await withBot({}, true);
+    const { bot, cfg } = await withBot(ARRIVAL_ENV, true);
     const si = standIn as TelegramStandIn;
     h = await apiHarness(engine);
     const db = h.db;
@@ -555,7 +569,7 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
   it('two chats and a group, two workers: no 429 on arrival from any limit', async () => {
     // Windows ×0.02: per chat 20 ms, per group 20 per 1.2 s, per bot 30 per 20 ms. 25 messages to
     // the group: the 21st waits for the group's window, on arrival.
-    const { bot, cfg } = await withBot({}, true);
+    const { bot, cfg } = await withBot(ARRIVAL_ENV, true);
     const si = standIn as TelegramStandIn;
     h = await apiHarness(engine);
     const db = h.db;
@@ -566,7 +580,10 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     const pacers: Pacer[] = [];
     if (REDIS_URL) {
       const prefix = `tw:test:arrival:${randomBytes(4).toString('hex')}:`;
-      const clients = [createRedis(REDIS_URL), createRedis(REDIS_URL)];
+      const clients = [
+        createRedis(REDIS_URL, ARRIVAL_REDIS),
+        createRedis(REDIS_URL, ARRIVAL_REDIS),
+      ];
       stops.push(async () => {
         for (const c of clients) await closeRedis(c);
       });
@@ -606,14 +623,17 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
   it.skipIf(!REDIS_URL)(
     'two workers sharing Redis never exceed the per-bot window, on arrival either',
     async () => {
-      const { bot, cfg } = await withBot({}, true);
+      const { bot, cfg } = await withBot(ARRIVAL_ENV, true);
       const si = standIn as TelegramStandIn;
       h = await apiHarness(engine);
       const db = h.db;
       // 40 chats × 3 events: the per-bot window (30 per window) is the one that binds.
       for (let i = 0; i < 40; i++) await chatOutbox(db, String(10_000 + i), 3);
       const prefix = `tw:test:pace:${randomBytes(4).toString('hex')}:`;
-      const clients = [createRedis(REDIS_URL as string), createRedis(REDIS_URL as string)];
+      const clients = [
+        createRedis(REDIS_URL as string, ARRIVAL_REDIS),
+        createRedis(REDIS_URL as string, ARRIVAL_REDIS),
+      ];
       stops.push(async () => {
         for (const c of clients) await closeRedis(c);
       });
