@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: every benchmark, each printing its figures next to a baseline measured in the
  * same run, and the ratio. Select parts with BENCH=scan,delivery,… (default: all).
- * Parts: scan (issue 2), e2e, delivery and watches (issue 3), api (issue 4), telegram (issue 13:
- * chat deliveries per second against the Bot API limits; BENCH_TG_SCALE, BENCH_TG_CHATS, …).
+ * Parts: scan (issue 2), e2e, delivery and watches (issue 3), api (issue 4), telegram (issues 13
+ * and 21: chat deliveries against the Bot API limits enforced on arrival, the share of each limit
+ * used and the 429 count; BENCH_TG_SCALE, BENCH_TG_CHATS, BENCH_TG_GROUP_SCALE, …).
  * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
  * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
  * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
@@ -47,6 +48,8 @@ const parts: Part[] = [
         chats: env('BENCH_TG_CHATS', 100),
         perChat: env('BENCH_TG_PER_CHAT', 3),
         burst: env('BENCH_TG_BURST', 20),
+        group: env('BENCH_TG_GROUP', 41),
+        groupScale: env('BENCH_TG_GROUP_SCALE', 0.1),
       }),
   },
   {

@@ -17,13 +17,18 @@
  *   no chat bound) → a failed attempt, retried on the schedule, DEAD after the sixth.
  *
  * Pacing (src/telegram/pacing.ts): before each send, a slot in every Bot API window that applies
- * (per chat, per group, per bot; shared through Redis by every worker). Waiting for a slot is not
- * an attempt: a notification waits in memory at most {@link MAX_SLOT_WAIT_MS} in all (the lease
- * covers it: timeout + that wait + margin), and when the windows will have no room for it within
- * that bound it goes back to the outbox unattempted (throttle.ts deferClaims), due when its chat's
- * slot should be free, later ones of the same chat spaced by the chat's window so they keep their
- * order. The attempt row's started_at is the slot's time (the instant the attempt was allowed to
- * start; the Redis server's clock when Redis paces): that is what the pacing guarantee is about.
+ * (per chat, per group, per bot; shared through Redis by every worker), released once the send's
+ * answer is in, so the windows count each message from the end of its send: Telegram counts it on
+ * arrival, which lies before the answer, and the next message of the window is granted at least one
+ * interval after that (issue 21 item 4: no 429 from jitter between our clock and Telegram's). A
+ * send that got no answer is released {@link NO_ANSWER_LINGER_MS} late (its bytes may still be on
+ * the way). Waiting for a slot is not an attempt: a notification waits in memory at most
+ * {@link MAX_SLOT_WAIT_MS} in all (the lease covers it: timeout + that wait + margin), and when
+ * the windows will have no room for it within that bound it goes back to the outbox unattempted
+ * (throttle.ts deferClaims), due when its chat's slot should be free, later ones of the same chat
+ * spaced by the chat's window so they keep their order. The attempt row's started_at is the slot's
+ * time (the instant the attempt was allowed to start; the Redis server's clock when Redis paces);
+ * successive slots of a window are at least its interval apart on that clock too.
  *
  * Up to config.delivery.concurrency notifications are held at once (waiting for a slot or in
  * flight). A claim that returns fewer rows than asked means nothing more is due: claims pause for
@@ -42,7 +47,13 @@ import type { Db } from '../db/pool.js';
 import { migrateChat } from '../telegram/binding.js';
 import { sendChatMessage, type TelegramBot } from '../telegram/bot.js';
 import { formatChatMessage } from '../telegram/message.js';
-import { chatWindowId, chatWindows, type Pacer, type PacingSlot } from '../telegram/pacing.js';
+import {
+  chatWindowId,
+  chatWindows,
+  type Pacer,
+  type PacingSlot,
+  type PacingWindow,
+} from '../telegram/pacing.js';
 import {
   type ClaimedNotification,
   claimDue,
@@ -68,8 +79,27 @@ export const MAX_SLOT_WAIT_MS = 5_000;
  */
 const START_DEADLINE_MS = MAX_SLOT_WAIT_MS + LEASE_MARGIN_MS / 2;
 
-/** A start mark slower than this, ms, sends on a fresh pacing slot rather than the one it had. */
-const MARK_SLACK_MS = 100;
+/**
+ * A send that would start later than this after its pacing slot was asked for, ms (a slow start
+ * mark: the database stalled; a stalled event loop), goes on a fresh slot instead (the late one is
+ * released unused). Bounds the start so that the send is over, its bytes included, by the slot's
+ * provisional end (FLIGHT_SLACK_MS).
+ */
+const SEND_START_SLACK_MS = 500;
+
+/**
+ * How long after a send that got no answer (a network error, its deadline) its slot still counts
+ * as in flight, ms: a request aborted at its deadline may still have bytes on the way to Telegram
+ * (a TCP retransmission is 200 ms or more on a lossy path).
+ */
+export const NO_ANSWER_LINGER_MS = 500;
+
+/**
+ * A slot's provisional end, ms after its grant, beyond the send's deadline
+ * (config.telegram.timeoutMs): the send starts within SEND_START_SLACK_MS and its last bytes
+ * arrive within NO_ANSWER_LINGER_MS of its deadline. Until then a slot whose worker died counts.
+ */
+const FLIGHT_SLACK_MS = SEND_START_SLACK_MS + NO_ANSWER_LINGER_MS;
 
 /** How long a notification waits in the outbox after the pacer failed, ms. */
 const PACER_ERROR_DELAY_MS = 1_000;
@@ -308,10 +338,10 @@ export class ChatDeliveryWorker {
     const waitedSince = performance.now();
     for (;;) {
       let slot: PacingSlot;
+      const windows = chatWindows(chatId, this.telegram.identity.id, this.cfg.telegram.pacingScale);
+      const askedAt = performance.now();
       try {
-        slot = await this.pacer.take(
-          chatWindows(chatId, this.telegram.identity.id, this.cfg.telegram.pacingScale),
-        );
+        slot = await this.pacer.take(windows, this.cfg.telegram.timeoutMs + FLIGHT_SLACK_MS);
       } catch (err) {
         // Only a pacer without fallback throws (Redis unreachable): nothing was sent; back to the
         // outbox, due again after a second, unattempted.
@@ -332,22 +362,35 @@ export class ChatDeliveryWorker {
         // Marked as attempted before the first send (migration 014): waiting for a slot was not
         // an attempt, and a lease that runs out from here on counts as one. A claim taken over
         // meanwhile, or one that cannot be marked, is not sent (its lease runs out unattempted).
-        const markedFrom = performance.now();
         const held = await this.retryDb(() => startClaims(this.db, [c]));
-        if (!held?.has(c.notificationId)) return;
+        if (!held?.has(c.notificationId)) {
+          await this.release(windows, slot, 0);
+          return;
+        }
         if (performance.now() - waitedSince > START_DEADLINE_MS) {
           // Marked too late to send within the lease: given back, due at once; the next claim
           // clears the mark (a lease that ran out from here would count as an attempt).
+          await this.release(windows, slot, 0);
           await this.defer(c, chatId, 0);
           return;
         }
         started = true;
-        // A slow mark (the database stalled) would send long after the slot it was granted while
-        // the windows granted later slots to others: take a fresh slot instead (the one taken is
-        // left unused, which only makes the pacing stricter).
-        if (performance.now() - markedFrom > MARK_SLACK_MS) continue;
+      }
+      if (performance.now() - askedAt > SEND_START_SLACK_MS) {
+        // A slow mark (the database stalled) or a stalled process: sent now, the message could
+        // still be on its way past the slot's provisional end. A fresh slot instead; the late one
+        // is released unused (it counts from now: only stricter).
+        await this.release(windows, slot, 0);
+        if (performance.now() - waitedSince > MAX_SLOT_WAIT_MS) {
+          await this.defer(c, chatId, 0);
+          return;
+        }
+        continue;
       }
       const r = await sendChatMessage(this.telegram.bot, chatId, html, this.cfg.telegram.timeoutMs);
+      // Telegram counted the message when it arrived, before its answer: its windows count it
+      // from now. No answer: it may still be on the way.
+      await this.release(windows, slot, r.status === undefined ? NO_ANSWER_LINGER_MS : 0);
       if (r.migrateToChatId !== undefined && migrations < MAX_MIGRATIONS) {
         migrations++;
         await this.retryDb(() => migrateChat(this.db, chatId, r.migrateToChatId as string));
@@ -430,6 +473,18 @@ export class ChatDeliveryWorker {
       await this.pacer.hold(chatWindowId(chatId, this.telegram.identity.id), ms);
     } catch (err) {
       this.logger.warn({ chat_id: chatId, err: errorText(err) }, 'chat hold not recorded');
+    }
+  }
+
+  /**
+   * Release a granted slot (Pacer.release). A pacer that fails (only one without fallback throws)
+   * is logged: the slot then counts until its provisional end, which is only stricter.
+   */
+  private async release(windows: PacingWindow[], slot: PacingSlot, lingerMs: number) {
+    try {
+      await this.pacer.release(windows, slot.token, lingerMs);
+    } catch (err) {
+      this.logger.warn({ err: errorText(err) }, 'chat pacing slot not released');
     }
   }
 

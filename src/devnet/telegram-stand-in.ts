@@ -16,8 +16,21 @@
  * `migrate_to_chat_id` in the old chat, and sendMessage to the old id answers 400 with
  * `parameters.migrate_to_chat_id` from then on).
  *
- * Not the Bot API: no limits of its own (pacing is checked from what it recorded), no files, no
- * entities parsing beyond what tests read (the HTML text is recorded as sent).
+ * Limits (`opts.limits`, off by default): the Bot API's sending limits enforced on ARRIVAL, where
+ * Telegram measures them, not on the sender's clock: per chat 1 message per second, per group
+ * (a negative chat id) 20 per minute on top of that, per bot 30 per second. Each is a true sliding
+ * window over the messages it accepted (arrival = the stand-in's Date.now() once the request's body
+ * has been read): a message is refused when any window it needs already holds `limit` accepted
+ * messages in the last `windowMs`, with 429 "Too Many Requests: retry after N" and
+ * `parameters.retry_after` N, whole seconds (at least 1, as the Bot API answers) until every
+ * refusing window has room. Refused messages do not count. `limits.scale` multiplies the windows
+ * (as TELEGRAM_PACING_SCALE does ours), so tests can compress them; retry_after is never scaled.
+ * The figures are the Bot API's (https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this),
+ * kept here apart from src/telegram/pacing.ts on purpose: the stand-in models Telegram, not our
+ * pacing, so a change to ours cannot move what it is checked against.
+ *
+ * Not the Bot API: no files, no entities parsing beyond what tests read (the HTML text is
+ * recorded as sent).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,6 +44,24 @@ export interface SentMessage {
   at: number;
   /** The status it answered (200, 429, 403, 400). */
   status: number;
+  /** A 429 of the stand-in's own limits (opts.limits): the first window that refused it. */
+  limit?: LimitName;
+}
+
+/** The Bot API's sending limits (see the file's comment): count and window, ms. */
+export const TELEGRAM_LIMITS = {
+  chat: { limit: 1, windowMs: 1_000 },
+  group: { limit: 20, windowMs: 60_000 },
+  bot: { limit: 30, windowMs: 1_000 },
+} as const;
+
+/** Which of {@link TELEGRAM_LIMITS} refused a message. */
+export type LimitName = keyof typeof TELEGRAM_LIMITS;
+
+/** opts.limits: enforce {@link TELEGRAM_LIMITS} on arrival. */
+export interface StandInLimits {
+  /** Multiplies every window's length, in (0, 1] (default 1: the Bot API's). */
+  scale?: number;
 }
 
 export type ChatKind = 'private' | 'group' | 'supergroup';
@@ -65,6 +96,8 @@ export interface TelegramStandIn {
   migrate(fromId: number, toId: number, title?: string): void;
   /** Successful messages to `chatId` (status 200). */
   delivered(chatId?: number | string): SentMessage[];
+  /** Messages refused by the stand-in's own limits (opts.limits), in arrival order. */
+  limited(): SentMessage[];
   close(): Promise<void>;
 }
 
@@ -80,9 +113,17 @@ interface Waiter {
  *   after the service configured with its URL (a Bot API that comes up late).
  * @param opts.token the only token it accepts (others get 401 Unauthorized, as Telegram answers a
  *   revoked or mistyped token).
+ * @param opts.limits enforce the Bot API's sending limits on arrival (see the file's comment);
+ *   absent: no limits.
  */
 export async function startTelegramStandIn(
-  opts: { token?: string; botId?: number; username?: string; port?: number } = {},
+  opts: {
+    token?: string;
+    botId?: number;
+    username?: string;
+    port?: number;
+    limits?: StandInLimits;
+  } = {},
 ): Promise<TelegramStandIn> {
   const botId = opts.botId ?? 7_000_000_001;
   const token = opts.token ?? `${botId}:STAND-IN-${Math.random().toString(36).slice(2, 12)}`;
@@ -98,6 +139,7 @@ export async function startTelegramStandIn(
   const calls: string[] = [];
   const sockets = new Set<import('node:net').Socket>();
   let webhook: TelegramStandIn['webhook'] = null;
+  const checkLimits = opts.limits ? arrivalLimits(opts.limits.scale ?? 1) : null;
 
   const answer = (res: http.ServerResponse, status: number, body: unknown) => {
     if (res.writableEnded) return;
@@ -218,13 +260,16 @@ export async function startTelegramStandIn(
       case 'sendMessage': {
         const chatId = String(p.chat_id ?? '');
         const text = String(p.text ?? '');
-        const record = (status: number) =>
+        // Arrival: the request's body has been read (where Telegram counts its limits).
+        const at = Date.now();
+        const record = (status: number, limit?: LimitName) =>
           sent.push({
             chatId,
             text,
             parseMode: p.parse_mode === undefined ? undefined : String(p.parse_mode),
-            at: Date.now(),
+            at,
             status,
+            ...(limit ? { limit } : {}),
           });
         if (chatId === '' || text === '') {
           record(400);
@@ -244,6 +289,13 @@ export async function startTelegramStandIn(
           record(429);
           return fail(res, 429, `Too Many Requests: retry after ${fault.retryAfter}`, {
             retry_after: fault.retryAfter,
+          });
+        }
+        const refused = checkLimits?.(chatId, at);
+        if (refused) {
+          record(429, refused.limit);
+          return fail(res, 429, `Too Many Requests: retry after ${refused.retryAfter}`, {
+            retry_after: refused.retryAfter,
           });
         }
         if (fault?.code === 403 || blocked.has(chatId)) {
@@ -353,6 +405,9 @@ export async function startTelegramStandIn(
         },
       });
     },
+    limited() {
+      return sent.filter((s) => s.limit !== undefined);
+    },
     delivered(chatId) {
       return sent.filter(
         (s) => s.status === 200 && (chatId === undefined || s.chatId === chatKey(chatId)),
@@ -369,5 +424,43 @@ export async function startTelegramStandIn(
         for (const s of sockets) s.destroy();
       });
     },
+  };
+}
+
+/**
+ * The limits' sliding windows (see the file's comment).
+ * @returns check(chatId, at): null when the message fits every window (it is then counted in
+ *   each), else the first refusing window and retry_after, whole seconds (nothing counted).
+ */
+function arrivalLimits(
+  scale: number,
+): (chatId: string, at: number) => { limit: LimitName; retryAfter: number } | null {
+  const windowMs = (name: LimitName) =>
+    Math.max(1, Math.round(TELEGRAM_LIMITS[name].windowMs * scale));
+  /** Accepted arrival times, ascending, per window key. */
+  const logs = new Map<string, number[]>();
+  return (chatId, at) => {
+    const windows: Array<[LimitName, string]> = [
+      ['chat', `chat:${chatId}`],
+      ...(chatId.startsWith('-') ? [['group', `group:${chatId}`] as [LimitName, string]] : []),
+      ['bot', 'bot'],
+    ];
+    let refusedBy: LimitName | null = null;
+    let waitMs = 0;
+    for (const [name, key] of windows) {
+      const w = windowMs(name);
+      const log = logs.get(key) ?? [];
+      // The window is (at - w, at]: an arrival exactly w earlier has left it.
+      while (log.length > 0 && (log[0] ?? 0) <= at - w) log.shift();
+      logs.set(key, log);
+      const { limit } = TELEGRAM_LIMITS[name];
+      if (log.length >= limit) {
+        refusedBy ??= name;
+        waitMs = Math.max(waitMs, (log[log.length - limit] ?? at) + w - at);
+      }
+    }
+    if (refusedBy) return { limit: refusedBy, retryAfter: Math.max(1, Math.ceil(waitMs / 1000)) };
+    for (const [, key] of windows) logs.get(key)?.push(at);
+    return null;
   };
 }

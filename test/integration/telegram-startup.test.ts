@@ -144,12 +144,16 @@ describe.each(dbEngines)('a Bot API that is down at start, on %s', (engine: Engi
                '41a614f803b6fd780986a42c78ec9c7f77e6ded13c', 'ALL', 'incoming', 'telegram', 0)`,
         [chatAccount],
       );
+      // Inserted as a webhook notification not yet due, then made a chat one due now: due at once,
+      // the running webhook worker could claim it before the UPDATE (and fail it: no URL).
       const [chatEvent] = await insertEvents(db, {
         accountId: chatAccount,
         watchId: 'wh_startupchat',
+        dueAt: new Date(Date.now() + 3_600_000),
       });
       await db.query(
-        `UPDATE notifications SET channel = 'telegram' WHERE watch_id = 'wh_startupchat'`,
+        `UPDATE notifications SET channel = 'telegram', next_attempt_at = now()
+          WHERE watch_id = 'wh_startupchat'`,
       );
       const hookAccount = await insertAccount(db);
       hookSecret = (
