@@ -379,18 +379,40 @@ export class WebhookSender {
     signal?: AbortSignal,
     extraHeaders: Record<string, string> = {},
   ): Promise<AttemptResult> {
+    return this.sendBody(
+      url,
+      event.id,
+      serializeEvent(eventPayload(event)),
+      secret,
+      signal,
+      extraHeaders,
+    );
+  }
+
+  /**
+   * Make one attempt to POST `body` (an event's bytes, id `eventId`) to `url`, signed with
+   * `secret`, exactly as `send` does (the test delivery's own body goes through here).
+   * @returns the classified outcome; never throws.
+   */
+  async sendBody(
+    url: string,
+    eventId: string,
+    body: Buffer,
+    secret: string,
+    signal?: AbortSignal,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<AttemptResult> {
     const startedAt = new Date();
     const t0 = performance.now();
     const check = this.check(url);
     if (!check.ok) return failedAttempt(`refused: ${check.reason}`, startedAt, t0);
-    const body = serializeEvent(eventPayload(event));
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
     // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe).
     const requestHeaders: Record<string, string> = {
       ...extraHeaders,
-      ...webhookHeaders(event.id, signBody(secret, body)),
-      ...extraSignatureHeaders(secret, event.id, body, startedAt),
+      ...webhookHeaders(eventId, signBody(secret, body)),
+      ...extraSignatureHeaders(secret, eventId, body, startedAt),
     };
     try {
       const res = await request(check.url, {

@@ -1,25 +1,33 @@
 /**
- * The console's "Send test event" (issue 12 item 5; DESIGN decisions "test event"): one POST of
- * a `transfer.confirmed` event of the real Event schema to a webhook watch's URL, signed with that
- * watch's secret exactly as a delivery is (X-Signature and the Standard Webhooks headers), marked
- * with the header `X-Tronwatch-Test: 1`, through the same sender (address policy, deadline). It
- * is never stored: no event, no notification, no attempt row; GET /v1/events never lists it.
+ * The console's "Send test event" (issue 12 item 5; DESIGN decisions "test event"): one POST to a
+ * webhook watch's URL, signed with that watch's secret exactly as a delivery is (X-Signature and
+ * the Standard Webhooks headers), through the same sender (address policy, deadline). It is never
+ * stored: no event, no notification, no attempt row; GET /v1/events never lists it.
  *
- * The test event: a 1 USDT (or 1 TRX for a TRX-only watch) transfer to the watched address
- * (from it, for an outgoing-only watch) at the newest block tronwatch has seen, tx_id all zeros,
- * event_id `evt_test_…` (random: receivers deduplicate on event_id, so every test goes through).
+ * It can never be credited: its body is a `webhook.test` (events/event.ts TestEventSchema), not a
+ * `transfer.confirmed`, with `test: true`, an amount of 0 and a tx_id of 64 zeros, and the header
+ * `X-Tronwatch-Test: 1` marks it too. A receiver that follows the README's snippets (check the
+ * signature, then the type) acknowledges it without crediting anything. Otherwise it has an
+ * event's fields: the watched address on the watch's side (incoming unless outgoing-only), USDT
+ * (TRX for a TRX-only watch), the newest block tronwatch has seen, event_id `evt_test_…`.
+ *
+ * Limited per account: TEST_SENDS_PER_MINUTE in a sliding minute (the rate limiter shared by
+ * replicas), so a click loop cannot turn a receiver into a target.
  */
 import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
-import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
+import { type EventRow, serializeEvent, testEventPayload } from '../events/event.js';
 import { hexToBase58, USDT_CONTRACT_HEX } from '../tron/address.js';
 import { errorClass } from './error-class.js';
 import { WebhookSender } from './send.js';
 
 /** The header that marks a test delivery. */
 export const TEST_HEADER = 'x-tronwatch-test';
+
+/** Test deliveries one account may send per sliding minute (console and API together). */
+export const TEST_SENDS_PER_MINUTE = 10;
 
 /** What the console shows of a test delivery. */
 export interface TestOutcome {
@@ -90,7 +98,7 @@ export async function sendTestEvent(
     block_timestamp: new Date(Math.floor(Date.now() / 1000) * 1000),
     from_address: outgoing ? watched : other,
     to_address: outgoing ? other : watched,
-    amount_raw: '1000000',
+    amount_raw: '0',
     contract: usdt ? hexToBase58(USDT_CONTRACT_HEX) : null,
     created_at: new Date(),
   };
@@ -100,8 +108,11 @@ export async function sendTestEvent(
     caFile: deps.config.delivery.caFile,
     connections: 1,
   });
+  const body = serializeEvent(testEventPayload(event));
   try {
-    const r = await sender.send(w.webhook_url, event, secret, undefined, { [TEST_HEADER]: '1' });
+    const r = await sender.sendBody(w.webhook_url, event.id, body, secret, undefined, {
+      [TEST_HEADER]: '1',
+    });
     return {
       ok: r.ok,
       http_status: r.status ?? null,
@@ -113,7 +124,7 @@ export async function sendTestEvent(
       request: {
         url: w.webhook_url,
         headers: r.requestHeaders ?? {},
-        body: serializeEvent(eventPayload(event)).toString('utf8'),
+        body: body.toString('utf8'),
       },
     };
   } finally {

@@ -15,8 +15,13 @@ import { formatAmount, formatAmountDigits } from '../tron/amount.js';
 
 /** SPEC §Versioning: the payload's `api_version` and the OpenAPI document's `info.version`. */
 export const API_VERSION = '2026-08';
-/** SPEC §Events: the only event type. */
+/** SPEC §Events: the type of every event (a confirmed transfer). */
 export const EVENT_TYPE = 'transfer.confirmed';
+/**
+ * Additive: the type of a test delivery (the console's "Send test event"). Never a transfer: a
+ * receiver that checks `type` never credits it; it also says `test: true` and moves 0.
+ */
+export const TEST_EVENT_TYPE = 'webhook.test';
 
 const eventMembers = {
   api_version: T.String({ description: 'Currently `2026-08`.', examples: [API_VERSION] }),
@@ -58,6 +63,32 @@ export const EventSchema = T.Object(eventMembers, {
   $id: 'Event',
   description: 'A transfer.confirmed event (SPEC §Event): the webhook body and the stored record.',
 });
+
+/**
+ * Additive: the body of a test delivery. The Event's fields (so a receiver exercises its parsing
+ * and signature checks on the same shape), but `type` is `webhook.test`, `test` is true, the
+ * amount is 0 and tx_id is 64 zeros: nothing about it can be mistaken for money.
+ */
+export const TestEventSchema = T.Object(
+  {
+    ...eventMembers,
+    type: StringEnum([TEST_EVENT_TYPE] as const),
+    test: T.Literal(true, { description: 'Always true: this is a test delivery, not a transfer.' }),
+  },
+  {
+    $id: 'TestEvent',
+    description:
+      'A test delivery (webhook.test), sent by "Send test event": signed like a real delivery, never a transfer, never stored.',
+  },
+);
+
+/** A test delivery's body. */
+export type TestEvent = Static<typeof TestEventSchema> & { contract: string | null };
+
+/** The body of a test delivery for `row` (its amount is forced to 0), fields in Event order. */
+export function testEventPayload(row: EventRow): TestEvent {
+  return { ...eventPayload({ ...row, amount_raw: '0' }), type: TEST_EVENT_TYPE, test: true };
+}
 
 /** SPEC §EventWithDelivery `delivery`: the event's newest notification. */
 export const DeliveryStateSchema = T.Object({
@@ -132,7 +163,7 @@ export function eventPayload(row: EventRow): Event {
 }
 
 /** The webhook body: UTF-8 JSON of the payload (deterministic: fixed key order). */
-export function serializeEvent(e: Event): Buffer {
+export function serializeEvent(e: Event | TestEvent): Buffer {
   return Buffer.from(JSON.stringify(e), 'utf8');
 }
 

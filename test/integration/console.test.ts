@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createInvite } from '../../src/accounts/credentials.js';
 import { startReceiver } from '../../src/devnet/receiver.js';
-import { EventSchema } from '../../src/events/event.js';
+import { TestEventSchema } from '../../src/events/event.js';
 import {
   ADDR2_B58,
   type ApiHarness,
@@ -567,20 +567,23 @@ describe.each(dbEngines)('console API on %s', (engine) => {
       });
       expect(outcome.response_headers['x-receiver']).toBe('r1');
       expect(JSON.stringify(outcome)).not.toContain(created.secret);
-      // What the receiver got: the real Event schema, signed with the watch's secret both ways.
+      // What the receiver got: a webhook.test (the TestEvent schema), never a transfer it could
+      // credit, signed with the watch's secret both ways.
       expect(receiver.received).toHaveLength(1);
       const got = receiver.received[0];
       expect(got?.verified).toBe(true);
       expect(got?.headers['x-tronwatch-test']).toBe('1');
       expect(got?.body.toString('utf8')).toBe(outcome.request.body);
       const event = got?.event as Record<string, unknown>;
-      expect(Object.keys(event)).toEqual(Object.keys(EventSchema.properties));
+      expect(Object.keys(event)).toEqual(Object.keys(TestEventSchema.properties));
       expect(event).toMatchObject({
         watch_id: created.id,
-        type: 'transfer.confirmed',
+        type: 'webhook.test',
+        test: true,
         asset: 'USDT',
-        amount: '1',
-        amount_raw: '1000000',
+        amount: '0',
+        amount_raw: '0',
+        tx_id: '0'.repeat(64),
         direction: 'incoming',
         to: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
       });
@@ -599,6 +602,15 @@ describe.each(dbEngines)('console API on %s', (engine) => {
       const other = new Browser(h.app);
       await other.signUp('ned@example.com');
       expect((await other.post(`/console/api/watches/${created.id}/test`)).statusCode).toBe(404);
+      // At most 10 a minute per account: the 11th is refused before anything is sent.
+      for (let i = 1; i < 10; i++) {
+        expect((await b.post(`/console/api/watches/${created.id}/test`)).statusCode).toBe(200);
+      }
+      const refused = await b.post(`/console/api/watches/${created.id}/test`);
+      expect(refused.statusCode).toBe(429);
+      expect(json(refused)).toMatchObject({ code: 'rate_limited' });
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(receiver.received).toHaveLength(10);
     } finally {
       await receiver.close();
       fs.rmSync(dir, { recursive: true, force: true });

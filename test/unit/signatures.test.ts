@@ -25,6 +25,12 @@ import {
   verifyStandardWebhook,
 } from '../../src/delivery/standard-webhooks.js';
 import { verifySignature } from '../../src/devnet/receiver.js';
+import {
+  type EventRow,
+  eventPayload,
+  serializeEvent,
+  testEventPayload,
+} from '../../src/events/event.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const VECTORS_FILE = path.join(ROOT, 'docs/signature-vectors.json');
@@ -200,10 +206,36 @@ describe('verifyStandardWebhook (the receiver logic the snippets follow)', () =>
 
 type SnippetFn = (...args: unknown[]) => boolean;
 
+/** The body of a real delivery and of a test delivery of the same row, as tronwatch sends them. */
+function creditBodies(): [string, string] {
+  const row: EventRow = {
+    id: 'evt_credit',
+    account_id: 'acc_x',
+    watch_id: 'wh_x',
+    network: 'mainnet',
+    direction: 'incoming',
+    asset: 'USDT',
+    tx_id: 'ab'.repeat(32),
+    event_index: 0,
+    block_number: 79072107,
+    block_timestamp: new Date('2026-01-08T13:36:54.000Z'),
+    from_address: 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7',
+    to_address: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+    amount_raw: '1500000',
+    contract: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+    created_at: new Date(),
+  };
+  return [
+    serializeEvent(eventPayload(row)).toString('utf8'),
+    serializeEvent(testEventPayload(row)).toString('utf8'),
+  ];
+}
+
 describe("README's Node snippet (extracted and run as written)", () => {
   let dir: string;
   let verifyXSignature: SnippetFn;
   let verifyStd: SnippetFn;
+  let isCreditable: SnippetFn;
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-'));
@@ -212,6 +244,7 @@ describe("README's Node snippet (extracted and run as written)", () => {
     const mod = (await import(pathToFileURL(file).href)) as Record<string, SnippetFn>;
     verifyXSignature = mod.verifyXSignature as SnippetFn;
     verifyStd = mod.verifyStandardWebhook as SnippetFn;
+    isCreditable = mod.isCreditableTransfer as SnippetFn;
   });
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -237,6 +270,12 @@ describe("README's Node snippet (extracted and run as written)", () => {
       );
       expect(verifyStd(newWebhookSecret(), body, headers, v.webhook_timestamp)).toBe(false);
     }
+  });
+
+  it('credits a transfer.confirmed and never a test delivery', () => {
+    const [transfer, test] = creditBodies();
+    expect(isCreditable(JSON.parse(transfer))).toBe(true);
+    expect(isCreditable(JSON.parse(test))).toBe(false);
   });
 
   it('verifies headers made now by standardWebhookHeaders with the default clock', () => {
@@ -313,6 +352,25 @@ for v in doc["vectors"]:
     })
 print(json.dumps(out))
 `;
+
+  it('credits a transfer.confirmed and never a test delivery', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-py-'));
+    try {
+      const file = path.join(dir, 'credit.py');
+      const [transfer, test] = creditBodies();
+      fs.writeFileSync(
+        file,
+        `${readmeSnippet('python')}\nimport json, sys\nprint(json.dumps([is_creditable_transfer(json.loads(a)) for a in sys.argv[1:]]))\n`,
+      );
+      const out = execFileSync('python3', [file, transfer, test], {
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(JSON.parse(out)).toEqual([true, false]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('verifies every vector and refuses stale or tampered ones', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-py-'));
@@ -400,6 +458,40 @@ func main() {
 	}
 }
 `;
+
+    it('credits a transfer.confirmed and never a test delivery', () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-go-'));
+      try {
+        fs.writeFileSync(
+          path.join(dir, 'webhook.go'),
+          readmeSnippet('go').replace(/^package webhook\n/, 'package main\n'),
+        );
+        fs.writeFileSync(
+          path.join(dir, 'main.go'),
+          `package main
+
+import (
+\t"fmt"
+\t"os"
+)
+
+func main() {
+\tfmt.Println(IsCreditableTransfer([]byte(os.Args[1])), IsCreditableTransfer([]byte(os.Args[2])))
+}
+`,
+        );
+        const [transfer, test] = creditBodies();
+        const out = execFileSync('go', ['run', 'webhook.go', 'main.go', transfer, test], {
+          cwd: dir,
+          encoding: 'utf8',
+          timeout: 120_000,
+          env: { ...process.env, GOPROXY: 'off', GO111MODULE: 'off' },
+        });
+        expect(out.trim()).toBe('true false');
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    }, 150_000);
 
     it('verifies every vector and refuses stale or tampered ones', () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-go-'));

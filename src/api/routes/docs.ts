@@ -6,7 +6,8 @@
  * `buildLocalReference` below), every route its operation with parameters, body, responses and
  * response headers. What routes cannot express is given here: the bearer security scheme and the
  * outbound webhook (`webhooks['transfer.confirmed']`, an OpenAPI 3.1 top-level member whose body
- * is the same Event schema that GET /v1/events returns). info.version is the payload's
+ * is the same Event schema that GET /v1/events returns, and additively `webhooks['webhook.test']`,
+ * the console's test delivery, whose body is the TestEvent schema). info.version is the payload's
  * `api_version` (SPEC §Versioning).
  */
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
@@ -85,6 +86,37 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
                   'Not acknowledged (any other status, or no answer within 10 s): retried on the schedule, DEAD after the sixth failure.',
               },
             },
+          },
+        },
+        'webhook.test': {
+          post: {
+            operationId: 'webhookTest',
+            summary: 'A test delivery (additive): never a transfer, never credit it',
+            description:
+              'Sent once when "Send test event" is used in the console (at most 10 a minute per account): signed like a transfer.confirmed delivery (same headers, same secret) so a receiver can check its verification, but its `type` is `webhook.test`, `test` is true, its amount is 0 and its tx_id 64 zeros, and it carries `X-Tronwatch-Test: 1`. Never retried, never stored, never in GET /v1/events. A receiver acknowledges it with any 2xx and credits nothing.',
+            parameters: [
+              {
+                name: 'X-Signature',
+                in: 'header',
+                required: true,
+                description: 'As for transfer.confirmed.',
+                schema: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+              },
+              {
+                name: 'X-Tronwatch-Test',
+                in: 'header',
+                required: true,
+                description: 'Always `1`.',
+                schema: { type: 'string', const: '1' },
+              },
+            ],
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': { schema: { $ref: '#/components/schemas/TestEvent' } },
+              },
+            },
+            responses: { '2XX': { description: 'Received (the console shows the answer).' } },
           },
         },
       },

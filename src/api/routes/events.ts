@@ -17,7 +17,7 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
-import { EventSchema, EventWithDeliverySchema } from '../../events/event.js';
+import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
 import { requireAuth } from '../auth.js';
@@ -93,6 +93,7 @@ export const EventsQuery = T.Object(
 
 export const eventSchemas = [
   EventSchema,
+  TestEventSchema,
   EventWithDeliverySchema,
   ScannedThroughSchema,
   EventListSchema,

@@ -15,7 +15,7 @@ import { preventCoercion } from '../../api/schemas.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
-import { sendTestEvent } from '../../delivery/test-event.js';
+import { sendTestEvent, TEST_SENDS_PER_MINUTE } from '../../delivery/test-event.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import { CreateWatchSchema, watchCreatedView, watchView } from '../../watches/schema.js';
 import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
@@ -107,6 +107,17 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
+      const limit = await deps.rateLimiter.hit(`test-send:${ctx.accountId}`, TEST_SENDS_PER_MINUTE);
+      if (!limit.allowed) {
+        throw new ApiError(
+          429,
+          `at most ${TEST_SENDS_PER_MINUTE} test deliveries a minute per account`,
+          'rate_limited',
+          undefined,
+          {},
+          { 'retry-after': String(limit.retryAfterSeconds) },
+        );
+      }
       const outcome = isId(id, 'wh')
         ? await sendTestEvent(deps, ctx.accountId, network, id)
         : undefined;

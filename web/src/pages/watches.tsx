@@ -532,8 +532,11 @@ function TestOutcome({
       </header>
       <p role="status">{summary}</p>
       <p class="muted">
-        Signed like a real delivery and marked <code>X-Tronwatch-Test: 1</code>; it is not stored
-        and never appears in Events.
+        A <code>webhook.test</code>, not a <code>transfer.confirmed</code>: signed like a real
+        delivery so your endpoint can check its verification, but it moves nothing (amount 0,{' '}
+        <code>test: true</code>, marked <code>X-Tronwatch-Test: 1</code>). Credit only{' '}
+        <code>transfer.confirmed</code>. It is not stored, never appears in Events, and an account
+        can send 10 a minute.
       </p>
       <details>
         <summary>Request sent</summary>
