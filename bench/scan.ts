@@ -10,8 +10,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
+import { extractTransfers } from '../src/tron/extract.js';
+import { parseNodeJson } from '../src/tron/json.js';
 import { NodeClient } from '../src/tron/node-client.js';
 import { scan } from '../src/tron/scan.js';
+import type { BlockJson, TransactionInfoJson } from '../src/tron/types.js';
+import { parseExactBlock, verifyBlock } from '../src/tron/verify.js';
 import { startReplayProcess } from './replay-process.js';
 
 async function baseline(
@@ -49,13 +53,47 @@ async function baseline(
   return { seconds, bytes };
 }
 
-async function scanRun(url: string, from: number, to: number, concurrency: number) {
+async function scanRun(url: string, from: number, to: number, concurrency: number, verify = true) {
   const client = new NodeClient({ url, connections: concurrency });
   const started = performance.now();
-  const stats = await scan(client, from, to, { concurrency });
+  const stats = await scan(client, from, to, { concurrency, verify });
   const seconds = (performance.now() - started) / 1000;
   await client.close();
   return { seconds, ...stats };
+}
+
+/**
+ * verifyBlock alone on the real block 79072107 (619 transactions), from JSON and from its exact
+ * gRPC bytes, against extraction alone, in the same process: ms per block (median of 20).
+ */
+function verifyCost(): string[] {
+  const dir = path.join(import.meta.dirname, '..', 'test', 'fixtures', 'tron-mainnet', 'chain');
+  const block = parseNodeJson(
+    fs.readFileSync(path.join(dir, 'block-79072107.json'), 'utf8'),
+  ) as BlockJson;
+  const infos = parseNodeJson(
+    fs.readFileSync(path.join(dir, 'txinfo-79072107.json'), 'utf8'),
+  ) as TransactionInfoJson[];
+  const exact = parseExactBlock(
+    fs.readFileSync(path.join(dir, 'blockext-79072107.bin')),
+    'extention',
+  );
+  const median = (f: () => unknown) => {
+    for (let i = 0; i < 5; i++) f(); // warm-up (JIT)
+    const t: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const s = performance.now();
+      f();
+      t.push(performance.now() - s);
+    }
+    return t.sort((a, b) => a - b)[10] as number;
+  };
+  const extract = median(() => extractTransfers(block, infos));
+  const json = median(() => verifyBlock(block, infos));
+  const withExact = median(() => verifyBlock(block, infos, exact));
+  return [
+    `real block 79072107 (619 txs): extraction ${extract.toFixed(2)} ms; verification from JSON ${json.toFixed(2)} ms (${(json / extract).toFixed(1)}x extraction), from exact gRPC bytes ${withExact.toFixed(2)} ms (${(withExact / extract).toFixed(1)}x); at one block per 3 s that is ${((json / 3000) * 100).toFixed(2)} % of a core`,
+  ];
 }
 
 export async function benchScan(
@@ -76,13 +114,21 @@ export async function benchScan(
       const { first, last } = node;
       await baseline(node.url, first, Math.min(last, first + 20), concurrency); // warm-up (JIT, file cache)
       await scanRun(node.url, first, Math.min(last, first + 20), concurrency);
-      const runs: Array<{ base: number; scan: number; transfers: number; mb: number }> = [];
+      const runs: Array<{
+        base: number;
+        scan: number;
+        unverified: number;
+        transfers: number;
+        mb: number;
+      }> = [];
       for (let i = 0; i < 2; i++) {
         const b = await baseline(node.url, first, last, concurrency);
+        const u = await scanRun(node.url, first, last, concurrency, false);
         const s = await scanRun(node.url, first, last, concurrency);
         runs.push({
           base: k / b.seconds,
           scan: s.blocks / s.seconds,
+          unverified: u.blocks / u.seconds,
           transfers: s.transfers / s.seconds,
           mb: b.bytes / 1e6 / b.seconds,
         });
@@ -92,9 +138,17 @@ export async function benchScan(
       lines.push(
         `parse-only baseline (fetch + JSON.parse, concurrency ${concurrency}): ${bestBase.toFixed(0)} blocks/s (${best.mb.toFixed(0)} MB/s)`,
       );
+      const bestUnverified = Math.max(...runs.map((r) => r.unverified));
       lines.push(
-        `scan (NodeClient + exact JSON + extraction):         ${best.scan.toFixed(0)} blocks/s, ${best.transfers.toFixed(0)} transfers/s`,
+        `scan without verification (NodeClient + exact JSON + extraction): ${bestUnverified.toFixed(0)} blocks/s`,
       );
+      lines.push(
+        `scan (NodeClient + exact JSON + verification + extraction):         ${best.scan.toFixed(0)} blocks/s, ${best.transfers.toFixed(0)} transfers/s`,
+      );
+      lines.push(
+        `verified/unverified: ${(best.scan / bestUnverified).toFixed(2)} (${(1000 / best.scan - 1000 / bestUnverified).toFixed(2)} ms more wall time per 600-tx block)`,
+      );
+      lines.push(...verifyCost());
       lines.push(
         `ratio scan/baseline: ${(best.scan / bestBase).toFixed(2)}  (goals: ≥ 200 blocks/s, ratio ≥ 0.4; one mainnet day = 28,800 blocks → ${(28_800 / best.scan / 60).toFixed(1)} min)`,
       );

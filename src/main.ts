@@ -195,6 +195,7 @@ program
   .option('--host <host>', 'listen address', '127.0.0.1')
   .option('--instant', 'solidify every recorded block at once')
   .option('--stop-at-end', 'stop at the last recorded block instead of producing empty blocks')
+  .option('--grpc', "also serve java-tron's gRPC GetBlockByNum2 (exact block bytes) on a free port")
   .action(
     async (o: {
       dir: string;
@@ -205,8 +206,10 @@ program
       host: string;
       instant?: boolean;
       stopAtEnd?: boolean;
+      grpc?: boolean;
     }) => {
       await runReplayNodeCli({
+        ...(o.grpc ? { grpc: true } : {}),
         dir: o.dir,
         port: o.port,
         intervalMs: o.intervalMs,

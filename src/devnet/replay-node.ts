@@ -1491,6 +1491,8 @@ export interface ReplayNodeCliOptions {
   host?: string;
   instant?: boolean;
   stopAtEnd?: boolean;
+  /** Also serve gRPC GetBlockByNum2 (its address is printed as `grpc`). Default false. */
+  grpc?: boolean;
   /** Log a progress line every this many solidified blocks. Default 20 (1 min at 3 s). */
   progressEvery?: number;
   /** Stops the node as SIGINT/SIGTERM do (tests, embedding). */
@@ -1501,7 +1503,7 @@ export interface ReplayNodeCliOptions {
 }
 
 /**
- * `tronwatch replay-node`: serve `dir`, print `{"url","first","last"}` as one JSON line on
+ * `tronwatch replay-node`: serve `dir`, print `{"url","first","last"[,"grpc"]}` as one JSON line on
  * stdout, log progress to stderr, and stop on SIGINT/SIGTERM (or `signal`).
  * Resolves once the server is closed.
  */
@@ -1517,8 +1519,11 @@ export async function runReplayNodeCli(opts: ReplayNodeCliOptions): Promise<void
     ...(opts.host !== undefined ? { host: opts.host } : {}),
     ...(opts.instant !== undefined ? { instant: opts.instant } : {}),
     ...(opts.stopAtEnd !== undefined ? { stopAtEnd: opts.stopAtEnd } : {}),
+    ...(opts.grpc ? { grpc: true } : {}),
   });
-  out.write(`${JSON.stringify({ url: node.url, first: node.first, last: node.last })}\n`);
+  out.write(
+    `${JSON.stringify({ url: node.url, first: node.first, last: node.last, ...(node.grpcUrl ? { grpc: node.grpcUrl } : {}) })}\n`,
+  );
   const every = Math.max(1, opts.progressEvery ?? 20);
   let lastLogged = node.heads().solidified;
   logger.info(

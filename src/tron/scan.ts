@@ -10,6 +10,7 @@ import { formatAmount } from './amount.js';
 import { extractTransfers } from './extract.js';
 import type { NodeClient, SolidifiedBlock } from './node-client.js';
 import type { Transfer } from './types.js';
+import { BlockCheckError, verifyBlock } from './verify.js';
 
 /**
  * Yield solidified blocks `from..to` (inclusive) in order. When the generator ends early (a
@@ -89,8 +90,11 @@ export interface ScanStats {
 }
 
 /**
- * Scan solidified blocks `from..to` and call `onTransfer` for each transfer in order.
- * @throws NodeError('beyond_solidified') before any request when `to` is above the solidified head.
+ * Scan solidified blocks `from..to` and call `onTransfer` for each transfer in order. Every block
+ * is verified first (tron/verify.ts; `verify: false` only for the benchmark's baseline): its own
+ * hashes, its receipts, and, from the second block on, that it follows the one before.
+ * @throws NodeError('beyond_solidified') before any request when `to` is above the solidified
+ *   head; BlockCheckError when a block fails verification (nothing of it is reported).
  */
 export async function scan(
   client: NodeClient,
@@ -101,6 +105,8 @@ export async function scan(
     signal?: AbortSignal;
     onTransfer?: (t: Transfer) => void;
     onBlock?: (b: SolidifiedBlock, transfers: Transfer[]) => void;
+    /** Verify every block (default true). */
+    verify?: boolean;
   },
 ): Promise<ScanStats> {
   if (client.solidifiedHead < to) await client.getSolidifiedHead(opts.signal);
@@ -111,7 +117,19 @@ export async function scan(
     );
   }
   const stats: ScanStats = { blocks: 0, transfers: 0 };
+  let prev: string | undefined;
   for await (const b of fetchBlocks(client, from, to, opts.concurrency, opts.signal)) {
+    if (opts.verify ?? true) {
+      const v = verifyBlock(b.block, b.infos, b.exact);
+      if (prev !== undefined && v.parentHash !== prev) {
+        throw new BlockCheckError(
+          'parent',
+          b.ref.number,
+          `parentHash ${v.parentHash} is not the blockID of block ${b.ref.number - 1} (${prev})`,
+        );
+      }
+      prev = v.id;
+    }
     const transfers = extractTransfers(b.block, b.infos);
     stats.blocks++;
     stats.transfers += transfers.length;
