@@ -28,6 +28,16 @@ export class PbDecodeError extends Error {
  * @throws PbDecodeError when it runs past the end or past 10 bytes.
  */
 function readVarint(buf: Uint8Array, pos: number): [bigint, number] {
+  // Fast path: up to 7 bytes (49 bits) in a double, exact; longer ones through bigint.
+  let small = 0;
+  let mul = 1;
+  for (let i = 0; i < 7; i++) {
+    const b = buf[pos + i];
+    if (b === undefined) throw new PbDecodeError('varint runs past the end');
+    small += (b & 0x7f) * mul;
+    if (b < 0x80) return [BigInt(small), pos + i + 1];
+    mul *= 128;
+  }
   let result = 0n;
   let shift = 0n;
   for (let i = 0; i < 10; i++) {

@@ -220,12 +220,19 @@ export function blockIdFromRaw(number: bigint, headerRaw: Uint8Array): string {
 export function merkleRoot(leaves: readonly Uint8Array[]): string {
   if (leaves.length === 0) return ZERO_ROOT;
   let level: Uint8Array[] = [...leaves];
+  const pair = Buffer.allocUnsafe(64); // left ‖ right, hashed in one call
   while (level.length > 1) {
     const next: Uint8Array[] = [];
     for (let i = 0; i < level.length; i += 2) {
       const left = level[i] as Uint8Array;
       const right = level[i + 1];
-      next.push(right ? createHash('sha256').update(left).update(right).digest() : left);
+      if (!right) {
+        next.push(left);
+        continue;
+      }
+      pair.set(left, 0);
+      pair.set(right, 32);
+      next.push(createHash('sha256').update(pair).digest());
     }
     level = next;
   }
