@@ -24,6 +24,7 @@ import { migrate } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
+import { HeadRefresher } from './ingest/head-refresh.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { closeRedis, createRedis } from './redis/client.js';
@@ -174,6 +175,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       // checks it. Unset: in-process windows, no redisCheck (health reports redis true).
       const limits = await openRateLimits(cfg.redis.url, logger);
       shutdown.add('rate limits', () => limits.close());
+      const heads = headRefresher(cfg, { db, logger, metrics, shutdown, ingester });
       const a = await buildApp({
         config: cfg,
         db,
@@ -182,6 +184,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         metrics,
         rateLimiter: limits.rateLimiter,
         redisCheck: limits.redisCheck,
+        refreshHead: () => heads.refresh(),
         ...(telegram ? { telegram } : {}),
       });
       app = a;
@@ -268,6 +271,41 @@ function startIngest(
   // The block in flight finishes before the node client closes.
   o.shutdown.add('ingest', () => leading.catch(() => undefined));
   return ingester;
+}
+
+/**
+ * Fresh chain heads for watch activation in the api role (src/ingest/head-refresh.ts): through
+ * the ingester's node group when this process ingests (one set of request windows per provider),
+ * else a group of its own (at most one head poll per block interval, only when watches are
+ * created or resumed).
+ */
+function headRefresher(
+  cfg: Config,
+  o: {
+    db: Db;
+    logger: Logger;
+    metrics: Metrics;
+    shutdown: Shutdown;
+    ingester: Ingester | undefined;
+  },
+): HeadRefresher {
+  let group = o.ingester?.group;
+  if (!group) {
+    const own = nodeGroupFor(cfg.node, {
+      blockIntervalMs: cfg.ingest.blockIntervalMs,
+      logger: o.logger,
+    });
+    o.shutdown.add('head node client', () => own.close());
+    o.metrics.countNodeRequests(() => own.requestCount);
+    group = own;
+  }
+  return new HeadRefresher({
+    db: o.db,
+    network: cfg.network,
+    group,
+    blockIntervalMs: cfg.ingest.blockIntervalMs,
+    logger: o.logger,
+  });
 }
 
 /**

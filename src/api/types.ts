@@ -59,4 +59,9 @@ export interface AppDeps {
    * endpoints answer 503 telegram_unavailable (issue 13).
    */
   telegram?: TelegramAccess;
+  /**
+   * Make the stored chain head fresh (at most one block interval old) before a watch is created
+   * or resumed (src/ingest/head-refresh.ts); never throws. Absent: the stored head as it is.
+   */
+  refreshHead?: () => Promise<void>;
 }

@@ -11,6 +11,7 @@
  * | chain_lag_blocks | gauge | – | blocks | solidified head minus cursor: 0 when caught up |
  * | chain_lag_seconds | gauge | – | seconds | now minus the timestamp of the last committed block; caught up on mainnet this is the solidification delay (~19 blocks, ~57 s); on a replayed recording it is the recording's age |
  * | blocks_ingested_total | counter | – | blocks | blocks committed by this process |
+ * | chain_next_block_overdue_seconds | gauge | – | seconds | how long the next block has been awaited past its due time (the node's solidified head stands still, or the chain halted), 0 when blocks come on time; no sample before the ingester asked for one |
  * | ingest_stalled_block | gauge | – | block number | the block this process's ingester cannot commit because it failed permanently (malformed answer, 4xx, a bug), retried slowly and never skipped; 0 when not stalled; no sample before the ingester read its cursor |
  * | ingest_block_failures_total | counter | class (transient, permanent) | attempts | failed ingest steps by class (src/ingest/stall.ts): transient ones are retried with backoff, permanent ones stall the block |
  * | transfers_ingested_total | counter | asset (USDT, TRX) | transfers | transfers extracted from committed blocks, matched or not |
@@ -164,6 +165,8 @@ export class Metrics {
   private cursor = -1;
   /** Block the ingester is stalled on, 0 when not stalled; -1 until it reported. */
   private stalledBlock = -1;
+  /** Epoch ms since when the next block is awaited overdue; null when on time, undefined before. */
+  private overdueSince: number | null | undefined;
   /** Timestamp of the last committed block, ms since epoch (undefined until one is committed). */
   private lastBlockTimestampMs: number | undefined;
   /** Request counters of node clients, summed at scrape. */
@@ -211,6 +214,17 @@ export class Metrics {
           : (Date.now() - this.lastBlockTimestampMs) / 1000,
     );
 
+    new ScrapedGauge(
+      this.registry,
+      `${p}chain_next_block_overdue_seconds`,
+      'How long the next block has been awaited past its due time (the node’s solidified head stands still, or the chain halted), seconds; 0 when blocks come on time.',
+      async () =>
+        this.overdueSince === undefined
+          ? undefined
+          : this.overdueSince === null
+            ? 0
+            : (Date.now() - this.overdueSince) / 1000,
+    );
     new ScrapedGauge(
       this.registry,
       `${p}ingest_stalled_block`,
@@ -333,6 +347,11 @@ export class Metrics {
         this.nodeRequestsSeen = Math.max(this.nodeRequestsSeen, total);
       },
     });
+  }
+
+  /** The next block is overdue since `sinceMs` (epoch ms), or on time again (undefined). */
+  nextBlockOverdue(sinceMs: number | undefined): void {
+    this.overdueSince = sinceMs ?? null;
   }
 
   /** The ingester saw the solidified head at `blockNumber`. */

@@ -318,8 +318,15 @@ export interface ReplayNode {
   last: number;
   /** Current heads (block numbers). */
   heads(): { solidified: number; head: number };
-  /** Set the solidified head to n; the timeline goes on from there at the same pace. */
+  /** Set the solidified head to n; the timeline goes on from there at the same pace (if running). */
   advanceTo(n: number): void;
+  /**
+   * Stop the chain where it is (the heads stand still: a node that fell behind, or a halted
+   * chain) until resume(); advanceTo meanwhile moves the heads by hand (a node releasing blocks).
+   */
+  pause(): void;
+  /** Go on at the same pace from the current heads. */
+  resume(): void;
   /**
    * When block n became (or will become) solidified on the current timeline: epoch ms with the
    * default clock, the injected clock's ms otherwise; the last jump's time for blocks at or below
@@ -506,6 +513,8 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     last: source.last,
     heads: timeline.heads,
     advanceTo: timeline.advanceTo,
+    pause: timeline.pause,
+    resume: timeline.resume,
     solidifiedAt: timeline.solidifiedAt,
     setFaults: faults.set,
     setDisabledPaths(paths: string[]): void {
@@ -537,7 +546,9 @@ interface Heads {
  * The timeline part of ReplayNode (see there): heads now, manual moves, solidification times,
  * and the solidified head it started at (`start`).
  */
-type Timeline = Pick<ReplayNode, 'heads' | 'advanceTo' | 'solidifiedAt'> & { start: number };
+type Timeline = Pick<ReplayNode, 'heads' | 'advanceTo' | 'pause' | 'resume' | 'solidifiedAt'> & {
+  start: number;
+};
 
 /**
  * The timeline from the options: solidified = anchorBlock + floor((now − anchorTime) / intervalMs),
@@ -558,10 +569,13 @@ function createTimeline(opts: ReplayNodeOptions): Timeline {
   // Timeline: solidified = anchorBlock + floor((now - anchorTime) / intervalMs).
   let anchorBlock = opts.instant ? source.last : Math.max(0, source.first - startBefore - 1);
   let anchorTime = now();
+  let paused = false;
 
   function heads(): Heads {
     let solidified = anchorBlock;
-    if (intervalMs > 0) solidified += Math.floor(Math.max(0, now() - anchorTime) / intervalMs);
+    if (intervalMs > 0 && !paused) {
+      solidified += Math.floor(Math.max(0, now() - anchorTime) / intervalMs);
+    }
     if (stopAtEnd && solidified > source.last) solidified = Math.max(anchorBlock, source.last);
     return { solidified, head: solidified + lag };
   }
@@ -571,16 +585,29 @@ function createTimeline(opts: ReplayNodeOptions): Timeline {
     anchorTime = now();
   }
 
+  function pause(): void {
+    if (paused) return;
+    anchorBlock = heads().solidified;
+    anchorTime = now();
+    paused = true;
+  }
+
+  function resume(): void {
+    if (!paused) return;
+    anchorTime = now();
+    paused = false;
+  }
+
   // Epoch ms of a clock instant (the default clock is performance.now()).
   const toEpoch = (t: number) => (opts.now ? t : performance.timeOrigin + t);
 
   function solidifiedAt(n: number): number | undefined {
     if (n <= anchorBlock) return toEpoch(anchorTime);
-    if (intervalMs <= 0 || (stopAtEnd && n > source.last)) return undefined;
+    if (intervalMs <= 0 || paused || (stopAtEnd && n > source.last)) return undefined;
     return toEpoch(anchorTime + (n - anchorBlock) * intervalMs);
   }
 
-  return { heads, advanceTo, solidifiedAt, start: anchorBlock };
+  return { heads, advanceTo, pause, resume, solidifiedAt, start: anchorBlock };
 }
 
 // ---------------------------------------------------------------------------------------------

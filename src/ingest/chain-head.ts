@@ -5,10 +5,10 @@
  * strictly above it, so no transfer that happened before the watch existed is reported, on live
  * chains and on replayed ones alike (block numbers, not wall-clock time).
  *
- * The stored head is at most one poll old while the ingester runs. When it is older (an API
- * replica whose ingester is down) the head is extrapolated by the elapsed time over the block
- * interval: the chain keeps producing one block per interval, and an underestimate would make
- * the watch match transfers that predate it.
+ * The stored head is at most one poll old while the ingester runs, and a watch's creation asks
+ * for a fresh one (head-refresh.ts). When it is older all the same (no node answered) the head is
+ * extrapolated by the elapsed time over the block interval, by a few blocks at most
+ * (MAX_EXTRAPOLATED_BLOCKS): the chain normally produces one block per interval, but may halt.
  */
 import type { Queryable } from '../db/pool.js';
 
@@ -43,12 +43,23 @@ export class ChainHeadUnknownError extends Error {
 }
 
 /**
+ * How far past the last reported head a new watch's activation block may be extrapolated without
+ * a fresh head, blocks (9 s on mainnet). Watch creation asks for a fresh head first
+ * (head-refresh.ts), so this only matters when no node answers then: a chain that halted (or a
+ * node whose head stands still) must not make a watch activate at a block the chain has not
+ * produced, whose transfers, made after the watch was created, would never be matched. The cost of
+ * the cap: an API whose head is older than this may activate a watch up to (age / interval − 3)
+ * blocks early, reporting transfers made just before it existed rather than missing any after.
+ */
+export const MAX_EXTRAPOLATED_BLOCKS = 3;
+
+/**
  * The activation block for a watch created now: the stored full-node head, extrapolated by
- * elapsed time when the observation is older than one block interval. The elapsed time is
- * measured on ONE clock, the database's (`clock_timestamp() - observed_at`, both PostgreSQL's):
- * an API host whose clock runs ahead of the database's would otherwise push the activation block
- * up by a block per interval of skew and make the watch miss its first transfers (DESIGN
- * invariant 5: clock skew cannot drop a transfer).
+ * elapsed time when the observation is older than one block interval, by MAX_EXTRAPOLATED_BLOCKS
+ * at most. The elapsed time is measured on ONE clock, the database's (`clock_timestamp() -
+ * observed_at`, both PostgreSQL's): an API host whose clock runs ahead of the database's would
+ * otherwise push the activation block up by a block per interval of skew and make the watch miss
+ * its first transfers (DESIGN invariant 5: clock skew cannot drop a transfer).
  * @param blockIntervalMs the chain's block interval (3000 on mainnet).
  * @returns a block number (int8).
  * @throws ChainHeadUnknownError when no head was ever stored.
@@ -59,11 +70,12 @@ export async function activationBlock(
   blockIntervalMs: number,
 ): Promise<number> {
   const { rows } = await db.query<{ block: number }>(
-    `SELECT (head_block_number + CASE WHEN age_ms > $2 THEN floor(age_ms / $2) ELSE 0 END)::int8 AS block
+    `SELECT (head_block_number
+             + CASE WHEN age_ms > $2 THEN LEAST(floor(age_ms / $2), $3) ELSE 0 END)::int8 AS block
        FROM (SELECT head_block_number,
                     extract(epoch FROM clock_timestamp() - observed_at) * 1000 AS age_ms
                FROM chain_head WHERE network = $1) h`,
-    [network, blockIntervalMs],
+    [network, blockIntervalMs, MAX_EXTRAPOLATED_BLOCKS],
   );
   const row = rows[0];
   if (!row) throw new ChainHeadUnknownError(network);

@@ -20,6 +20,14 @@
  * over if they are. Before the grid is known (right after a catch-up) the next block is asked at
  * once and every missGap until one is missing.
  *
+ * A block still missing one interval after its first ask is overdue (the node's solidified head
+ * stands still, or the chain halted): the asks then back off, missGap doubling per ask up to one
+ * interval (at most one ask per block interval however long it lasts: 395 asks for one block in
+ * 40 s before), the episode is logged once and shown as chain_next_block_overdue_seconds. When the
+ * block comes, a node that held blocks back usually releases them all at once: the heads are read
+ * at once and the catch-up takes the rest at full speed (before, they came one per interval until
+ * the next head poll, up to a minute later); the grid is then found again.
+ *
  * While catching up it fetches `TRON_NODE_CONCURRENCY` blocks ahead and refreshes the heads once
  * per interval, so a watch created meanwhile still gets a fresh activation head. Every request
  * waits for the client's TRON_NODE_MAX_RPS slots (node-client.ts), which paces the catch-up.
@@ -133,6 +141,11 @@ export class Ingester {
    * lives until its block is committed, and the map is emptied when a term starts (run()).
    */
   private readonly seenAt = new Map<number, number>();
+  /**
+   * The next block while it is overdue (module doc): its number, since when (epoch ms of the
+   * first ask that missed it) and the asks counted before; undefined while blocks come on time.
+   */
+  private overdue: { block: number; since: number; asksBefore: number } | undefined;
   /** The block failing permanently, as last logged and recorded (undefined: not stalled). */
   private stall: { block: number; reason: string; recorded: boolean } | undefined;
   /** performance.now() of the last head poll (0: none yet). */
@@ -238,6 +251,10 @@ export class Ingester {
     }
     if (!p.synced) p.at = now;
     let missed = false;
+    // When the block is due: one interval after the first ask that missed it. Past that it is
+    // overdue (the node's solidified head stands still, or the chain halted): the asks back off.
+    let dueBy: number | undefined;
+    let overdueMisses = 0;
     while (!signal.aborted) {
       const wait = p.at - performance.now();
       if (wait > 0) await sleep(wait, signal);
@@ -248,10 +265,28 @@ export class Ingester {
       if (!block) {
         this.stats.nextBlockMisses++;
         missed = true;
-        p.at = performance.now() + gap;
+        dueBy ??= sentAt + this.interval;
+        const t = performance.now();
+        if (t < dueBy) {
+          p.at = t + gap;
+          continue;
+        }
+        // Overdue: missGap doubling per ask, up to one interval (at most one ask per block
+        // interval however long the stall), reported once per episode.
+        overdueMisses++;
+        p.at = t + Math.min(this.interval, gap * 2 ** Math.min(16, overdueMisses));
+        if (!this.overdue) this.noteOverdue(n, Date.now() - (t - dueBy + this.interval));
         continue;
       }
       now = Date.now();
+      if (this.overdue) {
+        // Blocks flow again, and a node that held them back releases them at once: read the
+        // heads now and catch up at full speed, then find the grid again.
+        this.blocksFlowAgain(n);
+        p.synced = false;
+        late = true;
+        missed = false;
+      }
       if (missed) {
         // Solidified between the last miss and this ask: the grid point is this ask's time.
         p.synced = true;
@@ -301,6 +336,7 @@ export class Ingester {
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
           this.o.metrics?.ingestStall(this.stall?.block);
+          if (!this.overdue) this.o.metrics?.nextBlockOverdue(undefined);
           logger.info({ block_number: cursor + 1 }, 'ingest starting');
         }
         if (cursor >= this.stats.solidified) {
@@ -421,6 +457,36 @@ export class Ingester {
 
   /** The group's stateVersion last stored (-1: never). */
   private savedProviders = -1;
+
+  /**
+   * The next block is overdue: log it once for this episode, show it in the metrics
+   * (chain_next_block_overdue_seconds).
+   * @param since epoch ms of the first ask that missed it.
+   */
+  private noteOverdue(n: number, since: number): void {
+    this.overdue = { block: n, since, asksBefore: this.stats.nextBlockAsks };
+    this.o.metrics?.nextBlockOverdue(since);
+    this.o.logger.warn(
+      { block_number: n, waiting_ms: Date.now() - since, interval_ms: this.interval },
+      'the next block is overdue (the node’s solidified head stands still, or the chain halted); asking at most once per block interval until it comes',
+    );
+  }
+
+  /** The overdue block came: end the episode (logged with its length and the asks it took). */
+  private blocksFlowAgain(n: number): void {
+    const o = this.overdue;
+    if (!o) return;
+    this.overdue = undefined;
+    this.o.metrics?.nextBlockOverdue(undefined);
+    this.o.logger.info(
+      {
+        block_number: n,
+        overdue_ms: Date.now() - o.since,
+        asks: this.stats.nextBlockAsks - o.asksBefore,
+      },
+      'blocks flow again; reading the heads and catching up',
+    );
+  }
 
   /** Store every provider's state for GET /healthz and /v1/status (never throws: logged). */
   private async saveProviders(): Promise<void> {

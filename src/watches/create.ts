@@ -21,6 +21,11 @@ export interface WatchDeps {
   config: Pick<Config, 'network' | 'delivery' | 'ingest'>;
   /** Resolves webhook host names (URL policy); default the system resolver. */
   resolver?: Resolver | undefined;
+  /**
+   * Make the stored chain head fresh before activation (ingest/head-refresh.ts); never throws.
+   * Absent: activation uses the stored head as it is.
+   */
+  refreshHead?: (() => Promise<void>) | undefined;
 }
 
 /**
@@ -61,6 +66,8 @@ export async function createWatchFromRequest(
     if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
   }
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
+  // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
+  await deps.refreshHead?.();
   return createWatch(deps.db, deps.secrets, {
     accountId,
     network: deps.config.network,

@@ -207,6 +207,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         const auth = requireAuth(request);
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+        if (action === 'resume') await deps.refreshHead?.();
         const watch =
           action === 'pause'
             ? await pauseWatch(deps.db, auth.accountId, network, id)

@@ -84,6 +84,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         const ctx = requireSession(request);
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+        if (action === 'resume') await deps.refreshHead?.();
         const watch =
           action === 'pause'
             ? await pauseWatch(deps.db, ctx.accountId, network, id)
