@@ -59,4 +59,11 @@ export interface AppDeps {
    * endpoints answer 503 telegram_unavailable (issue 13).
    */
   telegram?: TelegramAccess;
+  /**
+   * False while the process is starting (waiting for PostgreSQL, applying migrations: service.ts
+   * listens first, issue 17 item 6): every route but /healthz then answers 503 with Retry-After,
+   * and /healthz answers 503 with `checks.started: false`. Absent: started (an app built on a
+   * migrated database, as in tests).
+   */
+  started?: () => boolean;
 }
