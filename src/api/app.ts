@@ -31,6 +31,7 @@ import { Metrics } from '../common/metrics.js';
 import { registerConsole } from '../console/index.js';
 import {
   authenticate,
+  enforceAnonymousRateLimit,
   enforceCallerRateLimit,
   isV1Request,
   KeyCache,
@@ -139,6 +140,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // answers (503): anything else would meet a missing database or an old schema.
     app.addHook('onRequest', async (request, reply) => {
       if (started() || request.routeOptions.url === '/healthz') return;
+      // A /v1 answer carries the rate-limit headers, as when the database is down later (the
+      // guard): no key can be looked up, so the request counts against its IP's window at the
+      // Free rate (a 429 when full). Answered here, not thrown: no warning per request.
+      if (isV1Request(request)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
       return reply
         .code(503)
         .header('Retry-After', String(STARTING_RETRY_AFTER_S))
