@@ -86,9 +86,9 @@ async function get(
   };
 }
 
-/** The API's URL, from the line logged at listen (before the start completes). */
+/** The API's URL, from the line logged at listen (before the start completes) or once started. */
 function apiUrl(p: LoggedProcess): string {
-  const line = p.logs.find((l) => l.msg === ACCEPTING);
+  const line = p.logs.find((l) => l.msg === ACCEPTING || l.msg === 'api listening');
   return typeof line?.url === 'string' ? line.url : '';
 }
 
