@@ -3,7 +3,8 @@
  * postgrator inside ONE transaction that first takes a transaction-scoped advisory lock:
  * two processes starting at once serialise on the lock, the second finds nothing to do, and a
  * failing migration leaves the schema exactly as it was. Checksums of applied files are
- * verified, so an edited migration fails loudly instead of drifting.
+ * verified, so an edited migration fails loudly instead of drifting. At start, processes call
+ * migrateWhenReachable, which waits for an unreachable PostgreSQL instead of failing.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
