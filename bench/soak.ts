@@ -15,11 +15,12 @@
  * The chaos: a loop SIGKILLs an ingest or worker process every 2–5 s (pause and target seeded;
  * the target drawn among those that finished starting) and restarts it at once, `kills` times
  * (100 by default). A process that exits by itself is restarted 1 s later, as a supervisor would;
- * exiting at start (PostgreSQL down) is counted, exiting once running is a crash and fails the
- * soak. On its own servers (the default: a throwaway PostgreSQL 15 started with
- * `initdb`/`pg_ctl` and a `redis-server`, in a temporary folder, on free ports of 127.0.0.1,
- * never the machine's shared ones) it also restarts Redis once (at 40 % of the kills) and
- * PostgreSQL once (at 60 %: `pg_ctl stop -m immediate`, down 3 s, start). With
+ * exiting at start is counted (none expected: a process started while PostgreSQL is down waits for
+ * it), exiting once running is a crash and fails the soak. On its own servers (the default: a
+ * throwaway PostgreSQL 15 and redis-server from test/helpers/servers.ts, in a temporary folder, on
+ * free ports of 127.0.0.1, never the machine's shared ones) it also restarts Redis once (at 40 %
+ * of the kills) and PostgreSQL once (at 60 %: an immediate stop, as `pg_ctl stop -m immediate`,
+ * down 3 s, start). With
  * `servers: { databaseUrl, redisUrl }` it uses those (the test's small version) and restarts
  * neither.
  *
@@ -45,15 +46,13 @@
  * Logs of every process go to a temporary folder, removed on PASS and kept (its path printed) on
  * FAIL. Everything started is stopped at the end, on failure too (a shutdown registry).
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { Command, InvalidArgumentError } from 'commander';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
@@ -71,10 +70,9 @@ import {
 } from '../src/devnet/synthetic.js';
 import { hexToBase58 } from '../src/tron/address.js';
 import type { Transfer } from '../src/tron/types.js';
+import { throwawayPostgres, throwawayRedis } from '../test/helpers/servers.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
-const run = promisify(execFile);
 
 export interface SoakOptions {
   /** PRNG seed of the kill loop, the receiver's faults and the chain. */
@@ -101,7 +99,7 @@ export interface SoakFigures {
   restarts: { redis: number; postgres: number };
   /** Processes that exited by themselves once running (each is restarted; any fails the soak). */
   crashes: number;
-  /** Processes that exited by themselves while starting (PostgreSQL down), restarted. */
+  /** Processes that exited by themselves while starting, restarted (0 expected: they wait). */
   startFailures: number;
   blocks: number;
   watches: number;
@@ -162,15 +160,6 @@ function prng(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** A free TCP port on 127.0.0.1 (bound, read, released). */
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 /** Retry `f` until it resolves or `ms` passed (PostgreSQL may be restarting). */
 async function retrying<T>(what: string, f: () => Promise<T>, ms = 60_000): Promise<T> {
   const end = Date.now() + ms;
@@ -195,93 +184,30 @@ interface Servers {
 }
 
 /**
- * PostgreSQL 15 (initdb + pg_ctl, as the `postgres` user when we are root: initdb refuses root)
- * and redis-server, in `dir`, on free ports of 127.0.0.1; registered in `shutdown` for the stop.
+ * PostgreSQL 15 and redis-server of our own in `dir` (test/helpers/servers.ts), on free ports of
+ * 127.0.0.1; registered in `shutdown` for the stop.
  */
 async function startOwnServers(dir: string, shutdown: Shutdown): Promise<Servers> {
-  const asPostgres = process.getuid?.() === 0;
-  if (asPostgres) await run('chown', ['postgres', dir]);
-  const pgCmd = (bin: string, args: string[]) =>
-    asPostgres
-      ? run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, bin), ...args])
-      : run(path.join(PG_BIN, bin), args);
-  const data = path.join(dir, 'pgdata');
-  const pgLog = path.join(dir, 'postgres.log');
-  const pgPort = await freePort();
-  await pgCmd('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  fs.appendFileSync(
-    path.join(data, 'postgresql.conf'),
-    [
-      "listen_addresses = '127.0.0.1'",
-      `port = ${pgPort}`,
-      `unix_socket_directories = '${dir}'`,
-      'max_connections = 100',
-      '',
-    ].join('\n'),
-  );
-  const pgStart = () => pgCmd('pg_ctl', ['-D', data, '-l', pgLog, '-w', '-t', '60', 'start']);
-  const pgStop = () => pgCmd('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
-  await pgStart();
-  shutdown.add('postgres', () => pgStop().catch(() => undefined));
-  const admin = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'postgres' });
+  const postgres = await throwawayPostgres({ dir });
+  shutdown.add('postgres', () => postgres.close());
+  const admin = new pg.Client({ connectionString: postgres.url() });
   await admin.connect();
   await admin.query('CREATE DATABASE tronwatch_soak');
   await admin.end();
-
-  const redisPort = await freePort();
-  let redis: ChildProcess | undefined;
-  const redisStart = async () => {
-    const child = spawn(
-      'redis-server',
-      [
-        '--bind',
-        '127.0.0.1',
-        '--port',
-        String(redisPort),
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        '--logfile',
-        path.join(dir, 'redis.log'),
-      ],
-      { stdio: 'ignore' },
-    );
-    redis = child;
-    await retrying('redis start', async () => {
-      if (child.exitCode !== null) throw new Error(`redis-server exited ${child.exitCode}`);
-      await new Promise<void>((resolve, reject) => {
-        const s = net.connect(redisPort, '127.0.0.1', () => {
-          s.end();
-          resolve();
-        });
-        s.on('error', reject);
-      });
-    });
-  };
-  const redisStop = async () => {
-    const child = redis;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-  };
-  await redisStart();
-  shutdown.add('redis', redisStop);
+  const redis = await throwawayRedis({ dir });
+  shutdown.add('redis', () => redis.close());
   return {
-    databaseUrl: `postgres://postgres@127.0.0.1:${pgPort}/tronwatch_soak`,
-    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    databaseUrl: postgres.url('tronwatch_soak'),
+    redisUrl: redis.url,
     restartPostgres: async () => {
-      await pgStop();
+      await postgres.stop('immediate');
       await sleep(3_000);
-      await pgStart();
+      await postgres.start();
     },
     restartRedis: async () => {
-      await redisStop();
+      await redis.stop();
       await sleep(2_000);
-      await redisStart();
+      await redis.start();
     },
   };
 }

@@ -279,8 +279,17 @@ async function runRoles(roles: Role[]): Promise<void> {
     },
     { once: true },
   );
-  // A failed start closes what it had opened (the registry) before this rejects.
-  const svc = await startService(cfg, { roles, logger: log, shutdown });
+  // A failed start closes what it had opened (the registry) before this rejects. A start can
+  // last (it waits for PostgreSQL): a SIGTERM meanwhile is a clean stop, not a failure.
+  let svc: Awaited<ReturnType<typeof startService>>;
+  try {
+    svc = await startService(cfg, { roles, logger: log, shutdown });
+  } catch (err) {
+    if (!signal.aborted) throw err;
+    log.info({ roles }, 'stopped before the start completed');
+    process.exitCode = 0;
+    return;
+  }
   log.info({ roles, database: svc.db.kind, node: cfg.node.url }, 'tronwatch running');
   if (!signal.aborted) {
     await new Promise<void>((resolve) =>

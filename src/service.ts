@@ -2,8 +2,9 @@
  * One program, several roles (DESIGN §Processes and scale-out): `api` (stateless HTTP),
  * `ingest` (the block loop) and `worker` (the outbox). `serve` runs all three in one process,
  * the default for a small deployment and what the demo uses. Start-up: parse config, open the
- * database (PostgreSQL, or embedded PGlite in DATA_DIR), apply migrations, then start the roles;
- * `stop()` stops taking work, lets in-flight work finish, and closes pools.
+ * database (PostgreSQL, or embedded PGlite in DATA_DIR), listen (api role: /healthz answers 503
+ * until started), wait for PostgreSQL when it is unreachable and apply migrations, then start the
+ * roles; `stop()` stops taking work, lets in-flight work finish, and closes pools.
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -20,7 +21,7 @@ import {
 } from './common/secrets.js';
 import { Shutdown } from './common/shutdown.js';
 import type { Config } from './config.js';
-import { migrate } from './db/migrate.js';
+import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
@@ -87,9 +88,12 @@ export interface StartOptions {
 /**
  * Start the given roles. Everything opened is registered in `opts.shutdown` (a new registry when
  * absent) right after it opens, so `stop()` (= the registry's kill) closes it in reverse order,
- * and a start that fails halfway closes what it had opened before rethrowing.
- * @throws when the database cannot be opened or migrated, WEBHOOK_CA_FILE is missing, Redis or a
- *   listen fails.
+ * and a start that fails halfway closes what it had opened before rethrowing. While PostgreSQL is
+ * unreachable it waits (migrateWhenReachable: backoff up to 5 s, logged once), the api role
+ * already listening; Redis is never waited for beyond 1 s (in-process windows until it answers).
+ * @throws when the embedded database cannot be opened, a migration fails, PostgreSQL refuses us
+ *   for good (authentication, missing database), WEBHOOK_CA_FILE is missing or a listen fails;
+ *   `opts.shutdown.signal`'s reason when it is aborted before the start completes.
  */
 export async function startService(cfg: Config, opts: StartOptions): Promise<Service> {
   const { logger } = opts;
@@ -113,9 +117,6 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
   try {
-    const m = await migrate(db);
-    if (m.applied.length)
-      logger.info({ applied: m.applied, version: m.version }, 'migrations applied');
     const secrets = secretBox(cfg, logger);
     // One registry per process, fed by every role it runs; the api role serves it at /metrics.
     const metrics = new Metrics({ db, logger, processMetrics: true });
@@ -130,6 +131,26 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       telegram = conn;
       running.push(conn.run(shutdown.signal));
     }
+    // The API listens before the database is awaited (issue 17 item 6): while this process waits
+    // for PostgreSQL and applies migrations, /healthz answers 503 and every other route 503
+    // with Retry-After (src/api/app.ts, `started`), so a load balancer sees it alive and not ready.
+    let started = false;
+    let heads: HeadRefresher | undefined;
+    if (opts.roles.includes('api')) {
+      ({ app, url } = await startApi(cfg, {
+        db,
+        logger,
+        secrets,
+        metrics,
+        telegram,
+        shutdown,
+        started: () => started,
+        refreshHead: () => heads?.refresh() ?? Promise.resolve(),
+      }));
+    }
+    const m = await migrateWhenReachable(db, { logger, signal: shutdown.signal });
+    if (m.applied.length)
+      logger.info({ applied: m.applied, version: m.version }, 'migrations applied');
     if (opts.roles.includes('worker')) {
       const w = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
       worker = w;
@@ -170,39 +191,21 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
       });
     }
-    if (opts.roles.includes('api')) {
-      // REDIS_URL set: windows shared in Redis, in-process while it is down, and /healthz
-      // checks it. Unset: in-process windows, no redisCheck (health reports redis true).
-      const limits = await openRateLimits(cfg.redis.url, logger);
-      shutdown.add('rate limits', () => limits.close());
-      const heads = headRefresher(cfg, { db, logger, metrics, shutdown, ingester });
-      const a = await buildApp({
-        config: cfg,
-        db,
-        logger,
-        secrets,
-        metrics,
-        rateLimiter: limits.rateLimiter,
-        redisCheck: limits.redisCheck,
-        refreshHead: () => heads.refresh(),
-        ...(telegram ? { telegram } : {}),
-      });
-      app = a;
-      // Registered before listen: a failed listen still closes the app.
-      shutdown.add('api', () => a.close());
-      url = await a.listen({ host: cfg.http.host, port: cfg.http.port });
-      logger.info({ url }, 'api listening');
-      if (telegram) {
-        // The bot's updates once getMe has answered (the webhook route answers 503 until then).
-        running.push(
-          telegram.ready(shutdown.signal).then((bot) => {
-            if (bot && !shutdown.signal.aborted) {
-              startTelegramUpdates(cfg, { db, logger, telegram: bot, shutdown, running });
-            }
-          }),
-        );
-      }
+    if (app && telegram) {
+      // The bot's updates once getMe has answered (the webhook route answers 503 until then).
+      const conn = telegram;
+      running.push(
+        conn.ready(shutdown.signal).then((bot) => {
+          if (bot && !shutdown.signal.aborted) {
+            startTelegramUpdates(cfg, { db, logger, telegram: bot, shutdown, running });
+          }
+        }),
+      );
     }
+    // Fresh chain heads for watch activation, through the ingester's providers when it runs here.
+    if (app) heads = headRefresher(cfg, { db, logger, metrics, shutdown, ingester });
+    started = true;
+    if (url) logger.info({ url }, 'api listening');
     if (cfg.metricsPort !== undefined) {
       metricsUrl = await listenMetrics(cfg, metrics, shutdown);
       logger.info({ url: metricsUrl }, 'metrics listening');
@@ -224,6 +227,49 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     },
     stop: () => shutdown.kill(),
   };
+}
+
+/**
+ * The api role's HTTP app, listening on HOST:PORT: rate limits (REDIS_URL set: windows shared in
+ * Redis, in process while it is down, and /healthz checks it; unset: in-process windows, no
+ * redisCheck, health reports redis true), then the app. It listens before the database is
+ * awaited, so `started` gates every route but /healthz until the process has started (logged
+ * 'api accepting connections: …' now, 'api listening' by the caller once started).
+ * @returns the app and its base URL. @throws when the listen fails (the app is closed by the registry).
+ */
+async function startApi(
+  cfg: Config,
+  o: {
+    db: Db;
+    logger: Logger;
+    secrets: SecretBox;
+    metrics: Metrics;
+    telegram: BotConnection | undefined;
+    shutdown: Shutdown;
+    started: () => boolean;
+    refreshHead: () => Promise<void>;
+  },
+): Promise<{ app: FastifyInstance; url: string }> {
+  const limits = await openRateLimits(cfg.redis.url, o.logger);
+  o.shutdown.add('rate limits', () => limits.close());
+  const app = await buildApp({
+    config: cfg,
+    db: o.db,
+    logger: o.logger,
+    secrets: o.secrets,
+    metrics: o.metrics,
+    rateLimiter: limits.rateLimiter,
+    redisCheck: limits.redisCheck,
+    started: o.started,
+    refreshHead: o.refreshHead,
+    ...(o.telegram ? { telegram: o.telegram } : {}),
+  });
+  // Registered before listen: a failed listen still closes the app.
+  o.shutdown.add('api', () => app.close());
+  const url = await app.listen({ host: cfg.http.host, port: cfg.http.port });
+  // 'api listening' (what scripts wait for) is logged once started, when every route answers.
+  o.logger.info({ url }, 'api accepting connections: only /healthz answers until started');
+  return { app, url };
 }
 
 /**

@@ -5,8 +5,9 @@
  *  1. JSON as the only body type (415 otherwise), bodies up to BODY_LIMIT_BYTES (413 beyond);
  *     an empty body is no body (a DELETE sent with Content-Type: application/json is fine).
  *  2. @fastify/swagger (it must see every route), then every `$id` schema (components).
- *  3. The error and 404 handlers (src/api/error-handler.ts), the `/v1/*` guard (auth, rate
- *     limit, testnet refusal: src/api/auth.ts).
+ *  3. The error and 404 handlers (src/api/error-handler.ts), the start gate (every route but
+ *     /healthz answers 503 until `deps.started()`), the `/v1/*` guard (auth, rate limit, testnet
+ *     refusal: src/api/auth.ts).
  *  4. The routes, one resource per file: watches, events, health, docs.
  *
  * Request ids: the caller's X-Request-Id when sane, else a random one (routes/metrics.ts
@@ -30,6 +31,7 @@ import { Metrics } from '../common/metrics.js';
 import { registerConsole } from '../console/index.js';
 import {
   authenticate,
+  enforceAnonymousRateLimit,
   enforceCallerRateLimit,
   isV1Request,
   KeyCache,
@@ -52,6 +54,12 @@ export type { AppDeps } from './types.js';
  * webhook_url plus a few short fields); 64 KiB leaves room and bounds what a client can make us read.
  */
 export const BODY_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * Retry-After of the 503 answered while the process starts, seconds: about the longest pause
+ * between two attempts to reach PostgreSQL (START_BACKOFF, 5 s).
+ */
+export const STARTING_RETRY_AFTER_S = 5;
 
 /** Build the app (routes registered, not listening). The caller closes it. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -126,6 +134,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
+  const started = deps.started;
+  if (started) {
+    // Until the process has started (PostgreSQL reachable, migrations applied), only /healthz
+    // answers (503): anything else would meet a missing database or an old schema.
+    app.addHook('onRequest', async (request, reply) => {
+      if (started() || request.routeOptions.url === '/healthz') return;
+      // A /v1 answer carries the rate-limit headers, as when the database is down later (the
+      // guard): no key can be looked up, so the request counts against its IP's window at the
+      // Free rate (a 429 when full). Answered here, not thrown: no warning per request.
+      if (isV1Request(request)) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+      return reply
+        .code(503)
+        .header('Retry-After', String(STARTING_RETRY_AFTER_S))
+        .send({ error: 'service starting: the database is not ready yet; retry shortly' });
+    });
+  }
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const status = reply.statusCode;

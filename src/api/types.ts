@@ -64,4 +64,11 @@ export interface AppDeps {
    * or resumed (src/ingest/head-refresh.ts); never throws. Absent: the stored head as it is.
    */
   refreshHead?: () => Promise<void>;
+  /**
+   * False while the process is starting (waiting for PostgreSQL, applying migrations: service.ts
+   * listens first, issue 17 item 6): every route but /healthz then answers 503 with Retry-After,
+   * and /healthz answers 503 with `checks.started: false`. Absent: started (an app built on a
+   * migrated database, as in tests).
+   */
+  started?: () => boolean;
 }

@@ -197,6 +197,38 @@ export class FallbackRateLimiter implements RateLimiter {
     return this.down;
   }
 
+  /**
+   * Start on the fallback because the primary is known to be down (Redis not connected when the
+   * process starts): logged now (the same warning as a switch), not at the first request, and the
+   * first request tries the primary, so the return to it is logged too. No-op when already down.
+   * @param reason why, for the log line.
+   */
+  markDown(reason: string): void {
+    if (this.down) return;
+    this.down = true;
+    this.epoch++;
+    this.nextProbeMs = 0;
+    this.logger.warn(
+      { limiter: this.name, err: reason },
+      `${this.name} unreachable: rate limits fall back to in-process windows (per replica)`,
+    );
+  }
+
+  /**
+   * Back on the primary because it is known to answer again (the Redis client connected): logged
+   * now (the same warning as a switch back), without waiting for a request to probe it. No-op
+   * when up.
+   */
+  markUp(): void {
+    if (!this.down) return;
+    this.down = false;
+    this.epoch++;
+    this.logger.warn(
+      { limiter: this.name },
+      `${this.name} reachable again: rate limits are shared between replicas again`,
+    );
+  }
+
   /** See RateLimiter.hit. `nowMs` also clocks the probes (tests); default Date.now(). */
   async hit(
     id: string,

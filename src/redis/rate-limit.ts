@@ -125,14 +125,22 @@ const START_WAIT_MS = 1_000;
  *   windows per replica (logged once per transition, /healthz 503 through `redisCheck`).
  * - `url` unset: in-process windows only, and no `redisCheck` (/healthz reports redis true:
  *   there is no Redis to be down).
- * Start-up waits up to 1 s for Redis, then serves anyway (on the fallback until it connects).
+ * Start-up waits up to 1 s for Redis, then serves anyway (on the fallback until it connects,
+ * logged at once: 'redis unreachable: …', then 'redis reachable again: …' when the client
+ * connects). Redis down never delays a start by more than that second, nor stops it.
  */
 export async function openRateLimits(url: string | undefined, logger: Logger): Promise<RateLimits> {
   if (!url) return { rateLimiter: new MemoryRateLimiter(), close: async () => {} };
   const redis = createRedis(url, { logger });
-  await waitReady(redis, START_WAIT_MS);
+  const limiter = new FallbackRateLimiter(new RedisRateLimiter(redis), { logger });
+  // Down at start: said now, once, rather than at the first request; and back on Redis as soon
+  // as the client connects (at start or after an outage), not at the next probing request
+  // (issue 17 item 6).
+  if (!(await waitReady(redis, START_WAIT_MS)))
+    limiter.markDown(`not connected after ${START_WAIT_MS} ms`);
+  redis.on('ready', () => limiter.markUp());
   return {
-    rateLimiter: new FallbackRateLimiter(new RedisRateLimiter(redis), { logger }),
+    rateLimiter: limiter,
     redisCheck: () => pingRedis(redis),
     close: () => closeRedis(redis),
   };

@@ -151,4 +151,32 @@ describe('FallbackRateLimiter', () => {
       expect.stringMatching(/reachable again/),
     ]);
   });
+
+  it('markDown at start: logged at once, the first request probes; markUp: back at once, logged once', async () => {
+    const { rl, primary, fallback, lines } = setup(1_000);
+    primary.down = true;
+    rl.markDown('not connected after 1000 ms');
+    rl.markDown('again'); // no-op
+    expect(rl.degraded).toBe(true);
+    expect(lines.map((l) => l.msg)).toEqual([
+      'redis unreachable: rate limits fall back to in-process windows (per replica)',
+    ]);
+    // The first request tries the primary (fails quietly), then the fallback answers.
+    expect((await rl.hit('k', 3, 10)).remaining).toBe(2);
+    expect(primary.calls).toBe(1);
+    expect((await rl.hit('k', 3, 20)).remaining).toBe(1);
+    expect(primary.calls).toBe(1);
+    expect(fallback.size).toBe(1);
+    primary.down = false;
+    rl.markUp();
+    rl.markUp(); // no-op
+    expect(rl.degraded).toBe(false);
+    // Within the probe interval, yet on the primary: no request had to probe it.
+    expect((await rl.hit('k', 3, 30)).remaining).toBe(2);
+    expect(primary.calls).toBe(2);
+    expect(lines.map((l) => l.msg)).toEqual([
+      'redis unreachable: rate limits fall back to in-process windows (per replica)',
+      'redis reachable again: rate limits are shared between replicas again',
+    ]);
+  });
 });

@@ -3,6 +3,8 @@
  *
  *   200 { ok: true,  network, checks: { postgres: true, redis: true } }
  *   503 { ok: false, network, checks: { postgres, redis } }   (same shape)
+ *   503 { ok: false, network, checks: { postgres, redis, started: false } }
+ *                                        (additive: the process is still starting)
  *   503 { ok: false, network, checks: { postgres, redis, ingest: false },
  *         ingest: { stalled_block, reason, since } }        (additive: ingest is stalled)
  *   503 { ok: false, network, checks: { …, secrets: false },
@@ -12,6 +14,9 @@
  *   timeout is longer, so the deadline here is what bounds the probe).
  * - redis: `deps.redisCheck()` (within 1 s) when the app was given one. Without it no Redis is
  *   configured: the rate-limit windows are in process and cannot be down, so the check is true.
+ * - started (additive, present only when false): the process listens before it has reached
+ *   PostgreSQL and applied migrations (service.ts, issue 17 item 6); until then every other route
+ *   answers 503 and so does this one, whatever the probes say.
  * - ingest (additive to the SPEC's shape, present only when false): the ingester recorded a stall
  *   on the cursor row (src/ingest/stall.ts: a block failed for a reason no retry can fix; it is
  *   retried slowly, never skipped). Read from the database, so every API replica reports it
@@ -76,6 +81,12 @@ export const HealthSchema = T.Object(
     checks: T.Object({
       postgres: T.Boolean(),
       redis: T.Boolean({ description: 'True when no Redis is configured (in-process windows).' }),
+      started: T.Optional(
+        T.Boolean({
+          description:
+            'Additive; present (false) only while this process is starting: waiting for PostgreSQL or applying migrations. Every other route answers 503 meanwhile.',
+        }),
+      ),
       ingest: T.Optional(
         T.Boolean({
           description:
@@ -192,9 +203,11 @@ export function healthRoutes(app: App, deps: AppDeps): void {
         probe(() => recentSecretProblems(deps.db), HEALTH_TIMEOUT_MS, []),
         probe(() => readProviderStates(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, []),
       ]);
+      const started = deps.started?.() ?? true;
       const degraded = providers.some((p) => p.state !== 'ok');
       const nodeServes = providers.length === 0 || providers.some((p) => p.state === 'ok');
-      const ok = postgres && redis && !stall && secretProblems.length === 0 && nodeServes;
+      const ok =
+        started && postgres && redis && !stall && secretProblems.length === 0 && nodeServes;
       const network = deps.config.network;
       const first = secretProblems[0];
       return reply.code(ok ? 200 : 503).send({
@@ -203,6 +216,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
         checks: {
           postgres,
           redis,
+          ...(started ? {} : { started: false }),
           ...(stall ? { ingest: false } : {}),
           ...(first ? { secrets: false } : {}),
           ...(degraded ? { node: nodeServes } : {}),
