@@ -9,6 +9,11 @@
  *     limit, testnet refusal: src/api/auth.ts).
  *  4. The routes, one resource per file: watches, events, health, docs.
  *
+ * The client's address (`request.ip`, what every per-address limit and the logs use): the socket
+ * peer, or, when that peer is a proxy named in TRUST_PROXY (config.http.trustProxy, Fastify's
+ * `trustProxy`), the address that proxy forwarded (X-Forwarded-For, read right to left while the
+ * hops are trusted proxies). An X-Forwarded-For from any other peer is ignored.
+ *
  * Request ids: the caller's X-Request-Id when sane, else a random one (routes/metrics.ts
  * requestId), echoed as X-Request-Id and carried as `request_id` by every log line of the request.
  * One log line per request ('request completed': method, route, path, status_code, duration_ms,
@@ -61,6 +66,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: requestId,
+    // Unset TRUST_PROXY: an empty list, no proxy trusted (false: Fastify reads no X-Forwarded-*).
+    trustProxy: deps.config.http.trustProxy.length > 0 ? deps.config.http.trustProxy : false,
     logController: new LogController({
       requestIdLogLabel: 'request_id',
       // One snake_case line per request instead (the onResponse hook below).
