@@ -13,6 +13,13 @@ import { Value } from '@sinclair/typebox/value';
 const Int = (opts: { minimum?: number; maximum?: number; default: number; description: string }) =>
   T.Integer(opts);
 
+/**
+ * METRICS_PORT when unset. The Prometheus exporters' range (9100-9999) is fully allocated; 9464 is
+ * the port application SDKs (OpenTelemetry's Prometheus exporter) listen on by default, so a
+ * scrape job or firewall rule for application metrics often already names it.
+ */
+export const DEFAULT_METRICS_PORT = 9464;
+
 /** The environment variables tronwatch reads, with defaults and bounds. */
 export const EnvSchema = T.Object({
   DATABASE_URL: T.Optional(
@@ -140,14 +147,19 @@ export const EnvSchema = T.Object({
   WEBHOOK_CA_FILE: T.Optional(
     T.String({ minLength: 1, description: 'Extra CA certificate (PEM) trusted for webhook TLS.' }),
   ),
-  METRICS_PORT: T.Optional(
-    T.Integer({
-      minimum: 0,
-      maximum: 65_535,
-      description:
-        'Serve GET /metrics on this port too (on HOST), for processes without the api role. Unset: only the API serves /metrics.',
-    }),
-  ),
+  METRICS_PORT: Int({
+    minimum: 0,
+    maximum: 65_535,
+    default: DEFAULT_METRICS_PORT,
+    description:
+      'Port of the metrics listener (GET /metrics), in every role; the API port does not serve /metrics. 0 = a free port (logged).',
+  }),
+  METRICS_HOST: T.String({
+    default: '127.0.0.1',
+    minLength: 1,
+    description:
+      'Address of the metrics listener. Loopback by default: /metrics reveals traffic volumes and key ids, so it is opened to a private network on purpose, never by accident.',
+  }),
   TRUST_PROXY: T.Optional(
     T.String({
       minLength: 1,
@@ -309,6 +321,7 @@ export const ConfigSchema = Group({
         "TRUST_PROXY split on commas: Fastify's trustProxy (proxy-addr). Empty: no proxy is trusted, request.ip is the socket peer.",
     }),
   }),
+  metrics: Group({ host: V.METRICS_HOST, port: V.METRICS_PORT }),
   telegram: Group({
     token: Unset(V.TELEGRAM_BOT_TOKEN),
     apiRoot: T.String({ description: 'TELEGRAM_API_ROOT without trailing slashes.' }),
@@ -322,8 +335,6 @@ export const ConfigSchema = Group({
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
-  /** Port of a metrics-only listener (roles without the API); undefined = none. */
-  metricsPort: Unset(V.METRICS_PORT),
   logLevel: V.LOG_LEVEL,
 });
 
@@ -568,6 +579,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       caFile: e.WEBHOOK_CA_FILE,
     },
     http: { host: e.HOST, port: e.PORT, trustProxy: splitList(e.TRUST_PROXY ?? '') },
+    metrics: { host: e.METRICS_HOST, port: e.METRICS_PORT },
     telegram: {
       token: e.TELEGRAM_BOT_TOKEN,
       apiRoot: e.TELEGRAM_API_ROOT.replace(/\/+$/, ''),
@@ -581,7 +593,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
-    metricsPort: e.METRICS_PORT,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -7,7 +7,8 @@
  *  2. @fastify/swagger (it must see every route), then every `$id` schema (components).
  *  3. The error and 404 handlers (src/api/error-handler.ts), the `/v1/*` guard (auth, rate
  *     limit, testnet refusal: src/api/auth.ts).
- *  4. The routes, one resource per file: watches, events, health, docs.
+ *  4. The routes, one resource per file: watches, events, health, docs. Not /metrics: it is
+ *     served by the metrics listener only (src/api/metrics-app.ts), so here it is a 404.
  *
  * The client's address (`request.ip`, what every per-address limit and the logs use): the socket
  * peer, or, when that peer is a proxy named in TRUST_PROXY (config.http.trustProxy, Fastify's
@@ -18,7 +19,7 @@
  * requestId), echoed as X-Request-Id and carried as `request_id` by every log line of the request.
  * One log line per request ('request completed': method, route, path, status_code, duration_ms,
  * client_ip) replaces Fastify's two; bodies and headers are never logged. The same hook feeds
- * the request-latency histogram of GET /metrics.
+ * the request-latency histogram of GET /metrics (on the metrics listener).
  */
 
 import swagger from '@fastify/swagger';
@@ -44,7 +45,7 @@ import { clientError, registerErrorHandling, sendError } from './error-handler.j
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
-import { metricsRoutes, requestId } from './routes/metrics.js';
+import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
@@ -174,7 +175,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, deps);
   statusRoutes(app, deps);
   docsRoutes(app);
-  metricsRoutes(app, metrics);
   return app;
 }
 

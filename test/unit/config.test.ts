@@ -29,6 +29,7 @@ describe('loadConfig', () => {
     expect(c.dataDir).toBe(path.resolve('.tronwatch'));
     expect(c.database.embeddedDir).toBe(path.join(path.resolve('.tronwatch'), 'pgdata'));
     expect(c.http).toEqual({ host: '0.0.0.0', port: 8080, trustProxy: [] });
+    expect(c.metrics).toEqual({ host: '127.0.0.1', port: 9464 });
     expect(c.network).toBe('mainnet');
   });
 
@@ -144,6 +145,16 @@ describe('loadConfig', () => {
     }
   });
 
+  it('serves metrics on their own listener, 127.0.0.1:9464 unless told', () => {
+    expect(loadConfig({ METRICS_HOST: '10.0.0.7', METRICS_PORT: '0' }).metrics).toEqual({
+      host: '10.0.0.7',
+      port: 0,
+    });
+    for (const bad of ['-1', '65536', 'off', '9464.5']) {
+      expect(() => loadConfig({ METRICS_PORT: bad }), bad).toThrow(/METRICS_PORT/);
+    }
+  });
+
   it('gives the console closed sign-up, a 7-day session and a localhost public URL by default', () => {
     expect(loadConfig({}).console).toEqual({
       signup: 'closed',
@@ -215,6 +226,7 @@ describe('loadConfig', () => {
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32, 10.0.0.0/8',
       WEBHOOK_CA_FILE: '/ca.pem',
       METRICS_PORT: '9100',
+      METRICS_HOST: '0.0.0.0',
       TRUST_PROXY: '10.0.0.0/8',
     });
     expect(every.secrets.oldKeys).toEqual(['x', 'y']);
