@@ -142,6 +142,7 @@ export async function benchApi(
           DATABASE_URL: t.url ?? '',
           HOST: '127.0.0.1',
           PORT: '0',
+          METRICS_PORT: '0',
           LOG_LEVEL: 'info',
           REDIS_URL: redisUrl,
         },

@@ -76,6 +76,7 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
     WEBHOOK_CA_FILE: path.join(dataDir, 'ca.pem'),
     HOST: '127.0.0.1',
     PORT: '0',
+    METRICS_PORT: '0',
     LOG_LEVEL: 'error',
   });
   const committedAt = new Map<number, number>();

@@ -522,6 +522,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       DELIVERY_POLL_MS: '100',
       HOST: '127.0.0.1',
       PORT: '0',
+      METRICS_PORT: '0', // six processes on one machine: a free metrics port each
     };
     const logs = new Map<string, fs.WriteStream>();
     let stopping = false;

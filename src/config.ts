@@ -5,12 +5,20 @@
  * ("Configuration"); the schema below is the source of truth for names, defaults and bounds.
  * Habit 3 of CONVENTIONS.md (Unkey `pkg/env.ts`).
  */
+import net from 'node:net';
 import path from 'node:path';
 import { type Static, Type as T, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
 const Int = (opts: { minimum?: number; maximum?: number; default: number; description: string }) =>
   T.Integer(opts);
+
+/**
+ * METRICS_PORT when unset. The Prometheus exporters' range (9100-9999) is fully allocated; 9464 is
+ * the port application SDKs (OpenTelemetry's Prometheus exporter) listen on by default, so a
+ * scrape job or firewall rule for application metrics often already names it.
+ */
+export const DEFAULT_METRICS_PORT = 9464;
 
 /** The environment variables tronwatch reads, with defaults and bounds. */
 export const EnvSchema = T.Object({
@@ -139,12 +147,24 @@ export const EnvSchema = T.Object({
   WEBHOOK_CA_FILE: T.Optional(
     T.String({ minLength: 1, description: 'Extra CA certificate (PEM) trusted for webhook TLS.' }),
   ),
-  METRICS_PORT: T.Optional(
-    T.Integer({
-      minimum: 0,
-      maximum: 65_535,
+  METRICS_PORT: Int({
+    minimum: 0,
+    maximum: 65_535,
+    default: DEFAULT_METRICS_PORT,
+    description:
+      'Port of the metrics listener (GET /metrics), in every role; the API port does not serve /metrics. 0 = a free port (logged).',
+  }),
+  METRICS_HOST: T.String({
+    default: '127.0.0.1',
+    minLength: 1,
+    description:
+      'Address of the metrics listener. Loopback by default: /metrics reveals traffic volumes and key ids, so it is opened to a private network on purpose, never by accident.',
+  }),
+  TRUST_PROXY: T.Optional(
+    T.String({
+      minLength: 1,
       description:
-        'Serve GET /metrics on this port too (on HOST), for processes without the api role. Unset: only the API serves /metrics.',
+        'Comma-separated addresses or CIDRs of the proxies in front of the API (or loopback, linklocal, uniquelocal) whose X-Forwarded-For is believed. Unset: none (the socket peer is the client).',
     }),
   ),
   CONSOLE_SIGNUP: T.Union([T.Literal('open'), T.Literal('closed')], {
@@ -293,7 +313,15 @@ export const ConfigSchema = Group({
     }),
     caFile: Unset(V.WEBHOOK_CA_FILE),
   }),
-  http: Group({ host: V.HOST, port: V.PORT }),
+  http: Group({
+    host: V.HOST,
+    port: V.PORT,
+    trustProxy: T.Array(T.String({ minLength: 1 }), {
+      description:
+        "TRUST_PROXY split on commas: Fastify's trustProxy (proxy-addr). Empty: no proxy is trusted, request.ip is the socket peer.",
+    }),
+  }),
+  metrics: Group({ host: V.METRICS_HOST, port: V.METRICS_PORT }),
   telegram: Group({
     token: Unset(V.TELEGRAM_BOT_TOKEN),
     apiRoot: T.String({ description: 'TELEGRAM_API_ROOT without trailing slashes.' }),
@@ -307,8 +335,6 @@ export const ConfigSchema = Group({
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
-  /** Port of a metrics-only listener (roles without the API); undefined = none. */
-  metricsPort: Unset(V.METRICS_PORT),
   logLevel: V.LOG_LEVEL,
 });
 
@@ -428,6 +454,56 @@ function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
   return out;
 }
 
+/** A comma-separated list, entries trimmed, empty ones dropped. */
+function splitList(value: string): string[] {
+  return value
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+}
+
+/** The names proxy-addr (Fastify's trustProxy) expands to ranges (listed in trustProxyProblems). */
+const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * What is wrong with TRUST_PROXY, one line per bad entry (README "Running several processes").
+ * Accepted: an IPv4 or IPv6 address, a CIDR with a prefix of at least 1 bit, or one of
+ * proxy-addr's names `loopback` (127.0.0.1/8, ::1), `linklocal` (169.254.0.0/16, fe80::/10),
+ * `uniquelocal` (10/8, 172.16/12, 192.168/16, fc00::/7). Refused, because each would let a
+ * client that reaches the port directly choose the address its limits are counted against:
+ * `true`, a /0, and a hop count (Fastify 5 no longer honours one: a number trusts nobody, and a
+ * count believes any peer, however it connected).
+ */
+function trustProxyProblems(value: string): string[] {
+  const problems: string[] = [];
+  for (const entry of splitList(value)) {
+    if (TRUST_PROXY_NAMES.has(entry)) continue;
+    const bad = (why: string) => problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} ${why}`);
+    if (/^\d+$/.test(entry)) {
+      bad(
+        'is a hop count, which is not accepted: it believes X-Forwarded-For from any peer, so a client that reaches the port directly could choose its address; name the proxies (addresses, CIDRs, or uniquelocal)',
+      );
+      continue;
+    }
+    const slash = entry.indexOf('/');
+    const address = slash < 0 ? entry : entry.slice(0, slash);
+    const version = net.isIP(address);
+    if (version === 0) {
+      bad('is not an IP address, a CIDR, loopback, linklocal or uniquelocal');
+      continue;
+    }
+    if (slash < 0) continue;
+    const prefix = entry.slice(slash + 1);
+    const max = version === 4 ? 32 : 128;
+    if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max) {
+      bad(`has no valid prefix length (1-${max})`);
+    } else if (Number(prefix) === 0) {
+      bad('trusts every address: any client could choose its own');
+    }
+  }
+  return problems;
+}
+
 /**
  * Parse the environment into a {@link Config}.
  * @param env a process.env-like record; empty strings count as unset.
@@ -454,6 +530,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const withDefaults = Value.Default(EnvSchema, Value.Convert(EnvSchema, raw));
   const problems = [
     ...spelling,
+    ...trustProxyProblems(typeof raw.TRUST_PROXY === 'string' ? raw.TRUST_PROXY : ''),
     ...[...Value.Errors(EnvSchema, withDefaults)]
       .filter((e) => !spelling.some((p) => p.startsWith(`${e.path.slice(1)}:`)))
       .map((e) => `${e.path.slice(1) || '(root)'}: ${e.message} (got ${JSON.stringify(e.value)})`),
@@ -501,7 +578,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         .filter((x) => x !== ''),
       caFile: e.WEBHOOK_CA_FILE,
     },
-    http: { host: e.HOST, port: e.PORT },
+    http: { host: e.HOST, port: e.PORT, trustProxy: splitList(e.TRUST_PROXY ?? '') },
+    metrics: { host: e.METRICS_HOST, port: e.METRICS_PORT },
     telegram: {
       token: e.TELEGRAM_BOT_TOKEN,
       apiRoot: e.TELEGRAM_API_ROOT.replace(/\/+$/, ''),
@@ -515,7 +593,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
-    metricsPort: e.METRICS_PORT,
     logLevel: e.LOG_LEVEL,
   };
 }

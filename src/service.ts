@@ -7,9 +7,9 @@
  * roles; `stop()` stops taking work, lets in-flight work finish, and closes pools.
  */
 import fs from 'node:fs';
-import http from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/app.js';
+import { buildMetricsApp } from './api/metrics-app.js';
 import type { Logger } from './common/logger.js';
 import { Metrics } from './common/metrics.js';
 import {
@@ -43,8 +43,8 @@ export interface Service {
   db: Db;
   /** Base URL of the API when the api role runs (http://host:port). */
   url: string | undefined;
-  /** URL of the separate metrics listener when METRICS_PORT is set. */
-  metricsUrl: string | undefined;
+  /** URL of the metrics listener (METRICS_HOST:METRICS_PORT/metrics), in every role. */
+  metricsUrl: string;
   app: FastifyInstance | undefined;
   ingester: Ingester | undefined;
   worker: DeliveryWorker | undefined;
@@ -111,14 +111,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   shutdown.add('roles', () => Promise.allSettled(running));
   let app: FastifyInstance | undefined;
   let url: string | undefined;
-  let metricsUrl: string | undefined;
+  let metricsUrl: string;
   let ingester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
   try {
     const secrets = secretBox(cfg, logger);
-    // One registry per process, fed by every role it runs; the api role serves it at /metrics.
+    // One registry per process, fed by every role it runs; the metrics listener serves it.
     const metrics = new Metrics({ db, logger, processMetrics: true });
     if (cfg.delivery.caFile && !fs.existsSync(cfg.delivery.caFile)) {
       throw new Error(`WEBHOOK_CA_FILE ${cfg.delivery.caFile} does not exist`);
@@ -206,10 +206,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     if (app) heads = headRefresher(cfg, { db, logger, metrics, shutdown, ingester });
     started = true;
     if (url) logger.info({ url }, 'api listening');
-    if (cfg.metricsPort !== undefined) {
-      metricsUrl = await listenMetrics(cfg, metrics, shutdown);
-      logger.info({ url: metricsUrl }, 'metrics listening');
-    }
+    // Every role: /metrics is served here only, never on the API port (issue 17 item 3).
+    metricsUrl = await listenMetrics(cfg, metrics, logger, shutdown);
+    logger.info({ url: metricsUrl }, 'metrics listening');
   } catch (err) {
     await shutdown.kill(err);
     throw err;
@@ -407,33 +406,19 @@ function startTelegramUpdates(
 }
 
 /**
- * METRICS_PORT: roles without the API (ingest, worker) have no HTTP listener, so this one serves
- * only GET /metrics (chain lag lives in the ingest process). @returns its URL.
+ * The metrics listener (src/api/metrics-app.ts) on METRICS_HOST:METRICS_PORT (127.0.0.1:9464 by
+ * default), in every role: GET /metrics and nothing else. @returns its URL (…/metrics).
+ * @throws the listen error (EADDRINUSE when two processes on one host keep the default port).
  */
-async function listenMetrics(cfg: Config, metrics: Metrics, shutdown: Shutdown): Promise<string> {
-  const server = http.createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?', 1)[0] !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
-      return;
-    }
-    metrics.registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-      () =>
-        res
-          .writeHead(500, { 'content-type': 'application/json' })
-          .end('{"error":"internal server error"}'),
-    );
-  });
-  shutdown.add(
-    'metrics listener',
-    () => new Promise<void>((resolve) => server.close(() => resolve())),
-  );
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(cfg.metricsPort, cfg.http.host, () => resolve());
-  });
-  const addr = server.address();
-  return typeof addr === 'object' && addr
-    ? `http://${cfg.http.host}:${addr.port}/metrics`
-    : `http://${cfg.http.host}:${cfg.metricsPort}/metrics`;
+async function listenMetrics(
+  cfg: Config,
+  metrics: Metrics,
+  logger: Logger,
+  shutdown: Shutdown,
+): Promise<string> {
+  const app = await buildMetricsApp(metrics, logger);
+  // Registered before listen: a failed listen still closes the app.
+  shutdown.add('metrics listener', () => app.close());
+  const address = await app.listen({ host: cfg.metrics.host, port: cfg.metrics.port });
+  return `${address}/metrics`;
 }

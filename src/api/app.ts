@@ -8,13 +8,19 @@
  *  3. The error and 404 handlers (src/api/error-handler.ts), the start gate (every route but
  *     /healthz answers 503 until `deps.started()`), the `/v1/*` guard (auth, rate limit, testnet
  *     refusal: src/api/auth.ts).
- *  4. The routes, one resource per file: watches, events, health, docs.
+ *  4. The routes, one resource per file: watches, events, health, docs. Not /metrics: it is
+ *     served by the metrics listener only (src/api/metrics-app.ts), so here it is a 404.
+ *
+ * The client's address (`request.ip`, what every per-address limit and the logs use): the socket
+ * peer, or, when that peer is a proxy named in TRUST_PROXY (config.http.trustProxy, Fastify's
+ * `trustProxy`), the address that proxy forwarded (X-Forwarded-For, read right to left while the
+ * hops are trusted proxies). An X-Forwarded-For from any other peer is ignored.
  *
  * Request ids: the caller's X-Request-Id when sane, else a random one (routes/metrics.ts
  * requestId), echoed as X-Request-Id and carried as `request_id` by every log line of the request.
  * One log line per request ('request completed': method, route, path, status_code, duration_ms,
  * client_ip) replaces Fastify's two; bodies and headers are never logged. The same hook feeds
- * the request-latency histogram of GET /metrics.
+ * the request-latency histogram of GET /metrics (on the metrics listener).
  */
 
 import swagger from '@fastify/swagger';
@@ -41,7 +47,7 @@ import { clientError, registerErrorHandling, sendError } from './error-handler.j
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
-import { metricsRoutes, requestId } from './routes/metrics.js';
+import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
@@ -69,6 +75,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: requestId,
+    // Unset TRUST_PROXY: an empty list, no proxy trusted (false: Fastify reads no X-Forwarded-*).
+    trustProxy: deps.config.http.trustProxy.length > 0 ? deps.config.http.trustProxy : false,
     logController: new LogController({
       requestIdLogLabel: 'request_id',
       // One snake_case line per request instead (the onResponse hook below).
@@ -191,7 +199,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, deps);
   statusRoutes(app, deps);
   docsRoutes(app);
-  metricsRoutes(app, metrics);
   return app;
 }
 

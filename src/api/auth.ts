@@ -35,7 +35,9 @@
  * Rate limit: an authenticated request counts against its key at the account's rate; one that
  * fails authentication counts against the client IP at the Free rate, and when that is exhausted
  * the answer is 429 instead of the 401/403 (a key-guessing client is slowed down like any other).
- * The client IP is Fastify's `request.ip`: the socket peer (no proxy headers are trusted).
+ * The client IP is Fastify's `request.ip`: the socket peer, or behind a proxy named in
+ * TRUST_PROXY the address it forwarded (src/api/app.ts); an IPv6 client is counted by its /64
+ * (clientAddressKey in src/rate-limit/limiter.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -48,7 +50,7 @@ import {
 import { limitsFor, PLAN_LIMITS } from '../accounts/plans.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
-import type { RateLimiter } from '../rate-limit/limiter.js';
+import { clientAddressKey, type RateLimiter } from '../rate-limit/limiter.js';
 import type { AuthContext, KeyCache } from './key-cache.js';
 import type { App } from './types.js';
 
@@ -228,7 +230,12 @@ export function enforceAnonymousRateLimit(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<void> {
-  return enforceRateLimit(limiter, reply, `ip:${request.ip}`, PLAN_LIMITS.free.requestsPerMinute);
+  return enforceRateLimit(
+    limiter,
+    reply,
+    `ip:${clientAddressKey(request.ip)}`,
+    PLAN_LIMITS.free.requestsPerMinute,
+  );
 }
 
 /**

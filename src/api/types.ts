@@ -46,7 +46,10 @@ export interface AppDeps {
    * public). Default: the system resolver. Tests inject a stub so names resolve offline.
    */
   resolver?: Resolver;
-  /** The process's metrics, served at GET /metrics. Default: a new Metrics on `db`. */
+  /**
+   * The process's metrics: the app feeds request latency, the metrics listener serves them
+   * (src/api/metrics-app.ts). Default: a new Metrics on `db`.
+   */
   metrics?: Metrics;
   /**
    * Callers of recently verified API keys, for routes that re-check the key in their own

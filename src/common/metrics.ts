@@ -1,6 +1,7 @@
 /**
  * Prometheus metrics of one process (one Registry per process: service.ts makes it and hands it
- * to every role it runs; the API serves it at GET /metrics, src/api/routes/metrics.ts).
+ * to every role it runs; the metrics listener serves it at GET /metrics, src/api/metrics-app.ts,
+ * never the API port).
  *
  * Every metric, name prefixed `tronwatch_`:
  *

@@ -336,6 +336,7 @@ async function startDemoService(
     DELIVERY_POLL_MS: '100',
     HOST: '127.0.0.1',
     PORT: '0',
+    METRICS_PORT: '0',
     LOG_LEVEL: logLevel,
     ...(standIn
       ? {

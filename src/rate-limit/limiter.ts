@@ -16,7 +16,28 @@
  *   happens (whole seconds, rounded up, at least 1).
  */
 
+import ipaddr from 'ipaddr.js';
 import type { Logger } from '../common/logger.js';
+
+/**
+ * How a client address is counted in the per-address windows (`ip:…`, `login:{…}`, …): an IPv4
+ * address as it is (an IPv4-mapped IPv6 one, `::ffff:192.0.2.7`, as its IPv4), an IPv6 address
+ * by its /64 network (`2001:db8:1:2::/64`). One host or subscriber is given a whole /64 at least
+ * (RFC 6177), so counting each of its 2^64 addresses apart would hand it a fresh window per
+ * request. `ip` is `request.ip` (the socket peer, or the forwarded client behind a trusted proxy);
+ * text that is not an address (none is expected) is used as it is.
+ */
+export function clientAddressKey(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  try {
+    const addr = ipaddr.process(ip);
+    if (addr.kind() === 'ipv4') return addr.toString();
+    const words = (addr as ipaddr.IPv6).parts.slice(0, 4).map((w) => w.toString(16));
+    return `${words.join(':')}::/64`;
+  } catch {
+    return ip;
+  }
+}
 
 /** Length of the sliding window, ms (SPEC: "a sliding 60-second window"). */
 export const WINDOW_MS = 60_000;
@@ -30,6 +51,30 @@ export interface RateLimitResult {
   remaining: number;
   /** When refused: whole seconds until a request would be allowed (≥ 1). 0 when allowed. */
   retryAfterSeconds: number;
+}
+
+/** One sliding window a {@link RateLimiter.reserve} counts in. */
+export interface WindowLimit {
+  /** What is counted: `login:{<address>}:<e-mail digest>`, `login-ip:{<address>}`, … */
+  id: string;
+  /** Entries allowed in the window (≥ 1). */
+  limit: number;
+  /** The window's length, ms. One id is always used with one window length. */
+  windowMs: number;
+}
+
+/** The outcome of {@link RateLimiter.reserve}. */
+export interface Reservation {
+  /** True when one entry was recorded in every window; false when none was (one was full). */
+  allowed: boolean;
+  /** When refused: whole seconds until every window has room (≥ 1). 0 when allowed. */
+  retryAfterSeconds: number;
+  /**
+   * Give the entry back: remove it from every window it was recorded in (nothing when refused,
+   * or when it has left its window). Idempotent. Rejects when the shared store is unreachable
+   * (the entry then stays until it leaves its window).
+   */
+  release(): Promise<void>;
 }
 
 export interface RateLimiter {
@@ -47,6 +92,20 @@ export interface RateLimiter {
    * left (limit − count), `retryAfterSeconds` as for hit when there is none. Parameters as hit.
    */
   peek(id: string, limit: number, nowMs?: number, windowMs?: number): Promise<RateLimitResult>;
+  /**
+   * Atomically record one entry in EVERY window of `windows` when each has room, else in none:
+   * counting before the work it guards, so that N parallel requests cannot all pass a check
+   * made before any of them was counted (issue 17 item 2: a login attempt is counted before
+   * argon2 runs, and given back with `release` when it succeeds). Refused reservations record
+   * nothing, like refused requests.
+   * @param nowMs as for hit.
+   */
+  reserve(windows: readonly WindowLimit[], nowMs?: number): Promise<Reservation>;
+}
+
+/** A refused reservation: nothing was recorded, so there is nothing to give back. */
+export function refusedReservation(retryAfterSeconds: number): Reservation {
+  return { allowed: false, retryAfterSeconds, release: async () => {} };
 }
 
 /** The accepted requests of one id inside the window: timestamps ascending, from `head`. */
@@ -84,14 +143,46 @@ export class MemoryRateLimiter implements RateLimiter {
     return this.count(id, limit, nowMs, windowMs, false);
   }
 
-  private count(
-    id: string,
-    limit: number,
-    nowMs: number,
-    windowMs: number,
-    record: boolean,
-  ): RateLimitResult {
+  async reserve(windows: readonly WindowLimit[], nowMs: number = Date.now()): Promise<Reservation> {
+    // No await between the checks and the records: atomic within the process.
     this.sweep(nowMs);
+    let waitMs = 0;
+    for (const w of windows) {
+      const log = this.trimmed(w.id, w.windowMs, nowMs);
+      const count = log.ts.length - log.head;
+      if (count >= w.limit) {
+        const freeing = log.ts[log.head + count - w.limit] ?? nowMs;
+        waitMs = Math.max(waitMs, freeing + w.windowMs - nowMs, 1);
+      }
+    }
+    if (waitMs > 0) return refusedReservation(Math.max(1, Math.ceil(waitMs / 1000)));
+    const recorded = windows.map((w) => {
+      const log = this.trimmed(w.id, w.windowMs, nowMs);
+      const last = log.ts[log.ts.length - 1];
+      const at = last !== undefined && last > nowMs ? last : nowMs;
+      log.ts.push(at);
+      return { id: w.id, at };
+    });
+    let released = false;
+    return {
+      allowed: true,
+      retryAfterSeconds: 0,
+      release: async () => {
+        if (released) return;
+        released = true;
+        for (const { id, at } of recorded) {
+          const log = this.logs.get(id);
+          if (!log) continue;
+          // Any entry with the same time is the same to the window: remove the newest such one.
+          const i = log.ts.lastIndexOf(at);
+          if (i >= log.head) log.ts.splice(i, 1);
+        }
+      },
+    };
+  }
+
+  /** The log of `id` with the entries that left the window (ending at `nowMs`) dropped. */
+  private trimmed(id: string, windowMs: number, nowMs: number): Log {
     let log = this.logs.get(id);
     if (!log) {
       log = { ts: [], head: 0, windowMs };
@@ -104,6 +195,18 @@ export class MemoryRateLimiter implements RateLimiter {
       log.ts = log.ts.slice(log.head);
       log.head = 0;
     }
+    return log;
+  }
+
+  private count(
+    id: string,
+    limit: number,
+    nowMs: number,
+    windowMs: number,
+    record: boolean,
+  ): RateLimitResult {
+    this.sweep(nowMs);
+    const log = this.trimmed(id, windowMs, nowMs);
     const count = log.ts.length - log.head;
     if (count < limit && !record) {
       return { allowed: true, limit, remaining: limit - count, retryAfterSeconds: 0 };
@@ -249,10 +352,20 @@ export class FallbackRateLimiter implements RateLimiter {
     return this.run(nowMs, (l) => l.peek(id, limit, nowMs, windowMs));
   }
 
-  private async run(
+  /**
+   * See RateLimiter.reserve; on the primary or the fallback as hit. The reservation is given
+   * back to the limiter that made it; a release that fails there (Redis went away since) leaves
+   * the entry to expire with its window: one extra counted entry, not an error for the caller.
+   */
+  async reserve(windows: readonly WindowLimit[], nowMs?: number): Promise<Reservation> {
+    const r = await this.run(nowMs, (l) => l.reserve(windows, nowMs));
+    return { ...r, release: () => r.release().catch(() => undefined) };
+  }
+
+  private async run<T>(
     nowMs: number | undefined,
-    op: (limiter: RateLimiter) => Promise<RateLimitResult>,
-  ): Promise<RateLimitResult> {
+    op: (limiter: RateLimiter) => Promise<T>,
+  ): Promise<T> {
     const t = nowMs ?? Date.now();
     if (!this.down || t >= this.nextProbeMs) {
       const epoch = this.epoch;

@@ -3,9 +3,9 @@
  * §Redis). Same semantics as the in-process MemoryRateLimiter (src/rate-limit/limiter.ts): a TRUE
  * sliding 60 s window per id, refused requests not counted, exact `Retry-After`.
  *
- * One request = one atomic script (src/redis/sliding-window.lua, EVALSHA through ioredis
- * `defineCommand`, which falls back to EVAL once after a NOSCRIPT): trim, count, and record
- * when there is room. Time is the Redis server's clock (TIME inside the script), so replicas
+ * One request = one atomic script (src/redis/sliding-window.lua; a reservation in several windows
+ * at once, src/redis/reserve.lua), run by EVALSHA through ioredis `defineCommand` (which falls
+ * back to EVAL once after a NOSCRIPT): trim, count, and record when there is room. Time is the Redis server's clock (TIME inside the script), so replicas
  * whose clocks disagree still share one window. Key: `tw:rl:<id>`, a sorted set of at most
  * `limit` entries that expires when its newest entry leaves the window.
  */
@@ -16,7 +16,10 @@ import {
   MemoryRateLimiter,
   type RateLimiter,
   type RateLimitResult,
+  type Reservation,
+  refusedReservation,
   WINDOW_MS,
+  type WindowLimit,
 } from '../rate-limit/limiter.js';
 import { closeRedis, createRedis, luaScript, pingRedis, type Redis, waitReady } from './client.js';
 
@@ -25,6 +28,8 @@ export const RATE_LIMIT_PREFIX = 'tw:rl:';
 
 /** ioredis command name of src/redis/sliding-window.lua. */
 const COMMAND = 'twSlidingWindow';
+/** ioredis command name of src/redis/reserve.lua. */
+const RESERVE = 'twReserve';
 
 interface SlidingWindowCommand {
   /** key, limit, window ms, now ms or '' (server clock), member suffix → [allowed, remaining, wait ms] */
@@ -36,6 +41,8 @@ interface SlidingWindowCommand {
     suffix: string,
     mode: string,
   ): Promise<unknown>;
+  /** n window keys, then now ms or '', member, (limit, window ms) × n → [allowed, wait ms] */
+  [RESERVE](numKeys: number, ...keysThenArgs: string[]): Promise<unknown>;
 }
 
 export interface RedisRateLimiterOptions {
@@ -51,6 +58,10 @@ export class RedisRateLimiter implements RateLimiter {
   constructor(redis: Redis, opts: RedisRateLimiterOptions = {}) {
     if (!(COMMAND in redis)) {
       redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: luaScript('sliding-window.lua') });
+    }
+    if (!(RESERVE in redis)) {
+      // numberOfKeys omitted: the first argument of each call gives it (one key per window).
+      redis.defineCommand(RESERVE, { lua: luaScript('reserve.lua') });
     }
     // defineCommand adds the method at run time; the interface above is its type.
     this.redis = redis as Redis & SlidingWindowCommand;
@@ -72,6 +83,43 @@ export class RedisRateLimiter implements RateLimiter {
   /** See RateLimiter.peek: the same script, recording nothing. @throws as hit. */
   peek(id: string, limit: number, nowMs?: number, windowMs = WINDOW_MS): Promise<RateLimitResult> {
     return this.run(id, limit, nowMs, windowMs, 'peek');
+  }
+
+  /**
+   * See RateLimiter.reserve: src/redis/reserve.lua on `tw:rl:<id>` of every window, in one
+   * script; `release` removes the reservation's member from each (ZREM).
+   * @param nowMs as for hit (omitted: the Redis server clock).
+   * @throws as hit.
+   */
+  async reserve(windows: readonly WindowLimit[], nowMs?: number): Promise<Reservation> {
+    const keys = windows.map((w) => this.prefix + w.id);
+    const member = randomBytes(8).toString('hex');
+    const reply = await this.redis[RESERVE](
+      keys.length,
+      ...keys,
+      nowMs === undefined ? '' : String(Math.floor(nowMs)),
+      member,
+      ...windows.flatMap((w) => [String(w.limit), String(w.windowMs)]),
+    );
+    if (
+      !Array.isArray(reply) ||
+      reply.length !== 2 ||
+      !reply.every((n): n is number => typeof n === 'number')
+    ) {
+      throw new Error(`reserve.lua answered ${JSON.stringify(reply)}`);
+    }
+    const [allowed, waitMs] = reply as [number, number];
+    if (allowed !== 1) return refusedReservation(Math.max(1, Math.ceil(waitMs / 1000)));
+    let released = false;
+    return {
+      allowed: true,
+      retryAfterSeconds: 0,
+      release: async () => {
+        if (released) return;
+        released = true;
+        await Promise.all(keys.map((k) => this.redis.zrem(k, member)));
+      },
+    };
   }
 
   private async run(

@@ -8,6 +8,8 @@
  * - Login limit: five failed sign-ins through the form answer 401; the sixth answers 429
  *   login_rate_limited with Retry-After, and the form says how long to wait; the right password
  *   is refused too while the limit holds.
+ * - The same limit on the Account page's password change: five wrong current passwords answer
+ *   401, the sixth (the right one too) 429, and the page says how long to wait.
  * - Session lifetime: with CONSOLE_SESSION_TTL_SECONDS=2, once the session has expired the next
  *   API call answers 401 no_session and the app shows the login page, keeping the route.
  *
@@ -139,6 +141,39 @@ describe.skipIf(!READY)('console protections in a browser', () => {
     const right = await signIn(PASSWORD);
     expect(right.status()).toBe(429);
     await visible(page.getByRole('heading', { name: 'Sign in to the console' }));
+    await context.close();
+  });
+
+  it('limits wrong current passwords on the Account page like sign-ins, and says how long to wait', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    await signUp(page, service.base, 'change@acme-pay.example');
+    await page.goto(`${service.base}/console/account`);
+    await visible(page.getByRole('cell', { name: /This session/ }));
+    const change = async (current: string) => {
+      await page.getByLabel('Current password').fill(current);
+      await page.getByLabel('New password', { exact: true }).fill('a brand new passphrase');
+      await page.getByLabel('Repeat the new password').fill('a brand new passphrase');
+      const answer = page.waitForResponse(
+        (r) => r.url().endsWith('/console/api/password') && r.request().method() === 'POST',
+      );
+      await page.getByRole('button', { name: 'Change password' }).click();
+      return answer;
+    };
+    for (let i = 1; i <= 5; i++) {
+      const res = await change(`wrong password number ${i}`);
+      expect(res.status(), `wrong current password ${i}`).toBe(401);
+      await visible(page.getByText('The current password is wrong.'));
+    }
+    const sixth = await change(PASSWORD);
+    expect(sixth.status()).toBe(429);
+    expect(await sixth.json()).toMatchObject({ code: 'login_rate_limited' });
+    const wait = Number(sixth.headers()['retry-after']);
+    expect(wait).toBeGreaterThan(14 * 60);
+    await visible(
+      page.getByText(`Too many wrong passwords. Try again in ${Math.ceil(wait / 60)} min.`),
+    );
+    await shot(page, 'account-password-limited');
     await context.close();
   });
 

@@ -119,6 +119,7 @@ export async function startConsoleService(opts: {
     DATA_DIR: dir,
     HOST: '127.0.0.1',
     PORT: '0',
+    METRICS_PORT: '0',
     // Never the public default: a role that asks a node by mistake fails here, offline.
     TRON_NODE_URL: 'http://127.0.0.1:9',
     CONSOLE_SIGNUP: 'open',

@@ -6,8 +6,11 @@
  * serves the block correctly.
  */
 import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { buildMetricsApp } from '../../src/api/metrics-app.js';
+import { silentLogger } from '../../src/common/logger.js';
 import {
   type BlockEntry,
   type BlockSource,
@@ -74,7 +77,10 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
   let h: ApiHarness | undefined;
   let node: ReplayNode | undefined;
   let client: NodeClient | undefined;
+  let metricsApp: FastifyInstance | undefined;
   afterEach(async () => {
+    await metricsApp?.close();
+    metricsApp = undefined;
     await client?.close();
     await node?.close();
     await h?.close();
@@ -136,6 +142,9 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
       logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg));
     const metrics = h.app.metrics;
     if (!metrics) throw new Error('buildApp set no metrics');
+    // GET /metrics is the metrics listener's (src/api/metrics-app.ts), not the API app's.
+    const scraper = await buildMetricsApp(metrics, silentLogger);
+    metricsApp = scraper;
     const permanentFailures = async () =>
       (await metrics.ingestFailures.get()).values.find((v) => v.labels.class === 'permanent')
         ?.value ?? 0;
@@ -193,7 +202,7 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
       const check = responseChecker(await openapiDocument(h.app));
       expect(check('/healthz', 'get', down)).toEqual([]);
 
-      const scrape = (await h.app.inject({ url: '/metrics' })).body;
+      const scrape = (await scraper.inject({ url: '/metrics' })).body;
       expect(sample(scrape, 'tronwatch_ingest_stalled_block')).toBe(bad);
       expect(
         sample(scrape, 'tronwatch_ingest_block_failures_total{class="permanent"}'),
@@ -224,7 +233,7 @@ describe.each(dbEngines)('ingest stall on %s', (engine) => {
       network: 'mainnet',
       checks: { postgres: true, redis: true },
     });
-    const scrape = (await h.app.inject({ url: '/metrics' })).body;
+    const scrape = (await scraper.inject({ url: '/metrics' })).body;
     expect(sample(scrape, 'tronwatch_ingest_stalled_block')).toBe(0);
     expect(logged('ingest stalled')).toHaveLength(1);
     expect(logged('ingest resumed')).toEqual([

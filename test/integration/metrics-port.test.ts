@@ -1,7 +1,9 @@
 /**
- * A process without the api role (here: ingest only) serves GET /metrics on METRICS_PORT, with the
- * chain gauges of its ingester; anything else there is a 404. A start that fails on a taken port
- * closes what it opened (the shutdown registry).
+ * Every role serves GET /metrics on its own listener, METRICS_HOST:METRICS_PORT (127.0.0.1:9464
+ * unless told; issue 17 item 3), and only there: a process without the api role (here: ingest
+ * only) with the chain gauges of its ingester, an api process with its request latencies while
+ * its public port answers 404 for /metrics; anything else on the metrics listener is a 404. A
+ * start that fails on a taken port closes what it opened (the shutdown registry).
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -12,13 +14,17 @@ import { silentLogger } from '../../src/common/logger.js';
 import { loadConfig } from '../../src/config.js';
 import { type Service, startService } from '../../src/service.js';
 import { type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
+import { emptyDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 
 describe('METRICS_PORT', () => {
   let svc: Service | undefined;
   let chain: SyntheticChain | undefined;
   let dir: string | undefined;
+  let database: TestDb | undefined;
   afterEach(async () => {
     await svc?.stop();
+    await database?.drop();
+    database = undefined;
     await chain?.node.close();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -54,6 +60,47 @@ describe('METRICS_PORT', () => {
       404,
     );
   });
+
+  it('serves the api role’s metrics on the loopback listener only, and 404 on the public port', async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-metrics-port-'));
+    // PostgreSQL when there is one: an embedded database takes far longer to start.
+    if (POSTGRES_URL) database = await emptyDb('postgres');
+    const cfg = loadConfig({
+      DATA_DIR: dir,
+      ...(database?.url ? { DATABASE_URL: database.url } : {}),
+      TRON_NODE_URL: 'http://127.0.0.1:9', // the api role reads no chain
+      HOST: '0.0.0.0', // the public port on every interface; METRICS_HOST stays at its default
+      PORT: '0',
+      METRICS_PORT: '0',
+    });
+    svc = await startService(cfg, { roles: ['api'], logger: silentLogger });
+    const metricsUrl = new URL(svc.metricsUrl);
+    expect(metricsUrl.hostname).toBe('127.0.0.1');
+    const api = `http://127.0.0.1:${new URL(svc.url as string).port}`;
+    expect((await fetch(`${api}/healthz`)).status).toBe(200);
+    const publicMetrics = await fetch(`${api}/metrics`);
+    expect(publicMetrics.status).toBe(404);
+    expect(await publicMetrics.json()).toEqual({ error: 'not found' });
+    const res = await fetch(svc.metricsUrl);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = await res.text();
+    expect(text).toMatch(
+      /^tronwatch_http_request_duration_seconds_count\{method="GET",route="\/healthz",status_code="200"\} 1$/m,
+    );
+    expect(text).toMatch(/^tronwatch_process_cpu_user_seconds_total /m);
+    expect((await fetch(svc.metricsUrl.replace('/metrics', '/healthz'))).status).toBe(404);
+    // Not reachable on another interface of this machine, where the public port is.
+    const external = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i?.family === 'IPv4' && !i.internal)?.address;
+    if (external !== undefined) {
+      expect(
+        (await fetch(`http://${external}:${new URL(svc.url as string).port}/healthz`)).status,
+      ).toBe(200);
+      await expect(fetch(`http://${external}:${metricsUrl.port}/metrics`)).rejects.toThrow();
+    }
+  });
 });
 
 describe('a start that fails halfway', () => {
@@ -78,6 +125,7 @@ describe('a start that fails halfway', () => {
         TRON_NODE_URL: 'http://127.0.0.1:9',
         HOST: '127.0.0.1',
         PORT: '0',
+        METRICS_PORT: '0',
       };
       const failing = loadConfig({ ...env, [variable]: taken });
       await expect(

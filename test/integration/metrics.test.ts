@@ -1,6 +1,7 @@
 /**
- * GET /metrics (src/api/routes/metrics.ts, src/common/metrics.ts) and request ids, on both
- * database engines: the exposition parses; request latency is labelled by route pattern; 429s,
+ * GET /metrics (src/api/routes/metrics.ts, src/common/metrics.ts) on the metrics listener's app
+ * (src/api/metrics-app.ts; the API app answers 404 for it) and request ids, on both database
+ * engines: the exposition parses; request latency is labelled by route pattern; 429s,
  * outbox depth and age, ingest and delivery outcomes are counted from real runs (a replay node, a
  * real HTTPS receiver); a database that is down costs samples, not the scrape; X-Request-Id is
  * echoed and carried as `request_id` by the request's log line; nothing secret is exposed.
@@ -15,6 +16,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
+import { buildMetricsApp } from '../../src/api/metrics-app.js';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { METRIC_PREFIX, Metrics } from '../../src/common/metrics.js';
@@ -116,7 +118,10 @@ async function scrape(app: FastifyInstance): Promise<{ res: LightMyRequestRespon
 
 interface Harness {
   t: TestDb;
+  /** The API app. */
   app: FastifyInstance;
+  /** The metrics listener's app on the same Metrics (the only one serving /metrics). */
+  metricsApp: FastifyInstance;
   metrics: Metrics;
   /** Every log line written so far, parsed. */
   logs(): Record<string, unknown>[];
@@ -142,9 +147,12 @@ async function harness(engine: Engine, opts: { db?: TestDb } = {}): Promise<Harn
     metrics,
   });
   cleanups.push(() => app.close());
+  const metricsApp = await buildMetricsApp(metrics, logger);
+  cleanups.push(() => metricsApp.close());
   return {
     t,
     app,
+    metricsApp,
     metrics,
     logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
     logText: () => lines.join(''),
@@ -163,7 +171,7 @@ async function harness(engine: Engine, opts: { db?: TestDb } = {}): Promise<Harn
 describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
   it('serves a parseable Prometheus exposition without authentication, hidden from OpenAPI', async () => {
     const h = await harness(engine);
-    const res = await h.app.inject({ url: '/metrics' });
+    const res = await h.metricsApp.inject({ url: '/metrics' });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(res.headers['x-ratelimit-limit']).toBeUndefined(); // not under /v1: no limit
@@ -213,6 +221,34 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     expect(Object.keys(JSON.parse(doc.body).paths)).not.toContain('/metrics');
   });
 
+  it('is not served by the API app, and its listener serves nothing else (issue 17 item 3)', async () => {
+    const h = await harness(engine);
+    for (const method of ['GET', 'HEAD', 'POST'] as const) {
+      const res = await h.app.inject({ method, url: '/metrics' });
+      expect(res.statusCode, method).toBe(404);
+      if (method !== 'HEAD') expect(JSON.parse(res.body), method).toEqual({ error: 'not found' });
+      expect(res.body).not.toContain(P);
+    }
+    for (const url of ['/metrics/', '/metrics?x=1', '/Metrics', '/%6Detrics']) {
+      const res = await h.app.inject({ url });
+      expect(res.body, url).not.toContain(P);
+    }
+    // The metrics listener answers /metrics and 404 for the rest, the API included.
+    expect((await h.metricsApp.inject({ url: '/metrics?x=1' })).statusCode).toBe(200);
+    for (const url of [
+      '/',
+      '/healthz',
+      '/v1/watches',
+      '/console/api/config',
+      '/docs/openapi.json',
+    ]) {
+      const res = await h.metricsApp.inject({ url });
+      expect(res.statusCode, url).toBe(404);
+      expect(JSON.parse(res.body), url).toEqual({ error: 'not found' });
+    }
+    expect((await h.metricsApp.inject({ method: 'POST', url: '/metrics' })).statusCode).toBe(404);
+  });
+
   it('records request latency by method, route pattern and status code', async () => {
     const h = await harness(engine);
     const c = await h.caller();
@@ -227,7 +263,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     const unrouted = await h.app.inject({ url: '/nowhere/at/all' });
     expect(unrouted.statusCode).toBe(404);
 
-    const { res, s } = await scrape(h.app);
+    const { res, s } = await scrape(h.metricsApp);
     const count = `${P}http_request_duration_seconds_count`;
     expect(value(s, count, { method: 'GET', route: '/v1/watches', status_code: '200' })).toBe(1);
     expect(
@@ -251,21 +287,21 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     expect((await h.app.inject({ url: '/v1/watches', headers: c.headers })).statusCode).toBe(200);
     expect((await h.app.inject({ url: '/v1/watches', headers: c.headers })).statusCode).toBe(429);
     expect((await h.app.inject({ url: '/v1/watches', headers: c.headers })).statusCode).toBe(429);
-    let { s } = await scrape(h.app);
+    let { s } = await scrape(h.metricsApp);
     expect(value(s, `${P}rate_limit_refusals_total`, { scope: 'key' })).toBe(2);
     expect(value(s, `${P}rate_limit_refusals_total`, { scope: 'ip' })).toBeUndefined();
 
     // Unauthenticated: 60 per minute per IP at the Free rate, then 429.
     for (let i = 0; i < 60; i++) await h.app.inject({ url: '/v1/events' });
     expect((await h.app.inject({ url: '/v1/events' })).statusCode).toBe(429);
-    ({ s } = await scrape(h.app));
+    ({ s } = await scrape(h.metricsApp));
     expect(value(s, `${P}rate_limit_refusals_total`, { scope: 'ip' })).toBe(1);
     expect(value(s, `${P}rate_limit_refusals_total`, { scope: 'key' })).toBe(2);
   });
 
   it('reads outbox depth and the age of the oldest due notification at scrape', async () => {
     const h = await harness(engine);
-    let { s } = await scrape(h.app);
+    let { s } = await scrape(h.metricsApp);
     expect(value(s, `${P}outbox_pending`)).toBe(0);
     expect(value(s, `${P}outbox_oldest_due_seconds`)).toBe(0);
 
@@ -288,14 +324,14 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       count: 2,
       dueAt: new Date(Date.now() + 3_600_000),
     });
-    ({ s } = await scrape(h.app));
+    ({ s } = await scrape(h.metricsApp));
     expect(value(s, `${P}outbox_pending`)).toBe(5);
     const age = value(s, `${P}outbox_oldest_due_seconds`) ?? -1;
     expect(age).toBeGreaterThanOrEqual(59); // due a minute ago (1 s of slack for clock rounding)
     expect(age).toBeLessThan(3_600);
 
     await h.t.db.query("UPDATE notifications SET status = 'DELIVERED', delivered_at = now()");
-    ({ s } = await scrape(h.app));
+    ({ s } = await scrape(h.metricsApp));
     expect(value(s, `${P}outbox_pending`)).toBe(0);
     expect(value(s, `${P}outbox_oldest_due_seconds`)).toBe(0);
   });
@@ -304,7 +340,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     const dead = await migratedDb(engine);
     await dead.drop(); // closed: every query fails
     const h = await harness(engine, { db: dead });
-    const res = await h.app.inject({ url: '/metrics' });
+    const res = await h.metricsApp.inject({ url: '/metrics' });
     expect(res.statusCode).toBe(200);
     const { samples, types } = parseExposition(res.body);
     expect(types.get(`${P}outbox_pending`)).toBe('gauge');
@@ -400,7 +436,7 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
     expect(secret).toMatch(/^whsec_/);
     await h.app.inject({ url: '/v1/watches', headers: c.headers });
     await h.app.inject({ url: `/v1/events?address=${ADDR_B58}`, headers: c.headers });
-    const { res } = await scrape(h.app);
+    const { res } = await scrape(h.metricsApp);
     for (const needle of [
       c.key,
       c.key.slice('tw_live_'.length),

@@ -179,6 +179,7 @@ describe(`no secret leaks, end to end (${engine})`, () => {
       DELIVERY_SCHEDULE_SCALE: '0.0001',
       HOST: '127.0.0.1',
       PORT: '0',
+      METRICS_PORT: '0',
       LOG_LEVEL: 'trace',
     });
     const service: Service = await startService(cfg, {
@@ -376,7 +377,12 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     expect(JSON.parse(health.text).secrets.undecryptable_key_ids).toEqual([
       keyIds[0]?.secret_key_id,
     ]);
-    const metrics = record(await call('GET', '/metrics', { key: null }), 'metrics');
+    // /metrics is served by the metrics listener only; the API port answers 404 for it.
+    expect(record(await call('GET', '/metrics', { key: null }), 'API /metrics').status).toBe(404);
+    const scraped = await fetch(service.metricsUrl);
+    const metrics = { status: scraped.status, text: await scraped.text() };
+    expect(metrics.status).toBe(200);
+    expect(metrics.text).toContain('tronwatch_deliveries_total');
     record(await call('DELETE', `/v1/watches/${watchIds.get('ok')}`), 'delete watch');
 
     // --- Dump every table (watches without the ciphertext column) before stopping.
@@ -439,7 +445,7 @@ describe(`no secret leaks, end to end (${engine})`, () => {
       ['stdout/stderr', stdio.join('')],
       ['database', dump],
       ['API answers', answers.join('\n')],
-      ['metrics', metrics.status === 200 ? metrics.text : ''],
+      ['metrics', metrics.text],
       ['requests to the receiver', receiverSaw],
     ];
     const hits = haystacks.flatMap(([where, text]) => scan(where, text, n));

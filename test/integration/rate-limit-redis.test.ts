@@ -158,6 +158,47 @@ describe.skipIf(!REDIS_URL)('Redis sliding window', () => {
     ).toEqual(['10000', '10000']);
   });
 
+  it('reserves in several windows at once, all or nothing, and gives a reservation back', async () => {
+    const rl = limiter();
+    const pair = { id: 'login:{a}:e', limit: 2, windowMs: 900_000 };
+    const address = { id: 'login-ip:{a}', limit: 3, windowMs: 900_000 };
+    const first = await rl.reserve([pair, address], 1_000);
+    expect(first).toMatchObject({ allowed: true, retryAfterSeconds: 0 });
+    expect((await rl.reserve([pair, address], 2_000)).allowed).toBe(true);
+    // The pair is full: refused, and the address window is not charged (2 entries, not 3).
+    expect(await rl.reserve([pair, address], 3_000)).toMatchObject({
+      allowed: false,
+      retryAfterSeconds: 898, // the entry at 1 000 leaves at 901 000
+    });
+    expect(await redis.zcard(`${prefix}login-ip:{a}`)).toBe(2);
+    // Given back: gone from both windows, once.
+    await first.release();
+    await first.release();
+    expect(await redis.zcard(`${prefix}login:{a}:e`)).toBe(1);
+    expect(await redis.zcard(`${prefix}login-ip:{a}`)).toBe(1);
+    expect((await rl.reserve([pair, address], 4_000)).allowed).toBe(true);
+    // Each key expires when its newest entry leaves its window.
+    const ttl = await redis.pttl(`${prefix}login:{a}:e`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(900_000);
+  });
+
+  it('lets exactly `limit` of 50 concurrent reservations through, on the Redis clock', async () => {
+    const rl = limiter();
+    const w = [
+      { id: 'login:{b}:e', limit: 5, windowMs: 900_000 },
+      { id: 'login-ip:{b}', limit: 50, windowMs: 900_000 },
+    ];
+    const all = await Promise.all(Array.from({ length: 50 }, () => rl.reserve(w)));
+    expect(all.filter((r) => r.allowed)).toHaveLength(5);
+    for (const r of all.filter((x) => !x.allowed)) {
+      expect(r.retryAfterSeconds).toBeGreaterThan(898);
+      expect(r.retryAfterSeconds).toBeLessThanOrEqual(900);
+    }
+    expect(await redis.zcard(`${prefix}login:{b}:e`)).toBe(5);
+    expect(await redis.zcard(`${prefix}login-ip:{b}`)).toBe(5);
+  });
+
   it('fails fast when Redis is unreachable (the fallback then answers)', async () => {
     const dead = createRedis('redis://127.0.0.1:1');
     opened.push(dead);

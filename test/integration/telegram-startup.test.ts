@@ -87,6 +87,7 @@ describe.each(dbEngines)('a Bot API that is down at start, on %s', (engine: Engi
         TRON_NODE_URL: 'http://127.0.0.1:9', // api and worker roles do not read the chain
         HOST: '127.0.0.1',
         PORT: '0',
+        METRICS_PORT: '0',
         CONSOLE_SIGNUP: 'open',
         WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
         WEBHOOK_CA_FILE: caFile,

@@ -28,7 +28,8 @@ describe('loadConfig', () => {
     expect(c.database.poolSize).toBe(10);
     expect(c.dataDir).toBe(path.resolve('.tronwatch'));
     expect(c.database.embeddedDir).toBe(path.join(path.resolve('.tronwatch'), 'pgdata'));
-    expect(c.http).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(c.http).toEqual({ host: '0.0.0.0', port: 8080, trustProxy: [] });
+    expect(c.metrics).toEqual({ host: '127.0.0.1', port: 9464 });
     expect(c.network).toBe('mainnet');
   });
 
@@ -111,6 +112,49 @@ describe('loadConfig', () => {
     });
   });
 
+  it('reads TRUST_PROXY as proxy addresses, CIDRs and named ranges, refusing what trusts anyone', () => {
+    expect(
+      loadConfig({
+        TRUST_PROXY: ' 10.0.0.5, 10.1.0.0/16 ,2001:db8::/32,::1, uniquelocal, loopback ',
+      }).http.trustProxy,
+    ).toEqual(['10.0.0.5', '10.1.0.0/16', '2001:db8::/32', '::1', 'uniquelocal', 'loopback']);
+    expect(loadConfig({ TRUST_PROXY: '' }).http.trustProxy).toEqual([]);
+    for (const [bad, why] of [
+      ['1', /hop count/],
+      ['2', /hop count/],
+      ['true', /not an IP address/],
+      ['*', /not an IP address/],
+      ['10.0.0.0/0', /trusts every address/],
+      ['::/0', /trusts every address/],
+      ['10.0.0.0/33', /prefix length \(1-32\)/],
+      ['10.0.0.0/255.0.0.0', /prefix length/],
+      ['2001:db8::/129', /prefix length \(1-128\)/],
+      ['10.0.0.256', /not an IP address/],
+      ['proxy.example.com', /not an IP address/],
+    ] as const) {
+      expect(() => loadConfig({ TRUST_PROXY: `10.0.0.1,${bad}` }), bad).toThrow(why);
+    }
+    // Every bad entry is listed, beside the other variables' problems.
+    try {
+      loadConfig({ TRUST_PROXY: '1,nope', PORT: 'x' });
+      expect.unreachable();
+    } catch (err) {
+      const problems = (err as ConfigError).problems;
+      expect(problems.filter((p) => p.startsWith('TRUST_PROXY:'))).toHaveLength(2);
+      expect(problems.some((p) => p.startsWith('PORT:'))).toBe(true);
+    }
+  });
+
+  it('serves metrics on their own listener, 127.0.0.1:9464 unless told', () => {
+    expect(loadConfig({ METRICS_HOST: '10.0.0.7', METRICS_PORT: '0' }).metrics).toEqual({
+      host: '10.0.0.7',
+      port: 0,
+    });
+    for (const bad of ['-1', '65536', 'off', '9464.5']) {
+      expect(() => loadConfig({ METRICS_PORT: bad }), bad).toThrow(/METRICS_PORT/);
+    }
+  });
+
   it('gives the console closed sign-up, a 7-day session and a localhost public URL by default', () => {
     expect(loadConfig({}).console).toEqual({
       signup: 'closed',
@@ -182,6 +226,8 @@ describe('loadConfig', () => {
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32, 10.0.0.0/8',
       WEBHOOK_CA_FILE: '/ca.pem',
       METRICS_PORT: '9100',
+      METRICS_HOST: '0.0.0.0',
+      TRUST_PROXY: '10.0.0.0/8',
     });
     expect(every.secrets.oldKeys).toEqual(['x', 'y']);
     expect(every.delivery.allowCidrs).toEqual(['127.0.0.1/32', '10.0.0.0/8']);

@@ -11,6 +11,8 @@ import {
   MemoryRateLimiter,
   type RateLimiter,
   type RateLimitResult,
+  type Reservation,
+  type WindowLimit,
 } from '../../src/rate-limit/limiter.js';
 
 /** A working limiter that throws while `down`, counting the calls that reached it. */
@@ -34,6 +36,19 @@ class SwitchableLimiter implements RateLimiter {
   async peek(id: string, limit: number, nowMs?: number): Promise<RateLimitResult> {
     if (this.down) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
     return this.inner.peek(id, limit, nowMs);
+  }
+
+  async reserve(windows: readonly WindowLimit[], nowMs?: number): Promise<Reservation> {
+    this.calls++;
+    if (this.down) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+    const r = await this.inner.reserve(windows, nowMs);
+    return {
+      ...r,
+      release: async () => {
+        if (this.down) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+        await r.release();
+      },
+    };
   }
 }
 
@@ -178,5 +193,26 @@ describe('FallbackRateLimiter', () => {
       'redis unreachable: rate limits fall back to in-process windows (per replica)',
       'redis reachable again: rate limits are shared between replicas again',
     ]);
+  });
+
+  it('reserves on the primary or the fallback, and gives each reservation back where it was made', async () => {
+    const { rl, primary, fallback } = setup();
+    const w = [{ id: 'login:{a}:e', limit: 2, windowMs: 60_000 }];
+    const onPrimary = await rl.reserve(w, 0);
+    expect(onPrimary.allowed).toBe(true);
+    expect((await primary.inner.peek('login:{a}:e', 2, 0, 60_000)).remaining).toBe(1);
+    await onPrimary.release();
+    expect((await primary.inner.peek('login:{a}:e', 2, 0, 60_000)).remaining).toBe(2);
+
+    const stranded = await rl.reserve(w, 10);
+    primary.down = true;
+    // Redis went away: the entry stays there (it expires with its window); no error for the caller.
+    await expect(stranded.release()).resolves.toBeUndefined();
+    const onFallback = await rl.reserve(w, 20);
+    expect(rl.degraded).toBe(true);
+    expect(onFallback.allowed).toBe(true);
+    expect((await fallback.peek('login:{a}:e', 2, 20, 60_000)).remaining).toBe(1);
+    await onFallback.release();
+    expect((await fallback.peek('login:{a}:e', 2, 20, 60_000)).remaining).toBe(2);
   });
 });

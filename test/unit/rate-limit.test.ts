@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryRateLimiter, WINDOW_MS } from '../../src/rate-limit/limiter.js';
+import { clientAddressKey, MemoryRateLimiter, WINDOW_MS } from '../../src/rate-limit/limiter.js';
 
 describe('MemoryRateLimiter (true sliding 60 s window)', () => {
   it('allows `limit` requests in any 60 s and frees a slot exactly 60 s after each', async () => {
@@ -71,5 +71,76 @@ describe('MemoryRateLimiter (true sliding 60 s window)', () => {
     expect(rl.size).toBe(100);
     await rl.hit('k', 60, 1_000 + 2 * WINDOW_MS);
     expect(rl.size).toBe(1);
+  });
+});
+
+describe('MemoryRateLimiter.reserve (several windows, all or nothing)', () => {
+  const pair = { id: 'login:{a}:e', limit: 2, windowMs: 60_000 };
+  const address = { id: 'login-ip:{a}', limit: 3, windowMs: 60_000 };
+
+  it('records in every window when each has room, in none when one is full', async () => {
+    const rl = new MemoryRateLimiter();
+    expect((await rl.reserve([pair, address], 0)).allowed).toBe(true);
+    expect((await rl.reserve([pair, address], 10_000)).allowed).toBe(true);
+    // The pair is full: refused, and the address window is not charged for it.
+    expect(await rl.reserve([pair, address], 20_000)).toMatchObject({
+      allowed: false,
+      retryAfterSeconds: 40, // the entry at 0 leaves at 60 000
+    });
+    expect((await rl.peek(address.id, 3, 20_000, 60_000)).remaining).toBe(1);
+    // Another pair on the same address takes the last slot; then the address is full for all.
+    const other = { ...pair, id: 'login:{a}:f' };
+    expect((await rl.reserve([other, address], 30_000)).allowed).toBe(true);
+    expect(await rl.reserve([{ ...pair, id: 'login:{a}:g' }, address], 30_000)).toMatchObject({
+      allowed: false,
+      retryAfterSeconds: 30,
+    });
+    // The latest of the full windows decides Retry-After.
+    expect((await rl.reserve([pair, address], 30_000)).retryAfterSeconds).toBe(30);
+  });
+
+  it('gives a reservation back to every window, once', async () => {
+    const rl = new MemoryRateLimiter();
+    const first = await rl.reserve([pair, address], 0);
+    const second = await rl.reserve([pair, address], 1_000);
+    expect((await rl.reserve([pair, address], 2_000)).allowed).toBe(false);
+    await second.release();
+    await second.release(); // idempotent: takes no other entry with it
+    expect((await rl.peek(pair.id, 2, 2_000, 60_000)).remaining).toBe(1);
+    expect((await rl.peek(address.id, 3, 2_000, 60_000)).remaining).toBe(2);
+    expect((await rl.reserve([pair, address], 3_000)).allowed).toBe(true);
+    // A refused reservation has nothing to give back.
+    const refused = await rl.reserve([pair, address], 4_000);
+    expect(refused.allowed).toBe(false);
+    await refused.release();
+    expect((await rl.peek(pair.id, 2, 4_000, 60_000)).allowed).toBe(false);
+    await first.release();
+    expect((await rl.peek(pair.id, 2, 4_000, 60_000)).remaining).toBe(1);
+  });
+
+  it('takes nothing from a window when the reservation has left it already', async () => {
+    const rl = new MemoryRateLimiter();
+    const old = await rl.reserve([address], 0);
+    expect((await rl.reserve([address], 61_000)).allowed).toBe(true);
+    await old.release();
+    expect((await rl.peek(address.id, 3, 61_000, 60_000)).remaining).toBe(2);
+  });
+
+  it('lets exactly `limit` of many concurrent reservations through', async () => {
+    const rl = new MemoryRateLimiter();
+    const all = await Promise.all(Array.from({ length: 50 }, () => rl.reserve([pair, address])));
+    expect(all.filter((r) => r.allowed)).toHaveLength(2);
+  });
+});
+
+describe('clientAddressKey', () => {
+  it('counts IPv4 as it is and IPv6 by its /64', () => {
+    expect(clientAddressKey('198.51.100.7')).toBe('198.51.100.7');
+    expect(clientAddressKey('::ffff:198.51.100.7')).toBe('198.51.100.7');
+    expect(clientAddressKey('2001:db8:1:2:aaaa:bbbb:cccc:dddd')).toBe('2001:db8:1:2::/64');
+    expect(clientAddressKey('2001:0db8:0001:0002::1')).toBe('2001:db8:1:2::/64');
+    expect(clientAddressKey('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(clientAddressKey('::1')).toBe('0:0:0:0::/64');
+    expect(clientAddressKey('not an address')).toBe('not an address');
   });
 });

@@ -1,19 +1,18 @@
 /**
  * GET /metrics: the process's Prometheus metrics (src/common/metrics.ts), text exposition format
- * 0.0.4. No authentication and no rate limit: it is for the operator's Prometheus, not for
- * customers, and is not part of the API contract (hidden from the OpenAPI document).
+ * 0.0.4, registered on the metrics listener only (src/api/metrics-app.ts: METRICS_HOST, default
+ * 127.0.0.1, and METRICS_PORT, default 9464), never on the public API app, which answers 404 for
+ * it (issue 17 item 3: it names encryption key ids and reveals traffic volumes). No authentication
+ * and no rate limit: it is for the operator's Prometheus, and it is not part of the API contract.
+ * It carries no secrets, keys, addresses or URLs. Database-backed gauges are read at scrape time
+ * within 1 s; a database that is down leaves them without a sample and the answer is still 200.
  *
- * Operators should not expose it publicly (serve it on an internal network, or block `/metrics`
- * at the load balancer): it carries no secrets, keys, addresses or URLs, but its counters reveal
- * traffic volumes. Database-backed gauges are read at scrape time within 1 s; a database that is
- * down leaves them without a sample and the answer is still 200.
- *
- * Also here: the request-id rule of the app (X-Request-Id, see {@link requestId}).
+ * Also here: the request-id rule of the API app (X-Request-Id, see {@link requestId}).
  */
 import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../../common/metrics.js';
-import type { App } from '../types.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -49,20 +48,10 @@ export function requestId(req: IncomingMessage): string {
 const idPool = Buffer.alloc(4096);
 let idOffset = idPool.length;
 
-/** Register GET /metrics. */
-export function metricsRoutes(app: App, metrics: Metrics): void {
-  app.get(
-    '/metrics',
-    {
-      schema: {
-        hide: true,
-        summary: 'Prometheus metrics',
-        description: 'No authentication; for the operator, not to be exposed publicly.',
-      },
-    },
-    async (_request, reply) => {
-      const body = await metrics.render();
-      return reply.header('Content-Type', metrics.contentType).send(body);
-    },
-  );
+/** Register GET /metrics (on the metrics listener's app, src/api/metrics-app.ts). */
+export function metricsRoutes(app: FastifyInstance, metrics: Metrics): void {
+  app.get('/metrics', async (_request, reply) => {
+    const body = await metrics.render();
+    return reply.header('Content-Type', metrics.contentType).send(body);
+  });
 }

@@ -7,14 +7,16 @@
  *   POST   /console/api/signup                 → 201 Me | 403 signup_closed | 409 email_taken
  *   POST   /console/api/login                  → Me | 401 invalid_credentials | 429 login_rate_limited
  *   POST   /console/api/logout                 → 204
- *   POST   /console/api/invite/accept          → Me | 400 invalid_invite
- *   POST   /console/api/password               → { revoked_sessions } | 401 invalid_credentials
+ *   POST   /console/api/invite/accept          → Me | 400 invalid_invite | 429 login_rate_limited
+ *   POST   /console/api/password               → { revoked_sessions } | 401 invalid_credentials | 429
  *   GET    /console/api/sessions               → { data: Session[] }
  *   DELETE /console/api/sessions/{id}          → 204 | 404
  *   POST   /console/api/sessions/revoke-others → { revoked }
  *
  * Unknown e-mail and wrong password answer alike (401 invalid_credentials) and take alike time
- * (a dummy argon2id verification); failures count against the IP and the e-mail (login-limits.ts).
+ * (a dummy argon2id verification). Attempts are counted before the verification, per client address
+ * and e-mail, and per address (login-limits.ts); a password change counts in the same windows, a
+ * wrong invitation token per address.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -40,7 +42,7 @@ import {
   requireSession,
   setSessionCookies,
 } from '../guard.js';
-import { checkLoginAllowed, countSignup, recordLoginFailure } from '../login-limits.js';
+import { countInviteAttempt, countLoginAttempt, countSignup } from '../login-limits.js';
 import { hashPassword, verifyPassword } from '../passwords.js';
 import {
   CredentialsBody,
@@ -53,9 +55,6 @@ import {
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
 
 const hide = { hide: true } as const;
-
-/** The e-mail-window name invitation failures are counted under (with the IP's). */
-const INVITE_EMAIL = '(invitation)';
 
 /** The account as the console shows it. @throws ApiError 401 no_session if it vanished. */
 export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<Me> {
@@ -160,16 +159,20 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     { config: { consolePublic: true }, schema: { ...hide, body: LoginBody } },
     async (request, reply) => {
       const email = normaliseEmail(request.body.email);
-      await checkLoginAllowed(deps.rateLimiter, request.ip, email);
-      const found = await passwordHashByEmail(deps.db, email);
-      // Always one argon2id verification, whether the account exists or not (alike time).
-      const ok = await verifyPassword(found?.password_hash, request.body.password);
-      if (!found || !ok) {
-        await recordLoginFailure(deps.rateLimiter, request.ip, email);
+      let accountId: string | undefined;
+      // Counted before argon2 runs, given back when right (login-limits.ts).
+      const ok = await countLoginAttempt(deps.rateLimiter, request.ip, email, async () => {
+        const found = await passwordHashByEmail(deps.db, email);
+        // Always one argon2id verification, whether the account exists or not (alike time).
+        const right = await verifyPassword(found?.password_hash, request.body.password);
+        accountId = right ? found?.id : undefined;
+        return accountId !== undefined;
+      });
+      if (!ok || accountId === undefined) {
         request.log.info({ client_ip: request.ip }, 'console login failed');
         throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');
       }
-      return signIn(deps, request, reply, found.id, 200);
+      return signIn(deps, request, reply, accountId, 200);
     },
   );
 
@@ -184,10 +187,12 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     '/console/api/invite/accept',
     { config: { consolePublic: true }, schema: { ...hide, body: InviteAcceptBody } },
     async (request, reply) => {
-      // A wrong token counts like a failed login (per IP), and is refused before any hashing.
-      await checkLoginAllowed(deps.rateLimiter, request.ip, INVITE_EMAIL);
-      if (!(await inviteUsable(deps.db, request.body.token))) {
-        await recordLoginFailure(deps.rateLimiter, request.ip, INVITE_EMAIL);
+      // A wrong token counts against the client address (login-limits.ts), and is refused
+      // before any hashing.
+      const usable = await countInviteAttempt(deps.rateLimiter, request.ip, () =>
+        inviteUsable(deps.db, request.body.token),
+      );
+      if (!usable) {
         throw ApiError.coded(
           'invalid_invite',
           'this invitation link is unknown, already used or expired: ask for a new one',
@@ -213,8 +218,17 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     { schema: { ...hide, body: PasswordChangeBody } },
     async (request) => {
       const ctx = requireSession(request);
-      const current = await passwordHashById(deps.db, ctx.accountId);
-      if (!(await verifyPassword(current, request.body.current_password))) {
+      const account = await findAccountById(deps.db, ctx.accountId);
+      if (!account) throw ApiError.coded('no_session', 'the account no longer exists');
+      // The login's failure limit, in the same windows (login-limits.ts).
+      const right = await countLoginAttempt(deps.rateLimiter, request.ip, account.email, async () =>
+        verifyPassword(
+          await passwordHashById(deps.db, ctx.accountId),
+          request.body.current_password,
+        ),
+      );
+      if (!right) {
+        request.log.info({ client_ip: request.ip }, 'console password check failed');
         throw ApiError.coded('invalid_credentials', 'the current password is wrong');
       }
       await setPasswordHash(deps.db, ctx.accountId, await hashPassword(request.body.new_password));

@@ -1,6 +1,6 @@
 /** Account: profile and limits, change password, sessions, Telegram, sign out. */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, del, describeError, get, post } from '../api';
+import { ApiError, del, describeError, formatWait, get, post } from '../api';
 import {
   ConfirmDialog,
   CopyButton,
@@ -266,6 +266,12 @@ function ChangePassword() {
     } catch (err) {
       if (err instanceof ApiError && err.code === 'invalid_credentials') {
         setMessage({ tone: 'error', text: 'The current password is wrong.' });
+      } else if (err instanceof ApiError && err.code === 'login_rate_limited') {
+        // The sign-in's limit: five wrong passwords per 15 minutes from this address.
+        setMessage({
+          tone: 'error',
+          text: `Too many wrong passwords. Try again in ${formatWait(err.retryAfter ?? 900)}.`,
+        });
       } else {
         if (err instanceof ApiError) setFieldErr(err);
         setMessage({ tone: 'error', text: `Could not change the password: ${describeError(err)}` });
