@@ -138,8 +138,10 @@ describe.skipIf(!READY)('console in a browser', () => {
       caPem: receiver.ca,
       env: {
         TRON_NODE_URL: chain.node.url,
+        // The chain's checkpoint: its first block (the fillers before it cannot hash to its parent).
+        INGEST_START_BLOCK: String(chain.first),
         TRON_BLOCK_INTERVAL_MS: '3000',
-        // A local replay node: no pacing of the requests (the 100 filler blocks are read at once).
+        // A local replay node: no pacing of the requests.
         TRON_NODE_MAX_RPS: '0',
         WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
         // 1 min … 6 h becomes 6 ms … 2.2 s: six attempts and DEAD within a few seconds.

@@ -173,6 +173,7 @@ describe.each(dbEngines)('caught-up ingest when the chain stalls, on %s', (engin
       DATA_DIR: dir,
       HOST: '127.0.0.1',
       PORT: '0',
+      METRICS_PORT: '0',
       TRON_BLOCK_INTERVAL_MS: String(INTERVAL),
     };
     if (engine === 'postgres') {

@@ -195,6 +195,12 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       [`${P}rate_limit_refusals_total`]: 'counter',
       [`${P}http_request_duration_seconds`]: 'histogram',
       [`${P}node_requests_total`]: 'counter',
+      [`${P}chain_next_block_overdue_seconds`]: 'gauge',
+      [`${P}block_verifications_total`]: 'counter',
+      [`${P}node_answers_refused_total`]: 'counter',
+      [`${P}node_heads_ignored_total`]: 'counter',
+      [`${P}node_quorum_disagreements_total`]: 'counter',
+      [`${P}node_provider_up`]: 'gauge',
     });
     // Every metric of this service, process ones included, carries the prefix.
     for (const name of types.keys()) expect(name.startsWith(P), name).toBe(true);

@@ -169,6 +169,7 @@ describe(`no secret leaks, end to end (${engine})`, () => {
       DATABASE_URL: t?.url,
       DATA_DIR: dataDir,
       TRON_NODE_URL: chain.node.url,
+      INGEST_START_BLOCK: String(chain.first), // the chain's checkpoint
       TRON_BLOCK_INTERVAL_MS: '250',
       SECRET_ENCRYPTION_KEY: encryptionKey,
       SECRET_ENCRYPTION_KEYS_OLD: oldEncryptionKey,
