@@ -5,7 +5,10 @@
  *    ingester told so, so its waits scale alike), over BENCH_RATE_BLOCKS (300) blocks after the
  *    first 30. Floor: 2 per block (the block and its infos) = 0.67/s; goal ≤ 0.70/s. Before this
  *    change the head polls brought it to 1.09/s (≈3.27 per block).
- * 2. Catching up a day of mainnet (BENCH_CATCHUP_BLOCKS, 28,800 blocks of 2 transactions) under
+ * 2. A stalled solidified head (BENCH_STALL_BLOCKS, 100 intervals: 5 minutes on mainnet): the
+ *    requests sent meanwhile (goal ≤ 1 per interval), then the time to take the blocks the node
+ *    releases at once.
+ * 3. Catching up a day of mainnet (BENCH_CATCHUP_BLOCKS, 28,800 blocks of 2 transactions) under
  *    a cap of BENCH_CATCHUP_RPS (200) requests per second, the node refusing (429) anything
  *    above that in any second: the time taken next to the time the cap allows, requests per
  *    block, the busiest second seen by the node, and what TRON_NODE_MAX_RPS=10 (the default)
@@ -61,6 +64,58 @@ async function pace(compression: number, blocks: number): Promise<string[]> {
   ];
 }
 
+/**
+ * A node whose solidified head stands still for `stallBlocks` intervals (100: 5 minutes on
+ * mainnet), on the compressed clock, the ingester caught up: its requests during the stall (goal:
+ * at most one per block interval), then the node releases the blocks it held all at once and the
+ * time to commit them all, in mainnet seconds (goal: a few seconds, not the minute until the next
+ * head poll).
+ */
+async function stall(compression: number, stallBlocks: number): Promise<string[]> {
+  const interval = MAINNET_INTERVAL_MS / compression;
+  const t = await migratedDb(engine());
+  const chain = await serveSyntheticInWorker(
+    { seed: 12, firstBlock: 75_000_000, txPerBlock: 200, addresses: 1_000, count: 60 },
+    { intervalMs: interval, lag: 18, startBefore: 0, logRequests: true },
+  );
+  const client = new NodeClient({ url: chain.url, maxRps: 10 });
+  const ing = new Ingester({
+    db: t.db,
+    client,
+    logger: silentLogger,
+    config: {
+      network: 'mainnet',
+      node: { concurrency: 8 },
+      ingest: { startBlock: chain.first, blockIntervalMs: interval },
+    },
+  });
+  const ac = new AbortController();
+  const run = ing.run(ac.signal);
+  while (ing.stats.cursor < chain.first + 10) await new Promise((r) => setTimeout(r, 20));
+  await chain.pause();
+  const from = Date.now();
+  await new Promise((r) => setTimeout(r, stallBlocks * interval));
+  const to = Date.now();
+  const during = (await chain.requestLog()).filter((r) => r.at > from && r.at <= to).length;
+  // The node catches up: everything it held back is there at once.
+  const h = (await chain.heads()).solidified;
+  await chain.advanceTo(h + stallBlocks);
+  const released = performance.now();
+  while (ing.stats.cursor < h + stallBlocks) await new Promise((r) => setTimeout(r, 5));
+  const caughtUpMs = performance.now() - released;
+  ac.abort();
+  await run;
+  await client.close();
+  await chain.close();
+  await t.drop();
+  const perInterval = during / stallBlocks;
+  return [
+    `database: ${engine()}; a solidified head standing still for ${stallBlocks} block intervals (${((stallBlocks * MAINNET_INTERVAL_MS) / 60_000).toFixed(0)} min on mainnet), ${compression}× compressed clock`,
+    `${during} requests during the stall = ${perInterval.toFixed(2)} per block interval = ${(perInterval / (MAINNET_INTERVAL_MS / 1000)).toFixed(3)}/s at mainnet pace (goal ≤ 1 per interval; before: up to 30 per interval, one ask every 100 ms)`,
+    `then the ${stallBlocks} blocks released at once were all committed in ${((caughtUpMs * compression) / 1000).toFixed(1)} mainnet s (${caughtUpMs.toFixed(0)} ms here; before: one per interval until the once-a-minute head poll)`,
+  ];
+}
+
 async function catchUp(blocks: number, cap: number): Promise<string[]> {
   const t = await migratedDb(engine());
   const chain = await serveSyntheticInWorker(
@@ -107,10 +162,17 @@ async function catchUp(blocks: number, cap: number): Promise<string[]> {
 }
 
 export async function benchIngestRate(
-  opts: { compression?: number; blocks?: number; catchUpBlocks?: number; catchUpRps?: number } = {},
+  opts: {
+    compression?: number;
+    blocks?: number;
+    stallBlocks?: number;
+    catchUpBlocks?: number;
+    catchUpRps?: number;
+  } = {},
 ): Promise<string[]> {
   return [
     ...(await pace(opts.compression ?? 10, opts.blocks ?? 300)),
+    ...(await stall(opts.compression ?? 10, opts.stallBlocks ?? 100)),
     ...(await catchUp(opts.catchUpBlocks ?? 28_800, opts.catchUpRps ?? 200)),
   ];
 }

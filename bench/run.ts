@@ -8,7 +8,7 @@
  * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
  * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
  * ingest-rate (issue 14: node requests per block at mainnet pace, a day caught up under a cap):
- * BENCH_RATE_COMPRESSION (10), BENCH_RATE_BLOCKS (300), BENCH_CATCHUP_BLOCKS (28,800),
+ * BENCH_RATE_COMPRESSION (10), BENCH_RATE_BLOCKS (300), BENCH_STALL_BLOCKS (100), BENCH_CATCHUP_BLOCKS (28,800),
  * BENCH_CATCHUP_RPS (200).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
@@ -68,6 +68,7 @@ parts.push({
     benchIngestRate({
       compression: env('BENCH_RATE_COMPRESSION', 10),
       blocks: env('BENCH_RATE_BLOCKS', 300),
+      stallBlocks: env('BENCH_STALL_BLOCKS', 100),
       catchUpBlocks: env('BENCH_CATCHUP_BLOCKS', 28_800),
       catchUpRps: env('BENCH_CATCHUP_RPS', 200),
     }),

@@ -24,13 +24,17 @@ for (let n = chain.firstBlock; n < chain.firstBlock + chain.count; n++) {
 }
 const node = await startReplayNode({ ...opts, source: memorySource(map) });
 
-port.on('message', async (m: { id: number; op: string; blocks?: number[] }) => {
+port.on('message', async (m: { id: number; op: string; blocks?: number[]; block?: number }) => {
   let result: unknown;
   if (m.op === 'log') {
     // Arrival times as epoch ms: this thread's performance clock has its own origin.
     result = node.requestLog.map((r) => ({ ...r, at: r.at + performance.timeOrigin }));
   } else if (m.op === 'stats') result = node.stats;
   else if (m.op === 'solidifiedAt') result = (m.blocks ?? []).map((n) => node.solidifiedAt(n));
+  else if (m.op === 'pause') node.pause();
+  else if (m.op === 'resume') node.resume();
+  else if (m.op === 'advance') node.advanceTo(m.block ?? 0);
+  else if (m.op === 'heads') result = node.heads();
   else if (m.op === 'close') {
     await node.close();
     port.postMessage({ id: m.id, result: null });

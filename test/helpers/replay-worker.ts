@@ -21,6 +21,11 @@ export interface WorkerChain {
   stats(): Promise<ReplayStats>;
   /** ReplayNode.solidifiedAt of each block, epoch ms. */
   solidifiedAt(blocks: number[]): Promise<Array<number | undefined>>;
+  /** ReplayNode.pause / resume / advanceTo / heads (a stalled node, blocks released at once). */
+  pause(): Promise<void>;
+  resume(): Promise<void>;
+  advanceTo(block: number): Promise<void>;
+  heads(): Promise<{ solidified: number; head: number }>;
   close(): Promise<void>;
 }
 
@@ -65,6 +70,10 @@ export async function serveSyntheticInWorker(
     requestLog: () => call('log'),
     stats: () => call('stats'),
     solidifiedAt: (blocks) => call('solidifiedAt', { blocks }),
+    pause: () => call('pause'),
+    resume: () => call('resume'),
+    advanceTo: (block) => call('advance', { block }),
+    heads: () => call('heads'),
     close: async () => {
       await call('close');
       await worker.terminate();
