@@ -287,6 +287,11 @@ export interface ReplayRateLimit {
   retryAfterSeconds?: number | null;
   /** After a refusal, refuse every request for this long, ms (Retry-After then says the rest). Default 0. */
   penaltyMs?: number;
+  /**
+   * Refuse every request, whatever the rate, with `status` and `retryAfterSeconds` (a revoked key,
+   * a ban: a 403 that outlasts the pause it asks for). Default false.
+   */
+  refuseAll?: boolean;
 }
 
 /** One request as the node saw it (`logRequests`). */
@@ -657,6 +662,13 @@ function createRateLimiter(clock: () => number): RateLimiter {
     const now = clock();
     while (admitted.length > 0 && (admitted[0] ?? 0) <= now - 1000) admitted.shift();
     const penalised = now < penaltyUntil;
+    if (limit.refuseAll) {
+      const retry = limit.retryAfterSeconds === undefined ? 1 : limit.retryAfterSeconds;
+      return {
+        status: limit.status ?? 429,
+        headers: retry === null ? {} : { 'retry-after': String(retry) },
+      };
+    }
     if (!penalised && admitted.length < limit.perSecond) {
       admitted.push(now);
       return undefined;

@@ -291,4 +291,32 @@ describe.each(dbEngines)('node providers on %s', (engine) => {
     expect(states.map((s) => s.index)).toEqual([0, 1]);
     expect(states[1]?.state).toBe('ok');
   });
+
+  it('a provider whose 403s outlast the pause they ask for is unhealthy; the other one serves', async () => {
+    const chain = buildChain();
+    const watches = await setUp(chain, 2, []);
+    // The first provider refuses everything (a revoked key): 403, Retry-After: 1, every time.
+    (nodes[0] as ReplayNode).setRateLimit({
+      perSecond: 1,
+      status: 403,
+      retryAfterSeconds: 1,
+      refuseAll: true,
+    });
+    const metrics = new Metrics();
+    const run = startIngest(1, metrics);
+    const db = (t as TestDb).db;
+    try {
+      await until('the last block', () => run.ing.stats.cursor >= LAST);
+      await until('the first provider unhealthy', async () =>
+        (await readProviderStates(db, 'mainnet')).some((p) => p.state === 'unhealthy'),
+      );
+    } finally {
+      await run.stop();
+    }
+    await expectHonestEvents(chain, watches, []);
+    const states = await readProviderStates(db, 'mainnet');
+    expect(states[0]).toMatchObject({ index: 0, state: 'unhealthy', reason: 'forbidden' });
+    expect(states[1]).toMatchObject({ index: 1, state: 'ok' });
+    expect(group?.clients[0]?.health()).toMatchObject({ healthy: false });
+  });
 });
