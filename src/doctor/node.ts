@@ -1,7 +1,7 @@
 /**
  * `tronwatch doctor`: the node checks (every provider of TRON_NODE_URL) and the clock check.
  *
- * Per provider, with one request at a time, no retries, and the provider's own max_rps:
+ * Per provider, one request at a time, one retry, and the provider's own max_rps:
  * - `node.reachable`: both heads answer (`/wallet/getnodeinfo`, or the two block headers where a
  *   provider does not serve it: NodeClient.getHeads).
  * - `node.mainnet`: the network, told by block ids (a block id is its number and the hash of its
@@ -154,7 +154,9 @@ export async function checkProvider(
     url: p.url,
     apiKey: p.apiKey,
     timeoutMs,
-    retries: 0,
+    // One retry: a refusal (429/403) pauses as the provider asks, then the retry shows whether
+    // the budget holds (node.budget); a node that is down costs one more short attempt.
+    retries: 1,
     connections: 1,
     maxRps: p.maxRps,
     grpc: p.grpc,
