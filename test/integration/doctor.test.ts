@@ -459,11 +459,14 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
     expect(only(r, 'node.grpc').detail).toMatch(
       /serves block 79072107 with the id the HTTP API gave/,
     );
-    const text = await runCli(['doctor', '--timeout-ms', '30000'], env);
-    expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/^tronwatch doctor\n/);
-    expect(text.stdout).toMatch(/PASS {2}telegram \(http:\/\/127\.0\.0\.1:\d+\): getMe: bot @/);
-    expect(text.stdout).toMatch(/\nOK: 12 passed, 0 warning\(s\), 0 skipped\n$/);
-    expect(text.stdout).not.toContain(standIn.token);
+    // The text report once (a spawn and an embedded database's open cost much on a loaded machine).
+    if (engine === 'postgres') {
+      const text = await runCli(['doctor', '--timeout-ms', '30000'], env);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/^tronwatch doctor\n/);
+      expect(text.stdout).toMatch(/PASS {2}telegram \(http:\/\/127\.0\.0\.1:\d+\): getMe: bot @/);
+      expect(text.stdout).toMatch(/\nOK: 12 passed, 0 warning\(s\), 0 skipped\n$/);
+      expect(text.stdout).not.toContain(standIn.token);
+    }
   }, 300_000);
 });
