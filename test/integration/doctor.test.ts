@@ -183,6 +183,22 @@ describe('tronwatch doctor', () => {
     expect(failed(r)).toEqual(['database']);
   });
 
+  it('opens an existing embedded database, and leaves one a running process holds alone', async () => {
+    const env = await baseEnv();
+    const embeddedDir = path.join(env.DATA_DIR as string, 'pgdata');
+    const db = await openDb({ url: undefined, embeddedDir });
+    closers.push(() => db.close());
+    let c = only(await runDoctor(env), 'database');
+    expect(c).toMatchObject({ status: 'pass', target: embeddedDir });
+    expect(c.detail).toBe('embedded PGlite, open in a running tronwatch process (not opened here)');
+    await db.close();
+    c = only(await runDoctor(env), 'database');
+    expect(c.status).toBe('pass');
+    expect(c.detail).toMatch(
+      /^embedded PGlite \(PostgreSQL \d+[.\d]*\); schema at version 0, \d+ migration\(s\) pending/,
+    );
+  }, 120_000);
+
   it('fails a stopped Redis port', async () => {
     const port = await freePort();
     const env = { ...(await baseEnv()), REDIS_URL: `redis://127.0.0.1:${port}` };
