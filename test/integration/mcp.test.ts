@@ -300,7 +300,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     }
   });
 
-  it('lists events with scanned_through once the block is solidified and ingested', async () => {
+  it('lists events with scanned_through once the block is solidified and ingested', {
+    timeout: 120_000,
+  }, async () => {
     node.advanceTo(BLOCK);
     let page: {
       data: Array<Record<string, unknown>>;
@@ -321,7 +323,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     expect(status).toMatchObject({ network: 'mainnet', scanned_through: { block_number: BLOCK } });
   });
 
-  it('shows one event with its attempts, and verifies the delivery’s signatures', async () => {
+  it('shows one event with its attempts, and verifies the delivery’s signatures', {
+    timeout: 120_000,
+  }, async () => {
     const page = body(await tool(http, 'list_events', { watch_id: watches.all })) as {
       data: Array<{ event_id: string }>;
     };
@@ -387,7 +391,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     }
   });
 
-  it('explains why a transaction did or did not produce an event', async () => {
+  it('explains why a transaction did or did not produce an event', {
+    timeout: 120_000,
+  }, async () => {
     const explain = async (c: Client, watch: string, tx: string) =>
       body(await tool(c, 'explain_transaction', { watch_id: watch, tx_id: tx }));
     for (const c of [http, stdio]) {
@@ -461,7 +467,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     }
   });
 
-  it('POST /mcp is authenticated and rate-limited like /v1: one count per request', async () => {
+  it('POST /mcp is authenticated and rate-limited like /v1: one count per request', {
+    timeout: 120_000,
+  }, async () => {
     const rpc = (apiKey: string | undefined, message: unknown) =>
       fetch(`${base}/mcp`, {
         method: 'POST',
@@ -523,7 +531,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     ).rejects.toThrow(/429|rate limit/i);
   });
 
-  it('tronwatch mcp refuses to start without an API key', async () => {
+  it('tronwatch mcp refuses to start without an API key', { timeout: 120_000 }, async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'mcp'], {
       cwd: ROOT,
       env: { ...process.env, TRONWATCH_API_KEY: '', TRONWATCH_URL: base },
