@@ -5,6 +5,7 @@
  *   demo                                the main job end to end on embedded defaults
  *   scan | record | replay-node | synth the chain reader and its tools
  *   doctor                              checks a deployment's configuration and dependencies
+ *   mcp                                 an MCP server over stdio, a client of a running service
  * Each command parses config once (config.ts) and closes what it opens.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -25,6 +26,7 @@ import { recordBlocks } from './devnet/record.js';
 import { runReplayNodeCli } from './devnet/replay-node.js';
 import { writeSyntheticChain } from './devnet/synth-dir.js';
 import { formatReport, runDoctor } from './doctor/doctor.js';
+import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
 import { nodeClientFor } from './tron/node-client.js';
@@ -457,6 +459,20 @@ keys
   .description('revoke a key: refused from the next request on')
   .argument('<keyId>', 'key id (key_…)')
   .action((keyId: string) => withDb((db) => keysRevoke(db, { keyId })));
+
+program
+  .command('mcp')
+  .description(
+    'an MCP server over stdio for agents: tools that call the service at TRONWATCH_URL (default http://127.0.0.1:8080) with the API key TRONWATCH_API_KEY',
+  )
+  .action(async () => {
+    try {
+      await runStdioMcp();
+    } catch (err) {
+      process.stderr.write(`tronwatch mcp: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(2);
+    }
+  });
 
 const secretsCmd = program
   .command('secrets')

@@ -35,7 +35,7 @@ import type { TelegramBot } from './telegram/bot.js';
 import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
-import { nodeGroupFor } from './tron/node-group.js';
+import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -136,6 +136,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     // with Retry-After (src/api/app.ts, `started`), so a load balancer sees it alive and not ready.
     let started = false;
     let heads: HeadRefresher | undefined;
+    let chain: NodeGroup | undefined;
     if (opts.roles.includes('api')) {
       ({ app, url } = await startApi(cfg, {
         db,
@@ -146,6 +147,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         shutdown,
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
+        chain: () => chain,
       }));
     }
     const m = await migrateWhenReachable(db, { logger, signal: shutdown.signal });
@@ -203,7 +205,8 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       );
     }
     // Fresh chain heads for watch activation, through the ingester's providers when it runs here.
-    if (app) heads = headRefresher(cfg, { db, logger, metrics, shutdown, ingester });
+    if (app)
+      ({ heads, group: chain } = headRefresher(cfg, { db, logger, metrics, shutdown, ingester }));
     started = true;
     if (url) logger.info({ url }, 'api listening');
     // Every role: /metrics is served here only, never on the API port (issue 17 item 3).
@@ -247,6 +250,7 @@ async function startApi(
     shutdown: Shutdown;
     started: () => boolean;
     refreshHead: () => Promise<void>;
+    chain: () => NodeGroup | undefined;
   },
 ): Promise<{ app: FastifyInstance; url: string }> {
   const limits = await openRateLimits(cfg.redis.url, o.logger);
@@ -261,6 +265,7 @@ async function startApi(
     redisCheck: limits.redisCheck,
     started: o.started,
     refreshHead: o.refreshHead,
+    chain: o.chain,
     ...(o.telegram ? { telegram: o.telegram } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
@@ -322,7 +327,7 @@ function startIngest(
  * Fresh chain heads for watch activation in the api role (src/ingest/head-refresh.ts): through
  * the ingester's node group when this process ingests (one set of request windows per provider),
  * else a group of its own (at most one head poll per block interval, only when watches are
- * created or resumed).
+ * created or resumed). The same group answers GET /v1/watches/{id}/transactions/{tx_id}.
  */
 function headRefresher(
   cfg: Config,
@@ -333,7 +338,7 @@ function headRefresher(
     shutdown: Shutdown;
     ingester: Ingester | undefined;
   },
-): HeadRefresher {
+): { heads: HeadRefresher; group: NodeGroup } {
   let group = o.ingester?.group;
   if (!group) {
     const own = nodeGroupFor(cfg.node, {
@@ -344,13 +349,14 @@ function headRefresher(
     o.metrics.countNodeRequests(() => own.requestCount);
     group = own;
   }
-  return new HeadRefresher({
+  const heads = new HeadRefresher({
     db: o.db,
     network: cfg.network,
     group,
     blockIntervalMs: cfg.ingest.blockIntervalMs,
     logger: o.logger,
   });
+  return { heads, group };
 }
 
 /**

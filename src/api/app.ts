@@ -8,7 +8,8 @@
  *  3. The error and 404 handlers (src/api/error-handler.ts), the start gate (every route but
  *     /healthz answers 503 until `deps.started()`), the `/v1/*` guard (auth, rate limit, testnet
  *     refusal: src/api/auth.ts).
- *  4. The routes, one resource per file: watches, events, health, docs. Not /metrics: it is
+ *  4. The routes, one resource per file: watches, events, health, docs, and POST /mcp (the MCP
+ *     server over streamable HTTP, guarded like /v1: src/mcp/route.ts). Not /metrics: it is
  *     served by the metrics listener only (src/api/metrics-app.ts), so here it is a 404.
  *
  * The client's address (`request.ip`, what every per-address limit and the logs use): the socket
@@ -23,6 +24,7 @@
  * the request-latency histogram of GET /metrics (on the metrics listener).
  */
 
+import { randomBytes } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
@@ -35,6 +37,7 @@ import Fastify, {
 import { ApiError } from '../common/errors.js';
 import { Metrics } from '../common/metrics.js';
 import { registerConsole } from '../console/index.js';
+import { mcpRoutes } from '../mcp/route.js';
 import {
   authenticate,
   enforceAnonymousRateLimit,
@@ -186,11 +189,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await authenticate(deps.db, request.headers.authorization, deps.config.network, keyCache);
   };
   registerErrorHandling(app, BODY_LIMIT_BYTES, verifyCaller);
+  // Lets POST /mcp's tool calls into /v1 without counting them twice (auth.ts INNER_REQUEST_HEADER).
+  const innerToken = randomBytes(32).toString('base64url');
   registerV1Guard(app, {
     db: deps.db,
     rateLimiter: deps.rateLimiter,
     network: deps.config.network,
     keyCache,
+    innerToken,
   });
 
   watchRoutes(app, deps);
@@ -199,6 +205,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, deps);
   statusRoutes(app, deps);
   docsRoutes(app);
+  mcpRoutes(app, innerToken);
   return app;
 }
 

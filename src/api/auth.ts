@@ -39,6 +39,7 @@
  * TRUST_PROXY the address it forwarded (src/api/app.ts); an IPv6 client is counted by its /64
  * (clientAddressKey in src/rate-limit/limiter.ts).
  */
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   type ApiKeyLookup,
@@ -70,9 +71,40 @@ declare module 'fastify' {
   }
 }
 
-/** True for a path (or URL text starting with one) under `/v1`. */
+/**
+ * True for a path (or URL text starting with one) the guard covers: under `/v1`, and the MCP
+ * endpoint `/mcp` (src/mcp/route.ts), which answers to the same keys with the same limits and
+ * headers.
+ */
 export function isV1(url: string): boolean {
-  return url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
+  return (
+    url === '/v1' ||
+    url.startsWith('/v1/') ||
+    url.startsWith('/v1?') ||
+    url === '/mcp' ||
+    url.startsWith('/mcp/') ||
+    url.startsWith('/mcp?')
+  );
+}
+
+/**
+ * Header of a `/v1` request that the `/mcp` endpoint injects in process for one MCP tool call
+ * (src/mcp/backend.ts), carrying the app's inner-request token: a random value made when the
+ * app is built that never leaves the process. Such a request is authenticated as any other (its
+ * Authorization header is the MCP caller's) but not counted against the rate limit: the `/mcp`
+ * request that carried the tool call already was. A client that sends the header without the
+ * token is counted as usual.
+ */
+export const INNER_REQUEST_HEADER = 'x-tronwatch-inner-request';
+
+/** True when `request` carries this app's inner-request token (constant-time comparison). */
+function isInnerRequest(request: FastifyRequest, token: string | undefined): boolean {
+  if (token === undefined) return false;
+  const sent = request.headers[INNER_REQUEST_HEADER];
+  if (typeof sent !== 'string') return false;
+  const a = Buffer.from(sent);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /**
@@ -289,10 +321,19 @@ function refuseTestnet(source: unknown, network: string): void {
   }
 }
 
-/** Install the `/v1/*` guard hooks on the app (see module doc). */
+/**
+ * Install the `/v1/*` guard hooks on the app (see module doc). `deps.innerToken`: the app's
+ * inner-request token (INNER_REQUEST_HEADER), absent when the app has no `/mcp` endpoint.
+ */
 export function registerV1Guard(
   app: App,
-  deps: { db: Db; rateLimiter: RateLimiter; network: string; keyCache: KeyCache },
+  deps: {
+    db: Db;
+    rateLimiter: RateLimiter;
+    network: string;
+    keyCache: KeyCache;
+    innerToken?: string;
+  },
 ): void {
   const usage = new KeyUsage(deps.db);
   app.decorateRequest('auth', null);
@@ -300,15 +341,18 @@ export function registerV1Guard(
     if (!isV1Request(request)) return;
     const header = authorizationHeaders(request.raw.rawHeaders);
     const allowCached = request.routeOptions.config?.keyCheckedInQuery === true;
+    const inner = isInnerRequest(request, deps.innerToken);
     let auth: AuthContext;
     try {
       auth = await authenticate(deps.db, header, deps.network, deps.keyCache, allowCached);
     } catch (err) {
-      await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
+      if (!inner) await enforceAnonymousRateLimit(deps.rateLimiter, request, reply);
       throw err;
     }
     request.auth = auth;
     void usage.touch(auth.keyId);
+    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER).
+    if (inner) return;
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,

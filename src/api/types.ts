@@ -17,6 +17,7 @@ import type { Metrics } from '../common/metrics.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import type { ChainReader } from '../ingest/explain.js';
 import type { Resolver } from '../net/dns.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { TelegramAccess } from '../telegram/connection.js';
@@ -74,4 +75,10 @@ export interface AppDeps {
    * migrated database, as in tests).
    */
   started?: () => boolean;
+  /**
+   * The node group that reads the chain for GET /v1/watches/{id}/transactions/{tx_id} (the
+   * ingester's when this process ingests, else the api role's own: service.ts). Absent, or
+   * undefined while starting: that route answers 503.
+   */
+  chain?: () => ChainReader | undefined;
 }

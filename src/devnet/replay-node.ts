@@ -51,6 +51,10 @@
  * - `/wallet(solidity)/getnowblock`: the view's newest block.
  * - `/wallet(solidity)/getblockbynum {num}`: `{}` above the view's head.
  * - `/wallet(solidity)/gettransactioninfobyblocknum {num}`: `[]` above the view's head.
+ * - `/wallet(solidity)/gettransactioninfobyid {value}`: the transaction's info (its block's entry,
+ *   or `{id, blockNumber, blockTimeStamp}` when the block's infos lack it), `{}` when no recorded
+ *   block up to the view's head holds it. The id index is built on the first such request from the
+ *   source's first TX_INDEX_MAX_BLOCKS blocks.
  * The solidity view (`/walletsolidity/…`) ends at the solidified head, the full-node view
  * (`/wallet/…`) at the full-node head. Malformed parameters: HTTP 200 `{"Error": "…"}` as
  * java-tron answers; unknown path (or one of `disabledPaths`): 404.
@@ -79,11 +83,12 @@ import {
   ServerCredentials,
   type ServiceError,
 } from '@grpc/grpc-js';
+import { stringify as losslessStringify } from 'lossless-json';
 import { createLogger, type Logger } from '../common/logger.js';
 import { GET_BLOCK_BY_NUM2 } from '../tron/grpc.js';
 import { parseNodeJson } from '../tron/json.js';
 import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
-import type { TransactionJson } from '../tron/types.js';
+import type { BlockJson, TransactionInfoJson, TransactionJson } from '../tron/types.js';
 import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
 import { headerBlockId } from './synthetic.js';
 
@@ -374,7 +379,7 @@ const JAVA_LONG_MAX = 9223372036854775807n;
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 type View = 'solidity' | 'full';
-type Op = 'nodeinfo' | 'getblock' | 'nowblock' | 'blockbynum' | 'txinfos';
+type Op = 'nodeinfo' | 'getblock' | 'nowblock' | 'blockbynum' | 'txinfos' | 'txinfobyid';
 
 const ROUTES = new Map<string, { view: View; op: Op }>([
   ['/wallet/getnodeinfo', { view: 'full', op: 'nodeinfo' }],
@@ -387,7 +392,42 @@ const ROUTES = new Map<string, { view: View; op: Op }>([
   ['/walletsolidity/getblockbynum', { view: 'solidity', op: 'blockbynum' }],
   ['/wallet/gettransactioninfobyblocknum', { view: 'full', op: 'txinfos' }],
   ['/walletsolidity/gettransactioninfobyblocknum', { view: 'solidity', op: 'txinfos' }],
+  ['/wallet/gettransactioninfobyid', { view: 'full', op: 'txinfobyid' }],
+  ['/walletsolidity/gettransactioninfobyid', { view: 'solidity', op: 'txinfobyid' }],
 ]);
+
+/** Blocks of a source indexed by transaction id (gettransactioninfobyid), at most. */
+const TX_INDEX_MAX_BLOCKS = 10_000;
+
+/**
+ * Where each transaction of `source` is: built once, on first use, from the recorded blocks
+ * (the first TX_INDEX_MAX_BLOCKS of them). @returns the block number, undefined when not held.
+ */
+function createTxIndex(source: BlockSource): (txId: string) => Promise<number | undefined> {
+  let index: Promise<Map<string, number>> | undefined;
+  const build = async () => {
+    const m = new Map<string, number>();
+    const numbers =
+      source.recorded ??
+      Array.from(
+        { length: Math.min(TX_INDEX_MAX_BLOCKS, source.last - source.first + 1) },
+        (_, i) => source.first + i,
+      );
+    for (const n of numbers.slice(0, TX_INDEX_MAX_BLOCKS)) {
+      const entry = await source.get(n);
+      if (!entry) continue;
+      const block = parseNodeJson(entry.block.toString('utf8')) as BlockJson;
+      for (const tx of block.transactions ?? []) {
+        if (typeof tx.txID === 'string') m.set(tx.txID.toLowerCase(), n);
+      }
+    }
+    return m;
+  };
+  return async (txId) => {
+    index ??= build();
+    return (await index).get(txId);
+  };
+}
 
 /** A block header as the replay node needs it. `json`: the block without transactions. */
 interface Header {
@@ -502,6 +542,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     clock,
     ...(opts.logRequests ? { log: requestLog } : {}),
     heads,
+    txBlock: createTxIndex(source),
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
   };
   const server = await listen(createRouter(deps), opts.port ?? 0, host);
@@ -1069,6 +1110,8 @@ interface Call {
   fromQuery: boolean;
   chain: ChainView;
   faults: FaultInjector;
+  /** The block holding a transaction id (lowercase hex), if the source has it. */
+  txBlock: (txId: string) => Promise<number | undefined>;
 }
 
 /**
@@ -1081,7 +1124,26 @@ const ANSWERS: Record<Op, (call: Call) => Promise<Answer>> = {
   getblock: answerGetBlock,
   blockbynum: (call) => answerByNum('blockbynum', call),
   txinfos: (call) => answerByNum('txinfos', call),
+  txinfobyid: answerTxInfoById,
 };
+
+/**
+ * `gettransactioninfobyid {value}`: the info of a transaction in a block up to the view's head
+ * (java-tron's shape: the block's entry for it), `{}` otherwise.
+ */
+async function answerTxInfoById({ limit, params, chain, txBlock }: Call): Promise<Answer> {
+  const value = params.value;
+  if (typeof value !== 'string' || !/^[0-9a-fA-F]{64}$/.test(value)) return [200, '{}\n'];
+  const id = value.toLowerCase();
+  const n = await txBlock(id);
+  if (n === undefined || n > limit) return [200, '{}\n'];
+  const entry = await chain.blockOf(n);
+  const infos = parseNodeJson(entry.infos.toString('utf8')) as TransactionInfoJson[];
+  const info = infos.find((i) => i.id === id);
+  if (info) return [200, `${losslessStringify(info)}\n`];
+  const header = await chain.headerOf(n);
+  return [200, `${JSON.stringify({ id, blockNumber: n, blockTimeStamp: header.timestamp })}\n`];
+}
 
 /** `getnodeinfo`: NodeInfo naming both heads with their block ids (the same for both views). */
 async function answerNodeInfo({ heads, chain }: Call): Promise<Answer> {
@@ -1214,6 +1276,8 @@ interface RouterDeps {
   /** Where each request is recorded when `logRequests` is on. */
   log?: ReplayRequestRecord[];
   heads: () => Heads;
+  /** The block holding a transaction id (gettransactioninfobyid). */
+  txBlock: (txId: string) => Promise<number | undefined>;
   /** The route of a path, undefined = 404 (unknown or disabled). */
   route: (path: string) => { view: View; op: Op } | undefined;
 }
@@ -1268,6 +1332,7 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
         fromQuery: read.fromQuery,
         chain: deps.chain,
         faults: deps.faults,
+        txBlock: deps.txBlock,
       });
       send(res, status, body);
     } catch (err) {

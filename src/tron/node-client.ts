@@ -679,6 +679,30 @@ export class NodeClient {
   }
 
   /**
+   * The block number of transaction `txId` as the full node sees it (`/wallet/gettransactioninfobyid
+   * {"value": txId}`): the block it was packed into, solidified or not. The node answers `{}` for a
+   * transaction it does not know (not on chain, not yet in a block, or pruned): undefined then.
+   * Nothing here is trusted beyond locating the block: the block itself is read, verified and
+   * extracted as ingest reads it (src/ingest/explain.ts).
+   * @param txId 64 hex characters.
+   * @throws NodeError as any request (transient failures retried); 'malformed' for an answer
+   *   without a block number.
+   */
+  async getTransactionBlock(txId: string, signal?: AbortSignal): Promise<number | undefined> {
+    const path = '/wallet/gettransactioninfobyid';
+    const info = await withRetry(
+      async () => (await this.postOnce(path, { value: txId }, signal)) as TransactionInfoJson,
+      this.retryOpts({ path }, signal),
+    );
+    if (!info || typeof info !== 'object' || Object.keys(info).length === 0) return undefined;
+    const n = info.blockNumber;
+    if (n === undefined || !Number.isSafeInteger(Number(n)) || Number(n) < 0) {
+      throw new NodeError('malformed', `${path}: answer without a block number`, false);
+    }
+    return Number(n);
+  }
+
+  /**
    * Block `n` if the node has solidified it, asked of `/walletsolidity/getblockbynum` itself
    * instead of polling the heads first (one request when it is not there yet, none spent on a
    * head poll when it is). Only the block right after the highest solidified head seen may be

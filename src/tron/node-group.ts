@@ -436,6 +436,34 @@ export class NodeGroup {
     return b;
   }
 
+  /**
+   * The block a transaction was packed into (NodeClient.getTransactionBlock), asked of the usable
+   * providers in order of preference until one answers; a failing one is set aside as usual.
+   * One provider's word is enough: it only says where to look, and that block is then read
+   * through getSolidifiedBlock (verified, agreed by the quorum).
+   * @returns undefined when the provider that answered does not know the transaction.
+   * @throws NodeError('quorum', retryable) when no provider answered.
+   */
+  async getTransactionBlock(txId: string, signal?: AbortSignal): Promise<number | undefined> {
+    const failures: string[] = [];
+    for (const m of this.usable()) {
+      try {
+        const n = await m.client.getTransactionBlock(txId, signal);
+        this.restored(m);
+        return n;
+      } catch (err) {
+        signal?.throwIfAborted();
+        this.setAside(m, err);
+        failures.push(`${m.client.name}: ${message(err)}`);
+      }
+    }
+    throw new NodeError(
+      'quorum',
+      `transaction ${txId}: no provider answered (${failures.join('; ')})`,
+      true,
+    );
+  }
+
   /** Ask one provider for block n and verify its answer. */
   private async ask(
     m: Member,

@@ -221,6 +221,21 @@ export async function listWatches(
   return rows;
 }
 
+/** The account's live (non-deleted) watch `id` on `network`, or undefined (missing, someone else's, deleted). */
+export async function getWatch(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<WatchRow | undefined> {
+  const { rows } = await db.query<WatchRow>(
+    `SELECT ${WATCH_COLUMNS} FROM watches
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [id, accountId, network],
+  );
+  return rows[0];
+}
+
 /**
  * Soft-delete the account's watch `id` on `network`.
  * @returns false when there is no such live watch of this account (missing, someone else's,

@@ -3,6 +3,7 @@
  *
  *   GET  /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
  *   POST /v1/events/{event_id}/redeliver         → 201 { notification_id } | 404 | 409
+ *   GET  /v1/events/{event_id}                   → 200 EventDetail (attempts included) | 404
  *
  * Newest first. `before` is exclusive, `since` inclusive; set `before` to the previous page's
  * `next_before` to page backwards (null: no more). Timestamps keep microseconds end to end so a
@@ -17,6 +18,7 @@ import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
+import { eventDetail } from '../../events/detail.js';
 import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
@@ -91,12 +93,78 @@ export const EventsQuery = T.Object(
   { additionalProperties: false },
 );
 
+const NullableHeaders = (description: string) =>
+  T.Unsafe<Record<string, string> | null>({
+    type: ['object', 'null'],
+    additionalProperties: { type: 'string' },
+    description,
+  });
+const NullableInteger = (description: string) =>
+  T.Unsafe<number | null>({ type: ['integer', 'null'], description });
+
+/** One delivery attempt as recorded (src/events/detail.ts AttemptView). */
+export const AttemptSchema = T.Object(
+  {
+    attempt: T.Integer({ minimum: 1, description: '1 to 6 within its notification.' }),
+    throttled: T.Boolean({
+      description:
+        'A Bot API 429 on a chat delivery: rescheduled at its retry_after, not one of the six attempts.',
+    }),
+    started_at: T.String({ format: 'date-time' }),
+    duration_ms: T.Integer({ minimum: 0 }),
+    http_status: NullableInteger('The receiver’s HTTP status; null when no answer came.'),
+    error: NullableString({ description: 'Why the attempt failed; null on success.' }),
+    error_class: NullableString({
+      description:
+        'timeout | tls | refused | dns | blocked | network | http | lost; null on success.',
+    }),
+    request_headers: NullableHeaders(
+      'Headers sent (X-Signature and webhook-* included, never the secret).',
+    ),
+    response_headers: NullableHeaders('Headers of the answer.'),
+    response_body: NullableString({ description: 'First 4 KB of the answer’s body, as text.' }),
+  },
+  { $id: 'Attempt', description: 'One delivery attempt.' },
+);
+
+/** One delivery chain of an event (the ingester's, then one per redelivery). */
+export const NotificationSchema = T.Object(
+  {
+    id: T.String({ description: 'Notification id (`ntf_…`).' }),
+    status: StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const),
+    attempts: T.Integer({ minimum: 0, description: 'Attempts made (throttled ones not counted).' }),
+    created_at: T.String({ format: 'date-time' }),
+    next_attempt_at: NullableString({
+      format: 'date-time',
+      description: 'When the next attempt is due (PENDING), else null.',
+    }),
+    delivered_at: NullableString({ format: 'date-time' }),
+    attempt_log: T.Array(ref(AttemptSchema), { description: 'Its attempts, oldest first.' }),
+  },
+  { $id: 'Notification', description: 'One delivery chain of an event.' },
+);
+
+/** One event with every delivery chain and attempt (GET /v1/events/{event_id}). */
+export const EventDetailSchema = T.Object(
+  {
+    event: ref(EventSchema),
+    payload: T.String({ description: 'The webhook body exactly as sent, UTF-8 text.' }),
+    notifications: T.Array(ref(NotificationSchema), {
+      description: 'Its delivery chains, newest first (a redelivery starts a new one).',
+    }),
+  },
+  { $id: 'EventDetail', description: 'One event with its delivery history.' },
+);
+
 export const eventSchemas = [
   EventSchema,
   TestEventSchema,
   EventWithDeliverySchema,
   ScannedThroughSchema,
   EventListSchema,
+  AttemptSchema,
+  NotificationSchema,
+  EventDetailSchema,
 ];
 
 /**
@@ -204,6 +272,38 @@ export function eventRoutes(
           fields.map((field) => ({ field, message: 'not a representable timestamp' })),
         );
       }
+    },
+  );
+
+  app.get(
+    '/v1/events/:event_id',
+    {
+      schema: {
+        operationId: 'getEvent',
+        summary: 'One event with its attempts',
+        description:
+          'The event, the exact body every attempt sent, and each delivery chain (newest first) with its attempts as recorded: time, duration, HTTP status or error and its class, the headers sent (signatures, never the secret) and the start of the answer.',
+        tags: ['events'],
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({
+          event_id: T.String({ maxLength: 64, description: 'Event id (`evt_…`).' }),
+        }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EventDetailSchema), 'The event and its delivery history.'),
+          404: errorResponse("No such event of the caller's."),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const id = request.params.event_id;
+      const detail = isId(id, 'evt')
+        ? await eventDetail(deps.db, auth.accountId, deps.config.network, id)
+        : undefined;
+      if (!detail) throw new ApiError(404, 'event not found');
+      return detail;
     },
   );
 

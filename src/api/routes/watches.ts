@@ -8,12 +8,17 @@
  *   POST   /v1/watches/{id}/pause   → 200 Watch (PAUSED: matches nothing, frees its quota slot)
  *   POST   /v1/watches/{id}/resume  → 200 Watch; 402 quota_exceeded when no slot is free
  *
+ *   GET    /v1/watches/{id}/transactions/{tx_id} → 200 TransactionExplanation: did this
+ *          transaction produce an event for the watch, and why not (src/ingest/explain.ts);
+ *          503 when the node cannot be read
+ *
  * The schemas and views are the watch domain's (src/watches/schema.ts); creation runs
  * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
  */
 import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import { EXPLAIN_REASONS, explainTransaction } from '../../ingest/explain.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import {
   CreateWatchSchema,
@@ -22,7 +27,13 @@ import {
   watchCreatedView,
   watchView,
 } from '../../watches/schema.js';
-import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
+import {
+  deleteWatch,
+  getWatch,
+  listWatches,
+  pauseWatch,
+  resumeWatch,
+} from '../../watches/watches.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -58,7 +69,54 @@ export const NetworkQuery = T.Object(
   { additionalProperties: false },
 );
 
-export const watchSchemas = [WatchSchema, WatchCreatedSchema, CreateWatchSchema, WatchListSchema];
+/** src/ingest/explain.ts Explanation. */
+export const TransactionExplanationSchema = T.Object(
+  {
+    tx_id: T.String({ description: 'The transaction id (64 hex, lowercase).' }),
+    watch_id: T.String(),
+    produced_event: T.Boolean({ description: 'True when the watch has an event of it.' }),
+    reason: StringEnum(EXPLAIN_REASONS, {
+      description:
+        'produced; not_found (the node does not know it); unsolidified (its block is not solidified yet); failed (the transaction or its receipt failed); not_usdt_or_trx (no USDT or TRX moved, or a zero amount); address_not_involved; asset_filtered; direction_filtered; before_activation (in a block at or before the watch’s activation block); watch_paused; not_scanned_yet (it matches, ingest has not reached its block); not_recorded (it matches, but its block was not ingested by this deployment).',
+    }),
+    message: T.String({ description: 'The reason in a sentence.' }),
+    block_number: T.Unsafe<number | null>({
+      type: ['integer', 'null'],
+      description: 'Its block; null when not found.',
+    }),
+    solidified_head: T.Unsafe<number | null>({
+      type: ['integer', 'null'],
+      description: 'The solidified head the answer was computed against; null when not needed.',
+    }),
+    event_ids: T.Array(T.String(), { description: 'The watch’s events of it (`evt_…`).' }),
+    transfers: T.Array(
+      T.Object({
+        asset: StringEnum(['USDT', 'TRX'] as const),
+        event_index: T.Integer({ minimum: 0 }),
+        from: T.String({ description: 'base58' }),
+        to: T.String({ description: 'base58' }),
+        amount_raw: T.String({ description: 'Smallest units (sun / USDT base units).' }),
+        amount: T.String({ description: 'amount_raw / 10^6, decimal.' }),
+      }),
+      {
+        description:
+          'Its USDT and TRX transfers as ingest extracts them (empty when it was not read from the block).',
+      },
+    ),
+  },
+  {
+    $id: 'TransactionExplanation',
+    description: 'Whether a transaction produced an event for a watch, and why not.',
+  },
+);
+
+export const watchSchemas = [
+  WatchSchema,
+  WatchCreatedSchema,
+  CreateWatchSchema,
+  WatchListSchema,
+  TransactionExplanationSchema,
+];
 
 /** Register the watch routes. */
 export function watchRoutes(app: App, deps: AppDeps): void {
@@ -167,6 +225,74 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       if (!deleted) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch deleted');
       return reply.code(204).send(null);
+    },
+  );
+
+  app.get(
+    '/v1/watches/:id/transactions/:tx_id',
+    {
+      schema: {
+        operationId: 'explainTransaction',
+        summary: 'Explain a transaction for a watch',
+        description:
+          'Whether the transaction produced an event for this watch, and if not why: computed by reading its solidified block through the node and running the extraction and matching ingest runs. May cost a few node requests.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({
+          id: T.String({ description: 'Watch id (`wh_…`).' }),
+          tx_id: T.String({ maxLength: 66, description: 'Transaction id: 64 hex characters.' }),
+        }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(TransactionExplanationSchema), 'The verdict.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          503: errorResponse('The TRON node could not be read; retry shortly.', {
+            'Retry-After': {
+              type: 'integer',
+              minimum: 1,
+              description: 'Seconds to wait before retrying.',
+            },
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id, tx_id: raw } = request.params;
+      const watch = isId(id, 'wh')
+        ? await getWatch(deps.db, auth.accountId, network, id)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      const txId = raw.replace(/^0x/i, '').toLowerCase();
+      if (!/^[0-9a-f]{64}$/.test(txId)) {
+        throw new ApiError(400, 'invalid path parameters', undefined, [
+          { field: 'tx_id', message: 'must be 64 hexadecimal characters' },
+        ]);
+      }
+      const chain = deps.chain?.();
+      const unavailable = (why: string) =>
+        new ApiError(
+          503,
+          `the TRON node could not be read: ${why}`,
+          undefined,
+          undefined,
+          {},
+          {
+            'Retry-After': '5',
+          },
+        );
+      if (!chain) throw unavailable('not connected yet');
+      try {
+        return await explainTransaction(deps.db, chain, watch, txId);
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        request.log.warn(
+          { watch_id: id, tx_id: txId, err: err instanceof Error ? err.message : String(err) },
+          'explain: node read failed',
+        );
+        throw unavailable(err instanceof Error ? err.message : String(err));
+      }
     },
   );
 

@@ -1,0 +1,56 @@
+/**
+ * `tronwatch mcp`: the MCP server (src/mcp/tools.ts) over stdio, for an agent that runs it as a
+ * local process. It is a client of a running tronwatch: every tool is a request to
+ * TRONWATCH_URL with TRONWATCH_API_KEY (src/mcp/backend.ts httpBackend). These two variables are
+ * the client's, not the service's configuration (src/config.ts): the command opens no database
+ * and no node connection. stdout carries the protocol only; problems go to stderr.
+ */
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { httpBackend } from './backend.js';
+import { createMcpServer } from './tools.js';
+
+/** The stdio server's settings, from the environment. */
+export interface McpClientSettings {
+  /** TRONWATCH_URL: the service's base URL (default http://127.0.0.1:8080). */
+  url: string;
+  /** TRONWATCH_API_KEY: a `tw_live_…` key (required). */
+  apiKey: string;
+}
+
+/** Read and check the settings. @throws Error naming the variable at fault (never its value). */
+export function mcpClientSettings(env: NodeJS.ProcessEnv): McpClientSettings {
+  const apiKey = env.TRONWATCH_API_KEY?.trim() ?? '';
+  if (apiKey === '') {
+    throw new Error('TRONWATCH_API_KEY is unset: set it to an API key (tw_live_…)');
+  }
+  const url = env.TRONWATCH_URL?.trim() || 'http://127.0.0.1:8080';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(
+      'TRONWATCH_URL is not a URL: set it to the service, e.g. https://tronwatch.example.com',
+    );
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new Error('TRONWATCH_URL must be an http:// or https:// URL');
+  }
+  return { url: url.replace(/\/+$/, ''), apiKey };
+}
+
+/**
+ * Serve MCP on stdin/stdout until stdin closes. @returns when the transport closed.
+ * @throws Error as mcpClientSettings.
+ */
+export async function runStdioMcp(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const settings = mcpClientSettings(env);
+  const server = createMcpServer(httpBackend(settings.url, settings.apiKey));
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+    process.stdin.once('end', () => resolve());
+  });
+  await server.connect(transport);
+  await closed;
+  await server.close();
+}

@@ -1,0 +1,553 @@
+/**
+ * The MCP server (issue 20 item 3), through the official SDK's client over both transports —
+ * `tronwatch mcp` spawned over stdio and `POST /mcp` over streamable HTTP — against a started
+ * service (api + ingest + worker) on a replay node serving the real mainnet block 79072107
+ * (test/fixtures/tron-mainnet/chain), with webhooks delivered to a local HTTPS receiver.
+ *
+ * The chain is held still (intervalMs 0) and moved by hand: watches are created while the block
+ * is ahead of the full-node head; then the block is in the full-node view but not solidified
+ * (explain: unsolidified); then it is solidified and ingested (events, attempts, explain's other
+ * reasons). Addresses and transactions are picked from the block's JSON here, not through the
+ * service's extraction code.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountsCreate, keysCreate } from '../../src/accounts/cli.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { loadConfig } from '../../src/config.js';
+import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { dirSource, type ReplayNode, startReplayNode } from '../../src/devnet/replay-node.js';
+import { type Service, startService } from '../../src/service.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
+import { chainDir, fixtureJson } from '../helpers/fixtures.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const BLOCK = 79072107;
+const LAG = 2;
+
+interface TxJson {
+  txID: string;
+  ret?: Array<{ contractRet?: string }>;
+  raw_data: {
+    contract: Array<{ type: string; parameter: { value: Record<string, unknown> } }>;
+  };
+}
+
+/** Transactions of the real block, from its JSON. */
+const txs = fixtureJson<{ transactions: TxJson[] }>(`chain/block-${BLOCK}.json`).transactions;
+const trxTransfers = txs
+  .filter((t) => t.raw_data.contract[0]?.type === 'TransferContract')
+  .map((t) => {
+    const v = t.raw_data.contract[0]?.parameter.value as {
+      owner_address: string;
+      to_address: string;
+      amount: number;
+    };
+    return { txId: t.txID, from: v.owner_address, to: v.to_address, amount: v.amount };
+  })
+  .filter((t) => t.amount > 0 && t.from !== t.to);
+/** T1: a TRX transfer; R its receiver, seen in no other transaction of the block. */
+const T1 = (() => {
+  const seen = (a: string) =>
+    txs.filter((t) => JSON.stringify(t.raw_data.contract[0]?.parameter.value).includes(a.slice(2)))
+      .length;
+  const t = trxTransfers.find((x) => seen(x.to) === 1);
+  if (!t) throw new Error('no TRX transfer with a receiver seen once in the block');
+  return t;
+})();
+const R = hexToBase58(T1.to);
+/** A TRX transfer that does not involve R. */
+const T2 = trxTransfers.find((t) => t.txId !== T1.txId) as (typeof trxTransfers)[number];
+/** A TRC-10 transfer (TransferAssetContract): not USDT, not TRX. */
+const TRC10 = txs.find((t) => t.raw_data.contract[0]?.type === 'TransferAssetContract') as TxJson;
+
+type ToolResult = {
+  isError?: boolean;
+  content: Array<{ type: string; text?: string }>;
+  structuredContent?: Record<string, unknown>;
+};
+
+/** The JSON of a tool result's text. */
+function body(r: ToolResult): Record<string, unknown> {
+  const text = r.content.find((c) => c.type === 'text')?.text ?? 'null';
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engine) => {
+  const cleanups: Array<() => Promise<unknown> | unknown> = [];
+  let node: ReplayNode;
+  let service: Service;
+  let receiver: Receiver;
+  let base: string;
+  let key: string;
+  let otherKey: string;
+  let limitedKey: string;
+  let http: Client;
+  let stdio: Client;
+  const secrets = new Map<string, string>();
+
+  async function httpClient(apiKey: string): Promise<Client> {
+    const c = new Client({ name: 'tronwatch-test', version: '1.0.0' });
+    await c.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${apiKey}` } },
+      }),
+    );
+    cleanups.push(() => c.close());
+    return c;
+  }
+
+  const tool = async (c: Client, name: string, args: Record<string, unknown> = {}) =>
+    (await c.callTool({ name, arguments: args })) as ToolResult;
+
+  beforeAll(async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-mcp-'));
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    receiver = await startReceiver({
+      secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
+      respond: () => 200,
+    });
+    cleanups.push(() => receiver.close());
+    const caFile = path.join(dataDir, 'ca.pem');
+    fs.writeFileSync(caFile, receiver.ca);
+    // Held still, the full-node head 9 blocks below the recorded block.
+    node = await startReplayNode({
+      source: dirSource(chainDir()),
+      intervalMs: 0,
+      lag: LAG,
+      startBefore: 10,
+    });
+    cleanups.push(() => node.close());
+    let t: TestDb | undefined;
+    if (engine === 'postgres') {
+      t = await emptyDb('postgres');
+      const tdb = t;
+      cleanups.push(() => tdb.drop());
+    }
+    const cfg = loadConfig({
+      DATABASE_URL: t?.url,
+      DATA_DIR: dataDir,
+      TRON_NODE_URL: node.url,
+      INGEST_START_BLOCK: String(BLOCK),
+      TRON_BLOCK_INTERVAL_MS: '200',
+      WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+      WEBHOOK_CA_FILE: caFile,
+      DELIVERY_POLL_MS: '50',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      METRICS_PORT: '0',
+    });
+    service = await startService(cfg, { roles: ['api', 'ingest', 'worker'], logger: silentLogger });
+    cleanups.push(() => service.stop());
+    base = service.url as string;
+    const a = await accountsCreate(service.db, { email: 'mcp@example.com', plan: 'pro' });
+    key = (await keysCreate(service.db, { account: a.id })).key;
+    const b = await accountsCreate(service.db, { email: 'other@example.com', plan: 'free' });
+    otherKey = (await keysCreate(service.db, { account: b.id })).key;
+    const c = await accountsCreate(service.db, {
+      email: 'limited@example.com',
+      plan: 'business',
+      rateLimit: 20,
+      watchQuota: 1,
+    });
+    limitedKey = (await keysCreate(service.db, { account: c.id })).key;
+
+    http = await httpClient(key);
+    stdio = new Client({ name: 'tronwatch-test', version: '1.0.0' });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
+      cwd: ROOT,
+      env: {
+        ...(process.env as Record<string, string>),
+        TRONWATCH_URL: base,
+        TRONWATCH_API_KEY: key,
+      },
+      stderr: 'pipe',
+    });
+    await stdio.connect(transport);
+    cleanups.push(() => stdio.close());
+  }, 180_000);
+
+  afterAll(async () => {
+    while (cleanups.length > 0) await cleanups.pop()?.();
+  }, 60_000);
+
+  it('lists the same tools on both transports', async () => {
+    const names = async (c: Client) => (await c.listTools()).tools.map((x) => x.name).sort();
+    const expected = [
+      'create_watch',
+      'delete_watch',
+      'explain_transaction',
+      'get_event',
+      'get_status',
+      'list_events',
+      'list_watches',
+      'pause_watch',
+      'resume_watch',
+      'validate_address',
+      'verify_webhook_signature',
+    ];
+    expect(await names(http)).toEqual(expected);
+    expect(await names(stdio)).toEqual(expected);
+  });
+
+  it('validates addresses', async () => {
+    for (const c of [http, stdio]) {
+      const ok = body(
+        await tool(c, 'validate_address', { address: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t' }),
+      );
+      expect(ok).toEqual({
+        valid: true,
+        base58: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+        hex: '41a614f803b6fd780986a42c78ec9c7f77e6ded13c',
+        is_usdt_contract: true,
+      });
+      const hex = body(await tool(c, 'validate_address', { address: T1.to }));
+      expect(hex).toMatchObject({ valid: true, base58: R });
+      const bad = body(
+        await tool(c, 'validate_address', { address: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u' }),
+      );
+      expect(bad.valid).toBe(false);
+      expect(String(bad.error)).toMatch(/checksum|invalid/i);
+    }
+  });
+
+  const watches: Record<string, string> = {};
+
+  it('creates watches with the contract’s rules and errors, on both transports', async () => {
+    const create = async (c: Client, label: string, args: Record<string, unknown>) => {
+      const r = await tool(c, 'create_watch', {
+        address: R,
+        webhook_url: `${receiver.origin}/hook/${label}`,
+        ...args,
+      });
+      expect(r.isError, JSON.stringify(r)).toBeFalsy();
+      const w = body(r) as { id: string; secret: string };
+      expect(w.secret).toMatch(/^whsec_/);
+      secrets.set(label, w.secret);
+      watches[label] = w.id;
+    };
+    await create(http, 'all', { asset_filter: 'ALL', direction: 'both' });
+    await create(stdio, 'usdt', { asset_filter: 'USDT', direction: 'both' });
+    await create(http, 'out', { asset_filter: 'TRX', direction: 'outgoing' });
+
+    for (const c of [http, stdio]) {
+      // The same identity again: 409.
+      const dup = await tool(c, 'create_watch', {
+        address: T1.to, // the hex spelling of the same address
+        asset_filter: 'ALL',
+        direction: 'both',
+        webhook_url: `${receiver.origin}/hook/all`,
+      });
+      expect(dup.isError).toBe(true);
+      expect(body(dup)).toMatchObject({ status: 409 });
+      // A bad address and a non-HTTPS URL: 400 naming each field.
+      const bad = await tool(c, 'create_watch', {
+        address: 'Tnot-an-address',
+        asset_filter: 'USDT',
+        webhook_url: 'http://example.com/hook',
+      });
+      expect(bad.isError).toBe(true);
+      const e = body(bad) as { status: number; details: Array<{ field: string }> };
+      expect(e.status).toBe(400);
+      expect(e.details.map((d) => d.field).sort()).toEqual(['address', 'webhook_url']);
+    }
+    // Quota: the limited account may hold one active watch.
+    const limited = await httpClient(limitedKey);
+    const one = await tool(limited, 'create_watch', {
+      address: R,
+      asset_filter: 'USDT',
+      webhook_url: `${receiver.origin}/hook/limited`,
+    });
+    expect(one.isError).toBeFalsy();
+    const two = await tool(limited, 'create_watch', {
+      address: R,
+      asset_filter: 'TRX',
+      webhook_url: `${receiver.origin}/hook/limited`,
+    });
+    expect(two.isError).toBe(true);
+    expect(body(two)).toMatchObject({ status: 402, code: 'quota_exceeded' });
+
+    const listed = body(await tool(stdio, 'list_watches')) as { data: Array<{ id: string }> };
+    expect(listed.data.map((w) => w.id).sort()).toEqual(Object.values(watches).sort());
+    // Scope: another account sees none of them.
+    const other = await httpClient(otherKey);
+    expect(body(await tool(other, 'list_watches'))).toEqual({ data: [] });
+  });
+
+  it('explains a transaction whose block is not solidified yet', async () => {
+    node.advanceTo(BLOCK - 1); // full-node head BLOCK + 1, solidified BLOCK - 1
+    for (const c of [http, stdio]) {
+      const r = body(
+        await tool(c, 'explain_transaction', { watch_id: watches.all, tx_id: T1.txId }),
+      );
+      expect(r).toMatchObject({
+        produced_event: false,
+        reason: 'unsolidified',
+        block_number: BLOCK,
+      });
+      expect(r.solidified_head).toBeLessThan(BLOCK);
+    }
+  });
+
+  it('lists events with scanned_through once the block is solidified and ingested', {
+    timeout: 120_000,
+  }, async () => {
+    node.advanceTo(BLOCK);
+    let page: {
+      data: Array<Record<string, unknown>>;
+      scanned_through: { block_number: number } | null;
+    } = { data: [], scanned_through: null };
+    for (let i = 0; i < 600; i++) {
+      page = body(await tool(http, 'list_events', { watch_id: watches.all })) as typeof page;
+      if ((page.scanned_through?.block_number ?? 0) >= BLOCK) break;
+      await sleep(100);
+    }
+    expect(page.scanned_through?.block_number).toBe(BLOCK);
+    expect(page.data.map((e) => e.tx_id)).toEqual([T1.txId]);
+    expect(page.data[0]).toMatchObject({ direction: 'incoming', asset: 'TRX', to: R });
+    const viaStdio = body(await tool(stdio, 'list_events', { limit: 5 })) as typeof page;
+    expect(viaStdio.scanned_through?.block_number).toBe(BLOCK);
+    expect(viaStdio.data.map((e) => e.event_id)).toContain(page.data[0]?.event_id);
+    const status = body(await tool(stdio, 'get_status'));
+    expect(status).toMatchObject({ network: 'mainnet', scanned_through: { block_number: BLOCK } });
+  });
+
+  it('shows one event with its attempts, and verifies the delivery’s signatures', {
+    timeout: 120_000,
+  }, async () => {
+    const page = body(await tool(http, 'list_events', { watch_id: watches.all })) as {
+      data: Array<{ event_id: string }>;
+    };
+    const eventId = page.data[0]?.event_id as string;
+    let detail: {
+      event: { event_id: string };
+      payload: string;
+      notifications: Array<{ status: string; attempt_log: Array<{ http_status: number | null }> }>;
+    } = { event: { event_id: '' }, payload: '', notifications: [] };
+    for (let i = 0; i < 300; i++) {
+      detail = body(await tool(stdio, 'get_event', { event_id: eventId })) as typeof detail;
+      if (detail.notifications[0]?.status === 'DELIVERED') break;
+      await sleep(100);
+    }
+    expect(detail.event.event_id).toBe(eventId);
+    expect(detail.notifications[0]?.status).toBe('DELIVERED');
+    expect(detail.notifications[0]?.attempt_log[0]?.http_status).toBe(200);
+    expect(body(await tool(http, 'get_event', { event_id: eventId }))).toEqual(detail);
+    // Another account: 404.
+    const other = await httpClient(otherKey);
+    const hidden = await tool(other, 'get_event', { event_id: eventId });
+    expect(hidden.isError).toBe(true);
+    expect(body(hidden)).toMatchObject({ status: 404 });
+
+    // The request the receiver got, verified with the watch's secret.
+    const got = receiver.received.find((r) => r.eventId === eventId);
+    expect(got).toBeDefined();
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(got?.headers ?? {})) {
+      if (typeof v === 'string') headers[k] = v;
+    }
+    const raw = got?.body.toString('utf8') as string;
+    expect(raw).toBe(detail.payload);
+    for (const c of [http, stdio]) {
+      const ok = body(
+        await tool(c, 'verify_webhook_signature', {
+          body: raw,
+          headers,
+          secret: secrets.get('all'),
+        }),
+      );
+      expect(ok).toEqual({ valid: true, x_signature: 'valid', standard_webhooks: 'valid' });
+      const tampered = body(
+        await tool(c, 'verify_webhook_signature', {
+          body: raw.replace('"incoming"', '"outgoing"'),
+          headers,
+          secret: secrets.get('all'),
+        }),
+      );
+      expect(tampered).toEqual({
+        valid: false,
+        x_signature: 'invalid',
+        standard_webhooks: 'bad_signature',
+      });
+      const onlyX = body(
+        await tool(c, 'verify_webhook_signature', {
+          body: raw,
+          headers: { 'X-Signature': headers['x-signature'] as string },
+          secret: secrets.get('usdt'),
+        }),
+      );
+      expect(onlyX).toEqual({ valid: false, x_signature: 'invalid', standard_webhooks: 'absent' });
+    }
+  });
+
+  it('explains why a transaction did or did not produce an event', {
+    timeout: 120_000,
+  }, async () => {
+    const explain = async (c: Client, watch: string, tx: string) =>
+      body(await tool(c, 'explain_transaction', { watch_id: watch, tx_id: tx }));
+    for (const c of [http, stdio]) {
+      const produced = await explain(c, watches.all as string, T1.txId);
+      expect(produced).toMatchObject({ produced_event: true, reason: 'produced' });
+      expect((produced.event_ids as string[]).length).toBe(1);
+      expect(await explain(c, watches.usdt as string, T1.txId)).toMatchObject({
+        produced_event: false,
+        reason: 'asset_filtered',
+        block_number: BLOCK,
+        transfers: [{ asset: 'TRX', to: R, from: hexToBase58(T1.from), event_index: 0 }],
+      });
+      expect(await explain(c, watches.out as string, T1.txId)).toMatchObject({
+        reason: 'direction_filtered',
+      });
+      expect(await explain(c, watches.all as string, T2.txId)).toMatchObject({
+        reason: 'address_not_involved',
+      });
+      expect(await explain(c, watches.all as string, TRC10.txID)).toMatchObject({
+        reason: 'not_usdt_or_trx',
+        transfers: [],
+      });
+      expect(await explain(c, watches.all as string, 'ab'.repeat(32))).toMatchObject({
+        reason: 'not_found',
+        block_number: null,
+      });
+      const bad = await tool(c, 'explain_transaction', {
+        watch_id: watches.all,
+        tx_id: 'not-a-tx',
+      });
+      expect(bad.isError).toBe(true);
+      expect(body(bad)).toMatchObject({ status: 400, details: [{ field: 'tx_id' }] });
+    }
+    // A watch created after the block: before its activation.
+    const late = body(
+      await tool(http, 'create_watch', {
+        address: R,
+        asset_filter: 'TRX',
+        direction: 'incoming',
+        webhook_url: `${receiver.origin}/hook/late`,
+      }),
+    ) as { id: string };
+    expect(await explain(stdio, late.id, T1.txId)).toMatchObject({
+      reason: 'before_activation',
+    });
+    // Someone else's watch: 404.
+    const other = await httpClient(otherKey);
+    const hidden = await tool(other, 'explain_transaction', {
+      watch_id: watches.all,
+      tx_id: T1.txId,
+    });
+    expect(body(hidden)).toMatchObject({ status: 404 });
+    watches.late = late.id;
+  });
+
+  it('pauses, resumes and deletes watches', async () => {
+    const paused = body(await tool(stdio, 'pause_watch', { watch_id: watches.late }));
+    expect(paused).toMatchObject({ id: watches.late, status: 'PAUSED' });
+    const resumed = body(await tool(http, 'resume_watch', { watch_id: watches.late }));
+    expect(resumed).toMatchObject({ id: watches.late, status: 'ACTIVE' });
+    expect(body(await tool(http, 'delete_watch', { watch_id: watches.late }))).toEqual({
+      deleted: true,
+      watch_id: watches.late,
+    });
+    for (const c of [http, stdio]) {
+      for (const name of ['delete_watch', 'pause_watch', 'resume_watch']) {
+        const gone = await tool(c, name, { watch_id: watches.late });
+        expect(gone.isError, name).toBe(true);
+        expect(body(gone), name).toMatchObject({ status: 404, error: 'watch not found' });
+      }
+    }
+  });
+
+  it('POST /mcp is authenticated and rate-limited like /v1: one count per request', {
+    timeout: 120_000,
+  }, async () => {
+    const rpc = (apiKey: string | undefined, message: unknown) =>
+      fetch(`${base}/mcp`, {
+        method: 'POST',
+        headers: {
+          ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify(message),
+      });
+    const call = (id: number) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'list_watches', arguments: {} },
+    });
+    const anonymous = await rpc(undefined, call(1));
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toMatchObject({ code: 'missing_api_key' });
+    expect(anonymous.headers.get('x-ratelimit-limit')).toBe('60');
+    expect(anonymous.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    const revokedShape = await rpc('tw_live_nope', call(1));
+    expect(revokedShape.status).toBe(401);
+
+    // The limited account: 20 a minute. One tool call = one counted request (its /v1 call is not
+    // counted again): Remaining falls by one per call, and a /v1 request after them sees it too.
+    const first = await rpc(limitedKey, call(1));
+    expect(first.status).toBe(200);
+    const r1 = Number(first.headers.get('x-ratelimit-remaining'));
+    const answer = (await first.json()) as { result: { content: Array<{ text: string }> } };
+    expect(JSON.parse(answer.result.content[0]?.text ?? '{}').data).toHaveLength(1);
+    const second = await rpc(limitedKey, call(2));
+    expect(Number(second.headers.get('x-ratelimit-remaining'))).toBe(r1 - 1);
+    const v1 = await fetch(`${base}/v1/status`, {
+      headers: { authorization: `Bearer ${limitedKey}` },
+    });
+    expect(Number(v1.headers.get('x-ratelimit-remaining'))).toBe(r1 - 2);
+    // Batches are refused; GET and DELETE have nothing to serve.
+    const batch = await rpc(limitedKey, [call(3), call(4)]);
+    expect(batch.status).toBe(400);
+    expect(await batch.json()).toMatchObject({ error: expect.stringMatching(/batch/) });
+    const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${limitedKey}` } });
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    // Spend the rest of the window: 429 rate_limited with Retry-After, through the SDK too.
+    let refused = await rpc(limitedKey, call(10));
+    for (let i = 0; i < 30 && refused.status === 200; i++)
+      refused = await rpc(limitedKey, call(11 + i));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await refused.json()).toMatchObject({ code: 'rate_limited' });
+    const sdk = new Client({ name: 'tronwatch-test', version: '1.0.0' });
+    await expect(
+      sdk.connect(
+        new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${limitedKey}` } },
+        }),
+      ),
+    ).rejects.toThrow(/429|rate limit/i);
+  });
+
+  it('tronwatch mcp refuses to start without an API key', { timeout: 120_000 }, async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'mcp'], {
+      cwd: ROOT,
+      env: { ...process.env, TRONWATCH_API_KEY: '', TRONWATCH_URL: base },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let stdout = '';
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/TRONWATCH_API_KEY is unset/);
+    expect(stdout).toBe('');
+  });
+});
