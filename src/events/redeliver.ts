@@ -14,6 +14,7 @@
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
+import { DEAD_EVENTS_SQL } from './list.js';
 
 /**
  * Redeliver one event of the account.
@@ -96,6 +97,7 @@ export async function redeliverDead(
     const { rows } = await tx.query<{ id: string }>(
       `SELECT e.id FROM events e
         WHERE ${where.join(' AND ')}
+          AND ${DEAD_EVENTS_SQL}
           AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
                 ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
         ORDER BY e.created_at
