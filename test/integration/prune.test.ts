@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
@@ -124,15 +124,24 @@ async function prunedSamples(m: Metrics): Promise<Record<string, number>> {
 }
 
 describe.each(dbEngines)('pruning on %s', (engine) => {
+  // One database for the file's tests on this engine (an embedded one takes long to migrate on a
+  // loaded machine), emptied before each.
   let t: TestDb | undefined;
-  afterEach(async () => {
+  beforeAll(async () => {
+    t = await migratedDb(engine);
+  }, 180_000);
+  afterAll(async () => {
     await t?.drop();
-    t = undefined;
+  });
+  beforeEach(async () => {
+    await t?.db.query(
+      `TRUNCATE attempts, notifications, events, watches, console_sessions, console_invites,
+                telegram_link_tokens, maintenance_leases, api_keys, accounts CASCADE`,
+    );
   });
 
   it('deletes ended sessions, invitations and link tokens after TOKEN_RETENTION_HOURS, in batches', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
+    const db = (t as TestDb).db;
     const acc = await insertAccount(db);
     const keep: string[] = [];
     const gone: string[] = [];
@@ -193,8 +202,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   });
 
   it('clears attempt details after ATTEMPT_DETAIL_RETENTION_DAYS and keeps the attempts', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
+    const db = (t as TestDb).db;
     const acc = await insertAccount(db);
     const w = await watch(db, acc);
     await event(db, acc, w, '31 days', ['DELIVERED']);
@@ -226,8 +234,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   });
 
   it('keeps events unless EVENT_RETENTION_DAYS; then deletes old delivered ones, never PENDING or DEAD', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
+    const db = (t as TestDb).db;
     const a1 = await insertAccount(db);
     const a2 = await insertAccount(db);
     const w1 = await watch(db, a1);
@@ -283,8 +290,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   });
 
   it('runs one pass at a time across processes, and another takes over once the lease expires', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
+    const db = (t as TestDb).db;
     const acc = await insertAccount(db);
     await session(db, acc, ago('25 hours'), null);
     const r = retention({ intervalSeconds: 3600 });
@@ -316,8 +322,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   });
 
   it('keeps at most MAX_LIVE_LINK_TOKENS live link tokens per account, the newest working', async () => {
-    t = await migratedDb(engine);
-    const db = t.db;
+    const db = (t as TestDb).db;
     const acc = await insertAccount(db);
     const other = await insertAccount(db);
     const theirs = await createLinkToken(db, other);
