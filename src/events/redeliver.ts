@@ -14,6 +14,7 @@
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
+import { DEAD_EVENTS_SQL } from './list.js';
 
 /**
  * Redeliver one event of the account.
@@ -79,36 +80,52 @@ export async function redeliverDead(
   scope: RedeliveryScope,
 ): Promise<number> {
   return db.transaction(async (tx) => {
-    const values: unknown[] = [accountId, network];
-    const where = ['e.account_id = $1', 'e.network = $2'];
-    if (scope.watchId !== undefined) {
-      values.push(scope.watchId);
-      where.push(`e.watch_id = $${values.length}`);
-    }
-    if (scope.since !== undefined) {
-      values.push(scope.since);
-      where.push(`e.created_at >= $${values.length}::text::timestamptz`);
-    }
-    if (scope.until !== undefined) {
-      values.push(scope.until);
-      where.push(`e.created_at < $${values.length}::text::timestamptz`);
-    }
-    const { rows } = await tx.query<{ id: string }>(
-      `SELECT e.id FROM events e
-        WHERE ${where.join(' AND ')}
-          AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
-                ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
-        ORDER BY e.created_at
-        LIMIT ${BULK_REDELIVERY_LIMIT}
-          FOR UPDATE OF e`,
-      values,
-    );
+    const q = deadSelection(accountId, network, scope);
+    const { rows } = await tx.query<{ id: string }>(q.text, q.values);
     const ids = await insertRedeliveries(
       tx,
       rows.map((r) => r.id),
     );
     return ids.length;
   });
+}
+
+/**
+ * The selection of a bulk redelivery: the account's events in `scope` whose newest notification is
+ * DEAD, oldest first, at most BULK_REDELIVERY_LIMIT, locked (FOR UPDATE). It starts from the
+ * account's DEAD notifications (DEAD_EVENTS_SQL, migration 023), not from every event. Exported
+ * for the plan test.
+ */
+export function deadSelection(
+  accountId: string,
+  network: string,
+  scope: RedeliveryScope,
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [accountId, network];
+  const where = ['e.account_id = $1', 'e.network = $2'];
+  if (scope.watchId !== undefined) {
+    values.push(scope.watchId);
+    where.push(`e.watch_id = $${values.length}`);
+  }
+  if (scope.since !== undefined) {
+    values.push(scope.since);
+    where.push(`e.created_at >= $${values.length}::text::timestamptz`);
+  }
+  if (scope.until !== undefined) {
+    values.push(scope.until);
+    where.push(`e.created_at < $${values.length}::text::timestamptz`);
+  }
+  return {
+    text: `SELECT e.id FROM events e
+        WHERE ${where.join(' AND ')}
+          AND ${DEAD_EVENTS_SQL}
+          AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
+                ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
+        ORDER BY e.created_at
+        LIMIT ${BULK_REDELIVERY_LIMIT}
+          FOR UPDATE OF e`,
+    values,
+  };
 }
 
 /**
