@@ -11,12 +11,14 @@
  * event that already has a PENDING one (ON CONFLICT DO NOTHING), and the single redelivery then
  * answers 409 like a redelivery of an event still being delivered.
  */
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
 
 /**
  * Redeliver one event of the account.
+ * @param inTx run in the redelivery's transaction with the new notification's id (the audit entry).
  * @returns the new notification's id.
  * @throws ApiError 404 when the event is not the account's (or does not exist); 409 when its
  *   newest notification is still PENDING (a delivery chain is running: wait for it or its DEAD).
@@ -26,6 +28,7 @@ export async function redeliverEvent(
   accountId: string,
   network: string,
   eventId: string,
+  inTx?: InTransaction<string>,
 ): Promise<string> {
   const stillPending = () =>
     new ApiError(
@@ -49,6 +52,7 @@ export async function redeliverEvent(
     if (newest[0]?.status === 'PENDING') throw stillPending();
     const [id] = await insertRedeliveries(tx, [eventId]);
     if (!id) throw stillPending(); // the unique index saw a PENDING chain committed meanwhile
+    await inTx?.(tx, id);
     return id;
   });
 }
@@ -69,6 +73,7 @@ export const BULK_REDELIVERY_LIMIT = 10_000;
 /**
  * Redeliver every event of the account in `scope` whose newest notification is DEAD (the dead
  * letters), at most BULK_REDELIVERY_LIMIT, in one transaction.
+ * @param inTx run in that transaction with how many were redelivered (the audit entry).
  * @returns how many were redelivered.
  * @throws the database's 22007/22008 when a bound is not a timestamp PostgreSQL can hold.
  */
@@ -77,6 +82,7 @@ export async function redeliverDead(
   accountId: string,
   network: string,
   scope: RedeliveryScope,
+  inTx?: InTransaction<number>,
 ): Promise<number> {
   return db.transaction(async (tx) => {
     const values: unknown[] = [accountId, network];
@@ -107,6 +113,7 @@ export async function redeliverDead(
       tx,
       rows.map((r) => r.id),
     );
+    await inTx?.(tx, ids.length);
     return ids.length;
   });
 }

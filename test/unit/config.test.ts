@@ -176,6 +176,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ CONSOLE_SIGNUP: 'maybe' })).toThrow(/CONSOLE_SIGNUP/);
   });
 
+  it('keeps audit log entries 365 days unless told, from 1 day to 100 years', () => {
+    expect(loadConfig({}).audit).toEqual({ retentionDays: 365 });
+    expect(loadConfig({ AUDIT_RETENTION_DAYS: '30' }).audit).toEqual({ retentionDays: 30 });
+    for (const bad of ['0', '-1', '36501', '1.5', 'forever']) {
+      expect(() => loadConfig({ AUDIT_RETENTION_DAYS: bad }), bad).toThrow(/AUDIT_RETENTION_DAYS/);
+    }
+  });
+
   it('coerces numbers and treats empty strings as unset', () => {
     const c = loadConfig({
       PORT: '9000',
