@@ -358,6 +358,46 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     const text = await tableText(h);
     expect(text).not.toContain(c.key);
     expect(text).not.toContain(secret);
+
+    // GET /v1/audit: the same entries to the key, newest first, with the key's label; filters
+    // and their 400s as in the console; another account's key sees none of them.
+    const read = await h.app.inject({
+      method: 'GET',
+      url: '/v1/audit?limit=2',
+      headers: c.headers,
+    });
+    expect(read.statusCode, read.body).toBe(200);
+    expect(read.headers['x-ratelimit-limit']).toBeDefined();
+    const page = json<Page>(read) as unknown as Page;
+    expect(page.data.map((e) => e.action)).toEqual(['watch.deleted', 'event.redelivered']);
+    expect(page.data[0]?.actor).toEqual({
+      type: 'api_key',
+      id: c.keyId,
+      label: expect.stringMatching(/^tw_live_[1-9A-HJ-NP-Za-km-z]{4}$/),
+      session_id: null,
+    });
+    const rest = await h.app.inject({
+      method: 'GET',
+      url: `/v1/audit?cursor=${encodeURIComponent(page.next_cursor ?? '')}&action=watch.*`,
+      headers: c.headers,
+    });
+    expect((json<Page>(rest) as unknown as Page).data.map((e) => e.action)).toEqual([
+      'watch.resumed',
+      'watch.paused',
+      'watch.created',
+    ]);
+    for (const q of ['actor=robot', 'limit=500', 'network=nile', 'since=yesterday']) {
+      const bad = await h.app.inject({ method: 'GET', url: `/v1/audit?${q}`, headers: c.headers });
+      expect(bad.statusCode, q).toBe(400);
+    }
+    const stranger = await h.caller();
+    const theirs = await h.app.inject({
+      method: 'GET',
+      url: '/v1/audit',
+      headers: stranger.headers,
+    });
+    expect(json(theirs)).toEqual({ data: [], next_cursor: null });
+    expect((await h.app.inject({ method: 'GET', url: '/v1/audit' })).statusCode).toBe(401);
   });
 
   it('writes the entry in the change’s transaction: a refused change leaves none, a failed entry undoes its change', async () => {
