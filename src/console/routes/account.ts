@@ -197,7 +197,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
             action: 'session.sign_in_failed',
             // An attempt refused by the login limit (429) is not recorded: the password was not
             // checked, and a flood of them would only fill the log.
-            detail: { reason: 'wrong_password', email },
+            detail: { reason: 'wrong_password' },
           });
         }
         throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');

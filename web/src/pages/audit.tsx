@@ -15,7 +15,7 @@ import {
   Time,
   type Tone,
 } from '../components/ui';
-import { isoToLocalInput, localInputToIso, middle } from '../format';
+import { describeAgent, isoToLocalInput, localInputToIso, middle } from '../format';
 import { useLoad } from '../hooks';
 import { BASE, Link, navigate, useLocation } from '../router';
 import type { AuditAction, AuditEntry, AuditLogPage, KeyInfo } from '../types';
@@ -172,12 +172,19 @@ function Detail({ detail }: { detail: AuditEntry['detail'] }) {
   if (entries.length === 0) return <span class="muted">—</span>;
   return (
     <dl class="audit-detail">
-      {entries.map(([k, v]) => (
-        <div key={k}>
-          <dt>{k.replace(/_/g, ' ')}</dt>
-          <dd>{String(v)}</dd>
-        </div>
-      ))}
+      {entries.map(([k, v]) =>
+        k === 'user_agent' && typeof v === 'string' ? (
+          <div key={k}>
+            <dt>device</dt>
+            <dd title={v}>{describeAgent(v)}</dd>
+          </div>
+        ) : (
+          <div key={k}>
+            <dt>{k.replace(/_/g, ' ')}</dt>
+            <dd>{String(v)}</dd>
+          </div>
+        ),
+      )}
     </dl>
   );
 }
@@ -218,7 +225,7 @@ function AuditTable({
       <tbody>
         {rows.map((e) => (
           <tr key={e.id}>
-            <td data-label="When">
+            <td data-label="When" class="audit-when">
               <Time iso={e.at} short />
             </td>
             <td data-label="Who">
@@ -228,7 +235,7 @@ function AuditTable({
               <span class="audit-action">{describe(e.action)}</span>
               <div class="sub mono">{e.action}</div>
             </td>
-            <td data-label="Target">
+            <td data-label="Target" class="audit-target">
               <Target entry={e} />
             </td>
             <td data-label="Details">
