@@ -38,7 +38,7 @@ describe.skipIf(!READY)('audit log page in a browser', () => {
     // A chain head, so that /v1/watches can activate a watch without an ingester.
     await saveChainHead(service.svc.db, 'mainnet', { solidified: 1_000, head: 1_018 });
     browser = await launchBrowser();
-  });
+  }, 180_000);
 
   afterAll(async () => {
     await browser?.close();
@@ -179,5 +179,5 @@ describe.skipIf(!READY)('audit log page in a browser', () => {
     await shot(p, 'audit-log-mobile-menu');
     await phone.close();
     await context.close();
-  });
+  }, 240_000);
 });

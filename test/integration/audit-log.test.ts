@@ -280,7 +280,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       expect(text).not.toContain(s);
     }
     expect(text).not.toMatch(/tw_live_[1-9A-HJ-NP-Za-km-z]{20}|whsec_|\$argon2/);
-  });
+  }, 180_000);
 
   it('records API changes with the key as the actor, and the forwarded address behind TRUST_PROXY', async () => {
     h = await apiHarness(engine, { env: { TRUST_PROXY: '10.0.0.5' } });
@@ -398,7 +398,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     });
     expect(json(theirs)).toEqual({ data: [], next_cursor: null });
     expect((await h.app.inject({ method: 'GET', url: '/v1/audit' })).statusCode).toBe(401);
-  });
+  }, 180_000);
 
   it('writes the entry in the change’s transaction: a refused change leaves none, a failed entry undoes its change', async () => {
     h = await apiHarness(engine, { env: OPEN });
@@ -445,7 +445,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       [first.id],
     );
     expect(still[0]?.deleted_at).toBeNull();
-  });
+  }, 180_000);
 
   it('filters by actor, action and time, pages without skipping or repeating, and keeps accounts apart', async () => {
     h = await apiHarness(engine, { env: OPEN });
@@ -524,7 +524,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       await b.get('/console/api/audit/actions'),
     ).data;
     expect(actions.map((a) => a.name)).toContain('watch.test_sent');
-  });
+  }, 180_000);
 
   it('records Telegram binding (by the bot) and unbinding, never the link token', async () => {
     const standIn: TelegramStandIn = await startTelegramStandIn({});
@@ -566,7 +566,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       detail: { chat_type: 'private', chat_title: 'Ann', from_user_id: 4242 },
     });
     expect(await tableText(h)).not.toContain(token);
-  });
+  }, 180_000);
 
   it('cleans what a caller hands it: credential members dropped, credential-shaped strings redacted', async () => {
     h = await apiHarness(engine);
@@ -599,7 +599,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect(rows[0]?.target_id).toBe(REDACTED);
     expect(detail).toEqual({ note: REDACTED, hook: REDACTED, name: 'kept', count: 3 });
     expect(await tableText(h)).not.toContain(c.key);
-  });
+  }, 180_000);
 
   it('prunes entries older than the cutoff in batches and keeps the rest', async () => {
     h = await apiHarness(engine);
@@ -622,5 +622,5 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect(Number(rows[0]?.n)).toBe(2);
     expect(await pruneAuditLog(h.db, cutoff, 2)).toBe(0);
     await expect(pruneAuditLog(h.db, cutoff, 0)).rejects.toThrow(RangeError);
-  });
+  }, 180_000);
 });
