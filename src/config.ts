@@ -214,6 +214,13 @@ export const EnvSchema = T.Object({
         'Delete events older than this many days with their notifications and attempts, except an event whose newest notification is PENDING or DEAD. Unset: events are kept.',
     }),
   ),
+  AUDIT_RETENTION_DAYS: Int({
+    minimum: 1,
+    maximum: 36_500,
+    default: 365,
+    description:
+      'Days an audit log entry is kept; older entries are deleted by the pruning job (pruneAuditLog, src/audit/audit.ts).',
+  }),
   PUBLIC_URL: T.Optional(
     T.String({
       pattern: '^https?://[^/?#]+$',
@@ -378,6 +385,7 @@ export const ConfigSchema = Group({
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
+  audit: Group({ retentionDays: V.AUDIT_RETENTION_DAYS }),
   logLevel: V.LOG_LEVEL,
 });
 
@@ -643,6 +651,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
+    audit: { retentionDays: e.AUDIT_RETENTION_DAYS },
     logLevel: e.LOG_LEVEL,
   };
 }

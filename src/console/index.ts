@@ -8,6 +8,7 @@ import cookie from '@fastify/cookie';
 import type { App, AppDeps } from '../api/types.js';
 import { registerConsoleGuard } from './guard.js';
 import { accountRoutes } from './routes/account.js';
+import { auditRoutes } from './routes/audit.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
 import { overviewRoutes } from './routes/overview.js';
@@ -28,5 +29,6 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   consoleEventRoutes(app, deps);
   overviewRoutes(app, deps);
   telegramRoutes(app, deps);
+  auditRoutes(app, deps);
   await registerConsoleApp(app, {});
 }

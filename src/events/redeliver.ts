@@ -11,6 +11,7 @@
  * event that already has a PENDING one (ON CONFLICT DO NOTHING), and the single redelivery then
  * answers 409 like a redelivery of an event still being delivered.
  */
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
@@ -18,6 +19,7 @@ import { DEAD_EVENTS_SQL } from './list.js';
 
 /**
  * Redeliver one event of the account.
+ * @param inTx run in the redelivery's transaction with the new notification's id (the audit entry).
  * @returns the new notification's id.
  * @throws ApiError 404 when the event is not the account's (or does not exist); 409 when its
  *   newest notification is still PENDING (a delivery chain is running: wait for it or its DEAD).
@@ -27,6 +29,7 @@ export async function redeliverEvent(
   accountId: string,
   network: string,
   eventId: string,
+  inTx?: InTransaction<string>,
 ): Promise<string> {
   const stillPending = () =>
     new ApiError(
@@ -50,6 +53,7 @@ export async function redeliverEvent(
     if (newest[0]?.status === 'PENDING') throw stillPending();
     const [id] = await insertRedeliveries(tx, [eventId]);
     if (!id) throw stillPending(); // the unique index saw a PENDING chain committed meanwhile
+    await inTx?.(tx, id);
     return id;
   });
 }
@@ -70,6 +74,7 @@ export const BULK_REDELIVERY_LIMIT = 10_000;
 /**
  * Redeliver every event of the account in `scope` whose newest notification is DEAD (the dead
  * letters), at most BULK_REDELIVERY_LIMIT, in one transaction.
+ * @param inTx run in that transaction with how many were redelivered (the audit entry).
  * @returns how many were redelivered.
  * @throws the database's 22007/22008 when a bound is not a timestamp PostgreSQL can hold.
  */
@@ -78,6 +83,7 @@ export async function redeliverDead(
   accountId: string,
   network: string,
   scope: RedeliveryScope,
+  inTx?: InTransaction<number>,
 ): Promise<number> {
   return db.transaction(async (tx) => {
     const q = deadSelection(accountId, network, scope);
@@ -86,6 +92,7 @@ export async function redeliverDead(
       tx,
       rows.map((r) => r.id),
     );
+    await inTx?.(tx, ids.length);
     return ids.length;
   });
 }

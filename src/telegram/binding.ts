@@ -16,6 +16,7 @@
  *   account bound to the old id follows it.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import type { Db, Queryable } from '../db/pool.js';
 
@@ -93,9 +94,15 @@ export interface ChatInfo {
 
 /**
  * Use a link token and bind `chat` to its account.
+ * @param inTx run in the binding's transaction with the account id (the audit entry).
  * @returns the account id, or null when the token is unknown, used or expired (nothing changes).
  */
-export async function bindChat(db: Db, token: string, chat: ChatInfo): Promise<string | null> {
+export async function bindChat(
+  db: Db,
+  token: string,
+  chat: ChatInfo,
+  inTx?: InTransaction<string>,
+): Promise<string | null> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<{ account_id: string }>(
       `UPDATE telegram_link_tokens SET used_at = now(), used_chat_id = $2
@@ -111,6 +118,7 @@ export async function bindChat(db: Db, token: string, chat: ChatInfo): Promise<s
         WHERE id = $1`,
       [accountId, chat.id, chat.title, chat.type],
     );
+    await inTx?.(tx, accountId);
     return accountId;
   });
 }
@@ -139,12 +147,20 @@ export async function boundChat(db: Queryable, accountId: string): Promise<Bound
 
 /**
  * Unbind the account's chat. Unbinding an account without a chat changes nothing.
+ * @param inTx run in the transaction with the chat id that was bound, or null (the audit entry).
  * @throws ApiError 409 telegram_watches_active while the account has non-deleted chat watches
  *   (`extra.watches`: how many).
  */
-export async function unbindChat(db: Db, accountId: string): Promise<void> {
+export async function unbindChat(
+  db: Db,
+  accountId: string,
+  inTx?: InTransaction<string | null>,
+): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+    const { rows: locked } = await tx.query<{ telegram_chat_id: string | null }>(
+      'SELECT telegram_chat_id FROM accounts WHERE id = $1 FOR UPDATE',
+      [accountId],
+    );
     const { rows } = await tx.query<{ n: number }>(
       `SELECT count(*)::int8 AS n FROM watches
         WHERE account_id = $1 AND channel = 'telegram' AND deleted_at IS NULL`,
@@ -165,6 +181,7 @@ export async function unbindChat(db: Db, accountId: string): Promise<void> {
         WHERE id = $1`,
       [accountId],
     );
+    await inTx?.(tx, locked[0]?.telegram_chat_id ?? null);
   });
 }
 

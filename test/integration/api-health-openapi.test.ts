@@ -249,6 +249,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     const paths = doc.paths as Record<string, Record<string, Json>>;
     expect(Object.keys(paths).sort()).toEqual([
       '/healthz',
+      '/v1/audit',
       '/v1/events',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
@@ -276,6 +277,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         ['201', '400', '401', '403', '404', '409', '413', '415', '429', '500'],
       ],
       ['/v1/status', 'get', ['200', '400', '401', '403', '429', '500']],
+      ['/v1/audit', 'get', ['200', '400', '401', '403', '429', '500']],
       [
         '/v1/watches/{id}/pause',
         'post',

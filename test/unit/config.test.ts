@@ -208,6 +208,15 @@ describe('loadConfig', () => {
       ['EVENT_RETENTION_DAYS', '1.5'],
     ] as const) {
       expect(() => loadConfig({ [name]: bad }), `${name}=${bad}`).toThrow(new RegExp(name));
+      }
+    });
+  });
+
+  it('keeps audit log entries 365 days unless told, from 1 day to 100 years', () => {
+    expect(loadConfig({}).audit).toEqual({ retentionDays: 365 });
+    expect(loadConfig({ AUDIT_RETENTION_DAYS: '30' }).audit).toEqual({ retentionDays: 30 });
+    for (const bad of ['0', '-1', '36501', '1.5', 'forever']) {
+      expect(() => loadConfig({ AUDIT_RETENTION_DAYS: bad }), bad).toThrow(/AUDIT_RETENTION_DAYS/);
     }
   });
 

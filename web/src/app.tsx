@@ -8,6 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
+import { AuditPage } from './pages/audit';
 import { InvitePage, LoginPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
 import { EventDetailPage } from './pages/event-detail';
@@ -94,6 +95,7 @@ const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
   { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
+  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit') },
 ];
 
 function Shell({ children }: { children: ComponentChildren }) {
@@ -198,6 +200,7 @@ function Routes() {
   if (path.startsWith('/watches')) return <WatchesPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/account')) return <AccountPage />;
+  if (path.startsWith('/audit')) return <AuditPage />;
   return (
     <section>
       <h1 tabIndex={-1} data-page-title>

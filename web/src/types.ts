@@ -7,6 +7,7 @@
  * are written here after the console routes' answers (src/console/routes/*), which have no
  * schema of their own yet.
  */
+import type { AuditEntryT } from '../../src/audit/schema';
 import type { Me as ServerMe } from '../../src/console/schemas';
 import type {
   DeliveryState,
@@ -28,6 +29,18 @@ export interface Config {
 }
 
 export type Me = ServerMe;
+
+/** GET /console/api/audit: one entry (src/audit/schema.ts) and a page. */
+export type AuditEntry = AuditEntryT;
+export interface AuditLogPage {
+  data: AuditEntry[];
+  next_cursor: string | null;
+}
+/** GET /console/api/audit/actions: the actions recorded, with the sentence shown. */
+export interface AuditAction {
+  name: string;
+  description: string;
+}
 
 export interface Session {
   id: string;

@@ -11,6 +11,8 @@
  */
 import { refuseNonDecimal } from '../../api/routes/events.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
@@ -79,7 +81,14 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     { schema: { ...hide, params: IdParams } },
     async (request, reply) => {
       const ctx = requireSession(request);
-      const id = await redeliverEvent(deps.db, ctx.accountId, network, request.params.id);
+      const audit = auditContextOf(request);
+      const id = await redeliverEvent(deps.db, ctx.accountId, network, request.params.id, (tx, n) =>
+        recordAudit(tx, audit, {
+          action: 'event.redelivered',
+          targetId: request.params.id,
+          detail: { notification_id: n },
+        }),
+      );
       request.log.info(
         { event_id: request.params.id, notification_id: id, account_id: ctx.accountId },
         'event redelivered',
@@ -96,11 +105,19 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.body;
       if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) return { redelivered: 0 };
       try {
-        const n = await redeliverDead(deps.db, ctx.accountId, network, {
-          watchId: b.watch_id,
-          since: b.since,
-          until: b.until,
-        });
+        const audit = auditContextOf(request);
+        const n = await redeliverDead(
+          deps.db,
+          ctx.accountId,
+          network,
+          { watchId: b.watch_id, since: b.since, until: b.until },
+          (tx, count) =>
+            recordAudit(tx, audit, {
+              action: 'event.bulk_redelivered',
+              targetId: b.watch_id ?? null,
+              detail: { redelivered: count, watch_id: b.watch_id, since: b.since, until: b.until },
+            }),
+        );
         request.log.info({ account_id: ctx.accountId, redelivered: n }, 'dead letters redelivered');
         return { redelivered: n };
       } catch (err) {
