@@ -109,6 +109,9 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         // Configured (a token is set), even while getMe has not answered yet.
         telegram: deps.telegram !== undefined,
         bot_username: deps.telegram?.current()?.identity.username ?? null,
+        // Whether the request carries a live session: the page asks for the session only then,
+        // so a signed-out page load makes no request that fails (issue 19 item 7).
+        signed_in: Boolean(request.console),
       };
     },
   );
