@@ -58,8 +58,8 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
       start: rows[0]?.t as string,
     });
     await db.query(
-      `INSERT INTO chain_cursor (network, block_number, block_id, last_event_at)
-       VALUES ('mainnet', 79072107, 'x', (SELECT max(created_at) FROM events))
+      `INSERT INTO chain_cursor (network, block_number, block_id, block_timestamp, last_event_at)
+       VALUES ('mainnet', 79000000, 'x', '2026-01-08T13:36:51Z', (SELECT max(created_at) FROM events))
        ON CONFLICT (network) DO UPDATE SET last_event_at = excluded.last_event_at`,
     );
     return ids;
@@ -250,6 +250,17 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
     await visible(page.getByRole('heading', { name: 'No dead letters' }), 30_000);
   }, 180_000);
 
+  it('a new API key is shown once, with "Copy key"', async () => {
+    await page.goto(`${base}/console/keys`);
+    await page.getByLabel('Name (optional)').fill('payments-prod');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const region = page.getByRole('region', { name: 'Your new API key' });
+    await visible(region.getByRole('button', { name: 'Copy key' }));
+    await expect.poll(() => page.getByText(/shown only/).count(), WAIT).toBe(1);
+    await shot(page, 'find-key-once', region);
+    await page.getByRole('button', { name: 'I have saved it' }).click();
+  });
+
   it("shows a chat delivery's chat, message and Bot API answer", async () => {
     const db = service.svc.db;
     await db.query(
@@ -317,14 +328,54 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
       await page.goto(base + path);
       await visible(page.getByRole('heading', { level: 1 }));
       await page.waitForLoadState('networkidle').catch(() => undefined);
+      if (name === 'overview') {
+        // In sync with a node that serves old blocks: said in words, the age in days.
+        await visible(page.getByText(/the node serves old blocks/));
+        await visible(page.getByText(/^\d+ days( \d+ h)?$/));
+        await visible(page.getByText('In sync'));
+      }
       if (name === 'event') {
         // Every attempt's request and response expanded.
         for (const s of await page.getByText('Request and response').all()) await s.click();
         await visible(page.getByText('x-signature').first());
       }
       await noSidewaysScroll(name);
-      await shot(page, `find-390-${name}`);
+      await shot(page, `find-390-${name}`, page.getByRole('heading', { level: 1 }));
+      if (name === 'event') {
+        await shot(page, 'find-390-event-attempt', page.getByText('Request and response').first());
+      }
     }
+    // The sign-in page warns before the lock, then counts down (another browser, same address).
+    const other = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    await other.goto(`${base}/console/login`);
+    for (let i = 0; i < 6; i++) {
+      await other.getByLabel('E-mail').fill(EMAIL);
+      await other.getByLabel('Password').fill(`wrong password number ${i}`);
+      await other.getByRole('button', { name: 'Sign in' }).click();
+      if (i === 2)
+        await visible(
+          other.getByText(
+            '2 more failed sign-ins lock this e-mail address out from here for 15 minutes.',
+          ),
+        );
+      if (i === 3)
+        await visible(
+          other.getByText(
+            'One more failed sign-in locks this e-mail address out from here for 15 minutes.',
+          ),
+        );
+      if (i < 5)
+        await visible(other.getByText('That e-mail address and password do not match an account.'));
+    }
+    const timer = other.getByRole('timer');
+    await visible(timer);
+    const first = await timer.textContent();
+    expect(first).toMatch(/^1[45]:\d\d$/);
+    await expect.poll(() => timer.textContent(), WAIT).not.toBe(first);
+    expect(await other.getByRole('button', { name: 'Sign in' }).isDisabled()).toBe(true);
+    await shot(other, 'find-390-login-locked');
+    await other.close();
+
     await page.getByRole('button', { name: 'Menu' }).click();
     await expect
       .poll(() => page.getByRole('button', { name: 'Menu' }).getAttribute('aria-expanded'))

@@ -264,6 +264,24 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     }
   });
 
+  it('tells a failed sign-in how many failures are left before the lock', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    expect((await b.signUp(`lock-${engine}@example.com`)).statusCode).toBe(201);
+    const other = new Browser(h.app);
+    const left: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await other.login(`lock-${engine}@example.com`, 'not the password at all');
+      expect(r.statusCode).toBe(401);
+      left.push(json(r).attempts_left);
+      expect(json(r).window_seconds).toBe(900);
+    }
+    expect(left).toEqual([4, 3, 2, 1, 0]);
+    const locked = await other.login(`lock-${engine}@example.com`, 'not the password at all');
+    expect(locked.statusCode).toBe(429);
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
   it("shows a chat delivery as one: the chat, the message sent, the Bot API's answer", async () => {
     const { b, accountId } = await setUp();
     await h!.db.query(

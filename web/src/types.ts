@@ -148,4 +148,6 @@ export interface ErrorBody {
   code?: string;
   details?: { field: string; message: string }[];
   usage?: { active_watches: number; limit: number; plan: string };
+  /** 401 invalid_credentials at sign-in: failures left before the 15-minute lock. */
+  attempts_left?: number;
 }

@@ -42,7 +42,13 @@ import {
   requireSession,
   setSessionCookies,
 } from '../guard.js';
-import { countInviteAttempt, countLoginAttempt, countSignup } from '../login-limits.js';
+import {
+  type AttemptInfo,
+  countInviteAttempt,
+  countLoginAttempt,
+  countSignup,
+  LOGIN_WINDOW_MS,
+} from '../login-limits.js';
 import { hashPassword, verifyPassword } from '../passwords.js';
 import {
   CredentialsBody,
@@ -163,17 +169,33 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const email = normaliseEmail(request.body.email);
       let accountId: string | undefined;
+      const info: AttemptInfo = {};
       // Counted before argon2 runs, given back when right (login-limits.ts).
-      const ok = await countLoginAttempt(deps.rateLimiter, request.ip, email, async () => {
-        const found = await passwordHashByEmail(deps.db, email);
-        // Always one argon2id verification, whether the account exists or not (alike time).
-        const right = await verifyPassword(found?.password_hash, request.body.password);
-        accountId = right ? found?.id : undefined;
-        return accountId !== undefined;
-      });
+      const ok = await countLoginAttempt(
+        deps.rateLimiter,
+        request.ip,
+        email,
+        async () => {
+          const found = await passwordHashByEmail(deps.db, email);
+          // Always one argon2id verification, whether the account exists or not (alike time).
+          const right = await verifyPassword(found?.password_hash, request.body.password);
+          accountId = right ? found?.id : undefined;
+          return accountId !== undefined;
+        },
+        info,
+      );
       if (!ok || accountId === undefined) {
         request.log.info({ client_ip: request.ip }, 'console login failed');
-        throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');
+        // Additive: how many more failures this address may make for this e-mail before the
+        // 15-minute lock (the sign-in page warns before it).
+        throw ApiError.coded(
+          'invalid_credentials',
+          'wrong e-mail or password',
+          undefined,
+          info.remaining === undefined
+            ? {}
+            : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
+        );
       }
       return signIn(deps, request, reply, accountId, 200);
     },
