@@ -261,6 +261,23 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
     await page.getByRole('button', { name: 'I have saved it' }).click();
   });
 
+  it('the API docs page is usable at once; Swagger UI loads when asked for', async () => {
+    const t0 = Date.now();
+    await page.goto(`${base}/console/docs/`);
+    await visible(page.getByRole('heading', { name: /POST \/v1\/watches/ }));
+    // The figure for the report (no timing assertion: the host is shared).
+    console.log(`API docs usable after ${Date.now() - t0} ms (reference visible)`);
+    await visible(page.getByRole('heading', { name: 'Event', exact: true }));
+    await shot(page, 'find-docs-1440');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await noSidewaysScroll('docs');
+    await shot(page, 'find-docs-390', page.getByRole('heading', { level: 1 }));
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await page.getByRole('button', { name: 'Open the interactive explorer' }).click();
+    await visible(page.locator('.swagger-ui .opblock').first(), 60_000);
+    await shot(page, 'find-docs-explorer');
+  }, 120_000);
+
   it("shows a chat delivery's chat, message and Bot API answer", async () => {
     const db = service.svc.db;
     await db.query(
