@@ -189,7 +189,15 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
     expect(new URL(page.url()).searchParams.get('after')).not.toBeNull();
     await expect.poll(() => page.getByRole('link', { name: '← Newer' }).count(), WAIT).toBe(0);
 
-    // Export: the whole filtered list (both pages), as a file.
+    // Export: the whole filtered list (both pages), as a file, once all 60 are delivered.
+    await expect
+      .poll(async () => {
+        const { rows } = await service.svc.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM notifications WHERE status = 'DELIVERED'`,
+        );
+        return rows[0]?.n;
+      }, WAIT)
+      .toBe(60);
     const [download] = await Promise.all([
       page.waitForEvent('download'),
       page.getByRole('link', { name: 'Export CSV' }).click(),
@@ -201,8 +209,15 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
       .split('\n');
     expect(csv[0]).toMatch(/^event_id,block_timestamp,/);
     expect(csv).toHaveLength(61);
-    expect(csv.slice(1).every((l) => l.includes(',DELIVERED,1,'))).toBe(true);
-    await page.getByRole('link', { name: 'Export JSON' }).waitFor();
+    expect(csv.slice(1).every((l) => l.includes(',DELIVERED,'))).toBe(true);
+    const [json] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('link', { name: 'Export JSON' }).click(),
+    ]);
+    expect(json.suggestedFilename()).toMatch(/\.json$/);
+    const list = JSON.parse(fs.readFileSync(await json.path(), 'utf8')) as Array<{ tx_id: string }>;
+    expect(list).toHaveLength(60);
+    expect(list.filter((e) => e.tx_id === TX)).toHaveLength(1);
   }, 120_000);
 
   it('follows an event to DEAD and its redelivery to DELIVERED without a reload', async () => {
@@ -310,6 +325,18 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
          FROM notifications WHERE event_id = $1`,
       [id],
     );
+    // The watch picker: its search narrows the list by channel (or label, target, address).
+    await page.goto(`${base}/console/events`);
+    await page.getByLabel('Find a watch').fill('telegram');
+    const picker = page.getByRole('combobox', { name: 'Watch', exact: true });
+    await expect.poll(() => picker.locator('option').count(), WAIT).toBe(2);
+    expect(await picker.locator('option').nth(1).textContent()).toMatch(/^Telegram chat · TNPeea…/);
+    await picker.selectOption('wh_chatbrowser');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await expect.poll(() => page.getByRole('row').count(), WAIT).toBe(2);
+    expect(new URL(page.url()).searchParams.get('watch_id')).toBe('wh_chatbrowser');
+    await shot(page, 'find-watch-picker');
+
     await page.goto(`${base}/console/events/${id}`);
     await visible(page.getByRole('heading', { name: 'Telegram message' }));
     await visible(page.getByText('Treasury ops'));

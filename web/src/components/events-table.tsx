@@ -136,7 +136,7 @@ function WatchPicker({
   return (
     <fieldset class="field watch-picker">
       <legend>Watch</legend>
-      {count > 5 && (
+      {count > 1 && (
         <input
           type="search"
           aria-label="Find a watch"
