@@ -62,7 +62,11 @@ export class LiveFeed {
       this.listeners.set(accountId, set);
     }
     set.add(fn);
-    if (!this.timer) this.timer = setInterval(() => void this.tick(), this.intervalMs);
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.tick(), this.intervalMs);
+      // Read the watermarks now: what lands from here on is told, not only from the next tick.
+      void this.tick();
+    }
     return () => {
       const s = this.listeners.get(accountId);
       s?.delete(fn);
