@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newId } from '../../src/common/ids.js';
 import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
 import { saveChainHead } from '../../src/ingest/chain-head.js';
 import { insertEvents } from '../helpers/api.js';
@@ -25,6 +26,8 @@ import {
 } from '../helpers/browser.js';
 
 const READY = browserTestsReady();
+/** A chat watch written straight into the database (a real id: the console checks its shape). */
+const CHAT_WATCH = newId('wh');
 /** expect.poll's bound (its default is 1 s): the host is loaded, pages take a while. */
 const WAIT = { timeout: 30_000, interval: 200 };
 const EMAIL = 'finder@acme-pay.example';
@@ -302,14 +305,14 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
     await db.query(
       `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                             channel, active_from_block, status)
-       VALUES ('wh_chatbrowser', $1, 'mainnet', 'TNPeeaaFB7K9cmo4uQpcU32zGK8G1NYqeL',
+       VALUES ($2, $1, 'mainnet', 'TNPeeaaFB7K9cmo4uQpcU32zGK8G1NYqeL',
                '4187e14d9c5b5b6c5b0b0b2ad0c2a5f2f1f8a3d8a1', 'USDT', 'incoming', 'telegram', 1,
                'PAUSED')`,
-      [accountId],
+      [accountId, CHAT_WATCH],
     );
     const [id] = await insertEvents(db, {
       accountId,
-      watchId: 'wh_chatbrowser',
+      watchId: CHAT_WATCH,
       tag: 'tgb',
       count: 1,
       start: '2020-01-01T00:00:00Z',
@@ -331,10 +334,10 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
     const picker = page.getByRole('combobox', { name: 'Watch', exact: true });
     await expect.poll(() => picker.locator('option').count(), WAIT).toBe(2);
     expect(await picker.locator('option').nth(1).textContent()).toMatch(/^Telegram chat · TNPeea…/);
-    await picker.selectOption('wh_chatbrowser');
+    await picker.selectOption(CHAT_WATCH);
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await expect.poll(() => page.getByRole('row').count(), WAIT).toBe(2);
-    expect(new URL(page.url()).searchParams.get('watch_id')).toBe('wh_chatbrowser');
+    expect(new URL(page.url()).searchParams.get('watch_id')).toBe(CHAT_WATCH);
     await shot(page, 'find-watch-picker');
 
     await page.goto(`${base}/console/events/${id}`);
