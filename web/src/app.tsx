@@ -30,12 +30,16 @@ export function App() {
 
   const load = async () => {
     try {
-      // The session call comes first: it sets the tw_csrf cookie every later POST needs.
-      const me = await get<Me>('/session').catch((e: unknown) => {
-        if (e instanceof ApiError && e.status === 401) return null;
-        throw e;
-      });
+      // The config call comes first: it sets the tw_csrf cookie every later POST needs, and
+      // says whether a session is open, so a signed-out load asks nothing that answers 401.
       const config = await get<Config>('/config');
+      const me =
+        config.signed_in === false
+          ? null
+          : await get<Me>('/session').catch((e: unknown) => {
+              if (e instanceof ApiError && e.status === 401) return null;
+              throw e;
+            });
       setBoot({ state: 'ready', config, me });
     } catch (e) {
       setBoot({ state: 'failed', error: e });
@@ -115,6 +119,18 @@ function Shell({ children }: { children: ComponentChildren }) {
     const h = mainRef.current?.querySelector<HTMLElement>('[data-page-title]');
     h?.focus();
   }, [path]);
+
+  // Escape closes the phone menu and gives the focus back to its button.
+  useEffect(() => {
+    if (!menuOpen) return undefined;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape') return;
+      setMenuOpen(false);
+      document.querySelector<HTMLElement>('.menu-button')?.focus();
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [menuOpen]);
 
   const signOut = async () => {
     try {

@@ -26,6 +26,8 @@ export interface Config {
   signup: 'open' | 'closed';
   network: string;
   telegram: boolean;
+  /** Whether the request carried a live session (older servers: absent). */
+  signed_in?: boolean;
 }
 
 export type Me = ServerMe;
@@ -84,7 +86,10 @@ export type EventWithDelivery = ServerEventWithDelivery;
 
 export interface EventPage {
   data: EventWithDelivery[];
+  /** The cursor of the older page, null on the oldest. */
   next_before: string | null;
+  /** The cursor of the newer page, null on the newest. */
+  next_after: string | null;
 }
 
 export type ErrorClass =
@@ -127,6 +132,12 @@ export interface Notification {
 export interface EventDetail {
   event: TransferEvent;
   payload: string;
+  channel: 'webhook' | 'telegram';
+  /** A chat watch's delivery: the bound chat and the message sent (Bot API HTML). */
+  telegram: {
+    chat: { id: string; title: string | null; type: string | null } | null;
+    message_html: string;
+  } | null;
   notifications: Notification[];
 }
 
@@ -150,4 +161,6 @@ export interface ErrorBody {
   code?: string;
   details?: { field: string; message: string }[];
   usage?: { active_watches: number; limit: number; plan: string };
+  /** 401 invalid_credentials at sign-in: failures left before the 15-minute lock. */
+  attempts_left?: number;
 }

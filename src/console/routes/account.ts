@@ -48,7 +48,13 @@ import {
   requireSession,
   setSessionCookies,
 } from '../guard.js';
-import { countInviteAttempt, countLoginAttempt, countSignup } from '../login-limits.js';
+import {
+  type AttemptInfo,
+  countInviteAttempt,
+  countLoginAttempt,
+  countSignup,
+  LOGIN_WINDOW_MS,
+} from '../login-limits.js';
 import { hashPassword, verifyPassword } from '../passwords.js';
 import {
   CredentialsBody,
@@ -127,6 +133,9 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         // Configured (a token is set), even while getMe has not answered yet.
         telegram: deps.telegram !== undefined,
         bot_username: deps.telegram?.current()?.identity.username ?? null,
+        // Whether the request carries a live session: the page asks for the session only then,
+        // so a signed-out page load makes no request that fails (issue 19 item 7).
+        signed_in: Boolean(request.console),
       };
     },
   );
@@ -181,15 +190,22 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       // The account the e-mail names, right password or not: a failed sign-in is recorded in
       // its log (an unknown e-mail has no log to record it in).
       let named: string | undefined;
+      const info: AttemptInfo = {};
       // Counted before argon2 runs, given back when right (login-limits.ts).
-      const ok = await countLoginAttempt(deps.rateLimiter, request.ip, email, async () => {
-        const found = await passwordHashByEmail(deps.db, email);
-        named = found?.id;
-        // Always one argon2id verification, whether the account exists or not (alike time).
-        const right = await verifyPassword(found?.password_hash, request.body.password);
-        accountId = right ? found?.id : undefined;
-        return accountId !== undefined;
-      });
+      const ok = await countLoginAttempt(
+        deps.rateLimiter,
+        request.ip,
+        email,
+        async () => {
+          const found = await passwordHashByEmail(deps.db, email);
+          named = found?.id;
+          // Always one argon2id verification, whether the account exists or not (alike time).
+          const right = await verifyPassword(found?.password_hash, request.body.password);
+          accountId = right ? found?.id : undefined;
+          return accountId !== undefined;
+        },
+        info,
+      );
       if (!ok || accountId === undefined) {
         request.log.info({ client_ip: request.ip }, 'console login failed');
         if (named !== undefined) {
@@ -200,7 +216,16 @@ export function accountRoutes(app: App, deps: AppDeps): void {
             detail: { reason: 'wrong_password' },
           });
         }
-        throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');
+        // Additive: how many more failures this address may make for this e-mail before the
+        // 15-minute lock (the sign-in page warns before it).
+        throw ApiError.coded(
+          'invalid_credentials',
+          'wrong e-mail or password',
+          undefined,
+          info.remaining === undefined
+            ? {}
+            : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
+        );
       }
       return signIn(deps, request, reply, accountId, 200, 'session.signed_in');
     },
