@@ -548,8 +548,18 @@ export class DeliveryWorker {
     } catch (err) {
       return failedAttempt(`secret: ${errorText(err)}`, startedAt, t0);
     }
+    // During a rotation's grace period the replaced secret signs too; one that does not decrypt
+    // (its key was retired early) only drops the second signature, never the delivery.
+    let previous: string | null = null;
+    if (c.previousSecret !== null) {
+      try {
+        previous = this.decrypt(c.previousSecret);
+      } catch {
+        previous = null;
+      }
+    }
     try {
-      return await this.sender.send(c.webhookUrl, c.event, secret);
+      return await this.sender.send(c.webhookUrl, c.event, secret, undefined, {}, previous);
     } catch (err) {
       // send() classifies everything; this is a bug guard, not a path.
       return failedAttempt(`internal: ${errorText(err)}`, startedAt, t0);

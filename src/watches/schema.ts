@@ -6,6 +6,7 @@
 import { type Static, Type as T } from '@sinclair/typebox';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
+import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from './rotate-secret.js';
 import type { WatchRow } from './watches.js';
 
 const ASSET_FILTERS = ['USDT', 'TRX', 'ALL'] as const;
@@ -23,6 +24,14 @@ const watchMembers = {
       'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
   }),
   created_at: T.String({ format: 'date-time' }),
+  secret_rotated_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description:
+      'Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch.',
+  }),
+  previous_secret_expires_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description:
+      "Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise.",
+  }),
 };
 
 /** SPEC §Watch. */
@@ -103,6 +112,8 @@ export function watchView(w: WatchRow) {
     webhook_url: w.webhook_url,
     status: w.status,
     created_at: w.created_at.toISOString(),
+    secret_rotated_at: w.secret_rotated_at?.toISOString() ?? null,
+    previous_secret_expires_at: w.previous_secret_expires_at?.toISOString() ?? null,
   };
 }
 
@@ -114,5 +125,51 @@ export function watchCreatedView(w: WatchRow, secret: string | null) {
   };
 }
 
+/** POST /v1/watches/{id}/rotate-secret's body. */
+export const RotateSecretSchema = T.Object(
+  {
+    grace_period_seconds: T.Optional(
+      T.Integer({
+        minimum: 0,
+        maximum: MAX_GRACE_SECONDS,
+        default: DEFAULT_GRACE_SECONDS,
+        description:
+          'How long the replaced secret keeps signing deliveries beside the new one, seconds (default 86400 = 24 h, at most 604800 = 7 days; 0 = stop at once).',
+      }),
+    ),
+  },
+  {
+    $id: 'RotateSecret',
+    description: 'Optional body of a secret rotation. Unknown members are rejected.',
+    additionalProperties: false,
+  },
+);
+
+/** A Watch plus its new secret, shown once. */
+export const SecretRotatedSchema = T.Object(
+  {
+    ...watchMembers,
+    secret: T.String({
+      pattern: '^whsec_',
+      description:
+        'The new secret, returned once: X-Signature and the first webhook-signature entry use it from now on. Stored encrypted, never returned again.',
+    }),
+    note: T.String({ description: 'Free text.' }),
+  },
+  {
+    $id: 'SecretRotated',
+    description: 'The watch after a rotation, with its new secret (shown once).',
+  },
+);
+
+export const ROTATED_NOTE =
+  'Store this secret now: it is shown only once. Until previous_secret_expires_at every delivery is also signed with the replaced secret (X-Signature-Previous, second webhook-signature entry).';
+
+/** A row after a rotation, as SecretRotated. */
+export function secretRotatedView(w: WatchRow, secret: string) {
+  return { ...watchView(w), secret, note: ROTATED_NOTE };
+}
+
 export type Watch = Static<typeof WatchSchema>;
+export type RotateSecretBody = Static<typeof RotateSecretSchema>;
 export type CreateWatchBody = Static<typeof CreateWatchSchema>;

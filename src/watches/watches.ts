@@ -45,6 +45,10 @@ export interface WatchRow {
   status: WatchStatus;
   active_from_block: number;
   created_at: Date;
+  /** When the current secret was issued by a rotation; null: the one given at creation. */
+  secret_rotated_at: Date | null;
+  /** End of a running rotation grace period (both secrets sign until then); null: none. */
+  previous_secret_expires_at: Date | null;
 }
 
 export interface NewWatch {
@@ -63,8 +67,14 @@ export interface NewWatch {
   blockIntervalMs: number;
 }
 
-const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction, channel,
-  webhook_url, status, active_from_block, created_at`;
+/**
+ * The columns of a {@link WatchRow}, unqualified (any statement on `watches`, RETURNING included).
+ * previous_secret_expires_at reads NULL once the grace period is over.
+ */
+export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
+  channel, webhook_url, status, active_from_block, created_at, secret_rotated_at,
+  CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
+  END AS previous_secret_expires_at`;
 
 /** Retry-After of the 503 answered while no chain head is known, seconds (one or two polls). */
 const CHAIN_HEAD_RETRY_SECONDS = 5;

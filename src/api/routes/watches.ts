@@ -8,6 +8,9 @@
  *   POST   /v1/watches/{id}/pause   → 200 Watch (PAUSED: matches nothing, frees its quota slot)
  *   POST   /v1/watches/{id}/resume  → 200 Watch; 402 quota_exceeded when no slot is free
  *
+ *   POST   /v1/watches/{id}/rotate-secret           RotateSecret → 200 SecretRotated (once)
+ *   POST   /v1/watches/{id}/previous-secret/expire  → 200 Watch (the grace period ended now)
+ *
  * The schemas and views are the watch domain's (src/watches/schema.ts); creation runs
  * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
  */
@@ -15,8 +18,12 @@ import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { createWatchFromRequest } from '../../watches/create.js';
+import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
+  RotateSecretSchema,
+  SecretRotatedSchema,
+  secretRotatedView,
   WatchCreatedSchema,
   WatchSchema,
   watchCreatedView,
@@ -58,7 +65,14 @@ export const NetworkQuery = T.Object(
   { additionalProperties: false },
 );
 
-export const watchSchemas = [WatchSchema, WatchCreatedSchema, CreateWatchSchema, WatchListSchema];
+export const watchSchemas = [
+  WatchSchema,
+  WatchCreatedSchema,
+  CreateWatchSchema,
+  WatchListSchema,
+  RotateSecretSchema,
+  SecretRotatedSchema,
+];
 
 /** Register the watch routes. */
 export function watchRoutes(app: App, deps: AppDeps): void {
@@ -224,4 +238,87 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       },
     );
   }
+
+  app.post(
+    '/v1/watches/:id/rotate-secret',
+    {
+      schema: {
+        operationId: 'rotateWatchSecret',
+        summary: "Rotate a webhook watch's secret",
+        description:
+          'Issues a new secret, returned once. For the grace period (`grace_period_seconds`, default 24 h) every delivery is signed with both secrets: `X-Signature` with the new one, `X-Signature-Previous` with the replaced one, and `webhook-signature` lists both `v1,` signatures. Rotating again during a grace period drops the oldest secret. Telegram watches have no secret (400).',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        body: ref(RotateSecretSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(
+            ref(SecretRotatedSchema),
+            'Rotated. The new secret is in this answer only.',
+          ),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+      preValidation: async (request) => {
+        // The body is optional: none is the defaults.
+        request.body ??= {};
+        preventCoercion(RotateSecretSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+      const grace = request.body.grace_period_seconds;
+      const r = await rotateWatchSecret(
+        deps.db,
+        deps.secrets,
+        auth.accountId,
+        network,
+        id,
+        ...(grace !== undefined ? [grace] : []),
+      );
+      if (!r) throw new ApiError(404, 'watch not found');
+      // Never log the answer: it holds the secret.
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch secret rotated');
+      return secretRotatedView(r.watch, r.secret);
+    },
+  );
+
+  app.post(
+    '/v1/watches/:id/previous-secret/expire',
+    {
+      schema: {
+        operationId: 'expirePreviousWatchSecret',
+        summary: "End a secret rotation's grace period now",
+        description:
+          'The replaced secret stops signing from the next attempt on and is deleted; `previous_secret_expires_at` becomes null. Without a grace period running, nothing changes.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchSchema), 'The watch after the change.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await expirePreviousSecret(deps.db, auth.accountId, network, id)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'previous secret expired');
+      return watchView(watch);
+    },
+  );
 }

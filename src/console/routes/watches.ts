@@ -9,6 +9,8 @@
  *   POST   /console/api/watches/{id}/pause   → Watch | 404
  *   POST   /console/api/watches/{id}/resume  → Watch | 402 quota_exceeded | 404
  *   POST   /console/api/watches/{id}/test    → TestOutcome (a signed test event, never stored)
+ *   POST   /console/api/watches/{id}/rotate-secret           → SecretRotated (the secret, once)
+ *   POST   /console/api/watches/{id}/previous-secret/expire  → Watch
  */
 
 import { preventCoercion } from '../../api/schemas.js';
@@ -17,7 +19,14 @@ import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { sendTestEvent, TEST_SENDS_PER_MINUTE } from '../../delivery/test-event.js';
 import { createWatchFromRequest } from '../../watches/create.js';
-import { CreateWatchSchema, watchCreatedView, watchView } from '../../watches/schema.js';
+import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
+import {
+  CreateWatchSchema,
+  RotateSecretSchema,
+  secretRotatedView,
+  watchCreatedView,
+  watchView,
+} from '../../watches/schema.js';
 import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
 import { IdParams } from '../schemas.js';
@@ -124,6 +133,50 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!outcome) throw new ApiError(404, 'watch not found');
       return outcome;
+    },
+  );
+
+  app.post(
+    '/console/api/watches/:id/rotate-secret',
+    {
+      schema: { ...hide, params: IdParams, body: RotateSecretSchema },
+      preValidation: async (request) => {
+        request.body ??= {};
+        preventCoercion(RotateSecretSchema, request.body);
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+      const grace = request.body.grace_period_seconds;
+      const r = await rotateWatchSecret(
+        deps.db,
+        deps.secrets,
+        ctx.accountId,
+        network,
+        id,
+        ...(grace !== undefined ? [grace] : []),
+      );
+      if (!r) throw new ApiError(404, 'watch not found');
+      // Never log the answer: it holds the secret.
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch secret rotated');
+      return secretRotatedView(r.watch, r.secret);
+    },
+  );
+
+  app.post(
+    '/console/api/watches/:id/previous-secret/expire',
+    { schema: { ...hide, params: IdParams } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await expirePreviousSecret(deps.db, ctx.accountId, network, id)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'previous secret expired');
+      return watchView(watch);
     },
   );
 }
