@@ -9,6 +9,9 @@ import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
 import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from './rotate-secret.js';
 import type { WatchRow } from './watches.js';
 
+/** Characters of a watch's label, at most. */
+export const LABEL_MAX_LENGTH = 100;
+
 const ASSET_FILTERS = ['USDT', 'TRX', 'ALL'] as const;
 const DIRECTIONS = ['incoming', 'outgoing', 'both'] as const;
 
@@ -19,6 +22,10 @@ const watchMembers = {
   direction: StringEnum(DIRECTIONS),
   channel: StringEnum(['webhook', 'telegram'] as const),
   webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
+  label: T.Union([T.String({ maxLength: LABEL_MAX_LENGTH }), T.Null()], {
+    description:
+      'Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none.',
+  }),
   status: StringEnum(['ACTIVE', 'PAUSED'] as const, {
     description:
       'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
@@ -80,6 +87,13 @@ export const CreateWatchSchema = T.Object(
           'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
       }),
     ),
+    label: T.Optional(
+      NullableString({
+        maxLength: LABEL_MAX_LENGTH,
+        description:
+          'Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none).',
+      }),
+    ),
     network: T.Optional(
       StringEnum(['mainnet'] as const, {
         description:
@@ -110,6 +124,7 @@ export function watchView(w: WatchRow) {
     direction: w.direction,
     channel: w.channel,
     webhook_url: w.webhook_url,
+    label: w.label,
     status: w.status,
     created_at: w.created_at.toISOString(),
     secret_rotated_at: w.secret_rotated_at?.toISOString() ?? null,
@@ -124,6 +139,33 @@ export function watchCreatedView(w: WatchRow, secret: string | null) {
     ...(secret !== null ? { secret, note: CREATED_NOTE_WEBHOOK } : { note: CREATED_NOTE_TELEGRAM }),
   };
 }
+
+/** PATCH /v1/watches/{id}'s body (issue 19 item 4). */
+export const UpdateWatchSchema = T.Object(
+  {
+    webhook_url: T.Optional(
+      T.String({
+        format: 'uri',
+        maxLength: MAX_WEBHOOK_URL_LENGTH,
+        description:
+          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.',
+      }),
+    ),
+    label: T.Optional(
+      NullableString({
+        maxLength: LABEL_MAX_LENGTH,
+        description: 'Your name for the watch, at most 100 characters; null or empty removes it.',
+      }),
+    ),
+  },
+  {
+    $id: 'UpdateWatch',
+    description:
+      "The members to change; members left out stay as they are. Unknown members are rejected (the address, assets, direction and channel are the watch's identity: create another watch to change them).",
+    additionalProperties: false,
+    minProperties: 1,
+  },
+);
 
 /** POST /v1/watches/{id}/rotate-secret's body. */
 export const RotateSecretSchema = T.Object(
@@ -171,5 +213,6 @@ export function secretRotatedView(w: WatchRow, secret: string) {
 }
 
 export type Watch = Static<typeof WatchSchema>;
+export type UpdateWatchBody = Static<typeof UpdateWatchSchema>;
 export type RotateSecretBody = Static<typeof RotateSecretSchema>;
 export type CreateWatchBody = Static<typeof CreateWatchSchema>;

@@ -45,6 +45,8 @@ export interface WatchRow {
   status: WatchStatus;
   active_from_block: number;
   created_at: Date;
+  /** The account's label for the watch (migration 041); null: none. */
+  label: string | null;
   /** When the current secret was issued by a rotation; null: the one given at creation. */
   secret_rotated_at: Date | null;
   /** End of a running rotation grace period (both secrets sign until then); null: none. */
@@ -63,6 +65,8 @@ export interface NewWatch {
   channel: Channel;
   /** Already checked against the URL policy; null for telegram watches. */
   webhookUrl: string | null;
+  /** Already normalised (normaliseLabel); null: none. */
+  label?: string | null;
   /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
   blockIntervalMs: number;
 }
@@ -72,7 +76,7 @@ export interface NewWatch {
  * previous_secret_expires_at reads NULL once the grace period is over.
  */
 export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
-  channel, webhook_url, status, active_from_block, created_at, secret_rotated_at,
+  channel, webhook_url, label, status, active_from_block, created_at, secret_rotated_at,
   CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
   END AS previous_secret_expires_at`;
 
@@ -106,6 +110,9 @@ export async function createWatch(
         throw new ApiError(
           409,
           `duplicate watch: ${dup} already watches this address with the same asset_filter, direction and channel`,
+          undefined,
+          undefined,
+          { watch_id: dup },
         );
       }
       const limits = limitsFor(account);
@@ -121,8 +128,9 @@ export async function createWatch(
       const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs);
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
-                              channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                              channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
+                              label)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          RETURNING ${WATCH_COLUMNS}`,
         [
           newId('wh'),
@@ -137,6 +145,7 @@ export async function createWatch(
           sealed?.keyId ?? null,
           sealed?.ciphertext ?? null,
           fromBlock,
+          w.label ?? null,
         ],
       );
       const row = rows[0];

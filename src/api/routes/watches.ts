@@ -8,6 +8,7 @@
  *   POST   /v1/watches/{id}/pause   → 200 Watch (PAUSED: matches nothing, frees its quota slot)
  *   POST   /v1/watches/{id}/resume  → 200 Watch; 402 quota_exceeded when no slot is free
  *
+ *   PATCH  /v1/watches/{id}         UpdateWatch → 200 Watch (webhook_url, label)
  *   POST   /v1/watches/{id}/rotate-secret           RotateSecret → 200 SecretRotated (once)
  *   POST   /v1/watches/{id}/previous-secret/expire  → 200 Watch (the grace period ended now)
  *
@@ -24,11 +25,13 @@ import {
   RotateSecretSchema,
   SecretRotatedSchema,
   secretRotatedView,
+  UpdateWatchSchema,
   WatchCreatedSchema,
   WatchSchema,
   watchCreatedView,
   watchView,
 } from '../../watches/schema.js';
+import { updateWatchFromRequest } from '../../watches/update.js';
 import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
 import { requireAuth } from '../auth.js';
 import {
@@ -72,6 +75,7 @@ export const watchSchemas = [
   WatchListSchema,
   RotateSecretSchema,
   SecretRotatedSchema,
+  UpdateWatchSchema,
 ];
 
 /** Register the watch routes. */
@@ -318,6 +322,43 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'previous secret expired');
+      return watchView(watch);
+    },
+  );
+
+  app.patch(
+    '/v1/watches/:id',
+    {
+      schema: {
+        operationId: 'updateWatch',
+        summary: 'Edit a watch: its webhook URL or label',
+        description:
+          'Changes the members given: `webhook_url` (webhook watches; checked as at creation, the secret stays) and `label`. Deliveries already created go to the new URL from their next attempt on. The address, assets, direction and channel cannot change: create another watch.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        body: ref(UpdateWatchSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchSchema), 'The watch after the change.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+      preValidation: async (request) => {
+        preventCoercion(UpdateWatchSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await updateWatchFromRequest(deps, auth.accountId, network, id, request.body)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch updated');
       return watchView(watch);
     },
   );

@@ -9,6 +9,7 @@
  *   POST   /console/api/watches/{id}/pause   → Watch | 404
  *   POST   /console/api/watches/{id}/resume  → Watch | 402 quota_exceeded | 404
  *   POST   /console/api/watches/{id}/test    → TestOutcome (a signed test event, never stored)
+ *   PATCH  /console/api/watches/{id}                          → Watch (webhook_url, label)
  *   POST   /console/api/watches/{id}/rotate-secret           → SecretRotated (the secret, once)
  *   POST   /console/api/watches/{id}/previous-secret/expire  → Watch
  */
@@ -24,9 +25,11 @@ import {
   CreateWatchSchema,
   RotateSecretSchema,
   secretRotatedView,
+  UpdateWatchSchema,
   watchCreatedView,
   watchView,
 } from '../../watches/schema.js';
+import { updateWatchFromRequest } from '../../watches/update.js';
 import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
 import { IdParams } from '../schemas.js';
@@ -176,6 +179,26 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: ctx.accountId }, 'previous secret expired');
+      return watchView(watch);
+    },
+  );
+
+  app.patch(
+    '/console/api/watches/:id',
+    {
+      schema: { ...hide, params: IdParams, body: UpdateWatchSchema },
+      preValidation: async (request) => {
+        preventCoercion(UpdateWatchSchema, request.body);
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await updateWatchFromRequest(deps, ctx.accountId, network, id, request.body)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch updated');
       return watchView(watch);
     },
   );
