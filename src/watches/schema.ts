@@ -3,9 +3,10 @@
  * that validate, serialise and document POST/GET /v1/watches and the console's watch endpoints,
  * and the views that turn a row into them (never a secret but the one returned at creation).
  */
-import { type Static, Type as T } from '@sinclair/typebox';
+import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
+import type { HealthWindow, HealthWindowName } from './health.js';
 import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from './rotate-secret.js';
 import type { WatchRow } from './watches.js';
 
@@ -35,17 +36,93 @@ const watchMembers = {
     description:
       'Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch.',
   }),
+  paused_reason: T.Union([T.String(), T.Null()], {
+    description:
+      'Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it.',
+  }),
+  auto_paused_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description: 'Additive. When tronwatch paused the watch automatically; null otherwise.',
+  }),
   previous_secret_expires_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
     description:
       "Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise.",
   }),
 };
 
+/** A `$ref` to a registered schema (as src/api/schemas.ts ref, without the API layer). */
+function refTo<S extends TSchema>(schema: S) {
+  return T.Unsafe<Static<S>>({ $ref: schema.$id as string });
+}
+
+const HealthWindowSchema = T.Object(
+  {
+    attempts: T.Integer({ minimum: 0, description: 'Delivery attempts started in the window.' }),
+    succeeded: T.Integer({ minimum: 0, description: 'Of them, answered 2xx.' }),
+    success_rate: T.Union([T.Number({ minimum: 0, maximum: 1 }), T.Null()], {
+      description: 'succeeded / attempts; null without attempts.',
+    }),
+    p50_ms: T.Union([T.Integer({ minimum: 0 }), T.Null()], {
+      description: 'Median attempt duration (to the answer, or the failure), ms.',
+    }),
+    p95_ms: T.Union([T.Integer({ minimum: 0 }), T.Null()], {
+      description: '95th percentile of the attempt duration, ms.',
+    }),
+  },
+  { $id: 'HealthWindow', description: "A webhook endpoint's attempts over one window." },
+);
+
+/** Health of a webhook watch's endpoint (issue 19 item 1). */
+export const WatchHealthSchema = T.Object(
+  {
+    hour: refTo(HealthWindowSchema),
+    day: refTo(HealthWindowSchema),
+    week: refTo(HealthWindowSchema),
+    last_success_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+      description: 'Start of the newest attempt answered 2xx; null: none yet.',
+    }),
+    consecutive_failures: T.Integer({
+      minimum: 0,
+      description: 'Failed attempts since the newest success (0: the newest attempt succeeded).',
+    }),
+    failing_since: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+      description: 'Start of the first of those failed attempts; null when none.',
+    }),
+    alert: T.Union(
+      [
+        T.Object({
+          state: StringEnum(['failing'] as const),
+          since: T.String({ format: 'date-time' }),
+          reason: T.String(),
+        }),
+        T.Null(),
+      ],
+      {
+        description:
+          'Open while deliveries keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise.',
+      },
+    ),
+  },
+  { $id: 'WatchHealth', description: "A webhook watch's endpoint health." },
+);
+
 /** SPEC §Watch. */
 export const WatchSchema = T.Object(watchMembers, {
   $id: 'Watch',
   description: 'A watch (SPEC §Watch).',
 });
+
+/** A Watch as GET /v1/watches lists it: with its endpoint health (additive). */
+export const WatchWithHealthSchema = T.Object(
+  {
+    ...watchMembers,
+    health: T.Union([refTo(WatchHealthSchema), T.Null()], {
+      description: 'Additive. The endpoint health of a webhook watch; null for a Telegram watch.',
+    }),
+  },
+  { $id: 'WatchWithHealth', description: 'A Watch and its endpoint health (GET /v1/watches).' },
+);
+
+export const healthSchemas = [HealthWindowSchema, WatchHealthSchema, WatchWithHealthSchema];
 
 /** SPEC §WatchCreated. */
 export const WatchCreatedSchema = T.Object(
@@ -127,8 +204,38 @@ export function watchView(w: WatchRow) {
     label: w.label,
     status: w.status,
     created_at: w.created_at.toISOString(),
+    paused_reason: w.paused_reason,
+    auto_paused_at: w.auto_paused_at?.toISOString() ?? null,
     secret_rotated_at: w.secret_rotated_at?.toISOString() ?? null,
     previous_secret_expires_at: w.previous_secret_expires_at?.toISOString() ?? null,
+  };
+}
+
+/** A row and its windows as WatchWithHealth (health null for a Telegram watch). */
+export function watchWithHealthView(
+  w: WatchRow,
+  windows: Record<HealthWindowName, HealthWindow> | undefined,
+) {
+  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+  return {
+    ...watchView(w),
+    health:
+      w.channel !== 'webhook' || !windows
+        ? null
+        : {
+            ...windows,
+            last_success_at: iso(w.last_success_at),
+            consecutive_failures: w.consecutive_failures,
+            failing_since: iso(w.failing_since),
+            alert:
+              w.alert_state === 'failing'
+                ? {
+                    state: 'failing' as const,
+                    since: iso(w.alert_since) ?? '',
+                    reason: w.alert_reason ?? '',
+                  }
+                : null,
+          },
   };
 }
 

@@ -51,6 +51,17 @@ export interface WatchRow {
   secret_rotated_at: Date | null;
   /** End of a running rotation grace period (both secrets sign until then); null: none. */
   previous_secret_expires_at: Date | null;
+  /** Why tronwatch paused the watch (migration 043); null: not paused by tronwatch. */
+  paused_reason: string | null;
+  auto_paused_at: Date | null;
+  /** The streak (migration 042, src/watches/health.ts). */
+  last_success_at: Date | null;
+  consecutive_failures: number;
+  failing_since: Date | null;
+  /** The alert (migration 043): 'failing' while open. */
+  alert_state: 'failing' | null;
+  alert_since: Date | null;
+  alert_reason: string | null;
 }
 
 export interface NewWatch {
@@ -78,7 +89,8 @@ export interface NewWatch {
 export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
   channel, webhook_url, label, status, active_from_block, created_at, secret_rotated_at,
   CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
-  END AS previous_secret_expires_at`;
+  END AS previous_secret_expires_at, paused_reason, auto_paused_at, last_success_at,
+  consecutive_failures, failing_since, alert_state, alert_since, alert_reason`;
 
 /** Retry-After of the 503 answered while no chain head is known, seconds (one or two polls). */
 const CHAIN_HEAD_RETRY_SECONDS = 5;
@@ -225,6 +237,21 @@ export async function countActiveWatches(
   return rows[0]?.n ?? 0;
 }
 
+/** The account's live watch `id` on a network, or undefined. */
+export async function getWatch(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<WatchRow | undefined> {
+  const { rows } = await db.query<WatchRow>(
+    `SELECT ${WATCH_COLUMNS} FROM watches
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [id, accountId, network],
+  );
+  return rows[0];
+}
+
 /** The account's non-deleted watches on a network, newest first. */
 export async function listWatches(
   db: Queryable,
@@ -273,7 +300,10 @@ export async function pauseWatch(
   id: string,
 ): Promise<WatchRow | undefined> {
   const { rows } = await db.query<WatchRow>(
-    `UPDATE watches SET status = 'PAUSED'
+    `UPDATE watches
+        SET paused_reason = CASE WHEN status = 'PAUSED' THEN paused_reason END,
+            auto_paused_at = CASE WHEN status = 'PAUSED' THEN auto_paused_at END,
+            status = 'PAUSED'
       WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
       RETURNING ${WATCH_COLUMNS}`,
     [id, accountId, network],
@@ -319,7 +349,8 @@ export async function resumeWatch(
       }
       const fromBlock = await activationBlock(tx, network, blockIntervalMs);
       const { rows } = await tx.query<WatchRow>(
-        `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2)
+        `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2),
+                paused_reason = NULL, auto_paused_at = NULL, failures_counted_from = now()
           WHERE id = $1 RETURNING ${WATCH_COLUMNS}`,
         [id, fromBlock],
       );

@@ -19,20 +19,30 @@ import { Type as T } from '@sinclair/typebox';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { createWatchFromRequest } from '../../watches/create.js';
+import { type HealthWindowName, healthSeries, healthSummaries } from '../../watches/health.js';
 import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
+  healthSchemas,
   RotateSecretSchema,
   SecretRotatedSchema,
   secretRotatedView,
   UpdateWatchSchema,
   WatchCreatedSchema,
   WatchSchema,
+  WatchWithHealthSchema,
   watchCreatedView,
   watchView,
+  watchWithHealthView,
 } from '../../watches/schema.js';
 import { updateWatchFromRequest } from '../../watches/update.js';
-import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
+import {
+  deleteWatch,
+  getWatch,
+  listWatches,
+  pauseWatch,
+  resumeWatch,
+} from '../../watches/watches.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -49,7 +59,7 @@ import type { App, AppDeps } from '../types.js';
 
 /** `{ data: Watch[] }` */
 export const WatchListSchema = T.Object(
-  { data: T.Array(ref(WatchSchema)) },
+  { data: T.Array(ref(WatchWithHealthSchema)) },
   { $id: 'WatchList', description: "The caller's watches on this network, newest first." },
 );
 
@@ -68,7 +78,33 @@ export const NetworkQuery = T.Object(
   { additionalProperties: false },
 );
 
+/** GET /v1/watches/{id}/health's answer. */
+export const WatchHealthSeriesSchema = T.Object(
+  {
+    window: StringEnum(['hour', 'day', 'week'] as const),
+    bucket_seconds: T.Integer({ description: 'Width of each bucket, seconds.' }),
+    buckets: T.Array(
+      T.Object({
+        start: T.String({ format: 'date-time', description: 'Start of the bucket.' }),
+        attempts: T.Integer({ minimum: 0 }),
+        succeeded: T.Integer({ minimum: 0 }),
+        success_rate: T.Union([T.Number(), T.Null()]),
+        p50_ms: T.Union([T.Integer(), T.Null()]),
+        p95_ms: T.Union([T.Integer(), T.Null()]),
+      }),
+      { description: 'Oldest first; every bucket of the window, empty ones included.' },
+    ),
+    watch: ref(WatchWithHealthSchema),
+  },
+  {
+    $id: 'WatchHealthSeries',
+    description: "A webhook watch's attempts in time buckets, and the watch with its health.",
+  },
+);
+
 export const watchSchemas = [
+  ...healthSchemas,
+  WatchHealthSeriesSchema,
   WatchSchema,
   WatchCreatedSchema,
   CreateWatchSchema,
@@ -137,7 +173,8 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       schema: {
         operationId: 'listWatches',
         summary: 'List watches',
-        description: "The caller's watches on this network, newest first. Never returns secrets.",
+        description:
+          "The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.",
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
@@ -150,7 +187,11 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const auth = requireAuth(request);
       const rows = await listWatches(deps.db, auth.accountId, network);
-      return { data: rows.map(watchView) };
+      const windows = await healthSummaries(
+        deps.db,
+        rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
+      );
+      return { data: rows.map((w) => watchWithHealthView(w, windows.get(w.id))) };
     },
   );
 
@@ -362,4 +403,55 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       return watchView(watch);
     },
   );
+
+  app.get(
+    '/v1/watches/:id/health',
+    {
+      schema: {
+        operationId: 'watchHealth',
+        summary: "A webhook watch's endpoint health over time",
+        description:
+          'Its delivery attempts over the last hour (5-minute buckets), day (1-hour buckets) or week (6-hour buckets): attempts, successes, success rate, p50 and p95 latency; and the watch with its health summary.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: T.Object(
+          {
+            ...NetworkQuery.properties,
+            window: T.Optional(StringEnum(['hour', 'day', 'week'] as const, { default: 'day' })),
+          },
+          { additionalProperties: false },
+        ),
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchHealthSeriesSchema), 'The series.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const window = (request.query.window ?? 'day') as HealthWindowName;
+      return watchHealthAnswer(deps, auth.accountId, network, id, window);
+    },
+  );
+}
+
+/**
+ * The answer of GET …/watches/{id}/health (the API's and the console's).
+ * @throws ApiError 404 when the account has no such live watch.
+ */
+export async function watchHealthAnswer(
+  deps: Pick<AppDeps, 'db'>,
+  accountId: string,
+  network: string,
+  id: string,
+  window: HealthWindowName,
+) {
+  const watch = isId(id, 'wh') ? await getWatch(deps.db, accountId, network, id) : undefined;
+  if (!watch) throw new ApiError(404, 'watch not found');
+  const windows = await healthSummaries(deps.db, watch.channel === 'webhook' ? [id] : []);
+  const series = await healthSeries(deps.db, id, window);
+  return { window, ...series, watch: watchWithHealthView(watch, windows.get(id)) };
 }
