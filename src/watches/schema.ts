@@ -320,6 +320,9 @@ export function secretRotatedView(w: WatchRow, secret: string) {
 }
 
 export type Watch = Static<typeof WatchSchema>;
+export type WatchWithHealth = Omit<Static<typeof WatchWithHealthSchema>, 'health'> & {
+  health: Static<typeof WatchHealthSchema> | null;
+};
 export type UpdateWatchBody = Static<typeof UpdateWatchSchema>;
 export type RotateSecretBody = Static<typeof RotateSecretSchema>;
 export type CreateWatchBody = Static<typeof CreateWatchSchema>;
