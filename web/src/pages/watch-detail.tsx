@@ -95,38 +95,30 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
               {w.health.alert.reason}.
             </Notice>
           )}
-          <div class="facts-grid watch-facts">
-            <dl class="facts">
-              <dt>Channel</dt>
-              <dd>
-                <ChannelPill channel={w.channel} />
-              </dd>
-              <dt>Delivers to</dt>
-              <dd>
-                {w.channel === 'telegram' ? (
-                  'The Telegram chat connected to the account'
-                ) : (
-                  <span class="url">{w.webhook_url}</span>
-                )}
-              </dd>
-              <dt>Transfers</dt>
-              <dd>
-                {w.asset_filter} · {w.direction}
-              </dd>
-              <dt>Status</dt>
-              <dd>
-                <StatusPill status={w.status} />
-              </dd>
-              <dt>Created</dt>
-              <dd>
-                <Time iso={w.created_at} />
-              </dd>
-              <dt>Id</dt>
-              <dd>
-                <span class="mono">{w.id}</span>
-              </dd>
-            </dl>
-          </div>
+          <dl class="facts facts-grid watch-facts">
+            {(
+              [
+                ['Channel', <ChannelPill key="c" channel={w.channel} />],
+                [
+                  'Delivers to',
+                  w.channel === 'telegram' ? (
+                    'The Telegram chat connected to the account'
+                  ) : (
+                    <span class="url">{w.webhook_url}</span>
+                  ),
+                ],
+                ['Transfers', `${w.asset_filter} · ${w.direction}`],
+                ['Status', <StatusPill key="s" status={w.status} />],
+                ['Created', <Time key="t" iso={w.created_at} />],
+                ['Id', <span class="mono">{w.id}</span>],
+              ] as const
+            ).map(([k, v]) => (
+              <div key={k}>
+                <dt>{k}</dt>
+                <dd>{v}</dd>
+              </div>
+            ))}
+          </dl>
           {w.health && (
             <HealthCard
               health={w.health}
