@@ -215,7 +215,7 @@ export async function refreshWatchHealth(
         [id],
       );
       const w = rows[0];
-      if (!w || w.channel !== 'webhook') return;
+      if (w?.channel !== 'webhook') return;
       const { rows: s } = await tx.query<{
         last_ok: Date | null;
         failures: number;

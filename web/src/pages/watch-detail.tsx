@@ -240,7 +240,7 @@ function HealthCard({
           ? 'the newest attempt succeeded'
           : `${health.consecutive_failures} failed attempts in a row`}
       </p>
-      <div class="segmented" role="group" aria-label="Chart window">
+      <fieldset class="segmented" aria-label="Chart window">
         {WINDOWS.map(({ id, label }) => (
           <button
             key={id}
@@ -252,7 +252,7 @@ function HealthCard({
             {label}
           </button>
         ))}
-      </div>
+      </fieldset>
       <HealthChart buckets={buckets} loading={loading} />
     </article>
   );

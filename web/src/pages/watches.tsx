@@ -330,7 +330,7 @@ export function AlertBanner({ path }: { path: string }) {
   const list = alerts.data ?? [];
   if (list.length === 0) return null;
   return (
-    <div class="alert-banner" role="region" aria-label="Delivery alerts">
+    <section class="alert-banner" aria-label="Delivery alerts">
       {list.slice(0, 3).map((a) => (
         <Notice key={a.watch_id} tone={a.kind === 'auto_paused' ? 'error' : 'warning'}>
           <strong>{a.kind === 'auto_paused' ? 'Watch paused: ' : 'Deliveries failing: '}</strong>
@@ -341,7 +341,7 @@ export function AlertBanner({ path }: { path: string }) {
         </Notice>
       ))}
       {list.length > 3 && <p class="muted">and {list.length - 3} more on the Watches page.</p>}
-    </div>
+    </section>
   );
 }
 
