@@ -139,6 +139,26 @@ export const EnvSchema = T.Object({
     default: 250,
     description: 'How often an idle worker looks for due notifications, ms.',
   }),
+  WATCH_ALERT_FAILURES: Int({
+    minimum: 1,
+    maximum: 1_000,
+    default: 5,
+    description:
+      'Consecutive failed delivery attempts of a webhook watch that raise its alert (a DEAD delivery raises it too).',
+  }),
+  WATCH_ALERT_WINDOW_HOURS: T.Number({
+    exclusiveMinimum: 0,
+    maximum: 720,
+    default: 24,
+    description: 'At most one failure alert e-mail per watch within this many hours.',
+  }),
+  WATCH_AUTO_PAUSE_DAYS: T.Number({
+    minimum: 0,
+    maximum: 365,
+    default: 5,
+    description:
+      'Pause a watch whose delivery attempts have all failed for this many days (0 = never).',
+  }),
   WEBHOOK_ALLOW_CIDRS: T.String({
     default: '',
     description:
@@ -355,6 +375,11 @@ export const ConfigSchema = Group({
       description: 'WEBHOOK_ALLOW_CIDRS split on commas.',
     }),
     caFile: Unset(V.WEBHOOK_CA_FILE),
+  }),
+  alerts: Group({
+    failures: V.WATCH_ALERT_FAILURES,
+    windowHours: V.WATCH_ALERT_WINDOW_HOURS,
+    autoPauseDays: V.WATCH_AUTO_PAUSE_DAYS,
   }),
   http: Group({
     host: V.HOST,
@@ -628,6 +653,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         .map((x) => x.trim())
         .filter((x) => x !== ''),
       caFile: e.WEBHOOK_CA_FILE,
+    },
+    alerts: {
+      failures: e.WATCH_ALERT_FAILURES,
+      windowHours: e.WATCH_ALERT_WINDOW_HOURS,
+      autoPauseDays: e.WATCH_AUTO_PAUSE_DAYS,
     },
     http: { host: e.HOST, port: e.PORT, trustProxy: splitList(e.TRUST_PROXY ?? '') },
     metrics: { host: e.METRICS_HOST, port: e.METRICS_PORT },

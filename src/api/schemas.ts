@@ -81,6 +81,12 @@ const errorMembers = {
         'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`.',
     }),
   ),
+  watch_id: T.Optional(
+    T.String({
+      description:
+        'Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way.',
+    }),
+  ),
 };
 
 /** SPEC §Error body. */

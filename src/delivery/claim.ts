@@ -60,6 +60,11 @@ export interface ClaimedNotification {
   /** The encrypted whsec_ secret (src/common/secrets.ts), null as for webhookUrl. */
   secret: EncryptedSecret | null;
   /**
+   * The secret a rotation replaced, while its grace period runs (migration 040; issue 19 item 3):
+   * the attempt is signed with both. Null outside a grace period.
+   */
+  previousSecret: EncryptedSecret | null;
+  /**
    * Chat notifications: the chat bound to the account now (accounts.telegram_chat_id: a chat that
    * migrated is followed), null when none is bound (a failed attempt). Null for webhooks.
    */
@@ -96,6 +101,8 @@ interface ClaimRow extends EventRow {
   webhook_url: string | null;
   secret_key_id: string | null;
   secret_ciphertext: Buffer | Uint8Array | null;
+  previous_secret_key_id: string | null;
+  previous_secret_ciphertext: Buffer | Uint8Array | null;
   chat_id: string | null;
   /** The row is a lost attempt, recorded and rescheduled (or DEAD), not claimed. */
   lost: boolean;
@@ -148,6 +155,10 @@ WITH due AS (
   RETURNING n.id AS notification_id, n.attempts, n.lease_token, n.status, due.lost,
             due.reclaimed, due.lost_started_at, due.due_at,
             w.webhook_url, w.secret_key_id, w.secret_ciphertext,
+            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id
+            END AS previous_secret_key_id,
+            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_ciphertext
+            END AS previous_secret_ciphertext,
             CASE WHEN n.channel = 'telegram'
                  THEN (SELECT a.telegram_chat_id FROM accounts AS a WHERE a.id = n.account_id)
             END AS chat_id,
@@ -159,10 +170,10 @@ WITH due AS (
   -- lease's expiry (unknown how long the attempt really ran); error_class 'lost' ($6, migration
   -- 009); nothing known of a request or an answer.
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                        error_class, lease_expired_at)
+                        error_class, lease_expired_at, watch_id)
   SELECT notification_id, attempts, lost_started_at,
          GREATEST(0, round(extract(epoch FROM due_at - lost_started_at) * 1000)),
-         NULL, $5::text, $6::text, due_at
+         NULL, $5::text, $6::text, due_at, watch_id
     FROM moved
    WHERE lost
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO NOTHING
@@ -292,6 +303,19 @@ export async function claimNotifications(
   return (await claimDue(db, opts)).claimed;
 }
 
+/** A stored secret's columns as an EncryptedSecret; null when either is NULL. */
+function encrypted(
+  keyId: string | null,
+  ciphertext: Buffer | Uint8Array | null,
+): EncryptedSecret | null {
+  if (keyId === null || ciphertext === null) return null;
+  // node-postgres gives a Buffer, PGlite a Uint8Array: view the same bytes as a Buffer.
+  return {
+    keyId,
+    ciphertext: Buffer.from(ciphertext.buffer, ciphertext.byteOffset, ciphertext.byteLength),
+  };
+}
+
 function toClaimed(r: ClaimRow): ClaimedNotification {
   return {
     notificationId: r.notification_id,
@@ -299,18 +323,8 @@ function toClaimed(r: ClaimRow): ClaimedNotification {
     leaseToken: r.lease_token,
     webhookUrl: r.webhook_url,
     chatId: r.chat_id,
-    secret:
-      r.secret_key_id === null || r.secret_ciphertext === null
-        ? null
-        : {
-            keyId: r.secret_key_id,
-            // node-postgres gives a Buffer, PGlite a Uint8Array: view the same bytes as a Buffer.
-            ciphertext: Buffer.from(
-              r.secret_ciphertext.buffer,
-              r.secret_ciphertext.byteOffset,
-              r.secret_ciphertext.byteLength,
-            ),
-          },
+    secret: encrypted(r.secret_key_id, r.secret_ciphertext),
+    previousSecret: encrypted(r.previous_secret_key_id, r.previous_secret_ciphertext),
     event: {
       id: r.id,
       account_id: r.account_id,

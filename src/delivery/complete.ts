@@ -76,6 +76,12 @@ export interface CompleteOutcome {
   dead: number;
   /** Recorded but not moved: the lease had been taken over (or the row was no longer PENDING). */
   stale: number;
+  /**
+   * The watches whose notifications moved (distinct), and of them those with a notification that
+   * went DEAD: the worker refreshes their health and alerts (src/watches/health.ts).
+   */
+  watchIds: string[];
+  deadWatchIds: string[];
 }
 
 type Target = 'DELIVERED' | 'PENDING' | 'DEAD';
@@ -95,12 +101,14 @@ WITH r AS (
          AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms,
               error_class, request_headers, response_headers, response_body)
 ), locked AS (
-  SELECT id FROM notifications WHERE id IN (SELECT id FROM r) ORDER BY id FOR UPDATE
+  SELECT id, watch_id FROM notifications WHERE id IN (SELECT id FROM r) ORDER BY id FOR UPDATE
 ), recorded AS (
   INSERT INTO attempts AS a (notification_id, attempt, started_at, duration_ms, http_status, error,
-                             error_class, request_headers, response_headers, response_body)
+                             error_class, request_headers, response_headers, response_body,
+                             watch_id)
   SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
-         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body
+         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body,
+         locked.watch_id
     FROM r JOIN locked ON locked.id = r.id
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO UPDATE
      SET started_at = excluded.started_at, duration_ms = excluded.duration_ms,
@@ -112,9 +120,11 @@ WITH r AS (
   RETURNING a.notification_id, a.attempt, a.lease_expired_at IS NOT NULL AS late
 ), kept AS (
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                        error_class, request_headers, response_headers, response_body, duplicate)
+                        error_class, request_headers, response_headers, response_body, duplicate,
+                        watch_id)
   SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
-         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body, true
+         r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body, true,
+         locked.watch_id
     FROM r JOIN locked ON locked.id = r.id
    WHERE NOT EXISTS (SELECT 1 FROM recorded
                       WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
@@ -135,7 +145,7 @@ UPDATE notifications AS n
   FROM r JOIN stored AS s ON s.notification_id = r.id AND s.attempt = r.attempt
  WHERE n.id = r.id
    AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
-RETURNING r.target`;
+RETURNING r.target, n.watch_id`;
 
 /**
  * Record a batch of attempts and move their notifications, in one transaction.
@@ -148,7 +158,15 @@ export async function completeAttempts(
   batch: readonly Completion[],
   scale: number,
 ): Promise<CompleteOutcome> {
-  const outcome: CompleteOutcome = { recorded: 0, delivered: 0, retried: 0, dead: 0, stale: 0 };
+  const outcome: CompleteOutcome = {
+    recorded: 0,
+    delivered: 0,
+    retried: 0,
+    dead: 0,
+    stale: 0,
+    watchIds: [],
+    deadWatchIds: [],
+  };
   if (batch.length === 0) return outcome;
   const ids: string[] = [];
   const numbers: number[] = [];
@@ -184,7 +202,7 @@ export async function completeAttempts(
     answerHeaders.push(jsonOrNull(c.result.responseHeaders));
     answerBodies.push(c.result.responseBody ?? null);
   }
-  const { rows: moved } = await db.query<{ target: Target }>(COMPLETE_SQL, [
+  const { rows: moved } = await db.query<{ target: Target; watch_id: string }>(COMPLETE_SQL, [
     ids,
     tokens,
     numbers,
@@ -207,6 +225,10 @@ export async function completeAttempts(
     else outcome.retried++;
   }
   outcome.stale = batch.length - moved.length;
+  outcome.watchIds = [...new Set(moved.map((r) => r.watch_id))];
+  outcome.deadWatchIds = [
+    ...new Set(moved.filter((r) => r.target === 'DEAD').map((r) => r.watch_id)),
+  ];
   return outcome;
 }
 

@@ -6,7 +6,9 @@
  *
  * Request: body = serializeEvent(eventPayload(event)) (the same bytes on every attempt),
  * headers `Content-Type: application/json`, `X-Signature` = signBody(secret, body),
- * `X-Event-Id` = event_id, `User-Agent: tronwatch/<version>`.
+ * `X-Event-Id` = event_id, `User-Agent: tronwatch/<version>`, the Standard Webhooks headers; during
+ * a secret rotation's grace period also `X-Signature-Previous` and a second `webhook-signature`
+ * entry, signed with the replaced secret (payload.ts signatureHeaders; issue 19 item 3).
  *
  * Outcome: any 2xx status within the deadline → delivered, even while the answer's body is still
  * coming (see "The answer" below): counting such an acknowledgement as a timeout would deliver the
@@ -53,7 +55,7 @@ import { Agent, request } from 'undici';
 import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
 import { ResolveError, type Resolver, resolveBounded, systemResolver } from '../net/dns.js';
 import { answersRefusal, checkUrlForm, parseCidrs, type UrlCheck } from '../net/url-policy.js';
-import { extraSignatureHeaders, signBody } from './payload.js';
+import { signatureHeaders } from './payload.js';
 
 /** Distinct webhook URLs whose verdict a sender remembers (~100 B each). */
 const VERDICTS_MAX = 10_000;
@@ -370,6 +372,8 @@ export class WebhookSender {
    * @param signal optional: aborts the attempt early (the worker does not use it; stop waits).
    * @param extraHeaders optional headers sent beside the signed ones (the console's test event:
    *   `X-Tronwatch-Test: 1`).
+   * @param previousSecret during a rotation's grace period, the replaced secret: the request is
+   *   signed with both (payload.ts signatureHeaders); null or absent otherwise.
    * @returns the classified outcome; never throws.
    */
   async send(
@@ -378,6 +382,7 @@ export class WebhookSender {
     secret: string,
     signal?: AbortSignal,
     extraHeaders: Record<string, string> = {},
+    previousSecret?: string | null,
   ): Promise<AttemptResult> {
     return this.sendBody(
       url,
@@ -386,6 +391,7 @@ export class WebhookSender {
       secret,
       signal,
       extraHeaders,
+      previousSecret,
     );
   }
 
@@ -401,6 +407,7 @@ export class WebhookSender {
     secret: string,
     signal?: AbortSignal,
     extraHeaders: Record<string, string> = {},
+    previousSecret?: string | null,
   ): Promise<AttemptResult> {
     const startedAt = new Date();
     const t0 = performance.now();
@@ -408,11 +415,13 @@ export class WebhookSender {
     if (!check.ok) return failedAttempt(`refused: ${check.reason}`, startedAt, t0);
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe).
+    // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe); both
+    // also with the previous secret during a rotation's grace period.
+    const signed = signatureHeaders(secret, previousSecret, eventId, body, startedAt);
     const requestHeaders: Record<string, string> = {
       ...extraHeaders,
-      ...webhookHeaders(eventId, signBody(secret, body)),
-      ...extraSignatureHeaders(secret, eventId, body, startedAt),
+      ...webhookHeaders(eventId, signed['x-signature'] as string),
+      ...signed,
     };
     try {
       const res = await request(check.url, {

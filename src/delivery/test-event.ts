@@ -65,10 +65,16 @@ export async function sendTestEvent(
     webhook_url: string | null;
     secret_key_id: string | null;
     secret_ciphertext: Uint8Array | null;
+    previous_secret_key_id: string | null;
+    previous_secret_ciphertext: Uint8Array | null;
     head: number | null;
   }>(
     `SELECT w.address_hex, w.asset_filter, w.direction, w.webhook_url, w.secret_key_id,
             w.secret_ciphertext,
+            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id
+            END AS previous_secret_key_id,
+            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_ciphertext
+            END AS previous_secret_ciphertext,
             (SELECT h.head_block_number FROM chain_head h WHERE h.network = w.network) AS head
        FROM watches w
       WHERE w.id = $1 AND w.account_id = $2 AND w.network = $3 AND w.deleted_at IS NULL
@@ -81,6 +87,18 @@ export async function sendTestEvent(
     keyId: w.secret_key_id,
     ciphertext: Buffer.from(w.secret_ciphertext),
   });
+  // During a rotation's grace period the test event is signed with both secrets, as deliveries are.
+  let previous: string | null = null;
+  if (w.previous_secret_key_id && w.previous_secret_ciphertext) {
+    try {
+      previous = deps.secrets.decrypt({
+        keyId: w.previous_secret_key_id,
+        ciphertext: Buffer.from(w.previous_secret_ciphertext),
+      });
+    } catch {
+      previous = null;
+    }
+  }
   const usdt = w.asset_filter !== 'TRX';
   const outgoing = w.direction === 'outgoing';
   const watched = hexToBase58(w.address_hex);
@@ -110,9 +128,15 @@ export async function sendTestEvent(
   });
   const body = serializeEvent(testEventPayload(event));
   try {
-    const r = await sender.sendBody(w.webhook_url, event.id, body, secret, undefined, {
-      [TEST_HEADER]: '1',
-    });
+    const r = await sender.sendBody(
+      w.webhook_url,
+      event.id,
+      body,
+      secret,
+      undefined,
+      { [TEST_HEADER]: '1' },
+      previous,
+    );
     return {
       ok: r.ok,
       http_status: r.status ?? null,

@@ -67,8 +67,9 @@ export async function recordThrottled(db: Queryable, t: Throttled): Promise<bool
   const { rows } = await db.query<{ moved: boolean }>(
     `WITH row AS (
        INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                             error_class, response_body, throttled)
-       VALUES ($1, $2, $3, $4, 429, $5, 'http', $6, true)
+                             error_class, response_body, throttled, watch_id)
+       VALUES ($1, $2, $3, $4, 429, $5, 'http', $6, true,
+               (SELECT watch_id FROM notifications WHERE id = $1))
        RETURNING notification_id
      ), moved AS (
        UPDATE notifications AS n

@@ -50,6 +50,7 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import { type AlertPolicy, DEFAULT_ALERT_POLICY, refreshWatchHealth } from '../watches/health.js';
 import {
   type ClaimedNotification,
   claimDue,
@@ -65,8 +66,11 @@ export interface DeliveryWorkerOptions {
   db: Db;
   /** Decrypts the watches' webhook secrets (the keyring of config.secrets). */
   secrets: SecretBox;
-  /** config.delivery is read: timeoutMs, scheduleScale, concurrency, pollMs, allowCidrs, caFile. */
-  config: Pick<Config, 'delivery'>;
+  /**
+   * config.delivery is read: timeoutMs, scheduleScale, concurrency, pollMs, allowCidrs, caFile;
+   * config.alerts (the alert threshold, window and automatic pause; defaults when absent).
+   */
+  config: Pick<Config, 'delivery'> & Partial<Pick<Config, 'alerts'>>;
   logger: Logger;
   /** Prefix of this worker's lease tokens and its log field `worker_id`. Default: pid-random. */
   workerId?: string;
@@ -135,6 +139,11 @@ export class DeliveryWorker {
   private readonly db: Db;
   private readonly secrets: SecretBox;
   private readonly delivery: Config['delivery'];
+  private readonly alerts: AlertPolicy;
+  /** Watches whose health is to be refreshed (src/watches/health.ts), and those with a DEAD. */
+  private readonly healthDirty = new Set<string>();
+  private readonly healthDead = new Set<string>();
+  private healthRunning: Promise<void> | null = null;
   private readonly logger: Logger;
   private readonly metrics: Metrics | undefined;
   private readonly sender: WebhookSender;
@@ -211,6 +220,7 @@ export class DeliveryWorker {
     this.db = opts.db;
     this.secrets = opts.secrets;
     this.delivery = opts.config.delivery;
+    this.alerts = opts.config.alerts ?? DEFAULT_ALERT_POLICY;
     this.workerId = opts.workerId ?? `${process.pid}-${randomBytes(3).toString('hex')}`;
     this.logger = opts.logger.child({ worker_id: this.workerId });
     this.metrics = opts.metrics;
@@ -548,8 +558,18 @@ export class DeliveryWorker {
     } catch (err) {
       return failedAttempt(`secret: ${errorText(err)}`, startedAt, t0);
     }
+    // During a rotation's grace period the replaced secret signs too; one that does not decrypt
+    // (its key was retired early) only drops the second signature, never the delivery.
+    let previous: string | null = null;
+    if (c.previousSecret !== null) {
+      try {
+        previous = this.decrypt(c.previousSecret);
+      } catch {
+        previous = null;
+      }
+    }
     try {
-      return await this.sender.send(c.webhookUrl, c.event, secret);
+      return await this.sender.send(c.webhookUrl, c.event, secret, undefined, {}, previous);
     } catch (err) {
       // send() classifies everything; this is a bug guard, not a path.
       return failedAttempt(`internal: ${errorText(err)}`, startedAt, t0);
@@ -691,6 +711,7 @@ export class DeliveryWorker {
         this.dead += o.dead;
         this.stale += o.stale;
         this.metrics?.deliveriesCompleted(o);
+        this.refreshHealth(o.watchIds, o.deadWatchIds);
         for (const c of batch) if (!c.result.ok) this.failed++;
         if (o.dead > 0) this.logger.warn({ count: o.dead }, 'notifications dead-lettered');
         if (o.stale > 0) {
@@ -712,6 +733,40 @@ export class DeliveryWorker {
         await sleep(delay);
       }
     }
+  }
+
+  /**
+   * Refresh the health, alert and automatic pause of the watches a batch moved
+   * (refreshWatchHealth), one run at a time: watches marked meanwhile go into the next run. A
+   * failed run is logged; the watch's next batch recomputes everything from the attempts.
+   */
+  private refreshHealth(watchIds: readonly string[], deadWatchIds: readonly string[]): void {
+    for (const id of watchIds) this.healthDirty.add(id);
+    for (const id of deadWatchIds) this.healthDead.add(id);
+    if (this.healthRunning || this.healthDirty.size === 0) return;
+    this.healthRunning = (async () => {
+      while (this.healthDirty.size > 0) {
+        const ids = [...this.healthDirty];
+        const dead = [...this.healthDead];
+        this.healthDirty.clear();
+        this.healthDead.clear();
+        try {
+          const c = await refreshWatchHealth(this.db, ids, dead, this.alerts);
+          for (const id of c.opened)
+            this.logger.warn({ watch_id: id }, 'watch alert: deliveries failing');
+          for (const id of c.recovered)
+            this.logger.info({ watch_id: id }, 'watch alert: recovered');
+          for (const id of c.paused) {
+            this.logger.warn({ watch_id: id }, 'watch paused automatically: deliveries all failed');
+          }
+        } catch (err) {
+          this.dbErrors++;
+          this.logger.warn({ err: errorText(err) }, 'refreshing watch health failed');
+        }
+      }
+    })().finally(() => {
+      this.healthRunning = null;
+    });
   }
 
   /** While stopping, recording is retried until the lease margin has passed, then abandoned. */
@@ -746,6 +801,7 @@ export class DeliveryWorker {
     this.giveUpAt = Date.now() + this.leaseMarginMs;
     this.scheduleFlush();
     while (this.flushing) await this.flushing;
+    while (this.healthRunning) await this.healthRunning;
     if (this.pending.length > 0) {
       this.logger.error(
         { outcomes: this.pending.length },

@@ -21,7 +21,8 @@
  * that was read (`UPDATE … WHERE id = $1 AND secret_key_id = $old AND secret_ciphertext = $ct`),
  * so a concurrent writer is never overwritten and a second run finds nothing left to do. A worker
  * that read the old ciphertext just before still decrypts it: the old key stays in its keyring.
- * Deleted watches are re-encrypted too (their pending notifications are still delivered).
+ * Deleted watches are re-encrypted too (their pending notifications are still delivered), and so
+ * are the secrets a rotation replaced that still sign during their grace period (migration 040).
  *
  * Output names key ids only (SHA-256 prefixes of the keys), never a key or a secret.
  */
@@ -84,49 +85,61 @@ export async function reencryptSecrets(
     failed.set(k, f);
   };
   let reencrypted = 0;
-  let after = '';
-  for (;;) {
-    const done = await db.transaction(async (tx) => {
-      const { rows } = await tx.query<SecretRow>(
-        `SELECT id, secret_key_id, secret_ciphertext FROM watches
-          WHERE secret_ciphertext IS NOT NULL AND secret_key_id IS NOT NULL
-            AND secret_key_id <> $1 AND id > $2
-          ORDER BY id LIMIT $3`,
-        [current, after, batchSize],
-      );
-      for (const r of rows) {
-        after = r.id;
-        const old: EncryptedSecret = {
-          keyId: r.secret_key_id,
-          ciphertext: asBuffer(r.secret_ciphertext),
-        };
-        if (!box.hasKey(old.keyId)) {
-          fail(old.keyId, 'unknown_key_id');
-          continue;
-        }
-        let sealed: EncryptedSecret;
-        try {
-          sealed = box.reencrypt(old);
-        } catch {
-          fail(old.keyId, 'decrypt_failed');
-          continue;
-        }
-        const u = await tx.query(
-          `UPDATE watches SET secret_key_id = $2, secret_ciphertext = $3
-            WHERE id = $1 AND secret_key_id = $4 AND secret_ciphertext = $5`,
-          [r.id, sealed.keyId, sealed.ciphertext, old.keyId, old.ciphertext],
+  // The current secrets, then the secrets a rotation replaced that still sign during their grace
+  // period (migration 040; issue 19 item 3): both are under the keyring's keys.
+  for (const [kid, ct] of [
+    ['secret_key_id', 'secret_ciphertext'],
+    ['previous_secret_key_id', 'previous_secret_ciphertext'],
+  ] as const) {
+    let after = '';
+    for (;;) {
+      const done = await db.transaction(async (tx) => {
+        const { rows } = await tx.query<SecretRow>(
+          `SELECT id, ${kid} AS secret_key_id, ${ct} AS secret_ciphertext FROM watches
+            WHERE ${ct} IS NOT NULL AND ${kid} IS NOT NULL
+              AND ${kid} <> $1 AND id > $2
+            ORDER BY id LIMIT $3`,
+          [current, after, batchSize],
         );
-        reencrypted += u.rowCount;
-      }
-      return rows.length < batchSize;
-    });
-    opts.onBatch?.(reencrypted);
-    if (done) break;
+        for (const r of rows) {
+          after = r.id;
+          const old: EncryptedSecret = {
+            keyId: r.secret_key_id,
+            ciphertext: asBuffer(r.secret_ciphertext),
+          };
+          if (!box.hasKey(old.keyId)) {
+            fail(old.keyId, 'unknown_key_id');
+            continue;
+          }
+          let sealed: EncryptedSecret;
+          try {
+            sealed = box.reencrypt(old);
+          } catch {
+            fail(old.keyId, 'decrypt_failed');
+            continue;
+          }
+          const u = await tx.query(
+            `UPDATE watches SET ${kid} = $2, ${ct} = $3
+              WHERE id = $1 AND ${kid} = $4 AND ${ct} = $5`,
+            [r.id, sealed.keyId, sealed.ciphertext, old.keyId, old.ciphertext],
+          );
+          reencrypted += u.rowCount;
+        }
+        return rows.length < batchSize;
+      });
+      opts.onBatch?.(reencrypted);
+      if (done) break;
+    }
   }
   const { rows } = await db.query<{ secret_key_id: string; n: number }>(
-    `SELECT secret_key_id, count(*)::int AS n FROM watches
-      WHERE secret_ciphertext IS NOT NULL AND secret_key_id IS NOT NULL
-      GROUP BY secret_key_id ORDER BY secret_key_id`,
+    `SELECT k AS secret_key_id, count(*)::int AS n
+       FROM (SELECT secret_key_id AS k FROM watches
+              WHERE secret_ciphertext IS NOT NULL AND secret_key_id IS NOT NULL
+             UNION ALL
+             SELECT previous_secret_key_id FROM watches
+              WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_key_id IS NOT NULL)
+            AS s
+      GROUP BY k ORDER BY k`,
   );
   const referenced: Record<string, number> = {};
   for (const r of rows) referenced[r.secret_key_id] = Number(r.n);

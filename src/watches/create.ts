@@ -15,6 +15,30 @@ import { InvalidAddressError, parseAddress } from '../tron/address.js';
 import type { CreateWatchBody } from './schema.js';
 import { createWatch, type WatchRow } from './watches.js';
 
+/** Control characters (C0, DEL, C1) and line or paragraph separators: refused in a label. */
+const LABEL_REFUSED = /[\p{Cc}\u2028\u2029]/u;
+
+/**
+ * A label as stored: spaces around it dropped; null, undefined or empty → null. A label with a
+ * control character is refused (pushed to `problems` as a `label` field error).
+ */
+export function normaliseLabel(
+  label: string | null | undefined,
+  problems: FieldError[],
+): string | null {
+  if (label === null || label === undefined) return null;
+  const t = label.trim();
+  if (t === '') return null;
+  if (LABEL_REFUSED.test(t)) {
+    problems.push({
+      field: 'label',
+      message: 'a label is one line of text, without control characters',
+    });
+    return null;
+  }
+  return t;
+}
+
 /** What creating a watch needs from the process. */
 export interface WatchDeps {
   db: Db;
@@ -68,6 +92,7 @@ export async function createWatchFromRequest(
     });
     if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
   }
+  const label = normaliseLabel(body.label, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
   await deps.refreshHead?.();
@@ -83,6 +108,7 @@ export async function createWatchFromRequest(
       direction: body.direction ?? 'incoming',
       channel: url !== null ? 'webhook' : 'telegram',
       webhookUrl: url,
+      label,
       blockIntervalMs: deps.config.ingest.blockIntervalMs,
     },
     inTx,

@@ -3,10 +3,15 @@
  * that validate, serialise and document POST/GET /v1/watches and the console's watch endpoints,
  * and the views that turn a row into them (never a secret but the one returned at creation).
  */
-import { type Static, Type as T } from '@sinclair/typebox';
+import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
+import type { HealthWindow, HealthWindowName } from './health.js';
+import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from './rotate-secret.js';
 import type { WatchRow } from './watches.js';
+
+/** Characters of a watch's label, at most. */
+export const LABEL_MAX_LENGTH = 100;
 
 const ASSET_FILTERS = ['USDT', 'TRX', 'ALL'] as const;
 const DIRECTIONS = ['incoming', 'outgoing', 'both'] as const;
@@ -18,18 +23,106 @@ const watchMembers = {
   direction: StringEnum(DIRECTIONS),
   channel: StringEnum(['webhook', 'telegram'] as const),
   webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
+  label: T.Union([T.String({ maxLength: LABEL_MAX_LENGTH }), T.Null()], {
+    description:
+      'Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none.',
+  }),
   status: StringEnum(['ACTIVE', 'PAUSED'] as const, {
     description:
       'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
   }),
   created_at: T.String({ format: 'date-time' }),
+  secret_rotated_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description:
+      'Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch.',
+  }),
+  paused_reason: T.Union([T.String(), T.Null()], {
+    description:
+      'Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it.',
+  }),
+  auto_paused_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description: 'Additive. When tronwatch paused the watch automatically; null otherwise.',
+  }),
+  previous_secret_expires_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description:
+      "Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise.",
+  }),
 };
+
+/** A `$ref` to a registered schema (as src/api/schemas.ts ref, without the API layer). */
+function refTo<S extends TSchema>(schema: S) {
+  return T.Unsafe<Static<S>>({ $ref: schema.$id as string });
+}
+
+const HealthWindowSchema = T.Object(
+  {
+    attempts: T.Integer({ minimum: 0, description: 'Delivery attempts started in the window.' }),
+    succeeded: T.Integer({ minimum: 0, description: 'Of them, answered 2xx.' }),
+    success_rate: T.Union([T.Number({ minimum: 0, maximum: 1 }), T.Null()], {
+      description: 'succeeded / attempts; null without attempts.',
+    }),
+    p50_ms: T.Union([T.Integer({ minimum: 0 }), T.Null()], {
+      description: 'Median attempt duration (to the answer, or the failure), ms.',
+    }),
+    p95_ms: T.Union([T.Integer({ minimum: 0 }), T.Null()], {
+      description: '95th percentile of the attempt duration, ms.',
+    }),
+  },
+  { $id: 'HealthWindow', description: "A webhook endpoint's attempts over one window." },
+);
+
+/** Health of a webhook watch's endpoint (issue 19 item 1). */
+export const WatchHealthSchema = T.Object(
+  {
+    hour: refTo(HealthWindowSchema),
+    day: refTo(HealthWindowSchema),
+    week: refTo(HealthWindowSchema),
+    last_success_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+      description: 'Start of the newest attempt answered 2xx; null: none yet.',
+    }),
+    consecutive_failures: T.Integer({
+      minimum: 0,
+      description: 'Failed attempts since the newest success (0: the newest attempt succeeded).',
+    }),
+    failing_since: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+      description: 'Start of the first of those failed attempts; null when none.',
+    }),
+    alert: T.Union(
+      [
+        T.Object({
+          state: StringEnum(['failing'] as const),
+          since: T.String({ format: 'date-time' }),
+          reason: T.String(),
+        }),
+        T.Null(),
+      ],
+      {
+        description:
+          'Open while deliveries keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise.',
+      },
+    ),
+  },
+  { $id: 'WatchHealth', description: "A webhook watch's endpoint health." },
+);
 
 /** SPEC §Watch. */
 export const WatchSchema = T.Object(watchMembers, {
   $id: 'Watch',
   description: 'A watch (SPEC §Watch).',
 });
+
+/** A Watch as GET /v1/watches lists it: with its endpoint health (additive). */
+export const WatchWithHealthSchema = T.Object(
+  {
+    ...watchMembers,
+    health: T.Union([refTo(WatchHealthSchema), T.Null()], {
+      description: 'Additive. The endpoint health of a webhook watch; null for a Telegram watch.',
+    }),
+  },
+  { $id: 'WatchWithHealth', description: 'A Watch and its endpoint health (GET /v1/watches).' },
+);
+
+export const healthSchemas = [HealthWindowSchema, WatchHealthSchema, WatchWithHealthSchema];
 
 /** SPEC §WatchCreated. */
 export const WatchCreatedSchema = T.Object(
@@ -71,6 +164,13 @@ export const CreateWatchSchema = T.Object(
           'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
       }),
     ),
+    label: T.Optional(
+      NullableString({
+        maxLength: LABEL_MAX_LENGTH,
+        description:
+          'Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none).',
+      }),
+    ),
     network: T.Optional(
       StringEnum(['mainnet'] as const, {
         description:
@@ -101,8 +201,41 @@ export function watchView(w: WatchRow) {
     direction: w.direction,
     channel: w.channel,
     webhook_url: w.webhook_url,
+    label: w.label,
     status: w.status,
     created_at: w.created_at.toISOString(),
+    paused_reason: w.paused_reason,
+    auto_paused_at: w.auto_paused_at?.toISOString() ?? null,
+    secret_rotated_at: w.secret_rotated_at?.toISOString() ?? null,
+    previous_secret_expires_at: w.previous_secret_expires_at?.toISOString() ?? null,
+  };
+}
+
+/** A row and its windows as WatchWithHealth (health null for a Telegram watch). */
+export function watchWithHealthView(
+  w: WatchRow,
+  windows: Record<HealthWindowName, HealthWindow> | undefined,
+) {
+  const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+  return {
+    ...watchView(w),
+    health:
+      w.channel !== 'webhook' || !windows
+        ? null
+        : {
+            ...windows,
+            last_success_at: iso(w.last_success_at),
+            consecutive_failures: w.consecutive_failures,
+            failing_since: iso(w.failing_since),
+            alert:
+              w.alert_state === 'failing'
+                ? {
+                    state: 'failing' as const,
+                    since: iso(w.alert_since) ?? '',
+                    reason: w.alert_reason ?? '',
+                  }
+                : null,
+          },
   };
 }
 
@@ -114,5 +247,82 @@ export function watchCreatedView(w: WatchRow, secret: string | null) {
   };
 }
 
+/** PATCH /v1/watches/{id}'s body (issue 19 item 4). */
+export const UpdateWatchSchema = T.Object(
+  {
+    webhook_url: T.Optional(
+      T.String({
+        format: 'uri',
+        maxLength: MAX_WEBHOOK_URL_LENGTH,
+        description:
+          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.',
+      }),
+    ),
+    label: T.Optional(
+      NullableString({
+        maxLength: LABEL_MAX_LENGTH,
+        description: 'Your name for the watch, at most 100 characters; null or empty removes it.',
+      }),
+    ),
+  },
+  {
+    $id: 'UpdateWatch',
+    description:
+      "The members to change; members left out stay as they are. Unknown members are rejected (the address, assets, direction and channel are the watch's identity: create another watch to change them).",
+    additionalProperties: false,
+    minProperties: 1,
+  },
+);
+
+/** POST /v1/watches/{id}/rotate-secret's body. */
+export const RotateSecretSchema = T.Object(
+  {
+    grace_period_seconds: T.Optional(
+      T.Integer({
+        minimum: 0,
+        maximum: MAX_GRACE_SECONDS,
+        default: DEFAULT_GRACE_SECONDS,
+        description:
+          'How long the replaced secret keeps signing deliveries beside the new one, seconds (default 86400 = 24 h, at most 604800 = 7 days; 0 = stop at once).',
+      }),
+    ),
+  },
+  {
+    $id: 'RotateSecret',
+    description: 'Optional body of a secret rotation. Unknown members are rejected.',
+    additionalProperties: false,
+  },
+);
+
+/** A Watch plus its new secret, shown once. */
+export const SecretRotatedSchema = T.Object(
+  {
+    ...watchMembers,
+    secret: T.String({
+      pattern: '^whsec_',
+      description:
+        'The new secret, returned once: X-Signature and the first webhook-signature entry use it from now on. Stored encrypted, never returned again.',
+    }),
+    note: T.String({ description: 'Free text.' }),
+  },
+  {
+    $id: 'SecretRotated',
+    description: 'The watch after a rotation, with its new secret (shown once).',
+  },
+);
+
+export const ROTATED_NOTE =
+  'Store this secret now: it is shown only once. Until previous_secret_expires_at every delivery is also signed with the replaced secret (X-Signature-Previous, second webhook-signature entry).';
+
+/** A row after a rotation, as SecretRotated. */
+export function secretRotatedView(w: WatchRow, secret: string) {
+  return { ...watchView(w), secret, note: ROTATED_NOTE };
+}
+
 export type Watch = Static<typeof WatchSchema>;
+export type WatchWithHealth = Omit<Static<typeof WatchWithHealthSchema>, 'health'> & {
+  health: Static<typeof WatchHealthSchema> | null;
+};
+export type UpdateWatchBody = Static<typeof UpdateWatchSchema>;
+export type RotateSecretBody = Static<typeof RotateSecretSchema>;
 export type CreateWatchBody = Static<typeof CreateWatchSchema>;

@@ -46,6 +46,23 @@ export interface WatchRow {
   status: WatchStatus;
   active_from_block: number;
   created_at: Date;
+  /** The account's label for the watch (migration 041); null: none. */
+  label: string | null;
+  /** When the current secret was issued by a rotation; null: the one given at creation. */
+  secret_rotated_at: Date | null;
+  /** End of a running rotation grace period (both secrets sign until then); null: none. */
+  previous_secret_expires_at: Date | null;
+  /** Why tronwatch paused the watch (migration 043); null: not paused by tronwatch. */
+  paused_reason: string | null;
+  auto_paused_at: Date | null;
+  /** The streak (migration 042, src/watches/health.ts). */
+  last_success_at: Date | null;
+  consecutive_failures: number;
+  failing_since: Date | null;
+  /** The alert (migration 043): 'failing' while open. */
+  alert_state: 'failing' | null;
+  alert_since: Date | null;
+  alert_reason: string | null;
 }
 
 export interface NewWatch {
@@ -60,12 +77,21 @@ export interface NewWatch {
   channel: Channel;
   /** Already checked against the URL policy; null for telegram watches. */
   webhookUrl: string | null;
+  /** Already normalised (normaliseLabel); null: none. */
+  label?: string | null;
   /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
   blockIntervalMs: number;
 }
 
-const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction, channel,
-  webhook_url, status, active_from_block, created_at`;
+/**
+ * The columns of a {@link WatchRow}, unqualified (any statement on `watches`, RETURNING included).
+ * previous_secret_expires_at reads NULL once the grace period is over.
+ */
+export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
+  channel, webhook_url, label, status, active_from_block, created_at, secret_rotated_at,
+  CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
+  END AS previous_secret_expires_at, paused_reason, auto_paused_at, last_success_at,
+  consecutive_failures, failing_since, alert_state, alert_since, alert_reason`;
 
 /** Retry-After of the 503 answered while no chain head is known, seconds (one or two polls). */
 const CHAIN_HEAD_RETRY_SECONDS = 5;
@@ -99,6 +125,9 @@ export async function createWatch(
         throw new ApiError(
           409,
           `duplicate watch: ${dup} already watches this address with the same asset_filter, direction and channel`,
+          undefined,
+          undefined,
+          { watch_id: dup },
         );
       }
       const limits = limitsFor(account);
@@ -114,8 +143,9 @@ export async function createWatch(
       const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs);
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
-                              channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                              channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
+                              label)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          RETURNING ${WATCH_COLUMNS}`,
         [
           newId('wh'),
@@ -130,6 +160,7 @@ export async function createWatch(
           sealed?.keyId ?? null,
           sealed?.ciphertext ?? null,
           fromBlock,
+          w.label ?? null,
         ],
       );
       const row = rows[0];
@@ -273,7 +304,10 @@ export async function pauseWatch(
   id: string,
 ): Promise<WatchRow | undefined> {
   const { rows } = await db.query<WatchRow>(
-    `UPDATE watches SET status = 'PAUSED'
+    `UPDATE watches
+        SET paused_reason = CASE WHEN status = 'PAUSED' THEN paused_reason END,
+            auto_paused_at = CASE WHEN status = 'PAUSED' THEN auto_paused_at END,
+            status = 'PAUSED'
       WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
       RETURNING ${WATCH_COLUMNS}`,
     [id, accountId, network],
@@ -326,7 +360,8 @@ export async function resumeWatch(
       }
       const fromBlock = await activationBlock(tx, network, blockIntervalMs);
       const { rows } = await tx.query<WatchRow>(
-        `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2)
+        `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2),
+                paused_reason = NULL, auto_paused_at = NULL, failures_counted_from = now()
           WHERE id = $1 RETURNING ${WATCH_COLUMNS}`,
         [id, fromBlock],
       );

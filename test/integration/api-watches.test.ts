@@ -59,8 +59,13 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       direction: 'incoming',
       channel: 'webhook',
       webhook_url: 'https://hooks.example.com/tron',
+      label: null,
       status: 'ACTIVE',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      paused_reason: null,
+      auto_paused_at: null,
+      secret_rotated_at: null,
+      previous_secret_expires_at: null,
       secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
       note: expect.stringContaining('only once'),
     });

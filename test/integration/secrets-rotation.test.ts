@@ -232,6 +232,35 @@ describe.each(dbEngines)('rotate-key re-encryption on %s', (engine) => {
     expect(r.unreferenced_old_key_ids).toEqual([]);
   });
 
+  it('re-encrypts the replaced secrets of running grace periods too (issue 19 item 3)', async () => {
+    t = await migratedDb(engine);
+    const [kA, kC] = [randomBytes(32), randomBytes(32)];
+    const boxA = new SecretBox([kA]);
+    await seedWatches(t.db, boxA, 2, 'g');
+    const previous = newWebhookSecret();
+    const sealed = boxA.encrypt(previous);
+    await t.db.query(
+      `UPDATE watches SET previous_secret_key_id = $1, previous_secret_ciphertext = $2,
+              previous_secret_expires_at = now() + interval '1 day' WHERE id = 'wh_g_0000'`,
+      [sealed.keyId, sealed.ciphertext],
+    );
+    const before = await reencryptSecrets(t.db, new SecretBox([kA]), { batchSize: 5 });
+    expect(before.referenced).toEqual({ [keyId(kA)]: 3 });
+    const r = await reencryptSecrets(t.db, new SecretBox([kC, kA]), { batchSize: 5 });
+    expect(r.reencrypted).toBe(3);
+    expect(r.referenced).toEqual({ [keyId(kC)]: 3 });
+    expect(r.unreferenced_old_key_ids).toEqual([keyId(kA)]);
+    const { rows } = await t.db.query<{ k: string; c: Uint8Array }>(
+      `SELECT previous_secret_key_id AS k, previous_secret_ciphertext AS c FROM watches
+        WHERE id = 'wh_g_0000'`,
+    );
+    const row = rows[0] as { k: string; c: Uint8Array };
+    expect(row.k).toBe(keyId(kC));
+    expect(new SecretBox([kC]).decrypt({ keyId: row.k, ciphertext: Buffer.from(row.c) })).toBe(
+      previous,
+    );
+  });
+
   it('is safe beside a second concurrent run and concurrent writers', async () => {
     t = await migratedDb(engine);
     const [kA, kC] = [randomBytes(32), randomBytes(32)];

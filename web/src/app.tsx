@@ -15,7 +15,8 @@ import { EventDetailPage } from './pages/event-detail';
 import { EventsPage } from './pages/events';
 import { KeysPage } from './pages/keys';
 import { OverviewPage } from './pages/overview';
-import { WatchesPage } from './pages/watches';
+import { WatchDetailPage } from './pages/watch-detail';
+import { AlertBanner, WatchesPage } from './pages/watches';
 import { BASE, Link, navigate, useLocation } from './router';
 import { AppContext, useApp } from './state';
 import type { Config, Me } from './types';
@@ -195,6 +196,7 @@ function Shell({ children }: { children: ComponentChildren }) {
         </div>
       </nav>
       <main id="main" class="main" ref={mainRef}>
+        <AlertBanner path={path} />
         {children}
       </main>
     </div>
@@ -213,6 +215,8 @@ function Routes() {
   const ev = /^\/events\/([^/]+)\/?$/.exec(path);
   if (ev?.[1]) return <EventDetailPage eventId={decodeURIComponent(ev[1])} />;
   if (path.startsWith('/dead-letters')) return <DeadLettersPage />;
+  const wh = /^\/watches\/([^/]+)\/?$/.exec(path);
+  if (wh?.[1]) return <WatchDetailPage watchId={decodeURIComponent(wh[1])} />;
   if (path.startsWith('/watches')) return <WatchesPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/account')) return <AccountPage />;

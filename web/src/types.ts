@@ -14,9 +14,41 @@ import type {
   Event as ServerEvent,
   EventWithDelivery as ServerEventWithDelivery,
 } from '../../src/events/event';
-import type { Watch as ServerWatch } from '../../src/watches/schema';
+import type {
+  Watch as ServerWatch,
+  WatchWithHealth as ServerWatchWithHealth,
+} from '../../src/watches/schema';
 
 export type Watch = ServerWatch;
+export type WatchWithHealth = ServerWatchWithHealth;
+export type WatchHealth = NonNullable<WatchWithHealth['health']>;
+
+export interface HealthBucket {
+  start: string;
+  attempts: number;
+  succeeded: number;
+  success_rate: number | null;
+  p50_ms: number | null;
+  p95_ms: number | null;
+}
+
+/** GET /console/api/watches/{id}/health */
+export interface WatchHealthSeries {
+  window: 'hour' | 'day' | 'week';
+  bucket_seconds: number;
+  buckets: HealthBucket[];
+  watch: WatchWithHealth;
+}
+
+/** GET /console/api/alerts: one open alert or automatic pause. */
+export interface WatchAlert {
+  watch_id: string;
+  address: string;
+  label: string | null;
+  kind: 'failing' | 'auto_paused';
+  since: string | null;
+  reason: string;
+}
 export type DeliveryStatus = DeliveryState['status'];
 export type WatchStatus = Watch['status'];
 export type AssetFilter = Watch['asset_filter'];
@@ -63,7 +95,7 @@ export interface KeyInfo {
   revoked_at: string | null;
 }
 
-export type WatchListed = Watch & { last_event_at: string | null };
+export type WatchListed = WatchWithHealth & { last_event_at: string | null };
 export type WatchCreated = Watch & { secret?: string; note?: string };
 
 export interface TestResult {
@@ -163,4 +195,6 @@ export interface ErrorBody {
   usage?: { active_watches: number; limit: number; plan: string };
   /** 401 invalid_credentials at sign-in: failures left before the 15-minute lock. */
   attempts_left?: number;
+  /** A 409 duplicate watch: the existing watch's id. */
+  watch_id?: string;
 }

@@ -11,6 +11,9 @@
  *   GET    /v1/watches/{id}/transactions/{tx_id} → 200 TransactionExplanation: did this
  *          transaction produce an event for the watch, and why not (src/ingest/explain.ts);
  *          503 when the node cannot be read
+ *   PATCH  /v1/watches/{id}         UpdateWatch → 200 Watch (webhook_url, label)
+ *   POST   /v1/watches/{id}/rotate-secret           RotateSecret → 200 SecretRotated (once)
+ *   POST   /v1/watches/{id}/previous-secret/expire  → 200 Watch (the grace period ended now)
  *
  * The schemas and views are the watch domain's (src/watches/schema.ts); creation runs
  * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
@@ -23,13 +26,23 @@ import { isId } from '../../common/ids.js';
 import type { Queryable } from '../../db/pool.js';
 import { EXPLAIN_REASONS, explainTransaction } from '../../ingest/explain.js';
 import { createWatchFromRequest } from '../../watches/create.js';
+import { type HealthWindowName, healthSeries, healthSummaries } from '../../watches/health.js';
+import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
+  healthSchemas,
+  RotateSecretSchema,
+  SecretRotatedSchema,
+  secretRotatedView,
+  UpdateWatchSchema,
   WatchCreatedSchema,
   WatchSchema,
+  WatchWithHealthSchema,
   watchCreatedView,
   watchView,
+  watchWithHealthView,
 } from '../../watches/schema.js';
+import { updateWatchFromRequest } from '../../watches/update.js';
 import {
   deleteWatch,
   getWatch,
@@ -54,7 +67,7 @@ import type { App, AppDeps } from '../types.js';
 
 /** `{ data: Watch[] }` */
 export const WatchListSchema = T.Object(
-  { data: T.Array(ref(WatchSchema)) },
+  { data: T.Array(ref(WatchWithHealthSchema)) },
   { $id: 'WatchList', description: "The caller's watches on this network, newest first." },
 );
 
@@ -114,12 +127,41 @@ export const TransactionExplanationSchema = T.Object(
   },
 );
 
+/** GET /v1/watches/{id}/health's answer. */
+export const WatchHealthSeriesSchema = T.Object(
+  {
+    window: StringEnum(['hour', 'day', 'week'] as const),
+    bucket_seconds: T.Integer({ description: 'Width of each bucket, seconds.' }),
+    buckets: T.Array(
+      T.Object({
+        start: T.String({ format: 'date-time', description: 'Start of the bucket.' }),
+        attempts: T.Integer({ minimum: 0 }),
+        succeeded: T.Integer({ minimum: 0 }),
+        success_rate: T.Union([T.Number(), T.Null()]),
+        p50_ms: T.Union([T.Integer(), T.Null()]),
+        p95_ms: T.Union([T.Integer(), T.Null()]),
+      }),
+      { description: 'Oldest first; every bucket of the window, empty ones included.' },
+    ),
+    watch: ref(WatchWithHealthSchema),
+  },
+  {
+    $id: 'WatchHealthSeries',
+    description: "A webhook watch's attempts in time buckets, and the watch with its health.",
+  },
+);
+
 export const watchSchemas = [
+  ...healthSchemas,
+  WatchHealthSeriesSchema,
   WatchSchema,
   WatchCreatedSchema,
   CreateWatchSchema,
   WatchListSchema,
   TransactionExplanationSchema,
+  RotateSecretSchema,
+  SecretRotatedSchema,
+  UpdateWatchSchema,
 ];
 
 /** Register the watch routes. */
@@ -199,7 +241,8 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       schema: {
         operationId: 'listWatches',
         summary: 'List watches',
-        description: "The caller's watches on this network, newest first. Never returns secrets.",
+        description:
+          "The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.",
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
@@ -212,7 +255,11 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const auth = requireAuth(request);
       const rows = await listWatches(deps.db, auth.accountId, network);
-      return { data: rows.map(watchView) };
+      const windows = await healthSummaries(
+        deps.db,
+        rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
+      );
+      return { data: rows.map((w) => watchWithHealthView(w, windows.get(w.id))) };
     },
   );
 
@@ -391,4 +438,175 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       },
     );
   }
+
+  app.post(
+    '/v1/watches/:id/rotate-secret',
+    {
+      schema: {
+        operationId: 'rotateWatchSecret',
+        summary: "Rotate a webhook watch's secret",
+        description:
+          'Issues a new secret, returned once. For the grace period (`grace_period_seconds`, default 24 h) every delivery is signed with both secrets: `X-Signature` with the new one, `X-Signature-Previous` with the replaced one, and `webhook-signature` lists both `v1,` signatures. Rotating again during a grace period drops the oldest secret. Telegram watches have no secret (400).',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        body: ref(RotateSecretSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(
+            ref(SecretRotatedSchema),
+            'Rotated. The new secret is in this answer only.',
+          ),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+      preValidation: async (request) => {
+        // The body is optional: none is the defaults.
+        request.body ??= {};
+        preventCoercion(RotateSecretSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+      const grace = request.body.grace_period_seconds;
+      const r = await rotateWatchSecret(
+        deps.db,
+        deps.secrets,
+        auth.accountId,
+        network,
+        id,
+        ...(grace !== undefined ? [grace] : []),
+      );
+      if (!r) throw new ApiError(404, 'watch not found');
+      // Never log the answer: it holds the secret.
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch secret rotated');
+      return secretRotatedView(r.watch, r.secret);
+    },
+  );
+
+  app.post(
+    '/v1/watches/:id/previous-secret/expire',
+    {
+      schema: {
+        operationId: 'expirePreviousWatchSecret',
+        summary: "End a secret rotation's grace period now",
+        description:
+          'The replaced secret stops signing from the next attempt on and is deleted; `previous_secret_expires_at` becomes null. Without a grace period running, nothing changes.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchSchema), 'The watch after the change.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await expirePreviousSecret(deps.db, auth.accountId, network, id)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'previous secret expired');
+      return watchView(watch);
+    },
+  );
+
+  app.patch(
+    '/v1/watches/:id',
+    {
+      schema: {
+        operationId: 'updateWatch',
+        summary: 'Edit a watch: its webhook URL or label',
+        description:
+          'Changes the members given: `webhook_url` (webhook watches; checked as at creation, the secret stays) and `label`. Deliveries already created go to the new URL from their next attempt on. The address, assets, direction and channel cannot change: create another watch.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        body: ref(UpdateWatchSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchSchema), 'The watch after the change.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+          413: errorResponse('Body too large.'),
+          415: errorResponse('Content-Type is not application/json.'),
+        },
+      },
+      preValidation: async (request) => {
+        preventCoercion(UpdateWatchSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await updateWatchFromRequest(deps, auth.accountId, network, id, request.body)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch updated');
+      return watchView(watch);
+    },
+  );
+
+  app.get(
+    '/v1/watches/:id/health',
+    {
+      schema: {
+        operationId: 'watchHealth',
+        summary: "A webhook watch's endpoint health over time",
+        description:
+          'Its delivery attempts over the last hour (5-minute buckets), day (1-hour buckets) or week (6-hour buckets): attempts, successes, success rate, p50 and p95 latency; and the watch with its health summary.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: T.Object(
+          {
+            ...NetworkQuery.properties,
+            window: T.Optional(StringEnum(['hour', 'day', 'week'] as const, { default: 'day' })),
+          },
+          { additionalProperties: false },
+        ),
+        params: T.Object({ id: T.String({ description: 'Watch id (`wh_…`).' }) }),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(WatchHealthSeriesSchema), 'The series.'),
+          404: errorResponse('No such watch of the caller (missing, deleted, or not yours).'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const window = (request.query.window ?? 'day') as HealthWindowName;
+      return watchHealthAnswer(deps, auth.accountId, network, id, window);
+    },
+  );
+}
+
+/**
+ * The answer of GET …/watches/{id}/health (the API's and the console's).
+ * @throws ApiError 404 when the account has no such live watch.
+ */
+export async function watchHealthAnswer(
+  deps: Pick<AppDeps, 'db'>,
+  accountId: string,
+  network: string,
+  id: string,
+  window: HealthWindowName,
+) {
+  const watch = isId(id, 'wh') ? await getWatch(deps.db, accountId, network, id) : undefined;
+  if (!watch) throw new ApiError(404, 'watch not found');
+  const windows = await healthSummaries(deps.db, watch.channel === 'webhook' ? [id] : []);
+  const series = await healthSeries(deps.db, id, window);
+  return { window, ...series, watch: watchWithHealthView(watch, windows.get(id)) };
 }

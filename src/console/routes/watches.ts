@@ -3,15 +3,22 @@
  * runs createWatchFromRequest (one rule set, the same answers), pause/resume/delete the same
  * functions as the public endpoints.
  *
- *   GET    /console/api/watches              → { data: (Watch & { last_event_at })[] }
+ *   GET    /console/api/watches              → { data: (WatchWithHealth & { last_event_at })[] }
+ *   GET    /console/api/watches/{id}/health  → WatchHealthSeries (?window=hour|day|week)
+ *   GET    /console/api/alerts               → { data: open alerts and automatic pauses }
  *   POST   /console/api/watches              → 201 WatchCreated (the secret, once) | 400/402/409/503
  *   DELETE /console/api/watches/{id}         → 204 | 404
  *   POST   /console/api/watches/{id}/pause   → Watch | 404
  *   POST   /console/api/watches/{id}/resume  → Watch | 402 quota_exceeded | 404
  *   POST   /console/api/watches/{id}/test    → TestOutcome (a signed test event, never stored)
+ *   PATCH  /console/api/watches/{id}                          → Watch (webhook_url, label)
+ *   POST   /console/api/watches/{id}/rotate-secret           → SecretRotated (the secret, once)
+ *   POST   /console/api/watches/{id}/previous-secret/expire  → Watch
  */
 
-import { preventCoercion } from '../../api/schemas.js';
+import { Type as T } from '@sinclair/typebox';
+import { watchHealthAnswer } from '../../api/routes/watches.js';
+import { preventCoercion, StringEnum } from '../../api/schemas.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
@@ -20,7 +27,18 @@ import { isId } from '../../common/ids.js';
 import type { Queryable } from '../../db/pool.js';
 import { sendTestEvent, TEST_SENDS_PER_MINUTE } from '../../delivery/test-event.js';
 import { createWatchFromRequest } from '../../watches/create.js';
-import { CreateWatchSchema, watchCreatedView, watchView } from '../../watches/schema.js';
+import { type HealthWindowName, healthSummaries } from '../../watches/health.js';
+import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
+import {
+  CreateWatchSchema,
+  RotateSecretSchema,
+  secretRotatedView,
+  UpdateWatchSchema,
+  watchCreatedView,
+  watchView,
+  watchWithHealthView,
+} from '../../watches/schema.js';
+import { updateWatchFromRequest } from '../../watches/update.js';
 import {
   deleteWatch,
   listWatches,
@@ -47,10 +65,68 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       [rows.map((r) => r.id)],
     );
     const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
+    const windows = await healthSummaries(
+      deps.db,
+      rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
+    );
     return {
       data: rows.map((w) => ({
-        ...watchView(w),
+        ...watchWithHealthView(w, windows.get(w.id)),
         last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
+      })),
+    };
+  });
+
+  // One watch's page: the watch with its health and the chart's buckets.
+  app.get(
+    '/console/api/watches/:id/health',
+    {
+      schema: {
+        ...hide,
+        params: IdParams,
+        querystring: T.Object(
+          { window: T.Optional(StringEnum(['hour', 'day', 'week'] as const)) },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const window = (request.query.window ?? 'day') as HealthWindowName;
+      return watchHealthAnswer(deps, ctx.accountId, network, request.params.id, window);
+    },
+  );
+
+  // The banner: watches whose deliveries are failing now, and those tronwatch paused.
+  app.get('/console/api/alerts', { schema: hide }, async (request) => {
+    const ctx = requireSession(request);
+    const { rows } = await deps.db.query<{
+      id: string;
+      address: string;
+      label: string | null;
+      alert_state: string | null;
+      alert_since: Date | null;
+      alert_reason: string | null;
+      paused_reason: string | null;
+      auto_paused_at: Date | null;
+    }>(
+      `SELECT id, address, label, alert_state, alert_since, alert_reason, paused_reason,
+              auto_paused_at
+         FROM watches
+        WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL
+          AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
+        ORDER BY coalesce(auto_paused_at, alert_since) DESC, id
+        LIMIT 50`,
+      [ctx.accountId, network],
+    );
+    return {
+      data: rows.map((r) => ({
+        watch_id: r.id,
+        address: r.address,
+        label: r.label,
+        kind: r.paused_reason !== null ? 'auto_paused' : 'failing',
+        since: (r.auto_paused_at ?? r.alert_since)?.toISOString() ?? null,
+        reason: r.paused_reason ?? r.alert_reason ?? '',
       })),
     };
   });
@@ -180,6 +256,70 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         },
       });
       return outcome;
+    },
+  );
+
+  app.post(
+    '/console/api/watches/:id/rotate-secret',
+    {
+      schema: { ...hide, params: IdParams, body: RotateSecretSchema },
+      preValidation: async (request) => {
+        request.body ??= {};
+        preventCoercion(RotateSecretSchema, request.body);
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+      const grace = request.body.grace_period_seconds;
+      const r = await rotateWatchSecret(
+        deps.db,
+        deps.secrets,
+        ctx.accountId,
+        network,
+        id,
+        ...(grace !== undefined ? [grace] : []),
+      );
+      if (!r) throw new ApiError(404, 'watch not found');
+      // Never log the answer: it holds the secret.
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch secret rotated');
+      return secretRotatedView(r.watch, r.secret);
+    },
+  );
+
+  app.post(
+    '/console/api/watches/:id/previous-secret/expire',
+    { schema: { ...hide, params: IdParams } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await expirePreviousSecret(deps.db, ctx.accountId, network, id)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'previous secret expired');
+      return watchView(watch);
+    },
+  );
+
+  app.patch(
+    '/console/api/watches/:id',
+    {
+      schema: { ...hide, params: IdParams, body: UpdateWatchSchema },
+      preValidation: async (request) => {
+        preventCoercion(UpdateWatchSchema, request.body);
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const watch = isId(id, 'wh')
+        ? await updateWatchFromRequest(deps, ctx.accountId, network, id, request.body)
+        : undefined;
+      if (!watch) throw new ApiError(404, 'watch not found');
+      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch updated');
+      return watchView(watch);
     },
   );
 }

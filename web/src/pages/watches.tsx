@@ -25,9 +25,11 @@ import type {
   Direction,
   TestResult,
   Watch,
+  WatchAlert,
   WatchCreated,
   WatchListed,
 } from '../types';
+import { ChannelPill, plainUrlError, rate, urlTooLong } from './watch-detail';
 
 type Msg = { tone: 'success' | 'error' | 'info'; text: string } | null;
 
@@ -173,9 +175,10 @@ export function WatchesPage() {
         <table class="table">
           <thead>
             <tr>
-              <th scope="col">Address</th>
+              <th scope="col">Watch</th>
               <th scope="col">Transfers</th>
               <th scope="col">Delivers to</th>
+              <th scope="col">Health</th>
               <th scope="col">Status</th>
               <th scope="col">Last event</th>
               <th scope="col">
@@ -186,9 +189,21 @@ export function WatchesPage() {
           <tbody>
             {list.map((w) => (
               <tr key={w.id}>
-                <td data-label="Address">
+                <td data-label="Watch">
+                  {w.label && (
+                    <div class="watch-label">
+                      <Link href={`${BASE}/watches/${encodeURIComponent(w.id)}`}>{w.label}</Link>
+                    </div>
+                  )}
                   <Mono value={w.address} keep={8} label={`Copy address ${w.address}`} />
                   <div class="sub">
+                    <Link
+                      href={`${BASE}/watches/${encodeURIComponent(w.id)}`}
+                      aria-label={`Open watch ${w.label ?? w.address}`}
+                    >
+                      Open
+                    </Link>{' '}
+                    ·{' '}
                     <span class="mono" title={w.id}>
                       {middle(w.id, 8)}
                     </span>{' '}
@@ -199,6 +214,7 @@ export function WatchesPage() {
                   {w.asset_filter} · {w.direction}
                 </td>
                 <td data-label="Delivers to">
+                  <ChannelPill channel={w.channel} />{' '}
                   {w.channel === 'telegram' ? (
                     <span>Telegram chat</span>
                   ) : (
@@ -207,8 +223,14 @@ export function WatchesPage() {
                     </span>
                   )}
                 </td>
+                <td data-label="Health">
+                  <HealthCell w={w} />
+                </td>
                 <td data-label="Status">
                   <StatusPill status={w.status} />
+                  {w.paused_reason && (
+                    <div class="sub">paused by tronwatch: deliveries failing</div>
+                  )}
                 </td>
                 <td data-label="Last event">
                   {w.last_event_at ? (
@@ -275,6 +297,54 @@ export function WatchesPage() {
   );
 }
 
+/** The list's health cell: the day's success rate, the alert, or nothing to say. */
+function HealthCell({ w }: { w: WatchListed }) {
+  const h = w.health;
+  if (!h) return <span class="muted">n/a (chat)</span>;
+  if (h.alert) {
+    return (
+      <span>
+        <Pill tone="red">Failing</Pill>
+        <span class="sub"> {h.consecutive_failures} failed in a row</span>
+      </span>
+    );
+  }
+  if (h.day.attempts === 0) return <span class="muted">no attempts today</span>;
+  const r = h.day.success_rate ?? 0;
+  return (
+    <span>
+      <Pill tone={r >= 0.99 ? 'green' : r >= 0.9 ? 'amber' : 'red'}>
+        {rate(h.day.success_rate)}
+      </Pill>
+      <span class="sub"> 24 h · p95 {h.day.p95_ms === null ? '—' : durationMs(h.day.p95_ms)}</span>
+    </span>
+  );
+}
+
+/**
+ * The console-wide banner (issue 19 item 2): watches whose deliveries are failing now, and those
+ * tronwatch paused, each linked to its page. Reloaded on every route change.
+ */
+export function AlertBanner({ path }: { path: string }) {
+  const alerts = useLoad(() => get<{ data: WatchAlert[] }>('/alerts').then((r) => r.data), [path]);
+  const list = alerts.data ?? [];
+  if (list.length === 0) return null;
+  return (
+    <section class="alert-banner" aria-label="Delivery alerts">
+      {list.slice(0, 3).map((a) => (
+        <Notice key={a.watch_id} tone={a.kind === 'auto_paused' ? 'error' : 'warning'}>
+          <strong>{a.kind === 'auto_paused' ? 'Watch paused: ' : 'Deliveries failing: '}</strong>
+          <Link href={`${BASE}/watches/${encodeURIComponent(a.watch_id)}`}>
+            {a.label ?? middle(a.address, 8)}
+          </Link>{' '}
+          — {a.reason}
+        </Notice>
+      ))}
+      {list.length > 3 && <p class="muted">and {list.length - 3} more on the Watches page.</p>}
+    </section>
+  );
+}
+
 function CreatedWatch({ w, onDone }: { w: WatchCreated; onDone: () => void }) {
   if (!w.secret) {
     return (
@@ -318,20 +388,37 @@ function CreateWatchForm({
   );
   const chatBound = Boolean(chat.data);
   const [url, setUrl] = useState('');
+  const [label, setLabel] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
   const [generic, setGeneric] = useState<string | null>(null);
+  const [duplicateOf, setDuplicateOf] = useState<string | null>(null);
+  const [local, setLocal] = useState<{ address?: string; webhook_url?: string }>({});
 
   const submit = async (e: Event) => {
     e.preventDefault();
-    setBusy(true);
     setError(null);
     setGeneric(null);
+    setDuplicateOf(null);
+    // The console's own messages, in plain words, before asking the server.
+    const problems = localProblems(address.trim(), target === 'webhook' ? url.trim() : null);
+    setLocal(problems);
+    if (problems.address || problems.webhook_url) {
+      setGeneric('Check the highlighted fields.');
+      return;
+    }
+    setBusy(true);
     try {
+      const common = {
+        address: address.trim(),
+        asset_filter: asset,
+        direction,
+        ...(label.trim() !== '' ? { label: label.trim() } : {}),
+      };
       const body =
         target === 'webhook'
-          ? { address: address.trim(), asset_filter: asset, direction, webhook_url: url.trim() }
-          : { address: address.trim(), asset_filter: asset, direction, telegram: true };
+          ? { ...common, webhook_url: url.trim() }
+          : { ...common, telegram: true };
       onCreated(await post<WatchCreated>('/watches', body));
     } catch (err) {
       if (err instanceof ApiError) {
@@ -345,6 +432,7 @@ function CreateWatchForm({
           );
         } else if (err.status === 409) {
           setGeneric('You already watch this address with the same assets, direction and channel.');
+          setDuplicateOf(err.body.watch_id ?? null);
         } else if (err.code === 'telegram_not_bound') {
           setGeneric('No Telegram chat is connected yet: connect one on the Account page first.');
         } else if (err.status === 503) {
@@ -365,15 +453,30 @@ function CreateWatchForm({
   };
 
   return (
-    <form class="card form-card" onSubmit={submit} aria-labelledby="new-watch-title">
+    <form class="card form-card" onSubmit={submit} noValidate aria-labelledby="new-watch-title">
       <h2 id="new-watch-title" class="card-title">
         New watch
       </h2>
-      <div aria-live="polite">{generic && <Notice tone="error">{generic}</Notice>}</div>
+      <div aria-live="polite">
+        {generic && (
+          <Notice tone="error">
+            {generic}
+            {duplicateOf && (
+              <>
+                {' '}
+                <Link href={`${BASE}/watches/${encodeURIComponent(duplicateOf)}`}>
+                  Open the existing watch
+                </Link>
+                .
+              </>
+            )}
+          </Notice>
+        )}
+      </div>
       <Field
         label="TRON address"
         hint="Base58 (starts with T) or hex starting with 41. Transfers before the watch exists are not matched."
-        error={error?.fieldError('address')}
+        error={local.address ?? plainAddressError(error?.fieldError('address'))}
       >
         {({ id, describedBy }) => (
           <input
@@ -383,7 +486,7 @@ function CreateWatchForm({
             spellcheck={false}
             autoComplete="off"
             aria-describedby={describedBy}
-            aria-invalid={error?.fieldError('address') ? true : undefined}
+            aria-invalid={local.address || error?.fieldError('address') ? true : undefined}
             value={address}
             onInput={(e) => setAddress(e.currentTarget.value)}
           />
@@ -464,24 +567,40 @@ function CreateWatchForm({
       {target === 'webhook' && (
         <Field
           label="Webhook URL"
-          hint="A public https endpoint, at most 2048 characters. It must answer 2xx within 10 s."
-          error={error?.fieldError('webhook_url')}
+          hint={`A public https endpoint, at most 2,048 characters${url.length > 1900 ? ` (now ${url.length.toLocaleString('en')})` : ''}. It must answer 2xx within 10 s.`}
+          error={local.webhook_url ?? plainUrlError(error?.fieldError('webhook_url'))}
         >
           {({ id, describedBy }) => (
             <input
               id={id}
               type="url"
               required
-              maxLength={2048}
               placeholder="https://example.com/webhooks/tron"
               aria-describedby={describedBy}
-              aria-invalid={error?.fieldError('webhook_url') ? true : undefined}
+              aria-invalid={
+                local.webhook_url || error?.fieldError('webhook_url') ? true : undefined
+              }
               value={url}
               onInput={(e) => setUrl(e.currentTarget.value)}
             />
           )}
         </Field>
       )}
+      <Field
+        label="Label (optional)"
+        hint="Your name for this watch, shown in every list. At most 100 characters."
+        error={error?.fieldError('label')}
+      >
+        {({ id, describedBy }) => (
+          <input
+            id={id}
+            maxLength={100}
+            aria-describedby={describedBy}
+            value={label}
+            onInput={(e) => setLabel(e.currentTarget.value)}
+          />
+        )}
+      </Field>
       <div class="form-actions">
         <button type="submit" class="btn btn-primary" disabled={busy}>
           {busy ? 'Creating…' : 'Create watch'}
@@ -492,6 +611,34 @@ function CreateWatchForm({
       </div>
     </form>
   );
+}
+
+/** A TRON address in base58 (T + 33 characters) or hex (41 + 40 hex digits), by its form only. */
+const ADDRESS_FORM = /^(T[1-9A-HJ-NP-Za-km-z]{33}|41[0-9a-fA-F]{40})$/;
+
+/** The create form's own checks, in plain words (the server checks again, fully). */
+export function localProblems(
+  address: string,
+  url: string | null,
+): { address?: string; webhook_url?: string } {
+  const out: { address?: string; webhook_url?: string } = {};
+  if (address === '') out.address = 'Enter the TRON address to watch.';
+  else if (!ADDRESS_FORM.test(address)) {
+    out.address =
+      'A TRON address has 34 characters and starts with T (or 42 hex digits starting with 41).';
+  }
+  if (url !== null) {
+    if (url === '') out.webhook_url = 'Enter the URL tronwatch should POST each transfer to.';
+    else if (url.length > 2048) out.webhook_url = urlTooLong(url.length);
+    else if (!/^https:\/\//i.test(url)) out.webhook_url = 'The URL must start with https://.';
+  }
+  return out;
+}
+
+/** The server's address refusal in plain words. */
+function plainAddressError(message: string | undefined): string | undefined {
+  if (!message) return undefined;
+  return `A TRON address has 34 characters and starts with T (or 42 hex digits starting with 41): ${message}.`;
 }
 
 function TestOutcome({

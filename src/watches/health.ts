@@ -1,0 +1,317 @@
+/**
+ * Endpoint health, alerts and the automatic pause of webhook watches (issue 19 items 1 and 2).
+ *
+ * Health is read from the `attempts` rows of a watch (migration 042: each carries its watch_id,
+ * indexed with started_at). Throttled rows (a Bot API 429, not an attempt) are left out; a lost
+ * attempt (its worker died) counts as failed. An attempt succeeded when it has no error (a 2xx).
+ *
+ * - {@link healthSummaries}: per watch, for the last hour, day and week: attempts, successes,
+ *   success rate, p50 and p95 of the attempt's duration (ms, start to the answer's status or the
+ *   failure), plus the streak kept on the watch row (last success, consecutive failures).
+ * - {@link healthSeries}: one watch's attempts in time buckets, for the console's chart.
+ * - {@link refreshWatchHealth}: run by the delivery worker after each recorded batch for the
+ *   watches it moved. Under the watch's row lock, it recomputes the streak from the attempts
+ *   (idempotent: two workers recomputing the same watch get the same answer) and moves the alert:
+ *     - opens it (alert_state 'failing') when the streak reaches `failures` consecutive failed
+ *       attempts, or a delivery of the watch went DEAD; an e-mail alert is queued in the
+ *       `watch_alerts` outbox unless one was queued for this watch in the last `windowHours`;
+ *     - closes it on the first success, queuing one recovery e-mail when the failure was e-mailed;
+ *     - pauses an ACTIVE watch whose attempts have all failed for `autoPauseDays` (counted from the
+ *       first failure after the last success, or from its last resume), with the reason kept
+ *       (`paused_reason`, `auto_paused_at`) and an e-mail queued. 0 days: never.
+ *   The e-mails themselves are sent by src/watches/alert-mail.ts from the outbox.
+ */
+import { newId } from '../common/ids.js';
+import type { Db, Queryable } from '../db/pool.js';
+
+/** What the alerts need from config (config.alerts). */
+export interface AlertPolicy {
+  /** Consecutive failed attempts that open the alert (WATCH_ALERT_FAILURES). */
+  failures: number;
+  /** At most one failure e-mail per watch within this many hours (WATCH_ALERT_WINDOW_HOURS). */
+  windowHours: number;
+  /** Pause after this many days of failures only; 0 = never (WATCH_AUTO_PAUSE_DAYS). */
+  autoPauseDays: number;
+}
+
+/** The defaults of config.alerts (src/config.ts). */
+export const DEFAULT_ALERT_POLICY: AlertPolicy = { failures: 5, windowHours: 24, autoPauseDays: 5 };
+
+/** One window of a watch's health. */
+export interface HealthWindow {
+  attempts: number;
+  succeeded: number;
+  /** succeeded / attempts, 0..1; null without attempts. */
+  success_rate: number | null;
+  /** Median attempt duration, ms; null without attempts. */
+  p50_ms: number | null;
+  /** 95th percentile of the attempt duration, ms; null without attempts. */
+  p95_ms: number | null;
+}
+
+/** The windows of {@link healthSummaries}, with their spans. */
+export const HEALTH_WINDOWS = { hour: '1 hour', day: '1 day', week: '7 days' } as const;
+export type HealthWindowName = keyof typeof HEALTH_WINDOWS;
+
+const EMPTY: HealthWindow = {
+  attempts: 0,
+  succeeded: 0,
+  success_rate: null,
+  p50_ms: null,
+  p95_ms: null,
+};
+
+interface WindowRow {
+  watch_id: string;
+  span: HealthWindowName;
+  attempts: number;
+  succeeded: number;
+  p50: number | null;
+  p95: number | null;
+}
+
+/**
+ * The hour, day and week windows of each of `watchIds` (one statement; three index ranges per
+ * watch on attempts_watch_started).
+ * @returns watch id → windows (every id present; empty windows for a watch without attempts).
+ */
+export async function healthSummaries(
+  db: Queryable,
+  watchIds: readonly string[],
+): Promise<Map<string, Record<HealthWindowName, HealthWindow>>> {
+  const out = new Map<string, Record<HealthWindowName, HealthWindow>>();
+  for (const id of watchIds) out.set(id, { hour: EMPTY, day: EMPTY, week: EMPTY });
+  if (watchIds.length === 0) return out;
+  const { rows } = await db.query<WindowRow>(
+    `SELECT x.id AS watch_id, s.span, count(a.*)::int AS attempts,
+            (count(a.*) FILTER (WHERE a.error IS NULL))::int AS succeeded,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
+            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
+       FROM unnest($1::text[]) AS x(id)
+      CROSS JOIN (VALUES ('hour', interval '1 hour'), ('day', interval '1 day'),
+                         ('week', interval '7 days')) AS s(span, len)
+       JOIN attempts a ON a.watch_id = x.id AND a.started_at > now() - s.len AND NOT a.throttled
+      GROUP BY x.id, s.span`,
+    [watchIds],
+  );
+  for (const r of rows) {
+    const w = out.get(r.watch_id);
+    if (!w) continue;
+    w[r.span] = windowOf(r.attempts, r.succeeded, r.p50, r.p95);
+  }
+  return out;
+}
+
+function windowOf(
+  attempts: number,
+  succeeded: number,
+  p50: number | null,
+  p95: number | null,
+): HealthWindow {
+  return {
+    attempts,
+    succeeded,
+    success_rate: attempts > 0 ? succeeded / attempts : null,
+    p50_ms: p50 === null ? null : Math.round(Number(p50)),
+    p95_ms: p95 === null ? null : Math.round(Number(p95)),
+  };
+}
+
+/** One bucket of {@link healthSeries}. */
+export interface HealthBucket extends HealthWindow {
+  /** Start of the bucket, ISO 8601. */
+  start: string;
+}
+
+/** Bucket width per window, seconds: 5 min over an hour, 1 h over a day, 6 h over a week. */
+export const BUCKET_SECONDS: Record<HealthWindowName, number> = {
+  hour: 5 * 60,
+  day: 60 * 60,
+  week: 6 * 60 * 60,
+};
+
+/**
+ * One watch's attempts over `window`, in buckets of {@link BUCKET_SECONDS} aligned to the epoch,
+ * oldest first, every bucket present (empty ones with 0 attempts).
+ */
+export async function healthSeries(
+  db: Queryable,
+  watchId: string,
+  window: HealthWindowName,
+): Promise<{ bucket_seconds: number; buckets: HealthBucket[] }> {
+  const step = BUCKET_SECONDS[window];
+  const { rows } = await db.query<{
+    start: Date;
+    attempts: number;
+    succeeded: number;
+    p50: number | null;
+    p95: number | null;
+  }>(
+    `WITH b AS (
+       SELECT generate_series(
+                to_timestamp(floor(extract(epoch FROM now() - $2::interval) / $3) * $3),
+                now(), make_interval(secs => $3)) AS start
+     )
+     SELECT b.start, count(a.*)::int AS attempts,
+            (count(a.*) FILTER (WHERE a.error IS NULL))::int AS succeeded,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
+            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
+       FROM b
+       LEFT JOIN attempts a
+         ON a.watch_id = $1 AND NOT a.throttled
+        AND a.started_at >= b.start AND a.started_at < b.start + make_interval(secs => $3)
+      GROUP BY b.start ORDER BY b.start`,
+    [watchId, HEALTH_WINDOWS[window], step],
+  );
+  return {
+    bucket_seconds: step,
+    buckets: rows.map((r) => ({
+      start: new Date(r.start).toISOString(),
+      ...windowOf(r.attempts, r.succeeded, r.p50, r.p95),
+    })),
+  };
+}
+
+/** The alert and pause columns of a watch row. */
+interface HealthState {
+  id: string;
+  account_id: string;
+  status: 'ACTIVE' | 'PAUSED';
+  channel: string;
+  alert_state: 'failing' | null;
+  alert_since: Date | null;
+  alert_mailed_at: Date | null;
+  failures_counted_from: Date | null;
+  deleted: boolean;
+}
+
+/** What {@link refreshWatchHealth} changed (tests, logs). */
+export interface HealthChanges {
+  opened: string[];
+  recovered: string[];
+  paused: string[];
+}
+
+/**
+ * Recompute the streak of each watch in `watchIds` and move its alert and pause (see the file's
+ * comment). Each watch in its own short transaction, its row locked.
+ * @param deadWatchIds those of `watchIds` with a delivery that went DEAD in the batch.
+ * @throws the database error (the worker logs it; the next batch of the watch recomputes).
+ */
+export async function refreshWatchHealth(
+  db: Db,
+  watchIds: readonly string[],
+  deadWatchIds: readonly string[],
+  policy: AlertPolicy,
+): Promise<HealthChanges> {
+  const changes: HealthChanges = { opened: [], recovered: [], paused: [] };
+  const dead = new Set(deadWatchIds);
+  for (const id of new Set(watchIds)) {
+    await db.transaction(async (tx) => {
+      const { rows } = await tx.query<HealthState>(
+        `SELECT id, account_id, status, channel, alert_state, alert_since, alert_mailed_at,
+                failures_counted_from, deleted_at IS NOT NULL AS deleted
+           FROM watches WHERE id = $1 FOR UPDATE`,
+        [id],
+      );
+      const w = rows[0];
+      if (w?.channel !== 'webhook') return;
+      const { rows: s } = await tx.query<{
+        last_ok: Date | null;
+        failures: number;
+        first_failure: Date | null;
+        now: Date;
+      }>(
+        `WITH ok AS (
+           SELECT max(started_at) AS t FROM attempts
+            WHERE watch_id = $1 AND error IS NULL AND NOT throttled
+         )
+         SELECT ok.t AS last_ok, count(a.*)::int AS failures, min(a.started_at) AS first_failure,
+                now() AS now
+           FROM ok LEFT JOIN attempts a
+             ON a.watch_id = $1 AND NOT a.throttled AND a.error IS NOT NULL
+            AND a.started_at > coalesce(ok.t, '-infinity'::timestamptz)
+          GROUP BY ok.t`,
+        [id],
+      );
+      const st = s[0];
+      if (!st) return;
+      const now = new Date(st.now);
+      const failures = st.failures;
+      await tx.query(
+        `UPDATE watches SET last_success_at = $2, consecutive_failures = $3, failing_since = $4
+          WHERE id = $1`,
+        [id, st.last_ok, failures, failures > 0 ? st.first_failure : null],
+      );
+      if (failures === 0 && w.alert_state === 'failing') {
+        const mailed =
+          w.alert_mailed_at !== null &&
+          w.alert_since !== null &&
+          new Date(w.alert_mailed_at).getTime() >= new Date(w.alert_since).getTime();
+        await tx.query(
+          `UPDATE watches SET alert_state = NULL, alert_since = NULL, alert_reason = NULL
+            WHERE id = $1`,
+          [id],
+        );
+        if (mailed) {
+          await queueAlert(tx, w, 'recovered', 'Deliveries succeed again.');
+        }
+        changes.recovered.push(id);
+        return;
+      }
+      if (failures === 0 || w.deleted) return;
+      if (w.alert_state === null && (failures >= policy.failures || dead.has(id))) {
+        const reason = dead.has(id)
+          ? `a delivery failed all its attempts and went DEAD (${failures} failed attempts in a row)`
+          : `${failures} delivery attempts in a row failed`;
+        const windowMs = policy.windowHours * 3_600_000;
+        const mail =
+          w.alert_mailed_at === null ||
+          now.getTime() - new Date(w.alert_mailed_at).getTime() >= windowMs;
+        await tx.query(
+          `UPDATE watches SET alert_state = 'failing', alert_since = $2, alert_reason = $3,
+                  alert_mailed_at = CASE WHEN $4::boolean THEN $2 ELSE alert_mailed_at END
+            WHERE id = $1`,
+          [id, now, reason, mail],
+        );
+        if (mail) await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
+        changes.opened.push(id);
+      }
+      if (policy.autoPauseDays > 0 && w.status === 'ACTIVE' && st.first_failure) {
+        const from = Math.max(
+          new Date(st.first_failure).getTime(),
+          w.failures_counted_from ? new Date(w.failures_counted_from).getTime() : 0,
+        );
+        const days = policy.autoPauseDays;
+        if (now.getTime() - from >= days * 86_400_000) {
+          const reason = `every delivery attempt since ${new Date(from).toISOString()} failed (${failures} attempts over ${days} days or more): paused automatically`;
+          await tx.query(
+            `UPDATE watches SET status = 'PAUSED', paused_reason = $2, auto_paused_at = $3
+              WHERE id = $1`,
+            [id, reason, now],
+          );
+          await queueAlert(
+            tx,
+            w,
+            'auto_paused',
+            `The watch was paused: ${reason}. Fix the endpoint, then resume the watch.`,
+          );
+          changes.paused.push(id);
+        }
+      }
+    });
+  }
+  return changes;
+}
+
+async function queueAlert(
+  tx: Queryable,
+  w: { id: string; account_id: string },
+  kind: 'failing' | 'recovered' | 'auto_paused',
+  message: string,
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO watch_alerts (id, watch_id, account_id, kind, message) VALUES ($1, $2, $3, $4, $5)`,
+    [newId('alr'), w.id, w.account_id, kind, message],
+  );
+}

@@ -1,0 +1,76 @@
+/**
+ * Editing a watch (issue 19 item 4), behind PATCH /v1/watches/{id} and the console's edit form:
+ * its webhook URL (checked exactly as at creation: form, scheme, credentials, length and the
+ * address policy with DNS, src/net/url-policy.ts) and its label. The identity (address, assets,
+ * direction, channel), the secret and the schedule of deliveries already created stay as they
+ * are; a pending delivery goes to the new URL from its next attempt on (the worker reads the URL
+ * with each claim).
+ */
+import { ApiError, type FieldError } from '../common/errors.js';
+import type { Queryable } from '../db/pool.js';
+import { checkWebhookUrl } from '../net/url-policy.js';
+import { normaliseLabel, type WatchDeps } from './create.js';
+import type { UpdateWatchBody } from './schema.js';
+import { WATCH_COLUMNS, type WatchRow } from './watches.js';
+
+/**
+ * Change the account's live watch `id` as `body` says (members left out stay).
+ * @returns the watch after the change, or undefined when there is no such live watch of this
+ *   account (the caller answers 404).
+ * @throws ApiError 400 with `details` (URL refused by the policy, a label with control
+ *   characters, a webhook_url for a Telegram watch, an empty body).
+ */
+export async function updateWatchFromRequest(
+  deps: Pick<WatchDeps, 'db' | 'config' | 'resolver'>,
+  accountId: string,
+  network: string,
+  id: string,
+  body: UpdateWatchBody,
+): Promise<WatchRow | undefined> {
+  const current = await readWatch(deps.db, accountId, network, id);
+  if (!current) return undefined;
+  const problems: FieldError[] = [];
+  const hasUrl = typeof body.webhook_url === 'string';
+  const hasLabel = body.label !== undefined;
+  if (!hasUrl && !hasLabel) {
+    problems.push({ field: 'body', message: 'give webhook_url or label to change' });
+  }
+  if (hasUrl && current.channel !== 'webhook') {
+    problems.push({
+      field: 'webhook_url',
+      message: 'this watch delivers to Telegram: it has no webhook URL',
+    });
+  } else if (hasUrl) {
+    const check = await checkWebhookUrl(body.webhook_url as string, {
+      allowCidrs: deps.config.delivery.allowCidrs,
+      resolver: deps.resolver,
+    });
+    if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
+  }
+  const label = normaliseLabel(body.label, problems);
+  if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
+  const { rows } = await deps.db.query<WatchRow>(
+    `UPDATE watches
+        SET webhook_url = CASE WHEN $4::boolean THEN $5 ELSE webhook_url END,
+            label = CASE WHEN $6::boolean THEN $7 ELSE label END
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+      RETURNING ${WATCH_COLUMNS}`,
+    [id, accountId, network, hasUrl, hasUrl ? body.webhook_url : null, hasLabel, label],
+  );
+  return rows[0];
+}
+
+/** The account's live watch `id`, or undefined. */
+async function readWatch(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<WatchRow | undefined> {
+  const { rows } = await db.query<WatchRow>(
+    `SELECT ${WATCH_COLUMNS} FROM watches
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [id, accountId, network],
+  );
+  return rows[0];
+}
