@@ -110,6 +110,11 @@ function esc(s: unknown): string {
     .replaceAll('"', '&quot;');
 }
 
+/** Description text (CommonMark in the document) as HTML: escaped, `code spans` kept as code. */
+function prose(s: unknown): string {
+  return esc(s).replace(/`([^`]+)`/g, '<code>$1</code>');
+}
+
 type Json = Record<string, unknown>;
 const obj = (x: unknown): Json => (typeof x === 'object' && x !== null ? (x as Json) : {});
 
@@ -131,19 +136,19 @@ export function renderReference(doc: unknown): string {
   const d = obj(doc);
   const info = obj(d.info);
   let html = `<h1>${esc(info.title)} <small>${esc(info.version)}</small></h1>`;
-  html += `<p class="tw-pre">${esc(info.description)}</p><h2>Operations</h2>`;
+  html += `<p class="tw-pre">${prose(info.description)}</p><h2>Operations</h2>`;
   for (const [path, item] of Object.entries(obj(d.paths))) {
     for (const [method, opRaw] of Object.entries(obj(item))) {
       const op = obj(opRaw);
       const id = `op-${method}-${path.replace(/[^A-Za-z0-9]+/g, '-')}`;
       html += `<section class="tw-op" id="${esc(id)}"><h3><span class="tw-method tw-${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code></h3>`;
       if (op.summary) html += `<p><strong>${esc(op.summary)}</strong></p>`;
-      if (op.description) html += `<p class="tw-pre">${esc(op.description)}</p>`;
+      if (op.description) html += `<p class="tw-pre">${prose(op.description)}</p>`;
       const params = Array.isArray(op.parameters) ? op.parameters.map(obj) : [];
       if (params.length > 0) {
         html += '<h4>Parameters</h4><ul>';
         for (const p of params) {
-          html += `<li><code>${esc(p.name)}</code> <span class="tw-muted">(${esc(p.in)}${p.required ? ', required' : ''}${schemaWords(p.schema) ? `, ${esc(schemaWords(p.schema))}` : ''})</span> ${esc(p.description)}</li>`;
+          html += `<li><code>${esc(p.name)}</code> <span class="tw-muted">(${esc(p.in)}${p.required ? ', required' : ''}${schemaWords(p.schema) ? `, ${esc(schemaWords(p.schema))}` : ''})</span> ${prose(p.description)}</li>`;
         }
         html += '</ul>';
       }
@@ -153,7 +158,7 @@ export function renderReference(doc: unknown): string {
       html += '<h4>Responses</h4><ul>';
       for (const [status, r] of Object.entries(obj(op.responses))) {
         const schema = obj(obj(obj(r).content)['application/json']).schema;
-        html += `<li><code>${esc(status)}</code> ${esc(obj(r).description)}${schema !== undefined ? ` <span class="tw-muted">(${esc(schemaWords(schema))})</span>` : ''}</li>`;
+        html += `<li><code>${esc(status)}</code> ${prose(obj(r).description)}${schema !== undefined ? ` <span class="tw-muted">(${esc(schemaWords(schema))})</span>` : ''}</li>`;
       }
       html += '</ul></section>';
     }
@@ -163,12 +168,12 @@ export function renderReference(doc: unknown): string {
     const s = obj(sRaw);
     const required = new Set(Array.isArray(s.required) ? s.required.map(String) : []);
     html += `<section class="tw-op" id="schema-${esc(name)}"><h3><code>${esc(name)}</code></h3>`;
-    if (s.description) html += `<p class="tw-pre">${esc(s.description)}</p>`;
+    if (s.description) html += `<p class="tw-pre">${prose(s.description)}</p>`;
     const props = Object.entries(obj(s.properties));
     if (props.length > 0) {
       html += '<ul>';
       for (const [k, v] of props) {
-        html += `<li><code>${esc(k)}</code> <span class="tw-muted">(${esc(schemaWords(v))}${required.has(k) ? ', required' : ''})</span> ${esc(obj(v).description)}</li>`;
+        html += `<li><code>${esc(k)}</code> <span class="tw-muted">(${esc(schemaWords(v))}${required.has(k) ? ', required' : ''})</span> ${prose(obj(v).description)}</li>`;
       }
       html += '</ul>';
     }
@@ -221,6 +226,7 @@ const DOCS_CSS = `body { margin: 0; font-family: system-ui, -apple-system, "Sego
   align-items: center; padding: 12px 20px; background: #0f172a; color: #e2e8f0; font-size: 14px; }
 .tw-docs-bar a { color: #93c5fd; }
 .tw-docs-bar a:focus-visible { outline: 2px solid #93c5fd; outline-offset: 2px; }
+h1 { font-size: 1.6rem; line-height: 1.25; } h2 { font-size: 1.3rem; }
 main { max-width: 980px; margin: 0 auto; padding: 8px 20px 40px; overflow-wrap: anywhere; }
 #swagger-ui { max-width: none; }
 .tw-explorer-bar { display: flex; flex-wrap: wrap; gap: 8px 14px; align-items: center; margin: 14px 0;
