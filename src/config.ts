@@ -185,6 +185,20 @@ export const EnvSchema = T.Object({
         'Origin where users reach this deployment (https://tronwatch.example.com): invitation links. Unset: http://localhost:PORT.',
     }),
   ),
+  SMTP_URL: T.Optional(
+    T.String({
+      pattern: '^\\s*smtps?://',
+      description:
+        'SMTP server for the console\'s e-mails (invitations, password resets): smtp://user:pass@host:587 (STARTTLS when offered) or smtps://…:465. Unset: e-mail is off, links are shown to an admin or printed by the CLI.',
+    }),
+  ),
+  MAIL_FROM: T.Optional(
+    T.String({
+      minLength: 3,
+      description:
+        'Sender of those e-mails, `Name <address>` or an address. Unset: tronwatch <no-reply@HOST of PUBLIC_URL>.',
+    }),
+  ),
   TELEGRAM_BOT_TOKEN: T.Optional(
     T.String({
       minLength: 1,
@@ -334,6 +348,10 @@ export const ConfigSchema = Group({
     signup: V.CONSOLE_SIGNUP,
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
+  }),
+  mail: Group({
+    smtpUrl: Unset(V.SMTP_URL),
+    from: T.String({ description: 'MAIL_FROM, or tronwatch <no-reply@HOST of PUBLIC_URL>.' }),
   }),
   logLevel: V.LOG_LEVEL,
 });
@@ -592,6 +610,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       signup: e.CONSOLE_SIGNUP,
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
+    },
+    mail: {
+      smtpUrl: e.SMTP_URL?.trim(),
+      from:
+        e.MAIL_FROM?.trim() ??
+        `tronwatch <no-reply@${new URL(e.PUBLIC_URL ?? 'http://localhost').hostname}>`,
     },
     logLevel: e.LOG_LEVEL,
   };

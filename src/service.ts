@@ -20,6 +20,7 @@ import {
   SecretBox,
 } from './common/secrets.js';
 import { Shutdown } from './common/shutdown.js';
+import { createMailer, type Mailer } from './mail/mailer.js';
 import type { Config } from './config.js';
 import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
@@ -55,6 +56,8 @@ export interface Service {
   telegram: BotConnection | undefined;
   /** The chat delivery worker (worker role with a bot), once the bot is ready. */
   readonly chatWorker: ChatDeliveryWorker | undefined;
+  /** The outgoing mailer when SMTP_URL is set (src/mail/mailer.ts); undefined: e-mail is off. */
+  mailer: Mailer | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -116,8 +119,13 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let worker: DeliveryWorker | undefined;
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
+  let mailer: Mailer | undefined;
   try {
     const secrets = secretBox(cfg, logger);
+    // Closed late (registered early): messages queued by the last requests still go out.
+    mailer = createMailer(cfg.mail, logger);
+    const outgoing = mailer;
+    if (outgoing) shutdown.add('mailer', () => outgoing.close());
     // One registry per process, fed by every role it runs; the metrics listener serves it.
     const metrics = new Metrics({ db, logger, processMetrics: true });
     if (cfg.delivery.caFile && !fs.existsSync(cfg.delivery.caFile)) {
@@ -144,6 +152,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         metrics,
         telegram,
         shutdown,
+        mailer,
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
       }));
@@ -221,6 +230,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     ingester,
     worker,
     telegram,
+    mailer,
     get chatWorker() {
       return chatWorker;
     },
@@ -244,6 +254,7 @@ async function startApi(
     secrets: SecretBox;
     metrics: Metrics;
     telegram: BotConnection | undefined;
+    mailer: Mailer | undefined;
     shutdown: Shutdown;
     started: () => boolean;
     refreshHead: () => Promise<void>;
@@ -262,6 +273,7 @@ async function startApi(
     started: o.started,
     refreshHead: o.refreshHead,
     ...(o.telegram ? { telegram: o.telegram } : {}),
+    ...(o.mailer ? { mailer: o.mailer } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
   o.shutdown.add('api', () => app.close());

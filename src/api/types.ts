@@ -16,6 +16,7 @@ import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
+import type { Mailer } from '../mail/mailer.js';
 import type { Db } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
@@ -74,4 +75,10 @@ export interface AppDeps {
    * migrated database, as in tests).
    */
   started?: () => boolean;
+  /**
+   * The outgoing mailer when SMTP_URL is set (src/mail/mailer.ts). Absent: e-mail is off; the
+   * console shows invitation links to the admin who made them, and password reset by e-mail
+   * answers 503 email_unavailable.
+   */
+  mailer?: Mailer;
 }

@@ -10,6 +10,7 @@ import { registerConsoleGuard } from './guard.js';
 import { accountRoutes } from './routes/account.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
+import { memberRoutes } from './routes/members.js';
 import { overviewRoutes } from './routes/overview.js';
 import { telegramRoutes } from './routes/telegram.js';
 import { consoleWatchRoutes } from './routes/watches.js';
@@ -24,6 +25,7 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   });
   accountRoutes(app, deps);
   keyRoutes(app, deps);
+  memberRoutes(app, deps);
   consoleWatchRoutes(app, deps);
   consoleEventRoutes(app, deps);
   overviewRoutes(app, deps);

@@ -27,28 +27,33 @@ const hide = { hide: true } as const;
 export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   const network = deps.config.network;
 
-  app.get('/console/api/watches', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const rows = await listWatches(deps.db, ctx.accountId, network);
-    // The newest event of each watch: one index probe per watch (events_watch_created).
-    const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
-      `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
+  app.get(
+    '/console/api/watches',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const rows = await listWatches(deps.db, ctx.accountId, network);
+      // The newest event of each watch: one index probe per watch (events_watch_created).
+      const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
+        `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
                       ORDER BY e.created_at DESC LIMIT 1) AS last_event_at
          FROM unnest($1::text[]) AS w(id)`,
-      [rows.map((r) => r.id)],
-    );
-    const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
-    return {
-      data: rows.map((w) => ({
-        ...watchView(w),
-        last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
-      })),
-    };
-  });
+        [rows.map((r) => r.id)],
+      );
+      const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
+      return {
+        data: rows.map((w) => ({
+          ...watchView(w),
+          last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
+        })),
+      };
+    },
+  );
 
   app.post(
     '/console/api/watches',
     {
+      config: { consoleRole: 'developer' },
       schema: { ...hide, body: CreateWatchSchema },
       preValidation: async (request) => {
         preventCoercion(CreateWatchSchema, request.body);
@@ -65,7 +70,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
 
   app.delete(
     '/console/api/watches/:id',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const { id } = request.params;
@@ -79,7 +84,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   for (const action of ['pause', 'resume'] as const) {
     app.post(
       `/console/api/watches/:id/${action}`,
-      { schema: { ...hide, params: IdParams } },
+      { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
       async (request) => {
         const ctx = requireSession(request);
         const { id } = request.params;
@@ -104,7 +109,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
 
   app.post(
     '/console/api/watches/:id/test',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
