@@ -7,7 +7,11 @@
  * are written here after the console routes' answers (src/console/routes/*), which have no
  * schema of their own yet.
  */
-import type { Me as ServerMe } from '../../src/console/schemas';
+import type {
+  InviteResult as ServerInviteResult,
+  Me as ServerMe,
+  Member as ServerMember,
+} from '../../src/console/schemas';
 import type {
   DeliveryState,
   Event as ServerEvent,
@@ -25,9 +29,14 @@ export interface Config {
   signup: 'open' | 'closed';
   network: string;
   telegram: boolean;
+  /** E-mail is on (SMTP_URL): invitations and password resets go by e-mail. */
+  email: boolean;
 }
 
 export type Me = ServerMe;
+export type Role = Me['user']['role'];
+export type Member = ServerMember;
+export type InviteResult = ServerInviteResult;
 
 export interface Session {
   id: string;
