@@ -294,7 +294,7 @@ export function MembersPage() {
           </tbody>
         </table>
       )}
-      <p class="muted">
+      <p class="muted roles-note">
         Roles: <strong>owner</strong> {ROLE_TEXT.owner}; <strong>admin</strong> {ROLE_TEXT.admin};{' '}
         <strong>developer</strong> {ROLE_TEXT.developer}; <strong>viewer</strong> {ROLE_TEXT.viewer}
         . The last owner cannot leave or be demoted.
