@@ -189,7 +189,7 @@ export const EnvSchema = T.Object({
     T.String({
       pattern: '^\\s*smtps?://',
       description:
-        'SMTP server for the console\'s e-mails (invitations, password resets): smtp://user:pass@host:587 (STARTTLS when offered) or smtps://…:465. Unset: e-mail is off, links are shown to an admin or printed by the CLI.',
+        "SMTP server for the console's e-mails (invitations, password resets): smtp://user:pass@host:587 (STARTTLS when offered) or smtps://…:465. Unset: e-mail is off, links are shown to an admin or printed by the CLI.",
     }),
   ),
   MAIL_FROM: T.Optional(

@@ -20,7 +20,6 @@ import {
   SecretBox,
 } from './common/secrets.js';
 import { Shutdown } from './common/shutdown.js';
-import { createMailer, type Mailer } from './mail/mailer.js';
 import type { Config } from './config.js';
 import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
@@ -29,6 +28,7 @@ import { DeliveryWorker } from './delivery/worker.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
+import { createMailer, type Mailer } from './mail/mailer.js';
 import { closeRedis, createRedis } from './redis/client.js';
 import { RedisPacer } from './redis/pacing.js';
 import { openRateLimits } from './redis/rate-limit.js';
