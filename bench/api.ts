@@ -18,6 +18,7 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
+import { ensureOwnerUser } from '../src/accounts/users.js';
 import { openSession } from '../src/console/sessions.js';
 import { migrate } from '../src/db/migrate.js';
 import { hexToBase58 } from '../src/tron/address.js';
@@ -194,7 +195,8 @@ export async function benchApi(
 
     // The console's pages, server side, on the same 1,000,000 events: its events page (the same
     // page writer, behind a session cookie) and an event's page with six attempts.
-    const session = await openSession(t.db, { accountId: acc.id, ttlSeconds: 3_600 });
+    const owner = await ensureOwnerUser(t.db, acc.id);
+    const session = await openSession(t.db, { userId: owner.id, ttlSeconds: 3_600 });
     const cookie = { cookie: `tw_session=${session.token}` };
     const { rows: one } = await t.db.query<{ id: string }>(
       "SELECT id FROM notifications WHERE event_id = 'evt_' || substr(md5('e' || 500000), 1, 26)",

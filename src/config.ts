@@ -248,6 +248,20 @@ export const EnvSchema = T.Object({
         'Origin where users reach this deployment (https://tronwatch.example.com): invitation links. Unset: http://localhost:PORT.',
     }),
   ),
+  SMTP_URL: T.Optional(
+    T.String({
+      pattern: '^\\s*smtps?://',
+      description:
+        "SMTP server for the console's e-mails (invitations, password resets): smtp://user:pass@host:587 (STARTTLS when offered) or smtps://…:465. Unset: e-mail is off, links are shown to an admin or printed by the CLI.",
+    }),
+  ),
+  MAIL_FROM: T.Optional(
+    T.String({
+      minLength: 3,
+      description:
+        'Sender of those e-mails, `Name <address>` or an address. Unset: tronwatch <no-reply@HOST of PUBLIC_URL>.',
+    }),
+  ),
   TELEGRAM_BOT_TOKEN: T.Optional(
     T.String({
       minLength: 1,
@@ -411,6 +425,10 @@ export const ConfigSchema = Group({
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
   audit: Group({ retentionDays: V.AUDIT_RETENTION_DAYS }),
+  mail: Group({
+    smtpUrl: Unset(V.SMTP_URL),
+    from: T.String({ description: 'MAIL_FROM, or tronwatch <no-reply@HOST of PUBLIC_URL>.' }),
+  }),
   logLevel: V.LOG_LEVEL,
 });
 
@@ -682,6 +700,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
     audit: { retentionDays: e.AUDIT_RETENTION_DAYS },
+    mail: {
+      smtpUrl: e.SMTP_URL?.trim(),
+      from:
+        e.MAIL_FROM?.trim() ??
+        `tronwatch <no-reply@${new URL(e.PUBLIC_URL ?? 'http://localhost').hostname}>`,
+    },
     logLevel: e.LOG_LEVEL,
   };
 }

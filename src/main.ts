@@ -430,13 +430,20 @@ accounts
 accounts
   .command('invite')
   .description(
-    'print a one-time link that sets the console password of an account (created when missing)',
+    'print a one-time link that sets the console password of a user: the account owner (account created when missing), or with --account a new member',
   )
   .requiredOption('--email <email>', 'e-mail address')
   .option('--plan <plan>', 'plan of a new account: free | starter | pro | scale | business', 'free')
-  .action((o: { email: string; plan: string }) =>
+  .option('--account <idOrEmail>', 'add the user as a member of this account (id or e-mail)')
+  .option('--role <role>', 'the member role: owner | admin | developer | viewer', 'viewer')
+  .action((o: { email: string; plan: string; account?: string; role: string }) =>
     withDb((db) =>
-      accountsInvite(db, { email: o.email, plan: o.plan, publicUrl: config().console.publicUrl }),
+      accountsInvite(db, {
+        email: o.email,
+        plan: o.plan,
+        ...(o.account !== undefined ? { account: o.account, role: o.role } : {}),
+        publicUrl: config().console.publicUrl,
+      }),
     ),
   );
 

@@ -28,6 +28,7 @@ import { DeliveryWorker } from './delivery/worker.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
+import { createMailer, type Mailer } from './mail/mailer.js';
 import { closeRedis, createRedis } from './redis/client.js';
 import { RedisPacer } from './redis/pacing.js';
 import { openRateLimits } from './redis/rate-limit.js';
@@ -58,6 +59,8 @@ export interface Service {
   readonly chatWorker: ChatDeliveryWorker | undefined;
   /** The pruning job (worker role; one pass per interval across the deployment, by lease). */
   pruner: Pruner | undefined;
+  /** The outgoing mailer when SMTP_URL is set (src/mail/mailer.ts); undefined: e-mail is off. */
+  mailer: Mailer | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -120,8 +123,13 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
   let pruner: Pruner | undefined;
+  let mailer: Mailer | undefined;
   try {
     const secrets = secretBox(cfg, logger);
+    // Closed late (registered early): messages queued by the last requests still go out.
+    mailer = createMailer(cfg.mail, logger);
+    const outgoing = mailer;
+    if (outgoing) shutdown.add('mailer', () => outgoing.close());
     // One registry per process, fed by every role it runs; the metrics listener serves it.
     const metrics = new Metrics({ db, logger, processMetrics: true });
     if (cfg.delivery.caFile && !fs.existsSync(cfg.delivery.caFile)) {
@@ -149,6 +157,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         metrics,
         telegram,
         shutdown,
+        mailer,
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
         chain: () => chain,
@@ -239,6 +248,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     ingester,
     worker,
     telegram,
+    mailer,
     get chatWorker() {
       return chatWorker;
     },
@@ -263,6 +273,7 @@ async function startApi(
     secrets: SecretBox;
     metrics: Metrics;
     telegram: BotConnection | undefined;
+    mailer: Mailer | undefined;
     shutdown: Shutdown;
     started: () => boolean;
     refreshHead: () => Promise<void>;
@@ -283,6 +294,7 @@ async function startApi(
     refreshHead: o.refreshHead,
     chain: o.chain,
     ...(o.telegram ? { telegram: o.telegram } : {}),
+    ...(o.mailer ? { mailer: o.mailer } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
   o.shutdown.add('api', () => app.close());

@@ -6,7 +6,7 @@
  *   tronwatch keys create --account EMAIL_OR_ID [--name NAME]
  *   tronwatch keys list --account EMAIL_OR_ID
  *   tronwatch keys revoke KEY_ID
- *   tronwatch accounts invite --email E [--plan P]
+ *   tronwatch accounts invite --email E [--plan P] [--account EMAIL_OR_ID --role R]
  *
  * Every refusal is a CliError (or AccountInputError) whose message is fit to print as is.
  * Each change is recorded in the account's audit log (src/audit/audit.ts) as actor system `cli`.
@@ -17,6 +17,14 @@ import type { Queryable } from '../db/pool.js';
 import { type AccountRow, createAccount, findAccount, findAccountByEmail } from './accounts.js';
 import { createInvite, INVITE_TTL_SECONDS } from './credentials.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+import {
+  createUser,
+  ensureOwnerUser,
+  findUserByEmail,
+  isRole,
+  ROLES,
+  type UserRow,
+} from './users.js';
 
 /** Record a CLI change in the account's audit log (no client address: it ran on the host). */
 function audit(db: Queryable, accountId: string, entry: AuditEntry): Promise<void> {
@@ -185,6 +193,8 @@ function printableKey(k: ApiKeyInfo): PrintableKey {
 /** `accounts invite` output: the link works once, within its validity. */
 export interface PrintableInvite {
   account: PrintableAccount;
+  /** The console user the link is for. */
+  user: { id: string; email: string; role: string };
   /** Whether this command created the account. */
   created: boolean;
   /** `<PUBLIC_URL>/console/invite#token=…`: the token is in the fragment, never sent to a server log. */
@@ -194,37 +204,69 @@ export interface PrintableInvite {
 }
 
 /**
- * `tronwatch accounts invite`: a one-time link that sets the console password of the account with
- * this e-mail (created on `plan`, default free, when it does not exist yet). It also serves an
- * account made by `accounts create` (which has no password).
+ * `tronwatch accounts invite`: a one-time link that sets the console password of the user with
+ * this e-mail (issue 18: the same invitation the console's Members page makes).
+ * - Without `account`: the user with this e-mail (a forgotten password, when e-mail is off), or
+ *   the owner user of the account with this e-mail (created on `plan`, default free, when it does
+ *   not exist yet; also an account made by `accounts create`).
+ * - With `account` (id or e-mail) and `role`: a new member of that account.
  * @param args.publicUrl where users reach the console (config.console.publicUrl).
- * @throws AccountInputError (malformed e-mail, unknown plan).
+ * @throws AccountInputError (malformed e-mail, unknown plan), CliError (unknown account or role,
+ *   an e-mail that is already a user of another account).
  */
 export async function accountsInvite(
   db: Queryable,
-  args: { email: string; plan?: string; publicUrl: string },
+  args: { email: string; plan?: string; account?: string; role?: string; publicUrl: string },
 ): Promise<PrintableInvite> {
-  const existing = await findAccountByEmail(db, args.email);
-  const acc =
-    existing ?? (await createAccount(db, { email: args.email, plan: args.plan ?? 'free' }));
-  if (existing === undefined) {
+  let acc: AccountRow;
+  let user: UserRow;
+  let created = false;
+  const existingUser = await findUserByEmail(db, args.email);
+  if (args.account !== undefined) {
+    acc = await requireAccount(db, args.account);
+    const role = (args.role ?? 'viewer').trim().toLowerCase();
+    if (!isRole(role)) throw new CliError(`--role must be one of ${ROLES.join(', ')}`);
+    if (existingUser) {
+      if (existingUser.account_id !== acc.id) {
+        throw new CliError(`${existingUser.email} is already a user of another account`);
+      }
+      user = existingUser;
+    } else {
+      user = await createUser(db, { accountId: acc.id, email: args.email, role });
+    }
+  } else if (existingUser) {
+    user = existingUser;
+    acc = await requireAccount(db, existingUser.account_id);
+  } else {
+    const existing = await findAccountByEmail(db, args.email);
+    acc = existing ?? (await createAccount(db, { email: args.email, plan: args.plan ?? 'free' }));
+    created = existing === undefined;
+    try {
+      user = await ensureOwnerUser(db, acc.id);
+    } catch {
+      throw new CliError(`${acc.email} is already a user of another account`);
+    }
+  }
+  const token = await createInvite(db, user.id);
+  if (created) {
     await audit(db, acc.id, {
       action: 'account.created',
       targetId: acc.id,
       detail: { email: acc.email, plan: acc.plan },
     });
   }
-  const token = await createInvite(db, acc.id);
   // The link is the credential: only its expiry is recorded.
   await audit(db, acc.id, {
     action: 'account.invited',
-    detail: { expires_in_seconds: INVITE_TTL_SECONDS },
+    targetId: user.id,
+    detail: { role: user.role, expires_in_seconds: INVITE_TTL_SECONDS },
   });
   return {
     account: printableAccount(acc),
-    created: existing === undefined,
+    user: { id: user.id, email: user.email, role: user.role },
+    created,
     link: `${args.publicUrl}/console/invite#token=${token}`,
     expires_at: new Date(Date.now() + INVITE_TTL_SECONDS * 1000).toISOString(),
-    note: 'Send this link to the account holder: it sets the console password once, then stops working.',
+    note: 'Send this link to the user: it sets their console password once, then stops working.',
   };
 }

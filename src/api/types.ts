@@ -18,6 +18,7 @@ import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { ChainReader } from '../ingest/explain.js';
+import type { Mailer } from '../mail/mailer.js';
 import type { Resolver } from '../net/dns.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { TelegramAccess } from '../telegram/connection.js';
@@ -81,4 +82,10 @@ export interface AppDeps {
    * undefined while starting: that route answers 503.
    */
   chain?: () => ChainReader | undefined;
+  /**
+   * The outgoing mailer when SMTP_URL is set (src/mail/mailer.ts). Absent: e-mail is off; the
+   * console shows invitation links to the admin who made them, and password reset by e-mail
+   * answers 503 email_unavailable.
+   */
+  mailer?: Mailer;
 }

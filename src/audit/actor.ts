@@ -3,8 +3,8 @@
  * entry's actor, account and client address from a request, so that a change of who can act
  * (users with roles, issue 18 item 3) changes this function and nothing else.
  *
- * - A console request with a session (request.console, src/console/guard.ts): actor 'user'. An
- *   account has one login today, so the user's id is the account id; the session is kept too.
+ * - A console request with a session (request.console, src/console/guard.ts): actor 'user', the
+ *   signed-in member's id (`usr_…`, src/accounts/users.ts); the session is kept too.
  * - A /v1 request (request.auth, src/api/auth.ts): actor 'api_key', the key's id.
  * - A console request without a session yet (sign-up, sign-in, a failed sign-in, an invitation):
  *   the caller says which login it is about (`login`).
@@ -20,6 +20,8 @@ import type { AuditContext } from './audit.js';
 /** The login a sessionless console request is about (sign-up, sign-in, failed sign-in). */
 export interface AuditLogin {
   accountId: string;
+  /** The console user (`usr_…`). */
+  userId: string;
   /** The session the request opened, if it opened one. */
   sessionId?: string | null;
 }
@@ -36,7 +38,7 @@ export function auditContextOf(request: FastifyRequest, login?: AuditLogin): Aud
   if (login) {
     return {
       accountId: login.accountId,
-      actor: { type: 'user', id: login.accountId, sessionId: login.sessionId ?? null },
+      actor: { type: 'user', id: login.userId, sessionId: login.sessionId ?? null },
       clientIp,
     };
   }
@@ -45,7 +47,7 @@ export function auditContextOf(request: FastifyRequest, login?: AuditLogin): Aud
       accountId: request.console.accountId,
       actor: {
         type: 'user',
-        id: request.console.accountId,
+        id: request.console.userId,
         sessionId: request.console.session.id,
       },
       clientIp,

@@ -53,6 +53,10 @@ export const AUDIT_ACTIONS = {
   'account.invite_accepted': 'Accepted an invitation and set the password',
   'account.password_changed': 'Changed the password',
   'account.password_change_failed': 'Password change refused (wrong current password)',
+  'account.password_reset': 'Reset the password from an e-mailed link',
+  'member.invited': 'Invited a member',
+  'member.role_changed': "Changed a member's role",
+  'member.removed': 'Removed a member (or left the account)',
   'session.signed_in': 'Signed in',
   'session.sign_in_failed': 'Failed sign-in (wrong password)',
   'session.signed_out': 'Signed out',
@@ -300,7 +304,7 @@ export async function listAuditLog(
     `SELECT a.id, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
             a.actor_type, a.actor_id, a.session_id, a.action, a.target_id, a.detail, a.client_ip,
             CASE a.actor_type
-              WHEN 'user' THEN (SELECT u.email FROM accounts u WHERE u.id = a.actor_id)
+              WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = a.actor_id)
               WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
                                      FROM api_keys k WHERE k.id = a.actor_id)
               ELSE a.actor_id

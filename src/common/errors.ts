@@ -25,6 +25,11 @@ export const ERROR_CODES = [
   'signup_closed',
   'email_taken',
   'invalid_invite',
+  // Console (issue 18): members and roles, password reset, e-mail.
+  'insufficient_role',
+  'last_owner',
+  'invalid_reset',
+  'email_unavailable',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -48,6 +53,10 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   signup_closed: 403,
   email_taken: 409,
   invalid_invite: 400,
+  insufficient_role: 403,
+  last_owner: 409,
+  invalid_reset: 400,
+  email_unavailable: 503,
 };
 
 /** One field-level problem of an invalid body, query or path (the `details` of a 400). */

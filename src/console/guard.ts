@@ -10,6 +10,11 @@
  *   stored), so a cookie planted by a sibling subdomain does not pass. Otherwise 403
  *   `csrf_mismatch`. Login and sign-up are state-changing too: the page gets a pre-session
  *   `tw_csrf` from GET /console/api/session before it posts them.
+ * - Role (issue 18 item 3): every route that is not public declares the least role it needs
+ *   (`config.consoleRole`: viewer, developer, admin, owner; src/accounts/users.ts); the session's
+ *   user must hold at least that role now, or 403 insufficient_role. A route that declares
+ *   neither `consolePublic` nor `consoleRole` is refused when it is registered, so none is left
+ *   unchecked.
  *
  * Cookies: Path=/console, SameSite=Lax, HttpOnly for the session; Secure, except on plain-http
  * loopback (a developer's http://127.0.0.1:8080), where a browser would drop a Secure cookie.
@@ -17,6 +22,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { type Role, roleAtLeast } from '../accounts/users.js';
+import type { App } from '../api/types.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
 import { newToken, type SessionRow, tokenHash, useSession } from './sessions.js';
@@ -30,6 +37,10 @@ const COOKIE_PATH = '/console';
 export interface ConsoleContext {
   session: SessionRow;
   accountId: string;
+  /** The signed-in user (`usr_…`). */
+  userId: string;
+  /** The user's role as of this request. */
+  role: Role;
 }
 
 declare module 'fastify' {
@@ -39,6 +50,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** A console route that works without a session (config, session, sign-up, login, invite). */
     consolePublic?: boolean;
+    /** The least role a console route needs (every non-public console route declares one). */
+    consoleRole?: Role;
   }
 }
 
@@ -105,17 +118,15 @@ export function requireSession(request: FastifyRequest): ConsoleContext {
  * state-changing requests. A route without `consolePublic` and without a session gets 401
  * no_session (before CSRF, so an expired session reads as such).
  */
-export function registerConsoleGuard(
-  app: {
-    decorateRequest: (name: 'console', value: null) => unknown;
-    addHook: (
-      name: 'onRequest',
-      hook: (request: FastifyRequest, reply: FastifyReply) => Promise<void>,
-    ) => unknown;
-  },
-  deps: { db: Db; sessionTtlSeconds: number },
-): void {
+export function registerConsoleGuard(app: App, deps: { db: Db; sessionTtlSeconds: number }): void {
   app.decorateRequest('console', null);
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/console/api/')) return;
+    const config = route.config as { consolePublic?: boolean; consoleRole?: Role } | undefined;
+    if (config?.consolePublic !== true && config?.consoleRole === undefined) {
+      throw new Error(`console route ${route.method} ${route.url} declares no consoleRole`);
+    }
+  });
   app.addHook('onRequest', async (request) => {
     const path = request.routeOptions.url;
     if (path === undefined || !path.startsWith('/console/api/')) return;
@@ -124,27 +135,43 @@ export function registerConsoleGuard(
     if (token) {
       const found = await useSession(deps.db, token, deps.sessionTtlSeconds);
       if (found) {
-        request.console = { session: found.session, accountId: found.session.account_id };
+        request.console = {
+          session: found.session,
+          accountId: found.session.account_id,
+          userId: found.session.user_id,
+          role: found.role,
+        };
         csrfHash = found.csrfHash;
       }
     }
     if (!request.console && request.routeOptions.config?.consolePublic !== true) {
       throw ApiError.coded('no_session', 'sign in to the console (no session, or it expired)');
     }
-    if (SAFE_METHODS.has(request.method)) return;
-    const header = request.headers[CSRF_HEADER];
-    const cookie = request.cookies[CSRF_COOKIE];
-    const ok =
-      typeof header === 'string' &&
-      typeof cookie === 'string' &&
-      cookie !== '' &&
-      equalConstantTime(header, cookie) &&
-      (csrfHash === undefined || equalConstantTime(tokenHash(cookie), csrfHash));
-    if (!ok) {
+    if (!SAFE_METHODS.has(request.method)) checkCsrf(request, csrfHash);
+    const needed = request.routeOptions.config?.consoleRole;
+    if (request.console && needed !== undefined && !roleAtLeast(request.console.role, needed)) {
       throw ApiError.coded(
-        'csrf_mismatch',
-        'X-CSRF-Token must equal the tw_csrf cookie of this session',
+        'insufficient_role',
+        `this needs the ${needed} role or higher; yours is ${request.console.role}`,
       );
     }
   });
+}
+
+/** Double-submit CSRF check bound to the session (module doc). @throws 403 csrf_mismatch. */
+function checkCsrf(request: FastifyRequest, csrfHash: string | undefined): void {
+  const header = request.headers[CSRF_HEADER];
+  const cookie = request.cookies[CSRF_COOKIE];
+  const ok =
+    typeof header === 'string' &&
+    typeof cookie === 'string' &&
+    cookie !== '' &&
+    equalConstantTime(header, cookie) &&
+    (csrfHash === undefined || equalConstantTime(tokenHash(cookie), csrfHash));
+  if (!ok) {
+    throw ApiError.coded(
+      'csrf_mismatch',
+      'X-CSRF-Token must equal the tw_csrf cookie of this session',
+    );
+  }
 }

@@ -12,6 +12,7 @@ import { auditRoutes } from './routes/audit.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
 import { consoleLiveRoutes } from './routes/live.js';
+import { memberRoutes } from './routes/members.js';
 import { overviewRoutes } from './routes/overview.js';
 import { telegramRoutes } from './routes/telegram.js';
 import { consoleWatchRoutes } from './routes/watches.js';
@@ -26,6 +27,7 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   });
   accountRoutes(app, deps);
   keyRoutes(app, deps);
+  memberRoutes(app, deps);
   consoleWatchRoutes(app, deps);
   consoleEventRoutes(app, deps);
   consoleLiveRoutes(app, deps);

@@ -30,6 +30,11 @@
  * - Invitation tokens: 5 wrong tokens per 15 minutes per client address (before: one window
  *   shared by every invitation, which 5 wrong tokens from anyone closed for everybody).
  * - Sign-ups: 10 per 15 minutes per client address (each costs an argon2id hash).
+ * - Password reset requests (issue 18 item 2): 3 per 15 minutes per e-mail address (whoever asks:
+ *   no mailbox is flooded with reset mails) and 10 per 15 minutes per client address (one client
+ *   cannot send mail to many mailboxes), counted whether or not the address is a user's, so the
+ *   limit tells nothing either. Reset tokens: 5 wrong ones per 15 minutes per client address, as
+ *   invitation tokens.
  * Window ids carry the address as a hash tag (`{…}`), so a Redis Cluster keeps an attempt's
  * windows in one slot; e-mails appear only as a SHA-256 digest.
  */
@@ -171,4 +176,64 @@ export async function countSignup(limiter: RateLimiter, ip: string): Promise<voi
     LOGIN_WINDOW_MS,
   );
   if (!r.allowed) throw limited('too many sign-ups from this address', r.retryAfterSeconds);
+}
+
+/** Reset e-mails allowed per window per e-mail address, and per client address. */
+export const RESET_REQUESTS_PER_EMAIL = 3;
+export const RESET_REQUESTS_PER_ADDRESS = 10;
+
+/**
+ * Count a password reset request of `email` from `ip` (module doc): both windows take a slot, or
+ * none does. @param email the normalised e-mail.
+ * @throws ApiError 429 login_rate_limited with Retry-After when either window is full.
+ */
+export async function countResetRequest(
+  limiter: RateLimiter,
+  ip: string,
+  email: string,
+): Promise<void> {
+  const a = clientAddressKey(ip);
+  const slot = await limiter.reserve([
+    {
+      id: `reset:{${a}}:${emailDigest(email)}`,
+      limit: RESET_REQUESTS_PER_ADDRESS,
+      windowMs: LOGIN_WINDOW_MS,
+    },
+    { id: `reset-ip:{${a}}`, limit: RESET_REQUESTS_PER_ADDRESS, windowMs: LOGIN_WINDOW_MS },
+  ]);
+  if (!slot.allowed) throw limited('too many password reset requests', slot.retryAfterSeconds);
+  // Per e-mail address across clients: a window of its own (no client address in its key).
+  const r = await limiter.hit(
+    `reset-email:${emailDigest(email)}`,
+    RESET_REQUESTS_PER_EMAIL,
+    undefined,
+    LOGIN_WINDOW_MS,
+  );
+  if (!r.allowed) {
+    throw limited('too many password reset requests for this address', r.retryAfterSeconds);
+  }
+}
+
+/**
+ * A reset link's use from `ip`: `check` (is the token usable?) runs only while the address has
+ * fewer than INVITE_FAILURES wrong tokens in the window, and counts as one when it resolves false.
+ * @throws ApiError 429 login_rate_limited with Retry-After.
+ */
+export function countResetAttempt(
+  limiter: RateLimiter,
+  ip: string,
+  check: () => Promise<boolean>,
+): Promise<boolean> {
+  return countedAttempt(
+    limiter,
+    [
+      {
+        id: `reset-token:{${clientAddressKey(ip)}}`,
+        limit: INVITE_FAILURES,
+        windowMs: LOGIN_WINDOW_MS,
+      },
+    ],
+    'too many wrong reset links from this address',
+    check,
+  );
 }

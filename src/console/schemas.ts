@@ -29,6 +29,14 @@ export const PasswordChangeBody = T.Object(
   { current_password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), new_password: Password },
   closed,
 );
+export const ResetRequestBody = T.Object({ email: Email }, closed);
+export const ResetConfirmBody = T.Object(
+  { token: T.String({ minLength: 1, maxLength: 128 }), password: Password },
+  closed,
+);
+const RoleSchema = StringEnum(['owner', 'admin', 'developer', 'viewer'] as const);
+export const MemberInviteBody = T.Object({ email: Email, role: RoleSchema }, closed);
+export const MemberRoleBody = T.Object({ role: RoleSchema }, closed);
 export const KeyCreateBody = T.Object(
   { name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })) },
   closed,
@@ -74,10 +82,35 @@ export type Credentials = Static<typeof CredentialsBody>;
 export type ConsoleEventsQueryT = Static<typeof ConsoleEventsQuery>;
 export type ConsoleExportQueryT = Static<typeof ConsoleExportQuery>;
 
-/** GET /console/api/session, and the answer of sign-up, login and invitation. */
+/** GET /console/api/session, and the answer of sign-up, login, invitation and reset. */
 export interface Me {
+  /** The signed-in user (issue 18): its own e-mail and its role in the account. */
+  user: { id: string; email: string; role: 'owner' | 'admin' | 'developer' | 'viewer' };
   account: { id: string; email: string; plan: string; plan_name: string; created_at: string };
   limits: { requests_per_minute: number; active_watches: number };
+}
+
+/** A member of the account as GET /console/api/members lists it. */
+export interface Member {
+  id: string;
+  email: string;
+  role: 'owner' | 'admin' | 'developer' | 'viewer';
+  /** invited: the invitation is not accepted yet (no password). */
+  status: 'active' | 'invited';
+  created_at: string;
+  joined_at: string | null;
+  /** The signed-in user. */
+  you: boolean;
+}
+
+/** POST /console/api/members and …/members/{id}/invite: the invitation made. */
+export interface InviteResult {
+  member: Member;
+  /** True: the link went by e-mail (and is not shown). False: e-mail is off, `link` is it. */
+  emailed: boolean;
+  /** The one-time link, only when e-mail is off (for the admin to pass on). */
+  link: string | null;
+  expires_at: string;
 }
 
 /** GET /console/api/telegram (issue 13): the bot and the chat bound to the account. */

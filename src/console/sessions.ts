@@ -3,9 +3,12 @@
  * the HttpOnly cookie `tw_session`, only its SHA-256 stored, with a sliding expiry (each use moves
  * it to now + the lifetime, 7 days by default). Each session has its own CSRF token, sent in the
  * page-readable cookie `tw_csrf` and echoed by the page as `X-CSRF-Token`; only its SHA-256 is
- * stored, binding the cookie to the session.
+ * stored, binding the cookie to the session. A session belongs to a user (issue 18 item 3): it is
+ * found with the user's current role, so a role change applies from the next request, and a
+ * removed user's sessions (deleted with it) answer nothing.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { Role } from '../accounts/users.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 
@@ -23,6 +26,8 @@ export function newToken(): string {
 export interface SessionRow {
   id: string;
   account_id: string;
+  /** The user signed in (`usr_…`). */
+  user_id: string;
   created_at: Date;
   last_used_at: Date;
   expires_at: Date;
@@ -39,24 +44,28 @@ export interface OpenedSession {
   csrf: string;
 }
 
-const COLUMNS = 'id, account_id, created_at, last_used_at, expires_at, user_agent, ip';
+const COLUMNS = 'id, account_id, user_id, created_at, last_used_at, expires_at, user_agent, ip';
+const S_COLUMNS = COLUMNS.split(', ')
+  .map((c) => `s.${c}`)
+  .join(', ');
 
-/** Open a session for `accountId`, valid `ttlSeconds` from now (and from every later use). */
+/** Open a session for the user `userId`, valid `ttlSeconds` from now (and from every later use). */
 export async function openSession(
   db: Queryable,
-  o: { accountId: string; ttlSeconds: number; userAgent?: string | undefined; ip?: string },
+  o: { userId: string; ttlSeconds: number; userAgent?: string | undefined; ip?: string },
 ): Promise<OpenedSession> {
   const token = newToken();
   const csrf = newToken();
   const { rows } = await db.query<SessionRow>(
-    `INSERT INTO console_sessions (id, token_hash, csrf_hash, account_id, expires_at, user_agent, ip)
-     VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6, $7)
+    `INSERT INTO console_sessions (id, token_hash, csrf_hash, account_id, user_id, expires_at, user_agent, ip)
+     SELECT $1, $2, $3, account_id, id, now() + make_interval(secs => $5), $6, $7
+       FROM console_users WHERE id = $4
      RETURNING ${COLUMNS}`,
     [
       newId('ses'),
       tokenHash(token),
       tokenHash(csrf),
-      o.accountId,
+      o.userId,
       o.ttlSeconds,
       o.userAgent?.slice(0, 512) ?? null,
       o.ip ?? null,
@@ -73,25 +82,26 @@ export async function openSession(
  * than a minute (a tenth of the lifetime when that is shorter): a page that polls every few
  * seconds then costs a read, not a committed write (a WAL flush) per request, and the expiry
  * still slides to within that much of "now + ttl".
- * @returns the session and its CSRF hash, or undefined (unknown, revoked or expired).
+ * @returns the session, its CSRF hash and the user's current role, or undefined (unknown,
+ *   revoked or expired).
  */
 export async function useSession(
   db: Queryable,
   token: string,
   ttlSeconds: number,
-): Promise<{ session: SessionRow; csrfHash: string } | undefined> {
+): Promise<{ session: SessionRow; csrfHash: string; role: Role } | undefined> {
   const hash = tokenHash(token);
-  const { rows } = await db.query<SessionRow & { csrf_hash: string; fresh: boolean }>(
-    `SELECT ${COLUMNS}, csrf_hash,
-            last_used_at > now() - make_interval(secs => least(60, $2::float8 / 10)) AS fresh
-       FROM console_sessions
-      WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()`,
+  const { rows } = await db.query<SessionRow & { csrf_hash: string; fresh: boolean; role: Role }>(
+    `SELECT ${S_COLUMNS}, s.csrf_hash, u.role,
+            s.last_used_at > now() - make_interval(secs => least(60, $2::float8 / 10)) AS fresh
+       FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+      WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`,
     [hash, ttlSeconds],
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { csrf_hash, fresh, ...session } = row;
-  if (fresh) return { session, csrfHash: csrf_hash };
+  const { csrf_hash, fresh, role, ...session } = row;
+  if (fresh) return { session, csrfHash: csrf_hash, role };
   const { rows: moved } = await db.query<SessionRow>(
     `UPDATE console_sessions
         SET last_used_at = now(), expires_at = now() + make_interval(secs => $2)
@@ -100,44 +110,40 @@ export async function useSession(
     [hash, ttlSeconds],
   );
   const updated = moved[0];
-  return updated ? { session: updated, csrfHash: csrf_hash } : undefined;
+  return updated ? { session: updated, csrfHash: csrf_hash, role } : undefined;
 }
 
-/** The account's live sessions, most recently used first. */
-export async function listSessions(db: Queryable, accountId: string): Promise<SessionRow[]> {
+/** The user's live sessions, most recently used first. */
+export async function listSessions(db: Queryable, userId: string): Promise<SessionRow[]> {
   const { rows } = await db.query<SessionRow>(
     `SELECT ${COLUMNS} FROM console_sessions
-      WHERE account_id = $1 AND revoked_at IS NULL AND expires_at > now()
+      WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
       ORDER BY last_used_at DESC, id DESC`,
-    [accountId],
+    [userId],
   );
   return rows;
 }
 
-/** Revoke one of the account's sessions. @returns false when it has no such live session. */
-export async function revokeSession(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<boolean> {
+/** Revoke one of the user's sessions. @returns false when it has no such live session. */
+export async function revokeSession(db: Queryable, userId: string, id: string): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE console_sessions SET revoked_at = now()
-      WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL`,
-    [id, accountId],
+      WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL`,
+    [id, userId],
   );
   return rowCount > 0;
 }
 
-/** Revoke every live session of the account but `keepId` (undefined: all). @returns how many. */
+/** Revoke every live session of the user but `keepId` (undefined: all). @returns how many. */
 export async function revokeOtherSessions(
   db: Queryable,
-  accountId: string,
+  userId: string,
   keepId: string | undefined,
 ): Promise<number> {
   const { rowCount } = await db.query(
     `UPDATE console_sessions SET revoked_at = now()
-      WHERE account_id = $1 AND revoked_at IS NULL AND id IS DISTINCT FROM $2`,
-    [accountId, keepId ?? null],
+      WHERE user_id = $1 AND revoked_at IS NULL AND id IS DISTINCT FROM $2`,
+    [userId, keepId ?? null],
   );
   return rowCount;
 }

@@ -16,6 +16,7 @@ import { SecretBox } from '../../src/common/secrets.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
 import { saveChainHead } from '../../src/ingest/chain-head.js';
+import { createMailer, type Mailer } from '../../src/mail/mailer.js';
 import { type Resolver, stubResolver } from '../../src/net/dns.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import type { TelegramBot } from '../../src/telegram/bot.js';
@@ -43,6 +44,8 @@ export interface ApiHarness {
   config: Config;
   secrets: SecretBox;
   limiter: MemoryRateLimiter;
+  /** The app's mailer when the harness's env sets SMTP_URL (src/mail/mailer.ts). */
+  mailer: Mailer | undefined;
   /** A new account with one tw_live_ key. */
   caller(opts?: { plan?: Plan; rateLimitPerMin?: number; watchQuota?: number }): Promise<Caller>;
   close(): Promise<void>;
@@ -88,6 +91,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
   const config = loadConfig(opts.env ?? {});
   const secrets = new SecretBox([randomBytes(32)]);
   const limiter = new MemoryRateLimiter();
+  const mailer = createMailer(config.mail, silentLogger);
   const deps: AppDeps = {
     config,
     db,
@@ -98,6 +102,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     resolver: opts.resolver ?? offlineResolver,
     ...(opts.keyCache ? { keyCache: opts.keyCache } : {}),
     ...(opts.telegram ? { telegram: readyBot(opts.telegram) } : {}),
+    ...(mailer ? { mailer } : {}),
   };
   const app = await buildApp(deps);
   return {
@@ -107,6 +112,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     config,
     secrets,
     limiter,
+    mailer,
     async caller(o = {}) {
       const acc = await createAccount(t.db, {
         email: `user${++seq}-${randomBytes(3).toString('hex')}@example.com`,
@@ -124,6 +130,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     },
     async close() {
       await app.close();
+      await mailer?.close();
       await t.drop();
     },
   };

@@ -61,7 +61,7 @@ describe.each(dbEngines)('console API on %s', (engine) => {
     expect(rows[0]?.token_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(rows[0]?.token_hash).not.toContain(token);
     const { rows: acc } = await h.db.query<{ password_hash: string }>(
-      'SELECT password_hash FROM accounts',
+      'SELECT password_hash FROM console_users',
     );
     expect(acc[0]?.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
     expect((await b.get('/console/api/session')).statusCode).toBe(200);

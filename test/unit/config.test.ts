@@ -239,6 +239,29 @@ describe('loadConfig', () => {
     }
   });
 
+  it('turns e-mail on with SMTP_URL, sending from MAIL_FROM or no-reply at the public host', () => {
+    expect(loadConfig({}).mail).toEqual({
+      smtpUrl: undefined,
+      from: 'tronwatch <no-reply@localhost>',
+    });
+    expect(
+      loadConfig({
+        SMTP_URL: 'smtps://u:p@mail.example.com:465',
+        PUBLIC_URL: 'https://tw.example.com',
+      }).mail,
+    ).toEqual({
+      smtpUrl: 'smtps://u:p@mail.example.com:465',
+      from: 'tronwatch <no-reply@tw.example.com>',
+    });
+    expect(
+      loadConfig({ SMTP_URL: 'smtp://127.0.0.1:2525', MAIL_FROM: 'Ops <ops@example.com>' }).mail,
+    ).toEqual({ smtpUrl: 'smtp://127.0.0.1:2525', from: 'Ops <ops@example.com>' });
+    // Only SMTP: another scheme is a mistake caught at start.
+    for (const bad of ['http://mail.example.com', 'mail.example.com:25']) {
+      expect(() => loadConfig({ SMTP_URL: bad }), bad).toThrow(/SMTP_URL/);
+    }
+  });
+
   it('coerces numbers and treats empty strings as unset', () => {
     const c = loadConfig({
       PORT: '9000',

@@ -9,11 +9,12 @@ import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
 import { AuditPage } from './pages/audit';
-import { InvitePage, LoginPage, SignupPage } from './pages/auth';
+import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
 import { EventDetailPage } from './pages/event-detail';
 import { EventsPage } from './pages/events';
 import { KeysPage } from './pages/keys';
+import { MembersPage } from './pages/members';
 import { OverviewPage } from './pages/overview';
 import { WatchDetailPage } from './pages/watch-detail';
 import { AlertBanner, WatchesPage } from './pages/watches';
@@ -68,7 +69,17 @@ export function App() {
   }
   const { config, me } = boot;
   const setMe = (m: Me | null) => setBoot({ state: 'ready', config, me: m });
-  if (me === null) return <SignedOut config={config} onSignedIn={setMe} />;
+  if (me === null || location.pathname === `${BASE}/reset`) {
+    return (
+      <SignedOut
+        config={config}
+        onSignedIn={(m) => {
+          if (location.pathname === `${BASE}/reset`) navigate(`${BASE}/`, true);
+          setMe(m);
+        }}
+      />
+    );
+  }
   return (
     <AppContext.Provider value={{ config, me, setMe }}>
       <Shell>
@@ -78,7 +89,7 @@ export function App() {
   );
 }
 
-const AUTH_PATHS = new Set(['/login', '/signup', '/invite']);
+const AUTH_PATHS = new Set(['/login', '/signup', '/invite', '/forgot', '/reset']);
 
 function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me) => void }) {
   const { path } = useLocation();
@@ -89,6 +100,8 @@ function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me
     onSignedIn(me);
   };
   if (path === '/invite') return <InvitePage onSignedIn={done} />;
+  if (path === '/forgot') return <ForgotPage config={config} />;
+  if (path === '/reset') return <ResetPage onSignedIn={done} />;
   if (path === '/signup' && config.signup === 'open') return <SignupPage onSignedIn={done} />;
   return <LoginPage config={config} onSignedIn={done} />;
 }
@@ -99,6 +112,7 @@ const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
   { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
   { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
+  { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
   { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit') },
 ];
@@ -219,6 +233,7 @@ function Routes() {
   if (wh?.[1]) return <WatchDetailPage watchId={decodeURIComponent(wh[1])} />;
   if (path.startsWith('/watches')) return <WatchesPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
+  if (path.startsWith('/members')) return <MembersPage />;
   if (path.startsWith('/account')) return <AccountPage />;
   if (path.startsWith('/audit')) return <AuditPage />;
   return (

@@ -8,7 +8,11 @@
  * schema of their own yet.
  */
 import type { AuditEntryT } from '../../src/audit/schema';
-import type { Me as ServerMe } from '../../src/console/schemas';
+import type {
+  InviteResult as ServerInviteResult,
+  Me as ServerMe,
+  Member as ServerMember,
+} from '../../src/console/schemas';
 import type {
   DeliveryState,
   Event as ServerEvent,
@@ -60,9 +64,14 @@ export interface Config {
   telegram: boolean;
   /** Whether the request carried a live session (older servers: absent). */
   signed_in?: boolean;
+  /** E-mail is on (SMTP_URL): invitations and password resets go by e-mail. */
+  email: boolean;
 }
 
 export type Me = ServerMe;
+export type Role = Me['user']['role'];
+export type Member = ServerMember;
+export type InviteResult = ServerInviteResult;
 
 /** GET /console/api/audit: one entry (src/audit/schema.ts) and a page. */
 export type AuditEntry = AuditEntryT;

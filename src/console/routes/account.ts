@@ -12,6 +12,14 @@
  *   GET    /console/api/sessions               → { data: Session[] }
  *   DELETE /console/api/sessions/{id}          → 204 | 404
  *   POST   /console/api/sessions/revoke-others → { revoked }
+ *   POST   /console/api/password-reset         → 202 (same answer for any e-mail) | 429 | 503 email_unavailable
+ *   POST   /console/api/password-reset/confirm → Me | 400 invalid_reset | 429 login_rate_limited
+ *
+ * Issue 18: a session belongs to a user (src/accounts/users.ts), so the password, the sessions
+ * and the sign-in are the user's; Me names the user and its role. Sign-up makes the account and
+ * its owner user. A password reset (by e-mail only, src/mail/) is limited per e-mail address and
+ * per client address (login-limits.ts), answers alike whether the address is a user's, and ends
+ * every session of the user once a new password is set.
  *
  * Unknown e-mail and wrong password answer alike (401 invalid_credentials) and take alike time
  * (a dummy argon2id verification). Attempts are counted before the verification, per client address
@@ -30,18 +38,29 @@ import {
   normaliseEmail,
 } from '../../accounts/accounts.js';
 import {
+  createPasswordReset,
   inviteUsable,
   passwordHashByEmail,
   passwordHashById,
+  RESET_TTL_SECONDS,
+  resetUsable,
   setPasswordHash,
   useInvite,
+  useReset,
 } from '../../accounts/credentials.js';
 import { limitsFor } from '../../accounts/plans.js';
+import {
+  ensureOwnerUser,
+  findUserByEmail,
+  findUserById,
+  MemberError,
+} from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { type AuditAction, recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import { passwordResetMessage } from '../../mail/messages.js';
 import {
   clearSessionCookies,
   ensureCsrfCookie,
@@ -52,6 +71,8 @@ import {
   type AttemptInfo,
   countInviteAttempt,
   countLoginAttempt,
+  countResetAttempt,
+  countResetRequest,
   countSignup,
   LOGIN_WINDOW_MS,
 } from '../login-limits.js';
@@ -63,17 +84,21 @@ import {
   LoginBody,
   type Me,
   PasswordChangeBody,
+  ResetConfirmBody,
+  ResetRequestBody,
 } from '../schemas.js';
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
 
 const hide = { hide: true } as const;
 
-/** The account as the console shows it. @throws ApiError 401 no_session if it vanished. */
-export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<Me> {
-  const a = await findAccountById(deps.db, accountId);
-  if (!a) throw ApiError.coded('no_session', 'the account no longer exists');
+/** The user and its account as the console shows them. @throws ApiError 401 no_session if gone. */
+export async function me(deps: Pick<AppDeps, 'db'>, userId: string): Promise<Me> {
+  const u = await findUserById(deps.db, userId);
+  const a = u && (await findAccountById(deps.db, u.account_id));
+  if (!u || !a) throw ApiError.coded('no_session', 'the user no longer exists');
   const limits = limitsFor(a);
   return {
+    user: { id: u.id, email: u.email, role: u.role },
     account: {
       id: a.id,
       email: a.email,
@@ -89,35 +114,42 @@ export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<
 }
 
 /**
- * Open a session for the account, set its cookies, answer Me. The session and the audit entry
+ * Open a session for the user, set its cookies, answer Me. The session and the audit entry
  * (`action`, the session opened) are written in one transaction.
  */
 async function signIn(
   deps: AppDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  accountId: string,
+  userId: string,
   status: number,
   action: AuditAction,
 ): Promise<Me> {
   const opened = await deps.db.transaction(async (tx) => {
     const o = await openSession(tx, {
-      accountId,
+      userId,
       ttlSeconds: deps.config.console.sessionTtlSeconds,
       userAgent: request.headers['user-agent'],
       ip: request.ip,
     });
-    await recordAudit(tx, auditContextOf(request, { accountId, sessionId: o.session.id }), {
-      action,
-      targetId: o.session.id,
-      detail: { user_agent: o.session.user_agent },
-    });
+    await recordAudit(
+      tx,
+      auditContextOf(request, {
+        accountId: o.session.account_id,
+        userId,
+        sessionId: o.session.id,
+      }),
+      { action, targetId: o.session.id, detail: { user_agent: o.session.user_agent } },
+    );
     return o;
   });
   setSessionCookies(request, reply, opened.token, opened.csrf);
-  request.log.info({ account_id: accountId, session_id: opened.session.id }, 'console sign-in');
+  request.log.info(
+    { account_id: opened.session.account_id, user_id: userId, session_id: opened.session.id },
+    'console sign-in',
+  );
   reply.code(status);
-  return me(deps, accountId);
+  return me(deps, userId);
 }
 
 /** Register the account routes. */
@@ -136,6 +168,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         // Whether the request carries a live session: the page asks for the session only then,
         // so a signed-out page load makes no request that fails (issue 19 item 7).
         signed_in: Boolean(request.console),
+        // E-mail is on (SMTP_URL): invitations and password resets go by e-mail.
+        email: deps.mailer !== undefined,
       };
     },
   );
@@ -146,7 +180,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       ensureCsrfCookie(request, reply);
       const ctx = requireSession(request);
-      return me(deps, ctx.accountId);
+      return me(deps, ctx.userId);
     },
   );
 
@@ -163,11 +197,19 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       const { email, password } = request.body;
       await countSignup(deps.rateLimiter, request.ip);
       const hash = await hashPassword(password);
-      let accountId: string;
+      let userId: string;
       try {
-        const account = await createAccount(deps.db, { email, plan: 'free' });
-        accountId = account.id;
+        // The account and its owner user together: a taken e-mail leaves neither.
+        userId = await deps.db.transaction(async (tx) => {
+          const account = await createAccount(tx, { email, plan: 'free' });
+          const owner = await ensureOwnerUser(tx, account.id);
+          await setPasswordHash(tx, owner.id, hash);
+          return owner.id;
+        });
       } catch (err) {
+        if (err instanceof MemberError) {
+          throw ApiError.coded('email_taken', 'an account with this e-mail already exists');
+        }
         if (!(err instanceof AccountInputError)) throw err;
         if (/already exists/.test(err.message)) {
           throw ApiError.coded('email_taken', 'an account with this e-mail already exists');
@@ -176,8 +218,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
           { field: 'email', message: err.message },
         ]);
       }
-      await setPasswordHash(deps.db, accountId, hash);
-      return signIn(deps, request, reply, accountId, 201, 'account.signed_up');
+      return signIn(deps, request, reply, userId, 201, 'account.signed_up');
     },
   );
 
@@ -186,10 +227,10 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     { config: { consolePublic: true }, schema: { ...hide, body: LoginBody } },
     async (request, reply) => {
       const email = normaliseEmail(request.body.email);
-      let accountId: string | undefined;
-      // The account the e-mail names, right password or not: a failed sign-in is recorded in
-      // its log (an unknown e-mail has no log to record it in).
-      let named: string | undefined;
+      let userId: string | undefined;
+      // The user the e-mail names, right password or not: a failed sign-in is recorded in its
+      // account's log (an unknown e-mail has no log to record it in).
+      let named: { userId: string; accountId: string } | undefined;
       const info: AttemptInfo = {};
       // Counted before argon2 runs, given back when right (login-limits.ts).
       const ok = await countLoginAttempt(
@@ -198,18 +239,18 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         email,
         async () => {
           const found = await passwordHashByEmail(deps.db, email);
-          named = found?.id;
-          // Always one argon2id verification, whether the account exists or not (alike time).
+          named = found && { userId: found.id, accountId: found.account_id };
+          // Always one argon2id verification, whether the user exists or not (alike time).
           const right = await verifyPassword(found?.password_hash, request.body.password);
-          accountId = right ? found?.id : undefined;
-          return accountId !== undefined;
+          userId = right ? found?.id : undefined;
+          return userId !== undefined;
         },
         info,
       );
-      if (!ok || accountId === undefined) {
+      if (!ok || userId === undefined) {
         request.log.info({ client_ip: request.ip }, 'console login failed');
         if (named !== undefined) {
-          await recordAudit(deps.db, auditContextOf(request, { accountId: named }), {
+          await recordAudit(deps.db, auditContextOf(request, named), {
             action: 'session.sign_in_failed',
             // An attempt refused by the login limit (429) is not recorded: the password was not
             // checked, and a flood of them would only fill the log.
@@ -227,21 +268,25 @@ export function accountRoutes(app: App, deps: AppDeps): void {
             : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
         );
       }
-      return signIn(deps, request, reply, accountId, 200, 'session.signed_in');
+      return signIn(deps, request, reply, userId, 200, 'session.signed_in');
     },
   );
 
-  app.post('/console/api/logout', { schema: hide }, async (request, reply) => {
-    const ctx = requireSession(request);
-    const audit = auditContextOf(request);
-    await deps.db.transaction(async (tx) => {
-      if (await revokeSession(tx, ctx.accountId, ctx.session.id)) {
-        await recordAudit(tx, audit, { action: 'session.signed_out', targetId: ctx.session.id });
-      }
-    });
-    clearSessionCookies(request, reply);
-    return reply.code(204).send();
-  });
+  app.post(
+    '/console/api/logout',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const audit = auditContextOf(request);
+      await deps.db.transaction(async (tx) => {
+        if (await revokeSession(tx, ctx.userId, ctx.session.id)) {
+          await recordAudit(tx, audit, { action: 'session.signed_out', targetId: ctx.session.id });
+        }
+      });
+      clearSessionCookies(request, reply);
+      return reply.code(204).send();
+    },
+  );
 
   app.post(
     '/console/api/invite/accept',
@@ -259,33 +304,30 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         );
       }
       const hash = await hashPassword(request.body.password);
-      const accountId = await useInvite(deps.db, request.body.token);
-      if (!accountId) {
+      const userId = await useInvite(deps.db, request.body.token);
+      if (!userId) {
         throw ApiError.coded(
           'invalid_invite',
           'this invitation link is unknown, already used or expired: ask for a new one',
         );
       }
-      await setPasswordHash(deps.db, accountId, hash);
-      // Whoever held the account's sessions before the password was (re)set loses them.
-      await revokeOtherSessions(deps.db, accountId, undefined);
-      return signIn(deps, request, reply, accountId, 200, 'account.invite_accepted');
+      await setPasswordHash(deps.db, userId, hash);
+      // Whoever held the user's sessions before the password was (re)set loses them.
+      await revokeOtherSessions(deps.db, userId, undefined);
+      return signIn(deps, request, reply, userId, 200, 'account.invite_accepted');
     },
   );
 
   app.post(
     '/console/api/password',
-    { schema: { ...hide, body: PasswordChangeBody } },
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, body: PasswordChangeBody } },
     async (request) => {
       const ctx = requireSession(request);
-      const account = await findAccountById(deps.db, ctx.accountId);
-      if (!account) throw ApiError.coded('no_session', 'the account no longer exists');
+      const user = await findUserById(deps.db, ctx.userId);
+      if (!user) throw ApiError.coded('no_session', 'the user no longer exists');
       // The login's failure limit, in the same windows (login-limits.ts).
-      const right = await countLoginAttempt(deps.rateLimiter, request.ip, account.email, async () =>
-        verifyPassword(
-          await passwordHashById(deps.db, ctx.accountId),
-          request.body.current_password,
-        ),
+      const right = await countLoginAttempt(deps.rateLimiter, request.ip, user.email, async () =>
+        verifyPassword(await passwordHashById(deps.db, ctx.userId), request.body.current_password),
       );
       const audit = auditContextOf(request);
       if (!right) {
@@ -295,8 +337,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       }
       const hash = await hashPassword(request.body.new_password);
       const revoked = await deps.db.transaction(async (tx) => {
-        await setPasswordHash(tx, ctx.accountId, hash);
-        const n = await revokeOtherSessions(tx, ctx.accountId, ctx.session.id);
+        await setPasswordHash(tx, ctx.userId, hash);
+        const n = await revokeOtherSessions(tx, ctx.userId, ctx.session.id);
         await recordAudit(tx, audit, {
           action: 'account.password_changed',
           detail: { revoked_sessions: n },
@@ -304,32 +346,36 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         return n;
       });
       request.log.info(
-        { account_id: ctx.accountId, revoked_sessions: revoked },
+        { account_id: ctx.accountId, user_id: ctx.userId, revoked_sessions: revoked },
         'password changed',
       );
       return { revoked_sessions: revoked };
     },
   );
 
-  app.get('/console/api/sessions', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const rows = await listSessions(deps.db, ctx.accountId);
-    return {
-      data: rows.map((s) => ({
-        id: s.id,
-        created_at: s.created_at.toISOString(),
-        last_used_at: s.last_used_at.toISOString(),
-        expires_at: s.expires_at.toISOString(),
-        user_agent: s.user_agent,
-        ip: s.ip,
-        current: s.id === ctx.session.id,
-      })),
-    };
-  });
+  app.get(
+    '/console/api/sessions',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const rows = await listSessions(deps.db, ctx.userId);
+      return {
+        data: rows.map((s) => ({
+          id: s.id,
+          created_at: s.created_at.toISOString(),
+          last_used_at: s.last_used_at.toISOString(),
+          expires_at: s.expires_at.toISOString(),
+          user_agent: s.user_agent,
+          ip: s.ip,
+          current: s.id === ctx.session.id,
+        })),
+      };
+    },
+  );
 
   app.delete(
     '/console/api/sessions/:id',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, params: IdParams } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const { id } = request.params;
@@ -337,7 +383,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       const revoked =
         isId(id, 'ses') &&
         (await deps.db.transaction(async (tx) => {
-          const done = await revokeSession(tx, ctx.accountId, id);
+          const done = await revokeSession(tx, ctx.userId, id);
           if (done) {
             await recordAudit(tx, audit, {
               action: id === ctx.session.id ? 'session.signed_out' : 'session.revoked',
@@ -352,14 +398,75 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     },
   );
 
-  app.post('/console/api/sessions/revoke-others', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const audit = auditContextOf(request);
-    const revoked = await deps.db.transaction(async (tx) => {
-      const n = await revokeOtherSessions(tx, ctx.accountId, ctx.session.id);
-      await recordAudit(tx, audit, { action: 'session.revoked_others', detail: { revoked: n } });
-      return n;
-    });
-    return { revoked };
-  });
+  app.post(
+    '/console/api/sessions/revoke-others',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const audit = auditContextOf(request);
+      const revoked = await deps.db.transaction(async (tx) => {
+        const n = await revokeOtherSessions(tx, ctx.userId, ctx.session.id);
+        await recordAudit(tx, audit, { action: 'session.revoked_others', detail: { revoked: n } });
+        return n;
+      });
+      return { revoked };
+    },
+  );
+
+  app.post(
+    '/console/api/password-reset',
+    { config: { consolePublic: true }, schema: { ...hide, body: ResetRequestBody } },
+    async (request, reply) => {
+      const mailer = deps.mailer;
+      if (!mailer) {
+        throw ApiError.coded(
+          'email_unavailable',
+          'e-mail is off on this deployment: ask an owner or admin of your account, or the operator, for a new invitation link',
+        );
+      }
+      const email = normaliseEmail(request.body.email);
+      // Counted whether or not the address is a user's: the limit says nothing either.
+      await countResetRequest(deps.rateLimiter, request.ip, email);
+      const user = await findUserByEmail(deps.db, email);
+      // Only users who have a password (an invited one accepts the invitation instead).
+      if (user?.joined_at) {
+        const token = await createPasswordReset(deps.db, user.id);
+        mailer.send(
+          passwordResetMessage({
+            to: user.email,
+            link: `${deps.config.console.publicUrl}/console/reset#token=${token}`,
+          }),
+        );
+        request.log.info({ user_id: user.id }, 'password reset link sent');
+      }
+      return reply.code(202).send({
+        message: `If a user signs in with this e-mail, a link to choose a new password is on its way. It works once, for ${RESET_TTL_SECONDS / 60} minutes.`,
+      });
+    },
+  );
+
+  app.post(
+    '/console/api/password-reset/confirm',
+    { config: { consolePublic: true }, schema: { ...hide, body: ResetConfirmBody } },
+    async (request, reply) => {
+      const invalid = () =>
+        ApiError.coded(
+          'invalid_reset',
+          'this reset link is unknown, already used or expired: ask for a new one',
+        );
+      // A wrong token counts against the client address, before any hashing (login-limits.ts).
+      const usable = await countResetAttempt(deps.rateLimiter, request.ip, () =>
+        resetUsable(deps.db, request.body.token),
+      );
+      if (!usable) throw invalid();
+      const hash = await hashPassword(request.body.password);
+      const userId = await useReset(deps.db, request.body.token);
+      if (!userId) throw invalid();
+      await setPasswordHash(deps.db, userId, hash);
+      // Every session of the user ends: whoever knew the old password is out.
+      const revoked = await revokeOtherSessions(deps.db, userId, undefined);
+      request.log.info({ user_id: userId, revoked_sessions: revoked }, 'password reset');
+      return signIn(deps, request, reply, userId, 200, 'account.password_reset');
+    },
+  );
 }

@@ -56,6 +56,7 @@ export function auditRoutes(app: App, deps: AppDeps): void {
   app.get(
     '/console/api/audit',
     {
+      config: { consoleRole: 'admin' },
       schema: { ...hide, querystring: AuditQuerySchema },
       preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
     },
@@ -65,10 +66,14 @@ export function auditRoutes(app: App, deps: AppDeps): void {
     },
   );
 
-  app.get('/console/api/audit/actions', { schema: hide }, async (request) => {
-    requireSession(request);
-    return {
-      data: Object.entries(AUDIT_ACTIONS).map(([name, description]) => ({ name, description })),
-    };
-  });
+  app.get(
+    '/console/api/audit/actions',
+    { config: { consoleRole: 'admin' }, schema: hide },
+    async (request) => {
+      requireSession(request);
+      return {
+        data: Object.entries(AUDIT_ACTIONS).map(([name, description]) => ({ name, description })),
+      };
+    },
+  );
 }

@@ -88,6 +88,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
   app.get(
     '/console/api/events',
     {
+      config: { consoleRole: 'viewer' },
       schema: { ...hide, querystring: ConsoleEventsQuery },
       preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
     },
@@ -133,7 +134,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
 
   app.get(
     '/console/api/events/export',
-    { schema: { ...hide, querystring: ConsoleExportQuery } },
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, querystring: ConsoleExportQuery } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const q = request.query;
@@ -171,16 +172,20 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     },
   );
 
-  app.get('/console/api/events/:id', { schema: { ...hide, params: IdParams } }, async (request) => {
-    const ctx = requireSession(request);
-    const detail = await eventDetail(deps.db, ctx.accountId, network, request.params.id);
-    if (!detail) throw new ApiError(404, 'event not found');
-    return detail;
-  });
+  app.get(
+    '/console/api/events/:id',
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, params: IdParams } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const detail = await eventDetail(deps.db, ctx.accountId, network, request.params.id);
+      if (!detail) throw new ApiError(404, 'event not found');
+      return detail;
+    },
+  );
 
   app.post(
     '/console/api/events/:id/redeliver',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const audit = auditContextOf(request);
@@ -201,7 +206,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
 
   app.post(
     '/console/api/redeliver',
-    { schema: { ...hide, body: RedeliverBody } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, body: RedeliverBody } },
     async (request) => {
       const ctx = requireSession(request);
       const b = request.body;

@@ -32,15 +32,19 @@ export function keyView(k: Omit<ApiKeyInfo, 'account_id' | 'network'>) {
 }
 
 export function keyRoutes(app: App, deps: AppDeps): void {
-  app.get('/console/api/keys', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const keys = await listApiKeys(deps.db, ctx.accountId);
-    return { data: keys.filter((k) => k.network === deps.config.network).map(keyView) };
-  });
+  app.get(
+    '/console/api/keys',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const keys = await listApiKeys(deps.db, ctx.accountId);
+      return { data: keys.filter((k) => k.network === deps.config.network).map(keyView) };
+    },
+  );
 
   app.post(
     '/console/api/keys',
-    { schema: { ...hide, body: KeyCreateBody } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, body: KeyCreateBody } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const name = request.body.name?.trim() || undefined;
@@ -67,7 +71,7 @@ export function keyRoutes(app: App, deps: AppDeps): void {
 
   app.delete(
     '/console/api/keys/:id',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;

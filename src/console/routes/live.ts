@@ -29,34 +29,38 @@ export function consoleLiveRoutes(app: App, deps: AppDeps): void {
     feed.close();
   });
 
-  app.get('/console/api/live', { schema: { hide: true } }, async (request, reply) => {
-    const ctx = requireSession(request);
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-      // nginx: pass each message on as it is written.
-      'x-accel-buffering': 'no',
-    });
-    res.write('retry: 3000\n: connected\n\n');
-    const unsubscribe = feed.subscribe(ctx.accountId, (change) => {
-      res.write(`event: change\ndata: ${JSON.stringify(change)}\n\n`);
-    });
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
-    const maxLife = setTimeout(() => end(), STREAM_MAX_MS);
-    let ended = false;
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      clearInterval(keepAlive);
-      clearTimeout(maxLife);
-      unsubscribe();
-      open.delete(end);
-      res.end();
-    };
-    open.add(end);
-    request.raw.on('close', end);
-  });
+  app.get(
+    '/console/api/live',
+    { config: { consoleRole: 'viewer' }, schema: { hide: true } },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        connection: 'keep-alive',
+        // nginx: pass each message on as it is written.
+        'x-accel-buffering': 'no',
+      });
+      res.write('retry: 3000\n: connected\n\n');
+      const unsubscribe = feed.subscribe(ctx.accountId, (change) => {
+        res.write(`event: change\ndata: ${JSON.stringify(change)}\n\n`);
+      });
+      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+      const maxLife = setTimeout(() => end(), STREAM_MAX_MS);
+      let ended = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearInterval(keepAlive);
+        clearTimeout(maxLife);
+        unsubscribe();
+        open.delete(end);
+        res.end();
+      };
+      open.add(end);
+      request.raw.on('close', end);
+    },
+  );
 }

@@ -54,25 +54,29 @@ export function deepLink(username: string, token: string): string {
 }
 
 export function telegramRoutes(app: App, deps: AppDeps): void {
-  app.get('/console/api/telegram', { schema: hide }, async (request): Promise<TelegramStatusT> => {
-    const ctx = requireSession(request);
-    const bot = deps.telegram ? requireBot(deps) : undefined;
-    const chat = await boundChat(deps.db, ctx.accountId);
-    return {
-      configured: bot !== undefined,
-      bot_username: bot?.identity.username ?? null,
-      chat: chat && {
-        id: chat.id,
-        title: chat.title,
-        type: chat.type,
-        bound_at: chat.bound_at?.toISOString() ?? null,
-      },
-    };
-  });
+  app.get(
+    '/console/api/telegram',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request): Promise<TelegramStatusT> => {
+      const ctx = requireSession(request);
+      const bot = deps.telegram ? requireBot(deps) : undefined;
+      const chat = await boundChat(deps.db, ctx.accountId);
+      return {
+        configured: bot !== undefined,
+        bot_username: bot?.identity.username ?? null,
+        chat: chat && {
+          id: chat.id,
+          title: chat.title,
+          type: chat.type,
+          bound_at: chat.bound_at?.toISOString() ?? null,
+        },
+      };
+    },
+  );
 
   app.post(
     '/console/api/telegram/connect',
-    { schema: hide },
+    { config: { consoleRole: 'admin' }, schema: hide },
     async (request): Promise<TelegramConnectT> => {
       const ctx = requireSession(request);
       const bot = requireBot(deps);
@@ -94,16 +98,20 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
     },
   );
 
-  app.delete('/console/api/telegram', { schema: hide }, async (request, reply) => {
-    const ctx = requireSession(request);
-    requireBot(deps);
-    const audit = auditContextOf(request);
-    await unbindChat(deps.db, ctx.accountId, (tx, chatId) =>
-      recordAudit(tx, audit, { action: 'telegram.unbound', targetId: chatId }),
-    );
-    request.log.info({ account_id: ctx.accountId }, 'telegram chat unbound');
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/console/api/telegram',
+    { config: { consoleRole: 'admin' }, schema: hide },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      requireBot(deps);
+      const audit = auditContextOf(request);
+      await unbindChat(deps.db, ctx.accountId, (tx, chatId) =>
+        recordAudit(tx, audit, { action: 'telegram.unbound', targetId: chatId }),
+      );
+      request.log.info({ account_id: ctx.accountId }, 'telegram chat unbound');
+      return reply.code(204).send();
+    },
+  );
 
   const access = deps.telegram;
   const hookUrl = access?.config.webhookUrl;

@@ -54,33 +54,38 @@ const hide = { hide: true } as const;
 export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   const network = deps.config.network;
 
-  app.get('/console/api/watches', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const rows = await listWatches(deps.db, ctx.accountId, network);
-    // The newest event of each watch: one index probe per watch (events_watch_created).
-    const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
-      `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
+  app.get(
+    '/console/api/watches',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const rows = await listWatches(deps.db, ctx.accountId, network);
+      // The newest event of each watch: one index probe per watch (events_watch_created).
+      const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
+        `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
                       ORDER BY e.created_at DESC LIMIT 1) AS last_event_at
          FROM unnest($1::text[]) AS w(id)`,
-      [rows.map((r) => r.id)],
-    );
-    const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
-    const windows = await healthSummaries(
-      deps.db,
-      rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
-    );
-    return {
-      data: rows.map((w) => ({
-        ...watchWithHealthView(w, windows.get(w.id)),
-        last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
-      })),
-    };
-  });
+        [rows.map((r) => r.id)],
+      );
+      const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
+      const windows = await healthSummaries(
+        deps.db,
+        rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
+      );
+      return {
+        data: rows.map((w) => ({
+          ...watchWithHealthView(w, windows.get(w.id)),
+          last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
+        })),
+      };
+    },
+  );
 
   // One watch's page: the watch with its health and the chart's buckets.
   app.get(
     '/console/api/watches/:id/health',
     {
+      config: { consoleRole: 'viewer' },
       schema: {
         ...hide,
         params: IdParams,
@@ -98,42 +103,47 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   );
 
   // The banner: watches whose deliveries are failing now, and those tronwatch paused.
-  app.get('/console/api/alerts', { schema: hide }, async (request) => {
-    const ctx = requireSession(request);
-    const { rows } = await deps.db.query<{
-      id: string;
-      address: string;
-      label: string | null;
-      alert_state: string | null;
-      alert_since: Date | null;
-      alert_reason: string | null;
-      paused_reason: string | null;
-      auto_paused_at: Date | null;
-    }>(
-      `SELECT id, address, label, alert_state, alert_since, alert_reason, paused_reason,
+  app.get(
+    '/console/api/alerts',
+    { config: { consoleRole: 'viewer' }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { rows } = await deps.db.query<{
+        id: string;
+        address: string;
+        label: string | null;
+        alert_state: string | null;
+        alert_since: Date | null;
+        alert_reason: string | null;
+        paused_reason: string | null;
+        auto_paused_at: Date | null;
+      }>(
+        `SELECT id, address, label, alert_state, alert_since, alert_reason, paused_reason,
               auto_paused_at
          FROM watches
         WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL
           AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
         ORDER BY coalesce(auto_paused_at, alert_since) DESC, id
         LIMIT 50`,
-      [ctx.accountId, network],
-    );
-    return {
-      data: rows.map((r) => ({
-        watch_id: r.id,
-        address: r.address,
-        label: r.label,
-        kind: r.paused_reason !== null ? 'auto_paused' : 'failing',
-        since: (r.auto_paused_at ?? r.alert_since)?.toISOString() ?? null,
-        reason: r.paused_reason ?? r.alert_reason ?? '',
-      })),
-    };
-  });
+        [ctx.accountId, network],
+      );
+      return {
+        data: rows.map((r) => ({
+          watch_id: r.id,
+          address: r.address,
+          label: r.label,
+          kind: r.paused_reason !== null ? 'auto_paused' : 'failing',
+          since: (r.auto_paused_at ?? r.alert_since)?.toISOString() ?? null,
+          reason: r.paused_reason ?? r.alert_reason ?? '',
+        })),
+      };
+    },
+  );
 
   app.post(
     '/console/api/watches',
     {
+      config: { consoleRole: 'developer' },
       schema: { ...hide, body: CreateWatchSchema },
       preValidation: async (request) => {
         preventCoercion(CreateWatchSchema, request.body);
@@ -168,7 +178,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
 
   app.delete(
     '/console/api/watches/:id',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request, reply) => {
       const ctx = requireSession(request);
       const { id } = request.params;
@@ -189,7 +199,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   for (const action of ['pause', 'resume'] as const) {
     app.post(
       `/console/api/watches/:id/${action}`,
-      { schema: { ...hide, params: IdParams } },
+      { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
       async (request) => {
         const ctx = requireSession(request);
         const { id } = request.params;
@@ -226,7 +236,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
 
   app.post(
     '/console/api/watches/:id/test',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
@@ -262,6 +272,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   app.post(
     '/console/api/watches/:id/rotate-secret',
     {
+      config: { consoleRole: 'developer' },
       schema: { ...hide, params: IdParams, body: RotateSecretSchema },
       preValidation: async (request) => {
         request.body ??= {};
@@ -290,7 +301,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
 
   app.post(
     '/console/api/watches/:id/previous-secret/expire',
-    { schema: { ...hide, params: IdParams } },
+    { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
@@ -306,6 +317,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   app.patch(
     '/console/api/watches/:id',
     {
+      config: { consoleRole: 'developer' },
       schema: { ...hide, params: IdParams, body: UpdateWatchSchema },
       preValidation: async (request) => {
         preventCoercion(UpdateWatchSchema, request.body);

@@ -1,7 +1,10 @@
-/** Signed-out pages: log in, sign up (when open), accept an invite (set a password). */
+/**
+ * Signed-out pages: log in, sign up (when open), accept an invite (set a password), and password
+ * reset (issue 18 item 2): ask for a link by e-mail, then choose a new password from it.
+ */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, describeError, post } from '../api';
+import { ApiError, describeError, formatWait, post } from '../api';
 import { Field, NEW_PASSWORD_HINT, Notice, PasswordField } from '../components/ui';
 import { BASE, Link } from '../router';
 import type { Config, Me } from '../types';
@@ -133,6 +136,9 @@ export function LoginPage({
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
       </form>
+      <p class="auth-alt">
+        <Link href={`${BASE}/forgot`}>Forgot your password?</Link>
+      </p>
       {config.signup === 'open' ? (
         <p class="auth-alt">
           No account yet? <Link href={`${BASE}/signup`}>Create an account</Link>
@@ -217,12 +223,12 @@ export function SignupPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
 }
 
 /** The token is in the URL fragment (#token=…): never sent to a server, never in a log. */
-function inviteToken(): string {
+function linkToken(): string {
   return new URLSearchParams(location.hash.slice(1)).get('token') ?? '';
 }
 
 export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
-  const [token] = useState(inviteToken);
+  const [token] = useState(linkToken);
   const [password, setPassword] = useState('');
   const [confirm, setConfirm] = useState('');
   const [busy, setBusy] = useState(false);
@@ -291,6 +297,159 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
           {busy ? 'Saving…' : 'Set password and sign in'}
         </button>
       </form>
+    </AuthFrame>
+  );
+}
+
+/** Ask for a password reset link by e-mail (the same answer whether the address is known). */
+export function ForgotPage({ config }: { config: Config }) {
+  const [email, setEmail] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [sent, setSent] = useState<string | null>(null);
+
+  if (!config.email) {
+    return (
+      <AuthFrame title="Reset your password">
+        <Notice tone="info">
+          E-mail is off on this deployment, so no reset link can be sent. Ask an owner or admin of
+          your account to remove and invite you again, or the operator for a new link (
+          <code>tronwatch accounts invite --email …</code>).
+        </Notice>
+        <p class="auth-alt">
+          <Link href={`${BASE}/login`}>Back to sign in</Link>
+        </p>
+      </AuthFrame>
+    );
+  }
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const r = await post<{ message: string }>('/password-reset', { email: email.trim() });
+      setSent(r.message);
+    } catch (err) {
+      setError(
+        err instanceof ApiError && err.code === 'login_rate_limited'
+          ? `Too many reset requests. Try again in ${formatWait(err.retryAfter ?? 900)}.`
+          : describeError(err),
+      );
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <AuthFrame title="Reset your password">
+      {sent ? (
+        <Notice tone="success">{sent} Check your inbox (and the spam folder).</Notice>
+      ) : (
+        <form onSubmit={submit}>
+          <p>
+            Enter the e-mail address you sign in with: we send it a link to choose a new password.
+          </p>
+          <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
+          <Field label="E-mail">
+            {({ id }) => (
+              <input
+                id={id}
+                type="email"
+                autoComplete="username"
+                required
+                value={email}
+                onInput={(e) => setEmail(e.currentTarget.value)}
+              />
+            )}
+          </Field>
+          <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
+            {busy ? 'Sending…' : 'Send me a link'}
+          </button>
+        </form>
+      )}
+      <p class="auth-alt">
+        <Link href={`${BASE}/login`}>Back to sign in</Link>
+      </p>
+    </AuthFrame>
+  );
+}
+
+/** Choose a new password from a reset link (`/console/reset#token=…`); every other session ends. */
+export function ResetPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
+  const [token] = useState(linkToken);
+  const [password, setPassword] = useState('');
+  const [confirm, setConfirm] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+
+  if (token === '') {
+    return (
+      <AuthFrame title="Reset link incomplete">
+        <Notice tone="error">
+          This link has no reset token. Open the full link from the e-mail, or ask for a new one.
+        </Notice>
+        <p class="auth-alt">
+          <Link href={`${BASE}/forgot`}>Ask for a new link</Link>
+        </p>
+      </AuthFrame>
+    );
+  }
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (password.length < 12) {
+      setError('The password needs at least 12 characters.');
+      return;
+    }
+    if (password !== confirm) {
+      setError('The two passwords differ.');
+      return;
+    }
+    setBusy(true);
+    setError(null);
+    try {
+      const me = await post<Me>('/password-reset/confirm', { token, password });
+      history.replaceState(null, '', location.pathname); // drop the spent token from the URL
+      onSignedIn(me);
+    } catch (err) {
+      setError(
+        err instanceof ApiError && err.code === 'invalid_reset'
+          ? 'This reset link is invalid, expired (links work for 30 minutes) or already used. Ask for a new one.'
+          : err instanceof ApiError && err.code === 'login_rate_limited'
+            ? `Too many wrong links. Try again in ${formatWait(err.retryAfter ?? 900)}.`
+            : describeError(err),
+      );
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <AuthFrame title="Choose a new password">
+      <p>Every session of your user is signed out when the new password is set.</p>
+      <form onSubmit={submit}>
+        <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
+        <PasswordField
+          label="New password"
+          kind="new"
+          hint={NEW_PASSWORD_HINT}
+          value={password}
+          onValue={setPassword}
+        />
+        <PasswordField
+          label="Repeat the password"
+          kind="repeat"
+          value={confirm}
+          onValue={setConfirm}
+        />
+        <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
+          {busy ? 'Saving…' : 'Set password and sign in'}
+        </button>
+      </form>
+      <p class="auth-alt">
+        <Link href={`${BASE}/forgot`}>Ask for a new link</Link>
+      </p>
     </AuthFrame>
   );
 }

@@ -1,0 +1,65 @@
+/**
+ * The console's e-mails (issue 18 items 1–3), each with a plain-text and an HTML body saying the
+ * same thing. Every value put in the HTML is escaped. Links carry their token in the fragment
+ * (`#token=…`), which browsers never send to a server, so it cannot land in an access log.
+ */
+import type { MailMessage } from './mailer.js';
+
+/** `s` with HTML's special characters escaped (text and attribute values). */
+export function escapeHtml(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+/** A simple HTML body: paragraphs, one button-like link, a closing line. */
+function html(paragraphs: string[], link: { href: string; label: string }, after: string): string {
+  const ps = paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('\n');
+  return `<!doctype html>
+<html><body style="font-family: system-ui, sans-serif; color: #1f2937; line-height: 1.5">
+${ps}
+<p><a href="${escapeHtml(link.href)}" style="display: inline-block; padding: 8px 16px; background: #0f766e; color: #ffffff; border-radius: 6px; text-decoration: none">${escapeHtml(link.label)}</a></p>
+<p style="color: #6b7280; font-size: 13px">${escapeHtml(after)}</p>
+<p style="color: #6b7280; font-size: 13px">If the button does not work, copy this address into your browser: ${escapeHtml(link.href)}</p>
+</body></html>`;
+}
+
+/** An invitation to join an account's console as `role` (the link sets the password, 7 days). */
+export function inviteMessage(o: {
+  to: string;
+  link: string;
+  role: string;
+  accountEmail: string;
+  invitedBy?: string;
+}): MailMessage {
+  const who = o.invitedBy ? `${o.invitedBy} invited you` : 'You are invited';
+  const intro = `${who} to the tronwatch console of ${o.accountEmail}, as ${o.role}.`;
+  const how = 'Open the link below to choose your password and sign in.';
+  const after = 'The link works once, within 7 days. If you did not expect it, ignore this e-mail.';
+  return {
+    kind: 'invite',
+    to: o.to,
+    subject: 'Your invitation to the tronwatch console',
+    text: `${intro}\n\n${how}\n\n${o.link}\n\n${after}\n`,
+    html: html([intro, how], { href: o.link, label: 'Accept the invitation' }, after),
+  };
+}
+
+/** A password reset link (30 minutes, single use). */
+export function passwordResetMessage(o: { to: string; link: string }): MailMessage {
+  const intro = 'Someone asked to reset the password of your tronwatch console user.';
+  const how =
+    'Open the link below to choose a new one. Every session of your user is then signed out.';
+  const after =
+    'The link works once, within 30 minutes. If you did not ask for it, ignore this e-mail: your password stays as it is.';
+  return {
+    kind: 'password_reset',
+    to: o.to,
+    subject: 'Reset your tronwatch console password',
+    text: `${intro}\n\n${how}\n\n${o.link}\n\n${after}\n`,
+    html: html([intro, how], { href: o.link, label: 'Choose a new password' }, after),
+  };
+}
