@@ -10,11 +10,16 @@
  * ingest-rate (issue 14: node requests per block at mainnet pace, a day caught up under a cap):
  * BENCH_RATE_COMPRESSION (10), BENCH_RATE_BLOCKS (300), BENCH_STALL_BLOCKS (100), BENCH_CATCHUP_BLOCKS (28,800),
  * BENCH_CATCHUP_RPS (200).
+ * hot (issue 17 item 5: the webhook claim behind 300,000 due chat rows, the dead letters page at
+ * 10,000,000 events with 1,000 DEAD, each next to the query or index before migration 023):
+ * BENCH_HOT_EVENTS (10,000,000), BENCH_HOT_CHAT_ROWS (300,000), BENCH_HOT_DEAD (1,000),
+ * BENCH_HOT_CLAIMS (20), BENCH_HOT_KEEP=1 (keep the database). PostgreSQL only.
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
 import { benchApi } from './api.js';
 import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
+import { benchHotQueries } from './hot-queries.js';
 import { benchIngestRate } from './ingest-rate.js';
 import { benchIngestWatches } from './ingest-watches.js';
 import { benchScan } from './scan.js';
@@ -61,6 +66,18 @@ const parts: Part[] = [
       }),
   },
 ];
+
+parts.push({
+  name: 'hot',
+  run: () =>
+    benchHotQueries({
+      events: env('BENCH_HOT_EVENTS', 10_000_000),
+      chatRows: env('BENCH_HOT_CHAT_ROWS', 300_000),
+      dead: env('BENCH_HOT_DEAD', 1_000),
+      claims: env('BENCH_HOT_CLAIMS', 20),
+      keep: process.env.BENCH_HOT_KEEP === '1',
+    }),
+});
 
 parts.push({
   name: 'ingest-rate',

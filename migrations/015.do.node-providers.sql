@@ -3,7 +3,7 @@
 -- GET /healthz and GET /v1/status whichever process ingests. One row per provider, by its
 -- position in TRON_NODE_URL; `name` is the URL's origin (never its path, query or fragment).
 CREATE TABLE node_providers (
-  network     text        NOT NULL,
+  network     text        COLLATE "C" NOT NULL,
   idx         integer     NOT NULL CHECK (idx >= 0),
   name        text        NOT NULL,
   state       text        NOT NULL CHECK (state IN ('ok', 'set_aside', 'unhealthy')),

@@ -178,6 +178,49 @@ export const EnvSchema = T.Object({
     default: 604_800,
     description: 'Console session lifetime, seconds, moved forward at each use (SPEC: 7 days).',
   }),
+  PRUNE_INTERVAL_SECONDS: Int({
+    minimum: 1,
+    maximum: 86_400,
+    default: 300,
+    description:
+      'How often the pruning job (worker role, one process at a time) deletes what outlived its retention, seconds.',
+  }),
+  PRUNE_BATCH_SIZE: Int({
+    minimum: 1,
+    maximum: 100_000,
+    default: 1_000,
+    description:
+      'Rows one pruning statement deletes or clears at most (each batch is its own short transaction).',
+  }),
+  TOKEN_RETENTION_HOURS: Int({
+    minimum: 0,
+    maximum: 8_760,
+    default: 24,
+    description:
+      'Hours an expired or revoked console session, a used or expired invitation and a used or expired Telegram link token are kept before they are deleted.',
+  }),
+  ATTEMPT_DETAIL_RETENTION_DAYS: Int({
+    minimum: 1,
+    maximum: 36_500,
+    default: 30,
+    description:
+      "Days an attempt's request headers, response headers and response body are kept; then they are cleared (the attempt's time, status, error and duration stay).",
+  }),
+  EVENT_RETENTION_DAYS: T.Optional(
+    T.Integer({
+      minimum: 1,
+      maximum: 36_500,
+      description:
+        'Delete events older than this many days with their notifications and attempts, except an event whose newest notification is PENDING or DEAD. Unset: events are kept.',
+    }),
+  ),
+  AUDIT_RETENTION_DAYS: Int({
+    minimum: 1,
+    maximum: 36_500,
+    default: 365,
+    description:
+      'Days an audit log entry is kept; older entries are deleted by the pruning job (pruneAuditLog, src/audit/audit.ts).',
+  }),
   PUBLIC_URL: T.Optional(
     T.String({
       pattern: '^https?://[^/?#]+$',
@@ -330,11 +373,19 @@ export const ConfigSchema = Group({
     timeoutMs: V.TELEGRAM_TIMEOUT_MS,
     pacingScale: V.TELEGRAM_PACING_SCALE,
   }),
+  retention: Group({
+    intervalSeconds: V.PRUNE_INTERVAL_SECONDS,
+    batchSize: V.PRUNE_BATCH_SIZE,
+    tokenHours: V.TOKEN_RETENTION_HOURS,
+    attemptDetailDays: V.ATTEMPT_DETAIL_RETENTION_DAYS,
+    eventDays: Unset(V.EVENT_RETENTION_DAYS),
+  }),
   console: Group({
     signup: V.CONSOLE_SIGNUP,
     sessionTtlSeconds: V.CONSOLE_SESSION_TTL_SECONDS,
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
+  audit: Group({ retentionDays: V.AUDIT_RETENTION_DAYS }),
   logLevel: V.LOG_LEVEL,
 });
 
@@ -588,11 +639,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       timeoutMs: e.TELEGRAM_TIMEOUT_MS,
       pacingScale: e.TELEGRAM_PACING_SCALE,
     },
+    retention: {
+      intervalSeconds: e.PRUNE_INTERVAL_SECONDS,
+      batchSize: e.PRUNE_BATCH_SIZE,
+      tokenHours: e.TOKEN_RETENTION_HOURS,
+      attemptDetailDays: e.ATTEMPT_DETAIL_RETENTION_DAYS,
+      eventDays: e.EVENT_RETENTION_DAYS,
+    },
     console: {
       signup: e.CONSOLE_SIGNUP,
       sessionTtlSeconds: e.CONSOLE_SESSION_TTL_SECONDS,
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
+    audit: { retentionDays: e.AUDIT_RETENTION_DAYS },
     logLevel: e.LOG_LEVEL,
   };
 }

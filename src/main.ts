@@ -4,6 +4,7 @@
  *   migrate | accounts | keys          operator commands
  *   demo                                the main job end to end on embedded defaults
  *   scan | record | replay-node | synth the chain reader and its tools
+ *   doctor                              checks a deployment's configuration and dependencies
  *   mcp                                 an MCP server over stdio, a client of a running service
  * Each command parses config once (config.ts) and closes what it opens.
  */
@@ -24,6 +25,7 @@ import { runDemo } from './devnet/demo.js';
 import { recordBlocks } from './devnet/record.js';
 import { runReplayNodeCli } from './devnet/replay-node.js';
 import { writeSyntheticChain } from './devnet/synth-dir.js';
+import { formatReport, runDoctor } from './doctor/doctor.js';
 import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
@@ -258,6 +260,28 @@ program
       log.info(r, 'synthetic chain written');
     },
   );
+
+program
+  .command('doctor')
+  .description(
+    'check the configuration, the database, Redis, every node, the clock, the secret key file, the public URL and the Telegram token; exit 0 only when no check fails',
+  )
+  .option(
+    '--json',
+    'print the report as JSON ({ok, checks: [{check, target, status, detail, fix}]})',
+  )
+  .option('--timeout-ms <n>', 'deadline of each network check, ms', int('--timeout-ms', 100), 5_000)
+  .option(
+    '--cert-days <n>',
+    'a TLS certificate expiring within this many days fails',
+    int('--cert-days'),
+    14,
+  )
+  .action(async (o: { json?: boolean; timeoutMs: number; certDays: number }) => {
+    const report = await runDoctor(process.env, { timeoutMs: o.timeoutMs, certDays: o.certDays });
+    process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
+    process.exitCode = report.ok ? 0 : 1;
+  });
 
 /** After a clean stop, how long a handle left open may delay the exit, ms (then exit 0 anyway). */
 const EXIT_GRACE_MS = 1_000;

@@ -1,6 +1,6 @@
 /**
  * One program, several roles (DESIGN §Processes and scale-out): `api` (stateless HTTP),
- * `ingest` (the block loop) and `worker` (the outbox). `serve` runs all three in one process,
+ * `ingest` (the block loop) and `worker` (the outbox, and the pruning job: src/retention/prune.ts). `serve` runs all three in one process,
  * the default for a small deployment and what the demo uses. Start-up: parse config, open the
  * database (PostgreSQL, or embedded PGlite in DATA_DIR), listen (api role: /healthz answers 503
  * until started), wait for PostgreSQL when it is unreachable and apply migrations, then start the
@@ -31,6 +31,7 @@ import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { closeRedis, createRedis } from './redis/client.js';
 import { RedisPacer } from './redis/pacing.js';
 import { openRateLimits } from './redis/rate-limit.js';
+import { Pruner } from './retention/prune.js';
 import type { TelegramBot } from './telegram/bot.js';
 import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
@@ -55,6 +56,8 @@ export interface Service {
   telegram: BotConnection | undefined;
   /** The chat delivery worker (worker role with a bot), once the bot is ready. */
   readonly chatWorker: ChatDeliveryWorker | undefined;
+  /** The pruning job (worker role; one pass per interval across the deployment, by lease). */
+  pruner: Pruner | undefined;
   /** Graceful stop of every role, then the pools. Idempotent. */
   stop(): Promise<void>;
 }
@@ -116,6 +119,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let worker: DeliveryWorker | undefined;
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
+  let pruner: Pruner | undefined;
   try {
     const secrets = secretBox(cfg, logger);
     // One registry per process, fed by every role it runs; the metrics listener serves it.
@@ -158,6 +162,12 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       worker = w;
       running.push(w.start(shutdown.signal));
       shutdown.add('delivery worker', () => w.stop());
+      // Bounded growth (issue 17 item 4): retention, in the role every deployment runs; the
+      // lease makes it one pass per PRUNE_INTERVAL_SECONDS however many workers there are.
+      const p = new Pruner({ db, retention: cfg.retention, logger, metrics });
+      pruner = p;
+      running.push(p.start(shutdown.signal));
+      shutdown.add('pruning job', () => p.stop());
       if (telegram) {
         const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;
@@ -227,6 +237,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     get chatWorker() {
       return chatWorker;
     },
+    pruner,
     stop: () => shutdown.kill(),
   };
 }

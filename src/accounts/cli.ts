@@ -9,12 +9,19 @@
  *   tronwatch accounts invite --email E [--plan P]
  *
  * Every refusal is a CliError (or AccountInputError) whose message is fit to print as is.
+ * Each change is recorded in the account's audit log (src/audit/audit.ts) as actor system `cli`.
  */
+import { type AuditEntry, CLI_ACTOR, recordAudit } from '../audit/audit.js';
 import { isId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 import { type AccountRow, createAccount, findAccount, findAccountByEmail } from './accounts.js';
 import { createInvite, INVITE_TTL_SECONDS } from './credentials.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+
+/** Record a CLI change in the account's audit log (no client address: it ran on the host). */
+function audit(db: Queryable, accountId: string, entry: AuditEntry): Promise<void> {
+  return recordAudit(db, { accountId, actor: CLI_ACTOR, clientIp: null }, entry);
+}
 
 /** A command refused with a message for the operator (unknown account, unknown key, bad number). */
 export class CliError extends Error {
@@ -76,6 +83,11 @@ export async function accountsCreate(
     rateLimitPerMin: optionalInt('--rate-limit', args.rateLimit, 1),
     watchQuota: optionalInt('--watch-quota', args.watchQuota, 0),
   });
+  await audit(db, acc.id, {
+    action: 'account.created',
+    targetId: acc.id,
+    detail: { email: acc.email, plan: acc.plan },
+  });
   return printableAccount(acc);
 }
 
@@ -89,6 +101,11 @@ export interface KeysCreateArgs {
 export async function keysCreate(db: Queryable, args: KeysCreateArgs): Promise<PrintableNewKey> {
   const acc = await requireAccount(db, args.account);
   const k = await createApiKey(db, acc.id, { name: args.name, network: 'mainnet' });
+  await audit(db, acc.id, {
+    action: 'api_key.created',
+    targetId: k.id,
+    detail: { name: k.name, prefix: k.prefix, network: k.network },
+  });
   return {
     id: k.id,
     account_id: acc.id,
@@ -116,6 +133,11 @@ export async function keysRevoke(db: Queryable, args: { keyId: string }): Promis
   const id = args.keyId.trim();
   const row = isId(id, 'key') ? await revokeApiKey(db, id) : undefined;
   if (!row) throw new CliError(`no API key with id ${JSON.stringify(args.keyId)}`);
+  await audit(db, row.account_id, {
+    action: 'api_key.revoked',
+    targetId: row.id,
+    detail: { name: row.name, prefix: row.prefix },
+  });
   return printableKey(row);
 }
 
@@ -185,7 +207,19 @@ export async function accountsInvite(
   const existing = await findAccountByEmail(db, args.email);
   const acc =
     existing ?? (await createAccount(db, { email: args.email, plan: args.plan ?? 'free' }));
+  if (existing === undefined) {
+    await audit(db, acc.id, {
+      action: 'account.created',
+      targetId: acc.id,
+      detail: { email: acc.email, plan: acc.plan },
+    });
+  }
   const token = await createInvite(db, acc.id);
+  // The link is the credential: only its expiry is recorded.
+  await audit(db, acc.id, {
+    action: 'account.invited',
+    detail: { expires_in_seconds: INVITE_TTL_SECONDS },
+  });
   return {
     account: printableAccount(acc),
     created: existing === undefined,

@@ -47,6 +47,7 @@ import {
   registerV1Guard,
 } from './auth.js';
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
+import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
@@ -135,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...eventSchemas,
     ...healthSchemas,
     ...statusSchemas,
+    ...auditSchemas,
   ]) {
     app.addSchema(s);
   }
@@ -201,6 +203,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   watchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
+  auditRoutes(app, deps);
   await registerConsole(app, deps);
   healthRoutes(app, deps);
   statusRoutes(app, deps);

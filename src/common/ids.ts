@@ -6,7 +6,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 
-export type IdPrefix = 'acc' | 'key' | 'wh' | 'ntf' | 'evt' | 'ses';
+export type IdPrefix = 'acc' | 'key' | 'wh' | 'ntf' | 'evt' | 'ses' | 'aud';
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 

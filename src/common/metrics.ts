@@ -29,6 +29,8 @@
  * | node_heads_ignored_total | counter | provider | answers | head answers ignored as impossible (below the cursor, or beyond what the chain can have produced) |
  * | node_quorum_disagreements_total | counter | – | blocks | times the providers returned different versions of a block (it stalls until they agree) |
  * | node_provider_up | gauge | provider | 0/1 | 1 while the provider serves, 0 while it is set aside or unhealthy |
+ * | pruned_rows_total | counter | kind | rows | rows the pruning job (src/retention/prune.ts) deleted or cleared, by kind: console_sessions, console_invites, telegram_link_tokens, attempt_details (request/response details cleared), events, notifications, attempts (deleted with their events); other kinds as registered |
+ * | prune_passes_total | counter | outcome | passes | pruning passes by outcome: `ran` (this process held the lease and finished), `skipped` (another process holds it), `failed` (a database error; retried at the next interval) |
  * | process_*, nodejs_* | various | – | – | prom-client's default process metrics (CPU, memory, event-loop delay, GC); in the service's process only |
  *
  * Gauges read at scrape time (the chain_* ones from what the ingester reported, the outbox_* ones
@@ -151,6 +153,9 @@ export class Metrics {
   readonly attemptDuration: Histogram;
   /** `/v1/*` requests refused with 429, by scope (key | ip). */
   readonly rateLimitRefusals: Counter<'scope'>;
+  /** Rows pruned (deleted, or details cleared), by kind: see {@link Metrics.pruned}. */
+  private readonly prunedRows: Counter<'kind'>;
+  private readonly prunePasses: Counter<'outcome'>;
   /** API request latency, seconds, by method, route pattern and status code. */
   readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>;
   private readonly blockVerifications: Counter<'root'>;
@@ -291,6 +296,18 @@ export class Metrics {
       async () => (await this.outbox())?.oldestDueSeconds,
     );
 
+    this.prunedRows = new Counter({
+      name: `${p}pruned_rows_total`,
+      help: 'Rows deleted or cleared by the pruning job, by kind (table, or attempt_details).',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.prunePasses = new Counter({
+      name: `${p}prune_passes_total`,
+      help: 'Pruning passes by outcome: ran, skipped (another process holds the lease), failed.',
+      labelNames: ['outcome'],
+      registers,
+    });
     this.rateLimitRefusals = new Counter({
       name: `${p}rate_limit_refusals_total`,
       help: 'Requests under /v1 answered 429, by scope: key (an API key over its rate) or ip (unauthenticated).',
@@ -437,6 +454,20 @@ export class Metrics {
   }
 
   /** Count a node client's requests (its running `requestCount`, read at scrape). */
+  /**
+   * Count rows the pruning job removed: `kind` is the table (or `attempt_details`), a short fixed
+   * name chosen where the kind is registered (src/retention/prune.ts), never a value from data.
+   * A count of 0 still creates the series (so a dashboard sees 0, not no data).
+   */
+  pruned(kind: string, rows: number): void {
+    this.prunedRows.inc({ kind }, rows);
+  }
+
+  /** Count one pruning pass: ran (held the lease), skipped (another process held it), failed. */
+  prunePass(outcome: 'ran' | 'skipped' | 'failed'): void {
+    this.prunePasses.inc({ outcome });
+  }
+
   countNodeRequests(requestCount: () => number): void {
     this.nodeRequestCounts.push(requestCount);
   }

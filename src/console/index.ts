@@ -8,8 +8,10 @@ import cookie from '@fastify/cookie';
 import type { App, AppDeps } from '../api/types.js';
 import { registerConsoleGuard } from './guard.js';
 import { accountRoutes } from './routes/account.js';
+import { auditRoutes } from './routes/audit.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
+import { consoleLiveRoutes } from './routes/live.js';
 import { overviewRoutes } from './routes/overview.js';
 import { telegramRoutes } from './routes/telegram.js';
 import { consoleWatchRoutes } from './routes/watches.js';
@@ -26,7 +28,9 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   keyRoutes(app, deps);
   consoleWatchRoutes(app, deps);
   consoleEventRoutes(app, deps);
+  consoleLiveRoutes(app, deps);
   overviewRoutes(app, deps);
   telegramRoutes(app, deps);
+  auditRoutes(app, deps);
   await registerConsoleApp(app, {});
 }

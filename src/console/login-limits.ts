@@ -94,9 +94,11 @@ async function countedAttempt(
   windows: readonly WindowLimit[],
   message: string,
   check: () => Promise<boolean>,
+  info?: AttemptInfo,
 ): Promise<boolean> {
   const slot = await limiter.reserve(windows);
   if (!slot.allowed) throw limited(message, slot.retryAfterSeconds);
+  if (info && slot.remaining !== undefined) info.remaining = slot.remaining;
   let ok: boolean | undefined;
   try {
     ok = await check();
@@ -106,6 +108,15 @@ async function countedAttempt(
     // extra counted failure, never a refused login.
     if (ok !== false) await slot.release().catch(() => undefined);
   }
+}
+
+/** Filled in by a counted attempt that ran. */
+export interface AttemptInfo {
+  /**
+   * Failures the (address, e-mail) window still allows after this attempt, counted as a failure
+   * (0: the next failure is refused for the rest of the window). The sign-in page warns with it.
+   */
+  remaining?: number;
 }
 
 /**
@@ -121,8 +132,9 @@ export function countLoginAttempt(
   ip: string,
   email: string,
   verify: () => Promise<boolean>,
+  info?: AttemptInfo,
 ): Promise<boolean> {
-  return countedAttempt(limiter, loginWindows(ip, email), 'too many failed logins', verify);
+  return countedAttempt(limiter, loginWindows(ip, email), 'too many failed logins', verify, info);
 }
 
 /**

@@ -36,15 +36,29 @@ export const KeyCreateBody = T.Object(
 export const IdParams = T.Object({ id: T.String({ minLength: 1, maxLength: 64 }) });
 
 const Instant = T.String({ format: 'date-time', maxLength: 40 });
+/** The filters shared by the events list and its export (issue 19 item 5). */
+const eventFilters = {
+  since: T.Optional(Instant),
+  until: T.Optional(Instant),
+  watch_id: T.Optional(T.String({ maxLength: 64 })),
+  status: T.Optional(StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const)),
+  /** A transaction id, an event id or an address (src/events/list.ts parseEventSearch). */
+  q: T.Optional(T.String({ maxLength: 100 })),
+  asset: T.Optional(StringEnum(['USDT', 'TRX'] as const)),
+  direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
+  channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
+};
 export const ConsoleEventsQuery = T.Object(
   {
     limit: T.Optional(T.Integer({ minimum: 1, maximum: 200, default: 50 })),
     before: T.Optional(Instant),
-    since: T.Optional(Instant),
-    until: T.Optional(Instant),
-    watch_id: T.Optional(T.String({ maxLength: 64 })),
-    status: T.Optional(StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const)),
+    after: T.Optional(Instant),
+    ...eventFilters,
   },
+  closed,
+);
+export const ConsoleExportQuery = T.Object(
+  { format: StringEnum(['csv', 'json'] as const), ...eventFilters },
   closed,
 );
 export const RedeliverBody = T.Object(
@@ -58,6 +72,7 @@ export const RedeliverBody = T.Object(
 
 export type Credentials = Static<typeof CredentialsBody>;
 export type ConsoleEventsQueryT = Static<typeof ConsoleEventsQuery>;
+export type ConsoleExportQueryT = Static<typeof ConsoleExportQuery>;
 
 /** GET /console/api/session, and the answer of sign-up, login and invitation. */
 export interface Me {

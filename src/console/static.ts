@@ -11,7 +11,8 @@
  *  - /console/api/…      → never the app: a GET the console API does not route gets its 404 body
  *  - anything else under /console/ → index.html with `Cache-Control: no-cache` (the app routes on
  *                          the client: /console/events/evt_…, /console/invite#token=…)
- *  - /console/docs/      → the Swagger UI page over /docs/openapi.json; its files under
+ *  - /console/docs/      → the API reference, plain HTML written from the OpenAPI document, and
+ *                          Swagger UI over /docs/openapi.json loaded on request; its files under
  *                          /console/docs/assets/ (cached 1 day: their names are not hashed)
  * With no build (dist/web/index.html missing) the app's paths answer 503
  * `{"error":"console not built: run npm run build:web"}`; the docs page works without it.
@@ -65,14 +66,20 @@ const DOCS_FILES = new Set([
   'favicon-16x16.png',
 ]);
 
-const DOCS_HTML = `<!doctype html>
+/**
+ * The API reference page (issue 19 item 7: Swagger UI's 1.7 MB bundle took 5.5–9.2 s to become
+ * usable on a loaded machine). The reference is written here, as plain HTML, from the same
+ * OpenAPI document /docs/openapi.json serves (renderReference): readable at first paint. Swagger
+ * UI, for trying requests, is loaded only when asked for ("Open the interactive explorer").
+ */
+function docsHtml(reference: string): string {
+  return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>API reference · tronwatch</title>
 <link rel="icon" type="image/png" href="/console/docs/assets/favicon-32x32.png">
-<link rel="stylesheet" href="/console/docs/assets/swagger-ui.css">
 <link rel="stylesheet" href="/console/docs/assets/docs.css">
 </head>
 <body>
@@ -80,32 +87,157 @@ const DOCS_HTML = `<!doctype html>
   <a href="/console/">&larr; Back to the console</a>
   <span>tronwatch API reference &middot; <a href="/docs/openapi.json">openapi.json</a></span>
 </header>
-<main id="swagger-ui" aria-label="API reference"></main>
-<script src="/console/docs/assets/swagger-ui-bundle.js"></script>
-<script src="/console/docs/assets/swagger-ui-standalone-preset.js"></script>
+<main aria-label="API reference">
+<div class="tw-explorer-bar">
+  <button type="button" id="open-explorer">Open the interactive explorer</button>
+  <span>Swagger UI, to try requests with your key (loads about 1.7 MB).</span>
+</div>
+<div id="reference">${reference}</div>
+<div id="swagger-ui"></div>
+</main>
 <script src="/console/docs/assets/docs-init.js"></script>
 </body>
 </html>
 `;
+}
 
-const DOCS_INIT_JS = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({
-    url: '/docs/openapi.json',
-    dom_id: '#swagger-ui',
-    deepLinking: true,
-    presets: [SwaggerUIBundle.presets.apis],
-    layout: 'BaseLayout',
-    defaultModelsExpandDepth: 0,
-    tryItOutEnabled: false,
-  });
-});
+/** HTML text of `s` (element content and double-quoted attribute values). */
+function esc(s: unknown): string {
+  return String(s ?? '')
+    .replaceAll('&', '&amp;')
+    .replaceAll('<', '&lt;')
+    .replaceAll('>', '&gt;')
+    .replaceAll('"', '&quot;');
+}
+
+type Json = Record<string, unknown>;
+const obj = (x: unknown): Json => (typeof x === 'object' && x !== null ? (x as Json) : {});
+
+/** A schema in a few words: its $ref's name, its type, enum or format. */
+function schemaWords(schema: unknown): string {
+  const s = obj(schema);
+  if (typeof s.$ref === 'string') return s.$ref.split('/').pop() ?? '';
+  if (Array.isArray(s.enum)) return s.enum.map(String).join(' | ');
+  if (Array.isArray(s.anyOf)) return s.anyOf.map(schemaWords).join(' or ');
+  if (s.type === 'array') return `${schemaWords(s.items)}[]`;
+  return [s.type, s.format].filter((x) => typeof x === 'string').join(', ');
+}
+
+/**
+ * The OpenAPI document as a plain reference: each operation (method, path, summary, description,
+ * parameters, request body, responses), then each component schema with its members.
+ */
+export function renderReference(doc: unknown): string {
+  const d = obj(doc);
+  const info = obj(d.info);
+  let html = `<h1>${esc(info.title)} <small>${esc(info.version)}</small></h1>`;
+  html += `<p class="tw-pre">${esc(info.description)}</p><h2>Operations</h2>`;
+  for (const [path, item] of Object.entries(obj(d.paths))) {
+    for (const [method, opRaw] of Object.entries(obj(item))) {
+      const op = obj(opRaw);
+      const id = `op-${method}-${path.replace(/[^A-Za-z0-9]+/g, '-')}`;
+      html += `<section class="tw-op" id="${esc(id)}"><h3><span class="tw-method tw-${esc(method)}">${esc(method.toUpperCase())}</span> <code>${esc(path)}</code></h3>`;
+      if (op.summary) html += `<p><strong>${esc(op.summary)}</strong></p>`;
+      if (op.description) html += `<p class="tw-pre">${esc(op.description)}</p>`;
+      const params = Array.isArray(op.parameters) ? op.parameters.map(obj) : [];
+      if (params.length > 0) {
+        html += '<h4>Parameters</h4><ul>';
+        for (const p of params) {
+          html += `<li><code>${esc(p.name)}</code> <span class="tw-muted">(${esc(p.in)}${p.required ? ', required' : ''}${schemaWords(p.schema) ? `, ${esc(schemaWords(p.schema))}` : ''})</span> ${esc(p.description)}</li>`;
+        }
+        html += '</ul>';
+      }
+      const body = obj(obj(obj(op.requestBody).content)['application/json']).schema;
+      if (body !== undefined)
+        html += `<h4>Request body</h4><p><code>${esc(schemaWords(body))}</code></p>`;
+      html += '<h4>Responses</h4><ul>';
+      for (const [status, r] of Object.entries(obj(op.responses))) {
+        const schema = obj(obj(obj(r).content)['application/json']).schema;
+        html += `<li><code>${esc(status)}</code> ${esc(obj(r).description)}${schema !== undefined ? ` <span class="tw-muted">(${esc(schemaWords(schema))})</span>` : ''}</li>`;
+      }
+      html += '</ul></section>';
+    }
+  }
+  html += '<h2>Schemas</h2>';
+  for (const [name, sRaw] of Object.entries(obj(obj(d.components).schemas))) {
+    const s = obj(sRaw);
+    const required = new Set(Array.isArray(s.required) ? s.required.map(String) : []);
+    html += `<section class="tw-op" id="schema-${esc(name)}"><h3><code>${esc(name)}</code></h3>`;
+    if (s.description) html += `<p class="tw-pre">${esc(s.description)}</p>`;
+    const props = Object.entries(obj(s.properties));
+    if (props.length > 0) {
+      html += '<ul>';
+      for (const [k, v] of props) {
+        html += `<li><code>${esc(k)}</code> <span class="tw-muted">(${esc(schemaWords(v))}${required.has(k) ? ', required' : ''})</span> ${esc(obj(v).description)}</li>`;
+      }
+      html += '</ul>';
+    }
+    html += '</section>';
+  }
+  return html;
+}
+
+/** Swagger UI, loaded when the button is pressed (and at once for a #/ deep link of its own). */
+const DOCS_INIT_JS = `(function () {
+  var button = document.getElementById('open-explorer');
+  function load(src) {
+    return new Promise(function (ok, fail) {
+      var s = document.createElement('script');
+      s.src = src; s.onload = ok; s.onerror = fail;
+      document.body.appendChild(s);
+    });
+  }
+  function open() {
+    button.disabled = true;
+    button.textContent = 'Loading the explorer…';
+    var css = document.createElement('link');
+    css.rel = 'stylesheet'; css.href = '/console/docs/assets/swagger-ui.css';
+    document.head.appendChild(css);
+    load('/console/docs/assets/swagger-ui-bundle.js').then(function () {
+      window.ui = SwaggerUIBundle({
+        url: '/docs/openapi.json',
+        dom_id: '#swagger-ui',
+        deepLinking: true,
+        presets: [SwaggerUIBundle.presets.apis],
+        layout: 'BaseLayout',
+        defaultModelsExpandDepth: 0,
+        tryItOutEnabled: false,
+      });
+      document.getElementById('reference').hidden = true;
+      button.parentNode.hidden = true;
+    }, function () {
+      button.disabled = false;
+      button.textContent = 'Could not load the explorer: try again';
+    });
+  }
+  button.addEventListener('click', open);
+  if (location.hash.indexOf('#/') === 0) open();
+})();
 `;
 
-const DOCS_CSS = `body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+const DOCS_CSS = `body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: #0f172a; line-height: 1.5; }
 .tw-docs-bar { display: flex; flex-wrap: wrap; gap: 8px 24px; justify-content: space-between;
   align-items: center; padding: 12px 20px; background: #0f172a; color: #e2e8f0; font-size: 14px; }
 .tw-docs-bar a { color: #93c5fd; }
 .tw-docs-bar a:focus-visible { outline: 2px solid #93c5fd; outline-offset: 2px; }
+main { max-width: 980px; margin: 0 auto; padding: 8px 20px 40px; overflow-wrap: anywhere; }
+#swagger-ui { max-width: none; }
+.tw-explorer-bar { display: flex; flex-wrap: wrap; gap: 8px 14px; align-items: center; margin: 14px 0;
+  font-size: 14px; color: #475569; }
+.tw-explorer-bar button { font: inherit; font-weight: 600; padding: 7px 14px; border-radius: 6px;
+  border: 1px solid #4f46e5; background: #4f46e5; color: #fff; cursor: pointer; }
+.tw-pre { white-space: pre-line; }
+.tw-op { border-top: 1px solid #e2e8f0; padding: 6px 0 2px; }
+.tw-op h3 { font-size: 1.05rem; margin: 10px 0 4px; }
+.tw-op h4 { font-size: 0.9rem; margin: 10px 0 2px; color: #334155; }
+.tw-op ul { margin: 0; padding-left: 20px; }
+.tw-method { display: inline-block; min-width: 58px; text-align: center; border-radius: 4px;
+  font-size: 12px; padding: 2px 6px; color: #fff; background: #475569; }
+.tw-get { background: #2563eb; } .tw-post { background: #16a34a; } .tw-delete { background: #dc2626; }
+.tw-patch, .tw-put { background: #d97706; }
+.tw-muted { color: #64748b; font-size: 0.9em; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.92em; }
 `;
 
 function swaggerUiDir(): string {
@@ -148,12 +280,20 @@ export async function registerConsoleApp(
     scope.get('/console', (_request, reply) => reply.redirect('/console/', 308));
     scope.get('/console/docs', (_request, reply) => reply.redirect('/console/docs/', 308));
 
-    scope.get('/console/docs/', (_request, reply) =>
-      securityHeaders(reply)
+    // The reference is the same for the process's life: written once, at the first request.
+    let docsPage: string | undefined;
+    scope.get('/console/docs/', (_request, reply) => {
+      if (docsPage === undefined) {
+        const swagger = (app as unknown as { swagger?: () => unknown }).swagger;
+        docsPage = docsHtml(
+          typeof swagger === 'function' ? renderReference(swagger.call(app)) : '',
+        );
+      }
+      return securityHeaders(reply)
         .header('Cache-Control', 'no-cache')
         .type('text/html; charset=utf-8')
-        .send(DOCS_HTML),
-    );
+        .send(docsPage);
+    });
     scope.get('/console/docs/assets/docs-init.js', (_request, reply) =>
       reply
         .header('Cache-Control', 'no-cache')

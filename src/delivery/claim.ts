@@ -105,8 +105,9 @@ interface ClaimRow extends EventRow {
 }
 
 /**
- * The claim statement. `due` walks notifications_due (next_attempt_at, PENDING only) in order
- * and locks the first due rows it can (skipping locked ones). The UPDATE leases those whose
+ * The claim statement. `due` walks notifications_due_channel (channel, next_attempt_at; PENDING
+ * only; migration 023) in order within the claimed channel, so due rows of the other channel (a
+ * Telegram backlog) are never read by a webhook claim, and locks the first due rows it can (skipping locked ones). The UPDATE leases those whose
  * lease_token is NULL and returns, joined, everything a delivery needs; those whose token is set
  * are lost attempts (the lease ran out: next_attempt_at is its expiry): counted, rescheduled from
  * the expiry by the delays in $4 (ms, index = attempts made, 1-based; NULL past the end → DEAD),
@@ -184,6 +185,34 @@ export interface ClaimResult {
 }
 
 /**
+ * The claim statement and its parameters for {@link claimDue}'s options (exported for the plan
+ * test and the benchmark, which EXPLAIN it).
+ * @throws RangeError for a bad scheduleScale.
+ */
+export function claimStatement(opts: {
+  limit: number;
+  leaseMs: number;
+  owner: string;
+  scheduleScale?: number;
+  channel?: 'webhook' | 'telegram';
+}): { text: string; values: unknown[] } {
+  const scale = opts.scheduleScale ?? 1;
+  const delays = RETRY_DELAYS_MS.map((_, i) => nextDelayMs(i + 1, scale));
+  return {
+    text: CLAIM_SQL,
+    values: [
+      opts.limit,
+      opts.leaseMs,
+      opts.owner,
+      delays,
+      WORKER_LOST_ERROR,
+      WORKER_LOST_CLASS,
+      opts.channel ?? 'webhook',
+    ],
+  };
+}
+
+/**
  * Claim up to `limit` due notifications of one channel and lease them for `leaseMs`; in the same
  * statement, record as lost attempts those of the due rows whose previous lease ran out (see the
  * file's comment). Lost attempts take places in `limit`.
@@ -207,17 +236,8 @@ export async function claimDue(
     channel?: 'webhook' | 'telegram';
   },
 ): Promise<ClaimResult> {
-  const scale = opts.scheduleScale ?? 1;
-  const delays = RETRY_DELAYS_MS.map((_, i) => nextDelayMs(i + 1, scale));
-  const { rows } = await db.query<ClaimRow>(CLAIM_SQL, [
-    opts.limit,
-    opts.leaseMs,
-    opts.owner,
-    delays,
-    WORKER_LOST_ERROR,
-    WORKER_LOST_CLASS,
-    opts.channel ?? 'webhook',
-  ]);
+  const { text, values } = claimStatement(opts);
+  const { rows } = await db.query<ClaimRow>(text, values);
   const result: ClaimResult = { claimed: [], lost: 0, dead: 0, reclaimed: 0 };
   for (const r of rows) {
     if (r.lost) {

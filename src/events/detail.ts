@@ -7,6 +7,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { errorClass } from '../delivery/error-class.js';
+import { formatChatMessage } from '../telegram/message.js';
 import { type Event, type EventRow, eventPayload, serializeEvent } from './event.js';
 
 /** One attempt row (SPEC §Events "Logging": the HTTP status of every attempt is inspectable). */
@@ -50,8 +51,20 @@ export interface NotificationView {
 
 export interface EventDetail {
   event: Event;
-  /** The webhook body exactly as sent, UTF-8 text. */
+  /** The webhook body exactly as sent, UTF-8 text (what a webhook watch POSTs). */
   payload: string;
+  /** How the event's watch delivers (issue 19 item 7: a chat delivery is shown as one). */
+  channel: 'webhook' | 'telegram';
+  /**
+   * A chat watch's delivery: the chat the account is bound to now (the one every attempt is sent
+   * to: a chat that became a supergroup is followed), and the message sent, Bot API HTML
+   * (src/telegram/message.ts, deterministic, so recomputed rather than stored). Null for a
+   * webhook watch. The Bot API's answer of each attempt is its `response_body`.
+   */
+  telegram: {
+    chat: { id: string; title: string | null; type: string | null } | null;
+    message_html: string;
+  } | null;
   notifications: NotificationView[];
 }
 
@@ -96,6 +109,10 @@ interface JoinedRow extends EventRow {
   a_response_headers: Record<string, string> | null;
   a_response_body: string | null;
   a_throttled: boolean | null;
+  w_channel: 'webhook' | 'telegram';
+  chat_id: string | null;
+  chat_title: string | null;
+  chat_type: string | null;
 }
 
 /**
@@ -124,8 +141,12 @@ export async function eventDetail(
                     a.error AS a_error, a.error_class AS a_error_class,
                     a.request_headers AS a_request_headers,
                     a.response_headers AS a_response_headers,
-                    a.response_body AS a_response_body, a.throttled AS a_throttled
+                    a.response_body AS a_response_body, a.throttled AS a_throttled,
+                    w.channel AS w_channel, acc.telegram_chat_id AS chat_id,
+                    acc.telegram_chat_title AS chat_title, acc.telegram_chat_type AS chat_type
                FROM events e
+               JOIN watches w ON w.id = e.watch_id
+               JOIN accounts acc ON acc.id = e.account_id
                LEFT JOIN notifications n ON n.event_id = e.id
                LEFT JOIN attempts a ON a.notification_id = n.id
               WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3
@@ -166,9 +187,21 @@ export async function eventDetail(
       throttled: r.a_throttled === true,
     });
   }
+  const eventRow = { ...row, block_number: Number(row.block_number) };
   return {
     event,
     payload: serializeEvent(event).toString('utf8'),
+    channel: row.w_channel,
+    telegram:
+      row.w_channel === 'telegram'
+        ? {
+            chat:
+              row.chat_id === null
+                ? null
+                : { id: row.chat_id, title: row.chat_title, type: row.chat_type },
+            message_html: formatChatMessage(eventRow),
+          }
+        : null,
     notifications: ntfs.map((n) => ({
       id: n.id,
       status: n.status,

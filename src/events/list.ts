@@ -44,11 +44,48 @@ export interface ListEventsQuery {
   /** Only events whose newest notification has this status (the console's filter). */
   status?: 'PENDING' | 'DELIVERED' | 'DEAD';
   /**
+   * Exclusive lower bound on created_at (ISO 8601 text), for paging towards newer events (the
+   * console's "Newer"): the page is the `limit` events just above it, still returned newest first.
+   */
+  after?: string;
+  /** One event, transaction or address (the console's search box; parseEventSearch). */
+  search?: EventSearch;
+  /** Only this asset (the console's filters). */
+  asset?: 'USDT' | 'TRX';
+  /** Only this side of the transfer. */
+  direction?: 'incoming' | 'outgoing';
+  /** Only events of watches delivering through this channel. */
+  channel?: 'webhook' | 'telegram';
+  /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
    * the key revoked; the caller asks the key lookup which.
    */
   activeKeyId?: string;
+}
+
+/**
+ * What the console's search box looks for, by the shape of the term: an event id (`evt_…`), a
+ * transaction id (64 hex digits, any case) or a base58 address (34 characters starting with T:
+ * either side of the transfer). Each is an index probe (migration 045, and the primary key).
+ */
+export type EventSearch =
+  | { kind: 'event'; value: string }
+  | { kind: 'tx'; value: string }
+  | { kind: 'address'; value: string };
+
+/**
+ * The search of a term typed by a person (trimmed), or undefined when it is none of the three
+ * shapes (the caller answers 400 saying what it accepts).
+ */
+export function parseEventSearch(term: string): EventSearch | undefined {
+  const t = term.trim();
+  if (/^evt_[0-9A-Za-z_-]{1,60}$/.test(t)) return { kind: 'event', value: t };
+  if (/^(0x)?[0-9a-fA-F]{64}$/.test(t)) {
+    return { kind: 'tx', value: t.replace(/^0x/, '').toLowerCase() };
+  }
+  if (/^T[1-9A-HJ-NP-Za-km-z]{33}$/.test(t)) return { kind: 'address', value: t };
+  return undefined;
 }
 
 /** SPEC §GET /v1/events 200 body. */
@@ -74,6 +111,19 @@ export interface ScannedThrough {
  * one prepared statement per possible limit.
  */
 const LIMIT_BUCKETS = [2, 11, 21, 51, 101, 201] as const;
+
+/**
+ * `e.id` is among the account's ($1) events that have a DEAD notification: a condition implied by
+ * "the newest notification is DEAD", added so that PostgreSQL can start from the DEAD
+ * notifications (notifications_dead_account, migration 023: a few rows) instead of walking every
+ * event of the account and asking each for its newest notification (issue 17 item 5: with
+ * 10,000,000 events and 1,000 DEAD the walk read hundreds of thousands of events per page). The
+ * status is a literal, not a parameter, so that a generic plan can use the partial index. Where
+ * most events are DEAD the planner may still walk the events in order; both plans are correct.
+ * Used by the events page (status DEAD) and by bulk redelivery (src/events/redeliver.ts).
+ */
+export const DEAD_EVENTS_SQL = `e.id IN (SELECT d.event_id FROM notifications d
+                  WHERE d.account_id = $1 AND d.status = 'DEAD')`;
 
 /** The page statement: SQL text, parameters, and the name it is prepared under. */
 export interface PageQuery {
@@ -107,6 +157,38 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     where.push(
       `(SELECT n.status FROM notifications n WHERE n.event_id = e.id ORDER BY n.created_at DESC LIMIT 1) = $${values.length}`,
     );
+    // The dead letters start from the account's DEAD notifications (migration 023's partial
+    // index), not from every event of the account: see DEAD_EVENTS_SQL.
+    if (q.status === 'DEAD') where.push(DEAD_EVENTS_SQL);
+  }
+  if (q.after !== undefined) {
+    values.push(q.after);
+    where.push(`e.created_at > $${values.length}::text::timestamptz`);
+  }
+  if (q.search !== undefined) {
+    values.push(q.search.value);
+    const p = `$${values.length}`;
+    where.push(
+      q.search.kind === 'event'
+        ? `e.id = ${p}`
+        : q.search.kind === 'tx'
+          ? `e.tx_id = ${p}`
+          : `(e.from_address = ${p} OR e.to_address = ${p})`,
+    );
+  }
+  if (q.asset !== undefined) {
+    values.push(q.asset);
+    where.push(`e.asset = $${values.length}`);
+  }
+  if (q.direction !== undefined) {
+    values.push(q.direction);
+    where.push(`e.direction = $${values.length}`);
+  }
+  if (q.channel !== undefined) {
+    values.push(q.channel);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
+    );
   }
   if (q.activeKeyId !== undefined) {
     // Evaluated once per execution (an InitPlan), in the statement's snapshot.
@@ -122,7 +204,7 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
   // same cost to PostgreSQL. The notification is a scalar subquery rather than a join: half the
   // planning time.
   //
-  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 64 × 6 per connection).
+  // Planning: a named statement per WHERE shape and LIMIT bucket (at most 96 × 6 per connection).
   // With the LIMIT a literal, PostgreSQL's generic plan costs what a custom one does, so after five
   // executions it stops planning (a parameter LIMIT is costed as 10% of the table and kept it
   // planning at every request: ~0.15 ms of PostgreSQL CPU per page). The generic plan is good for
@@ -133,12 +215,20 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.watchId === undefined ? 0 : 4) |
     (q.activeKeyId === undefined ? 0 : 8) |
     (q.until === undefined ? 0 : 16) |
-    (q.status === undefined ? 0 : 32);
+    (q.status === undefined ? 0 : 32) |
+    (q.status === 'DEAD' ? 64 : 0) |
+    (q.after === undefined ? 0 : 4096) |
+    (q.search === undefined ? 0 : { event: 128, tx: 256, address: 384 }[q.search.kind]) |
+    (q.asset === undefined ? 0 : 512) |
+    (q.direction === undefined ? 0 : 1024) |
+    (q.channel === undefined ? 0 : 2048);
+  // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
+  // turns them around.
   return {
     text: `SELECT ${EVENT_ROW_SQL} AS r, ${WATERMARK_SQL} AS w
        FROM events e
       WHERE ${where.join(' AND ')}
-      ORDER BY e.created_at DESC
+      ORDER BY e.created_at ${q.after === undefined ? 'DESC' : 'ASC'}
       LIMIT ${fetchRows}`,
     values,
     name: `events_page_${shape}_${fetchRows}`,
@@ -166,6 +256,14 @@ function watermarkJson(w: string | null | undefined): string {
 export interface PageJson {
   json: string;
   empty: boolean;
+  /** created_at of the page's newest event (ISO, microseconds), undefined when empty. */
+  newest?: string;
+  /**
+   * With `after` only: whether events newer than the page's newest follow (the page is the
+   * `limit` events just above `after`). The page's `next_before` is then its oldest event's
+   * created_at whenever it holds one (the page it was reached from lies below).
+   */
+  moreAfter?: boolean;
 }
 
 /**
@@ -200,18 +298,25 @@ export async function eventsPageJson(db: Queryable, q: ListEventsQuery): Promise
     }
   }
   const n = Math.min(rows.length, q.limit);
+  const more = rows.length > q.limit;
+  // Newest first: an `after` page was read oldest first, so its n rows are walked backwards.
+  const upward = q.after !== undefined;
   let json = '{"data":[';
+  let firstCreated = '';
   let lastCreated = '';
   for (let i = 0; i < n; i++) {
-    const line = (rows[i] as { r: string }).r;
+    const line = (rows[upward ? n - 1 - i : i] as { r: string }).r;
     const f = splitEventRow(line);
     json += i === 0 ? eventRowJson(line, f) : `,${eventRowJson(line, f)}`;
+    if (i === 0) firstCreated = f[13];
     lastCreated = f[13];
   }
-  const next = rows.length > q.limit ? `"${isoFromPgTimestamp(lastCreated, 6)}"` : 'null';
+  const next = more || upward ? `"${isoFromPgTimestamp(lastCreated, 6)}"` : 'null';
   return {
     json: `${json}],"next_before":${next},"scanned_through":${watermarkJson(rows[0]?.w)}}`,
     empty: false,
+    newest: isoFromPgTimestamp(firstCreated, 6),
+    ...(upward ? { moreAfter: more } : {}),
   };
 }
 

@@ -11,12 +11,15 @@
  * event that already has a PENDING one (ON CONFLICT DO NOTHING), and the single redelivery then
  * answers 409 like a redelivery of an event still being delivered.
  */
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
+import { DEAD_EVENTS_SQL } from './list.js';
 
 /**
  * Redeliver one event of the account.
+ * @param inTx run in the redelivery's transaction with the new notification's id (the audit entry).
  * @returns the new notification's id.
  * @throws ApiError 404 when the event is not the account's (or does not exist); 409 when its
  *   newest notification is still PENDING (a delivery chain is running: wait for it or its DEAD).
@@ -26,6 +29,7 @@ export async function redeliverEvent(
   accountId: string,
   network: string,
   eventId: string,
+  inTx?: InTransaction<string>,
 ): Promise<string> {
   const stillPending = () =>
     new ApiError(
@@ -49,6 +53,7 @@ export async function redeliverEvent(
     if (newest[0]?.status === 'PENDING') throw stillPending();
     const [id] = await insertRedeliveries(tx, [eventId]);
     if (!id) throw stillPending(); // the unique index saw a PENDING chain committed meanwhile
+    await inTx?.(tx, id);
     return id;
   });
 }
@@ -69,6 +74,7 @@ export const BULK_REDELIVERY_LIMIT = 10_000;
 /**
  * Redeliver every event of the account in `scope` whose newest notification is DEAD (the dead
  * letters), at most BULK_REDELIVERY_LIMIT, in one transaction.
+ * @param inTx run in that transaction with how many were redelivered (the audit entry).
  * @returns how many were redelivered.
  * @throws the database's 22007/22008 when a bound is not a timestamp PostgreSQL can hold.
  */
@@ -77,38 +83,56 @@ export async function redeliverDead(
   accountId: string,
   network: string,
   scope: RedeliveryScope,
+  inTx?: InTransaction<number>,
 ): Promise<number> {
   return db.transaction(async (tx) => {
-    const values: unknown[] = [accountId, network];
-    const where = ['e.account_id = $1', 'e.network = $2'];
-    if (scope.watchId !== undefined) {
-      values.push(scope.watchId);
-      where.push(`e.watch_id = $${values.length}`);
-    }
-    if (scope.since !== undefined) {
-      values.push(scope.since);
-      where.push(`e.created_at >= $${values.length}::text::timestamptz`);
-    }
-    if (scope.until !== undefined) {
-      values.push(scope.until);
-      where.push(`e.created_at < $${values.length}::text::timestamptz`);
-    }
-    const { rows } = await tx.query<{ id: string }>(
-      `SELECT e.id FROM events e
+    const q = deadSelection(accountId, network, scope);
+    const { rows } = await tx.query<{ id: string }>(q.text, q.values);
+    const ids = await insertRedeliveries(
+      tx,
+      rows.map((r) => r.id),
+    );
+    await inTx?.(tx, ids.length);
+    return ids.length;
+  });
+}
+
+/**
+ * The selection of a bulk redelivery: the account's events in `scope` whose newest notification is
+ * DEAD, oldest first, at most BULK_REDELIVERY_LIMIT, locked (FOR UPDATE). It starts from the
+ * account's DEAD notifications (DEAD_EVENTS_SQL, migration 023), not from every event. Exported
+ * for the plan test.
+ */
+export function deadSelection(
+  accountId: string,
+  network: string,
+  scope: RedeliveryScope,
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [accountId, network];
+  const where = ['e.account_id = $1', 'e.network = $2'];
+  if (scope.watchId !== undefined) {
+    values.push(scope.watchId);
+    where.push(`e.watch_id = $${values.length}`);
+  }
+  if (scope.since !== undefined) {
+    values.push(scope.since);
+    where.push(`e.created_at >= $${values.length}::text::timestamptz`);
+  }
+  if (scope.until !== undefined) {
+    values.push(scope.until);
+    where.push(`e.created_at < $${values.length}::text::timestamptz`);
+  }
+  return {
+    text: `SELECT e.id FROM events e
         WHERE ${where.join(' AND ')}
+          AND ${DEAD_EVENTS_SQL}
           AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
                 ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
         ORDER BY e.created_at
         LIMIT ${BULK_REDELIVERY_LIMIT}
           FOR UPDATE OF e`,
-      values,
-    );
-    const ids = await insertRedeliveries(
-      tx,
-      rows.map((r) => r.id),
-    );
-    return ids.length;
-  });
+    values,
+  };
 }
 
 /**

@@ -70,6 +70,11 @@ export interface Reservation {
   /** When refused: whole seconds until every window has room (≥ 1). 0 when allowed. */
   retryAfterSeconds: number;
   /**
+   * When allowed: the entries the FIRST window still has room for after this one (0: the next
+   * attempt is refused unless this one is given back). Absent when refused.
+   */
+  remaining?: number;
+  /**
    * Give the entry back: remove it from every window it was recorded in (nothing when refused,
    * or when it has left its window). Idempotent. Rejects when the shared store is unreachable
    * (the entry then stays until it leaves its window).
@@ -164,9 +169,12 @@ export class MemoryRateLimiter implements RateLimiter {
       return { id: w.id, at };
     });
     let released = false;
+    const w0 = windows[0];
+    const log0 = w0 ? this.logs.get(w0.id) : undefined;
     return {
       allowed: true,
       retryAfterSeconds: 0,
+      ...(w0 && log0 ? { remaining: Math.max(0, w0.limit - (log0.ts.length - log0.head)) } : {}),
       release: async () => {
         if (released) return;
         released = true;

@@ -41,7 +41,7 @@ interface SlidingWindowCommand {
     suffix: string,
     mode: string,
   ): Promise<unknown>;
-  /** n window keys, then now ms or '', member, (limit, window ms) × n → [allowed, wait ms] */
+  /** n window keys, then now ms or '', member, (limit, window ms) × n → [allowed, wait ms, remaining] */
   [RESERVE](numKeys: number, ...keysThenArgs: string[]): Promise<unknown>;
 }
 
@@ -103,17 +103,18 @@ export class RedisRateLimiter implements RateLimiter {
     );
     if (
       !Array.isArray(reply) ||
-      reply.length !== 2 ||
+      reply.length !== 3 ||
       !reply.every((n): n is number => typeof n === 'number')
     ) {
       throw new Error(`reserve.lua answered ${JSON.stringify(reply)}`);
     }
-    const [allowed, waitMs] = reply as [number, number];
+    const [allowed, waitMs, remaining] = reply as [number, number, number];
     if (allowed !== 1) return refusedReservation(Math.max(1, Math.ceil(waitMs / 1000)));
     let released = false;
     return {
       allowed: true,
       retryAfterSeconds: 0,
+      remaining: Math.max(0, remaining),
       release: async () => {
         if (released) return;
         released = true;

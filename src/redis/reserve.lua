@@ -14,8 +14,10 @@
 -- ARGV[2i+1]   limit of window i (integer >= 1)
 -- ARGV[2i+2]   length of window i, ms
 --
--- Returns {allowed (1|0), wait_ms}: wait_ms (refused only) is how long until every full window
--- has room, i.e. the latest of the times when their freeing entries leave them.
+-- Returns {allowed (1|0), wait_ms, remaining}: wait_ms (refused only) is how long until every
+-- full window has room, i.e. the latest of the times when their freeing entries leave them;
+-- remaining (allowed only) is the room left in window 1 after this entry (the console's sign-in
+-- page warns before the lock with it).
 
 local now
 if ARGV[1] ~= '' then
@@ -43,8 +45,10 @@ for i, key in ipairs(KEYS) do
 end
 if refused then
   if wait < 1 then wait = 1 end
-  return {0, wait}
+  return {0, wait, 0}
 end
+
+local remaining = 0
 
 for i, key in ipairs(KEYS) do
   local window = tonumber(ARGV[2 * i + 2])
@@ -56,5 +60,6 @@ for i, key in ipairs(KEYS) do
   redis.call('ZADD', key, string.format('%d', at), ARGV[2])
   -- When the newest entry leaves the window the whole key is dead: expire it then.
   redis.call('PEXPIRE', key, at - now + window)
+  if i == 1 then remaining = tonumber(ARGV[3]) - redis.call('ZCARD', key) end
 end
-return {1, 0}
+return {1, 0, remaining}

@@ -25,6 +25,7 @@
  *
  * Output names key ids only (SHA-256 prefixes of the keys), never a key or a secret.
  */
+import { CLI_ACTOR, recordAudit } from '../audit/audit.js';
 import { type EncryptedSecret, rotateKeyFile, type SecretBox } from '../common/secrets.js';
 import type { Db } from '../db/pool.js';
 
@@ -186,6 +187,20 @@ export async function rotateKey(db: Db, opts: RotateKeyOptions): Promise<RotateK
       : opts.keyFileDir !== undefined
         ? `DATA_DIR/secret.key.old-<id> files of ${r.unreferenced_old_key_ids.join(', ')} may be deleted`
         : `keys with ids ${r.unreferenced_old_key_ids.join(', ')} may be removed from SECRET_ENCRYPTION_KEYS_OLD`;
+  // One deployment-wide entry (no account): key ids only, never a key.
+  await recordAudit(
+    db,
+    { accountId: null, actor: CLI_ACTOR, clientIp: null },
+    {
+      action: 'secrets.rotated',
+      detail: {
+        current_key_id: r.current_key_id,
+        reencrypted: r.reencrypted,
+        failed: r.failures.reduce((s, f) => s + f.count, 0),
+        key_file_rotated: rotated !== undefined,
+      },
+    },
+  );
   const failing = r.failures.length
     ? `; ${r.failures.reduce((s, f) => s + f.count, 0)} secrets could not be re-encrypted: add their keys to the keyring and run again`
     : '';

@@ -4,7 +4,8 @@
  *
  * - createLinkToken: "Connect Telegram" in the console. A random token (24 bytes, base64url: 32
  *   characters, within the 64 a deep link's start parameter allows), single use, valid
- *   {@link LINK_TOKEN_TTL_MS} (10 minutes); only its SHA-256 is stored (migration 010).
+ *   {@link LINK_TOKEN_TTL_MS} (10 minutes); only its SHA-256 is stored (migration 010). At most
+ *   {@link MAX_LIVE_LINK_TOKENS} live per account: a new one replaces the oldest.
  * - bindChat: `/start <token>` in a chat (private chat or group): uses the token and binds that
  *   chat to the token's account (replacing any chat bound before), in one transaction.
  * - unbindChat: refused (409 telegram_watches_active) while the account has chat watches that are
@@ -15,6 +16,7 @@
  *   account bound to the old id follows it.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import type { Db, Queryable } from '../db/pool.js';
 
@@ -40,22 +42,45 @@ export function linkTokenHash(token: string): string {
 }
 
 /**
- * Make a one-time link token for `accountId`.
+ * Live (unused, unexpired) link tokens an account may hold at once (issue 17 item 4): a new one
+ * replaces the oldest beyond this, so calling "Connect Telegram" in a loop never grows the table.
+ * 3 covers a link opened on a phone, then again on a desktop, with one to spare.
+ */
+export const MAX_LIVE_LINK_TOKENS = 3;
+
+/**
+ * Make a one-time link token for `accountId`. In the same transaction, the account's unused
+ * tokens that expired and its live ones beyond the newest {@link MAX_LIVE_LINK_TOKENS} − 1 are
+ * deleted (their links stop working: the bot answers them like an unknown token); the account row
+ * is locked (FOR NO KEY UPDATE) so that concurrent calls cannot together exceed the limit.
+ * Used tokens are left to the pruning job (src/retention/prune.ts).
  * @returns the token (to put in the deep link, shown once) and its expiry.
  */
 export async function createLinkToken(
-  db: Queryable,
+  db: Db,
   accountId: string,
   ttlMs = LINK_TOKEN_TTL_MS,
 ): Promise<{ token: string; expiresAt: Date }> {
   const token = randomBytes(24).toString('base64url');
-  const { rows } = await db.query<{ expires_at: Date }>(
-    `INSERT INTO telegram_link_tokens (token_hash, account_id, expires_at)
-     VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
-     RETURNING expires_at`,
-    [linkTokenHash(token), accountId, ttlMs],
-  );
-  const expiresAt = rows[0]?.expires_at;
+  const expiresAt = await db.transaction(async (tx) => {
+    await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
+    await tx.query(
+      `DELETE FROM telegram_link_tokens
+        WHERE account_id = $1 AND used_at IS NULL
+          AND (expires_at <= now()
+               OR token_hash IN (SELECT token_hash FROM telegram_link_tokens
+                                  WHERE account_id = $1 AND used_at IS NULL AND expires_at > now()
+                                  ORDER BY created_at DESC, token_hash OFFSET $2))`,
+      [accountId, MAX_LIVE_LINK_TOKENS - 1],
+    );
+    const { rows } = await tx.query<{ expires_at: Date }>(
+      `INSERT INTO telegram_link_tokens (token_hash, account_id, expires_at)
+       VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
+       RETURNING expires_at`,
+      [linkTokenHash(token), accountId, ttlMs],
+    );
+    return rows[0]?.expires_at;
+  });
   if (!expiresAt) throw new Error('INSERT … RETURNING returned no row');
   return { token, expiresAt };
 }
@@ -69,9 +94,15 @@ export interface ChatInfo {
 
 /**
  * Use a link token and bind `chat` to its account.
+ * @param inTx run in the binding's transaction with the account id (the audit entry).
  * @returns the account id, or null when the token is unknown, used or expired (nothing changes).
  */
-export async function bindChat(db: Db, token: string, chat: ChatInfo): Promise<string | null> {
+export async function bindChat(
+  db: Db,
+  token: string,
+  chat: ChatInfo,
+  inTx?: InTransaction<string>,
+): Promise<string | null> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<{ account_id: string }>(
       `UPDATE telegram_link_tokens SET used_at = now(), used_chat_id = $2
@@ -87,6 +118,7 @@ export async function bindChat(db: Db, token: string, chat: ChatInfo): Promise<s
         WHERE id = $1`,
       [accountId, chat.id, chat.title, chat.type],
     );
+    await inTx?.(tx, accountId);
     return accountId;
   });
 }
@@ -115,12 +147,20 @@ export async function boundChat(db: Queryable, accountId: string): Promise<Bound
 
 /**
  * Unbind the account's chat. Unbinding an account without a chat changes nothing.
+ * @param inTx run in the transaction with the chat id that was bound, or null (the audit entry).
  * @throws ApiError 409 telegram_watches_active while the account has non-deleted chat watches
  *   (`extra.watches`: how many).
  */
-export async function unbindChat(db: Db, accountId: string): Promise<void> {
+export async function unbindChat(
+  db: Db,
+  accountId: string,
+  inTx?: InTransaction<string | null>,
+): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+    const { rows: locked } = await tx.query<{ telegram_chat_id: string | null }>(
+      'SELECT telegram_chat_id FROM accounts WHERE id = $1 FOR UPDATE',
+      [accountId],
+    );
     const { rows } = await tx.query<{ n: number }>(
       `SELECT count(*)::int8 AS n FROM watches
         WHERE account_id = $1 AND channel = 'telegram' AND deleted_at IS NULL`,
@@ -141,6 +181,7 @@ export async function unbindChat(db: Db, accountId: string): Promise<void> {
         WHERE id = $1`,
       [accountId],
     );
+    await inTx?.(tx, locked[0]?.telegram_chat_id ?? null);
   });
 }
 

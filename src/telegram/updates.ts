@@ -22,6 +22,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Update } from 'grammy/types';
+import { recordAudit, TELEGRAM_ACTOR } from '../audit/audit.js';
 import type { Logger } from '../common/logger.js';
 import { backoffDelay, sleep } from '../common/retry.js';
 import type { Db } from '../db/pool.js';
@@ -86,7 +87,21 @@ export async function handleUpdate(
     const chat = msg.chat as { id: number; type: ChatType; title?: string; first_name?: string };
     const title =
       chat.title ?? ([msg.from?.first_name, msg.from?.last_name].filter(Boolean).join(' ') || null);
-    const accountId = await bindChat(deps.db, token, { id: chatId, type: chat.type, title });
+    const accountId = await bindChat(
+      deps.db,
+      token,
+      { id: chatId, type: chat.type, title },
+      (tx, account) =>
+        recordAudit(
+          tx,
+          { accountId: account, actor: TELEGRAM_ACTOR, clientIp: null },
+          {
+            action: 'telegram.bound',
+            targetId: chatId,
+            detail: { chat_type: chat.type, chat_title: title, from_user_id: msg.from?.id },
+          },
+        ),
+    );
     if (!accountId) {
       await reply(deps, chatId, INVALID);
       return 'invalid_token';

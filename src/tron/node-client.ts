@@ -239,6 +239,13 @@ export class NodeClient {
   requestCount = 0;
   /** Requests answered 429 or 403 (each also in requestCount). */
   refusedCount = 0;
+  /**
+   * The HTTP `Date` header of the newest answer that had one (`serverMs`, epoch ms, whole seconds
+   * as the header gives them) and this machine's clock when it arrived (`localMs`), with the
+   * request's round trip (`rttMs`): the node's own clock, which `tronwatch doctor` compares with
+   * ours (src/doctor/node.ts). Undefined until a node answers with a Date header.
+   */
+  serverDate: { serverMs: number; localMs: number; rttMs: number } | undefined;
   /** A slot of the maxRps window (resolves when one is free); undefined = no cap. */
   private readonly slot: (() => Promise<void>) | undefined;
   readonly maxRps: number;
@@ -383,6 +390,15 @@ export class NodeClient {
       });
       status = res.statusCode;
       retryAfter = res.headers['retry-after'];
+      const date = res.headers.date;
+      const serverMs = typeof date === 'string' ? Date.parse(date) : Number.NaN;
+      if (!Number.isNaN(serverMs)) {
+        this.serverDate = {
+          serverMs,
+          localMs: Date.now(),
+          rttMs: Math.round(performance.now() - sentAt),
+        };
+      }
       text = await res.body.text();
     } catch (err) {
       if (timeout.aborted) {
@@ -588,6 +604,45 @@ export class NodeClient {
       this.retryOpts({ path: '/wallet/getblock' }, signal),
     );
     return blockRef(json);
+  }
+
+  /**
+   * The header of solidified block `n` (`/walletsolidity/getblock {"id_or_num": "n", "detail":
+   * false}`: no transactions, cheap even for a full mainnet block), for checks that compare a
+   * block's id with a known one (`tronwatch doctor`: the genesis block, recorded checkpoints).
+   * Fields java-tron omits at their default (block 0's number and timestamp) read as 0.
+   * @returns undefined when the node answers `{}` (it does not hold that block).
+   * @throws NodeError('beyond_solidified') for n above the solidified head seen (invariant 1);
+   *   NodeError('malformed') when it answers another block; as the request otherwise.
+   */
+  async getSolidifiedHeader(n: number, signal?: AbortSignal): Promise<BlockRef | undefined> {
+    if (n > this.solidifiedSeen) {
+      throw new NodeError(
+        'beyond_solidified',
+        `block ${n} is above the solidified head ${this.solidifiedSeen}; refusing to read it`,
+        false,
+      );
+    }
+    const j = await withRetry(
+      async () =>
+        (await this.postOnce(
+          '/walletsolidity/getblock',
+          { id_or_num: String(n), detail: false },
+          signal,
+        )) as BlockJson,
+      this.retryOpts({ block_number: n, path: '/walletsolidity/getblock' }, signal),
+    );
+    if (!j || typeof j !== 'object' || typeof j.blockID !== 'string') return undefined;
+    const raw = j.block_header?.raw_data;
+    const ref = {
+      number: Number(raw?.number ?? 0),
+      id: j.blockID,
+      timestamp: Number(raw?.timestamp ?? 0),
+    };
+    if (ref.number !== n) {
+      throw new NodeError('malformed', `getblock ${n}: node returned block ${ref.number}`, false);
+    }
+    return ref;
   }
 
   /**

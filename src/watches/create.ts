@@ -4,6 +4,7 @@
  * address, the webhook URL policy), then createWatch for the rest (telegram binding, duplicate,
  * quota, activation, secret). Both routes give the same answers because they run this.
  */
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError, type FieldError } from '../common/errors.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
@@ -30,6 +31,7 @@ export interface WatchDeps {
 
 /**
  * Create a watch for `accountId` from a CreateWatch body already validated against its schema.
+ * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and the plaintext secret (webhook watches; to show once) or null.
  * @throws ApiError 400 invalid_target (zero or two targets), 400 with `details` (bad address,
  *   webhook URL refused by the policy), and createWatch's 400 telegram_not_bound, 402, 409, 503.
@@ -38,6 +40,7 @@ export async function createWatchFromRequest(
   deps: WatchDeps,
   accountId: string,
   body: CreateWatchBody,
+  inTx?: InTransaction<WatchRow>,
 ): Promise<{ watch: WatchRow; secret: string | null }> {
   const hasUrl = typeof body.webhook_url === 'string';
   const hasTelegram = body.telegram === true;
@@ -68,15 +71,20 @@ export async function createWatchFromRequest(
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
   await deps.refreshHead?.();
-  return createWatch(deps.db, deps.secrets, {
-    accountId,
-    network: deps.config.network,
-    address: body.address,
-    addressHex,
-    assetFilter: body.asset_filter,
-    direction: body.direction ?? 'incoming',
-    channel: url !== null ? 'webhook' : 'telegram',
-    webhookUrl: url,
-    blockIntervalMs: deps.config.ingest.blockIntervalMs,
-  });
+  return createWatch(
+    deps.db,
+    deps.secrets,
+    {
+      accountId,
+      network: deps.config.network,
+      address: body.address,
+      addressHex,
+      assetFilter: body.asset_filter,
+      direction: body.direction ?? 'incoming',
+      channel: url !== null ? 'webhook' : 'telegram',
+      webhookUrl: url,
+      blockIntervalMs: deps.config.ingest.blockIntervalMs,
+    },
+    inTx,
+  );
 }

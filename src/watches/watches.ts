@@ -17,6 +17,7 @@
  */
 
 import { limitsFor, type Plan } from '../accounts/plans.js';
+import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
@@ -71,6 +72,7 @@ const CHAIN_HEAD_RETRY_SECONDS = 5;
 
 /**
  * Create a watch.
+ * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and, for a webhook watch, the plaintext secret (to show once; null otherwise).
  * @throws ApiError 400 telegram_not_bound, 409 duplicate, 402 quota_exceeded (with `usage`),
  *   503 (no chain head observed yet, Retry-After: 5).
@@ -79,6 +81,7 @@ export async function createWatch(
   db: Db,
   secrets: SecretBox,
   w: NewWatch,
+  inTx?: InTransaction<WatchRow>,
 ): Promise<{ watch: WatchRow; secret: string | null }> {
   const secret = w.channel === 'webhook' ? newWebhookSecret() : null;
   const sealed = secret === null ? null : secrets.encrypt(secret);
@@ -131,6 +134,7 @@ export async function createWatch(
       );
       const row = rows[0];
       if (!row) throw new Error('INSERT … RETURNING returned no row');
+      await inTx?.(tx, row);
       return row;
     });
     return { watch, secret };
@@ -282,6 +286,8 @@ export async function pauseWatch(
  * row locked, as at creation. It matches blocks the ingester reads from then on; transfers that
  * happened while it was paused are not reported (no retroactive matching, DESIGN invariant 5,
  * with `active_from_block` moved to the chain head now). Resuming an active watch changes nothing.
+ * @param inTx run in the transaction with the watch after the change (also when it was already
+ *   active), not when there is no such watch (the audit entry).
  * @returns the watch, or undefined as pauseWatch.
  * @throws ApiError 402 quota_exceeded (with `usage`) when the plan has no free slot; 503 when no
  *   chain head is known yet.
@@ -292,6 +298,7 @@ export async function resumeWatch(
   network: string,
   id: string,
   blockIntervalMs: number,
+  inTx?: InTransaction<WatchRow>,
 ): Promise<WatchRow | undefined> {
   try {
     return await db.transaction(async (tx) => {
@@ -302,7 +309,11 @@ export async function resumeWatch(
         [id, accountId, network],
       );
       const watch = found[0];
-      if (!watch || watch.status === 'ACTIVE') return watch;
+      if (!watch) return undefined;
+      if (watch.status === 'ACTIVE') {
+        await inTx?.(tx, watch);
+        return watch;
+      }
       const limits = limitsFor(account);
       const active = await countActiveWatches(tx, accountId, network);
       if (active >= limits.activeWatches) {
@@ -319,7 +330,9 @@ export async function resumeWatch(
           WHERE id = $1 RETURNING ${WATCH_COLUMNS}`,
         [id, fromBlock],
       );
-      return rows[0];
+      const resumed = rows[0];
+      if (resumed) await inTx?.(tx, resumed);
+      return resumed;
     });
   } catch (err) {
     if (err instanceof ChainHeadUnknownError) throw chainHeadUnknown();

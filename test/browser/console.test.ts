@@ -186,7 +186,7 @@ describe.skipIf(!READY)('console in a browser', () => {
     await page.getByRole('button', { name: 'Create key' }).click();
     const keyRegion = page.getByRole('region', { name: 'Your new API key' });
     await visible(keyRegion.getByText(/^tw_live_/));
-    await visible(keyRegion.getByRole('button', { name: 'Copy secret' }));
+    await visible(keyRegion.getByRole('button', { name: 'Copy key' }));
     await shot(page, 'keys');
     await page.getByRole('button', { name: 'I have saved it' }).click();
     await visible(page.getByRole('cell', { name: 'payments-prod' }));

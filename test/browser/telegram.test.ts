@@ -124,6 +124,11 @@ describe.skipIf(!READY)('Telegram in the console, in a browser', () => {
       .getByRole('link', { name: 'Account', exact: true })
       .click();
     await card.getByRole('button', { name: 'Disconnect' }).click();
+    // It asks first, like Delete and Revoke.
+    const dialog = page.getByRole('dialog', { name: 'Disconnect this Telegram chat?' });
+    await visible(dialog);
+    await shot(page, 'telegram-disconnect-confirm');
+    await dialog.getByRole('button', { name: 'Disconnect' }).click();
     await visible(card.getByText(/still has chat watches: delete them on the Watches page first/));
   }, 120_000);
 });

@@ -8,6 +8,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../src/accounts/keys.js';
 import { buildApp } from '../../src/api/app.js';
+import { NODE_DOWN_GRACE_MS } from '../../src/api/routes/health.js';
 import { ERROR_CODES } from '../../src/common/errors.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { openDb } from '../../src/db/pool.js';
@@ -135,6 +136,27 @@ describe.each(dbEngines)('GET /healthz on %s', (engine) => {
     expect(json(down)).toMatchObject({ ok: false, checks: { node: false } });
     expect(down.body).not.toMatch(/10\.0\.0\.5|trongrid/); // no URL without authentication
     expect(responseChecker(await openapiDocument(h.app))('/healthz', 'get', down)).toEqual([]);
+
+    // A lone provider set aside moments ago (a timeout, a 503: retried within seconds) is
+    // reported, but does not make a load balancer drop the replica until NODE_DOWN_GRACE_MS.
+    const recent = Date.now() - 5_000;
+    const setAside = (since: number) => [
+      {
+        index: 0,
+        name: 'http://10.0.0.5:8090',
+        state: 'set_aside' as const,
+        reason: 'network',
+        since,
+        until: since + 8_000,
+        ...ok,
+      },
+    ];
+    await saveProviderStates(h.db, 'mainnet', setAside(recent));
+    const brief = await h.app.inject({ url: '/healthz' });
+    expect(brief.statusCode).toBe(200);
+    expect(json(brief)).toMatchObject({ ok: true, checks: { postgres: true, node: false } });
+    await saveProviderStates(h.db, 'mainnet', setAside(Date.now() - NODE_DOWN_GRACE_MS - 1_000));
+    expect((await h.app.inject({ url: '/healthz' })).statusCode).toBe(503);
   });
 
   it('answers 503 with the same shape when PostgreSQL is down, and /v1 answers the bare 500', async () => {
@@ -227,6 +249,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     const paths = doc.paths as Record<string, Record<string, Json>>;
     expect(Object.keys(paths).sort()).toEqual([
       '/healthz',
+      '/v1/audit',
       '/v1/events',
       '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
@@ -262,6 +285,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         'get',
         ['200', '400', '401', '403', '404', '429', '500', '503'],
       ],
+      ['/v1/audit', 'get', ['200', '400', '401', '403', '429', '500']],
       [
         '/v1/watches/{id}/pause',
         'post',

@@ -201,6 +201,8 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       [`${P}node_heads_ignored_total`]: 'counter',
       [`${P}node_quorum_disagreements_total`]: 'counter',
       [`${P}node_provider_up`]: 'gauge',
+      [`${P}pruned_rows_total`]: 'counter',
+      [`${P}prune_passes_total`]: 'counter',
     });
     // Every metric of this service, process ones included, carries the prefix.
     for (const name of types.keys()) expect(name.startsWith(P), name).toBe(true);

@@ -411,6 +411,9 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     };
     const dump = await dumpAll(service.db);
     expect(dump).toMatch(/^attempts: /m);
+    // The audit log recorded the key and the watches (and is searched like every other table).
+    expect(dump).toMatch(/^audit_log: .*"api_key\.created"/m);
+    expect(dump).toMatch(/^audit_log: .*"watch\.created"/m);
 
     await service.stop();
     stopped = true;

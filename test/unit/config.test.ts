@@ -176,6 +176,50 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ CONSOLE_SIGNUP: 'maybe' })).toThrow(/CONSOLE_SIGNUP/);
   });
 
+  it('prunes every 5 minutes: tokens 24 h after they end, attempt details after 30 days, events never unless told', () => {
+    expect(loadConfig({}).retention).toEqual({
+      intervalSeconds: 300,
+      batchSize: 1_000,
+      tokenHours: 24,
+      attemptDetailDays: 30,
+      eventDays: undefined,
+    });
+    expect(
+      loadConfig({
+        PRUNE_INTERVAL_SECONDS: '1',
+        PRUNE_BATCH_SIZE: '50',
+        TOKEN_RETENTION_HOURS: '0',
+        ATTEMPT_DETAIL_RETENTION_DAYS: '7',
+        EVENT_RETENTION_DAYS: '365',
+      }).retention,
+    ).toEqual({
+      intervalSeconds: 1,
+      batchSize: 50,
+      tokenHours: 0,
+      attemptDetailDays: 7,
+      eventDays: 365,
+    });
+    for (const [name, bad] of [
+      ['PRUNE_INTERVAL_SECONDS', '0'],
+      ['PRUNE_BATCH_SIZE', '0'],
+      ['TOKEN_RETENTION_HOURS', '-1'],
+      ['ATTEMPT_DETAIL_RETENTION_DAYS', '0'],
+      ['EVENT_RETENTION_DAYS', '0'],
+      ['EVENT_RETENTION_DAYS', '1.5'],
+    ] as const) {
+      expect(() => loadConfig({ [name]: bad }), `${name}=${bad}`).toThrow(new RegExp(name));
+      }
+    });
+  });
+
+  it('keeps audit log entries 365 days unless told, from 1 day to 100 years', () => {
+    expect(loadConfig({}).audit).toEqual({ retentionDays: 365 });
+    expect(loadConfig({ AUDIT_RETENTION_DAYS: '30' }).audit).toEqual({ retentionDays: 30 });
+    for (const bad of ['0', '-1', '36501', '1.5', 'forever']) {
+      expect(() => loadConfig({ AUDIT_RETENTION_DAYS: bad }), bad).toThrow(/AUDIT_RETENTION_DAYS/);
+    }
+  });
+
   it('coerces numbers and treats empty strings as unset', () => {
     const c = loadConfig({
       PORT: '9000',
@@ -228,6 +272,7 @@ describe('loadConfig', () => {
       METRICS_PORT: '9100',
       METRICS_HOST: '0.0.0.0',
       TRUST_PROXY: '10.0.0.0/8',
+      EVENT_RETENTION_DAYS: '90',
     });
     expect(every.secrets.oldKeys).toEqual(['x', 'y']);
     expect(every.delivery.allowCidrs).toEqual(['127.0.0.1/32', '10.0.0.0/8']);

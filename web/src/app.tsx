@@ -8,6 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
+import { AuditPage } from './pages/audit';
 import { InvitePage, LoginPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
 import { EventDetailPage } from './pages/event-detail';
@@ -29,12 +30,16 @@ export function App() {
 
   const load = async () => {
     try {
-      // The session call comes first: it sets the tw_csrf cookie every later POST needs.
-      const me = await get<Me>('/session').catch((e: unknown) => {
-        if (e instanceof ApiError && e.status === 401) return null;
-        throw e;
-      });
+      // The config call comes first: it sets the tw_csrf cookie every later POST needs, and
+      // says whether a session is open, so a signed-out load asks nothing that answers 401.
       const config = await get<Config>('/config');
+      const me =
+        config.signed_in === false
+          ? null
+          : await get<Me>('/session').catch((e: unknown) => {
+              if (e instanceof ApiError && e.status === 401) return null;
+              throw e;
+            });
       setBoot({ state: 'ready', config, me });
     } catch (e) {
       setBoot({ state: 'failed', error: e });
@@ -94,6 +99,7 @@ const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
   { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
+  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit') },
 ];
 
 function Shell({ children }: { children: ComponentChildren }) {
@@ -113,6 +119,18 @@ function Shell({ children }: { children: ComponentChildren }) {
     const h = mainRef.current?.querySelector<HTMLElement>('[data-page-title]');
     h?.focus();
   }, [path]);
+
+  // Escape closes the phone menu and gives the focus back to its button.
+  useEffect(() => {
+    if (!menuOpen) return undefined;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape') return;
+      setMenuOpen(false);
+      document.querySelector<HTMLElement>('.menu-button')?.focus();
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [menuOpen]);
 
   const signOut = async () => {
     try {
@@ -198,6 +216,7 @@ function Routes() {
   if (path.startsWith('/watches')) return <WatchesPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/account')) return <AccountPage />;
+  if (path.startsWith('/audit')) return <AuditPage />;
   return (
     <section>
       <h1 tabIndex={-1} data-page-title>

@@ -113,11 +113,15 @@ export function tronscanTx(txId: string): string {
   return `https://tronscan.org/#/transaction/${encodeURIComponent(txId)}`;
 }
 
-/** Seconds → "45 s", "3 min 20 s", "2 h 5 min". */
+/** Seconds → "45 s", "3 min 20 s", "2 h 5 min", and from two days on "331 days 7 h". */
 export function seconds(total: number): string {
   const s = Math.max(0, Math.round(total));
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
+  if (s >= 2 * 86_400) {
+    const h = Math.floor((s % 86_400) / 3600);
+    return `${Math.floor(s / 86_400)} days${h ? ` ${h} h` : ''}`;
+  }
   const m = Math.floor((s % 3600) / 60);
   return `${Math.floor(s / 3600)} h${m ? ` ${m} min` : ''}`;
 }

@@ -7,6 +7,7 @@
  * are written here after the console routes' answers (src/console/routes/*), which have no
  * schema of their own yet.
  */
+import type { AuditEntryT } from '../../src/audit/schema';
 import type { Me as ServerMe } from '../../src/console/schemas';
 import type {
   DeliveryState,
@@ -25,9 +26,23 @@ export interface Config {
   signup: 'open' | 'closed';
   network: string;
   telegram: boolean;
+  /** Whether the request carried a live session (older servers: absent). */
+  signed_in?: boolean;
 }
 
 export type Me = ServerMe;
+
+/** GET /console/api/audit: one entry (src/audit/schema.ts) and a page. */
+export type AuditEntry = AuditEntryT;
+export interface AuditLogPage {
+  data: AuditEntry[];
+  next_cursor: string | null;
+}
+/** GET /console/api/audit/actions: the actions recorded, with the sentence shown. */
+export interface AuditAction {
+  name: string;
+  description: string;
+}
 
 export interface Session {
   id: string;
@@ -71,7 +86,10 @@ export type EventWithDelivery = ServerEventWithDelivery;
 
 export interface EventPage {
   data: EventWithDelivery[];
+  /** The cursor of the older page, null on the oldest. */
   next_before: string | null;
+  /** The cursor of the newer page, null on the newest. */
+  next_after: string | null;
 }
 
 export type ErrorClass =
@@ -114,6 +132,12 @@ export interface Notification {
 export interface EventDetail {
   event: TransferEvent;
   payload: string;
+  channel: 'webhook' | 'telegram';
+  /** A chat watch's delivery: the bound chat and the message sent (Bot API HTML). */
+  telegram: {
+    chat: { id: string; title: string | null; type: string | null } | null;
+    message_html: string;
+  } | null;
   notifications: Notification[];
 }
 
@@ -137,4 +161,6 @@ export interface ErrorBody {
   code?: string;
   details?: { field: string; message: string }[];
   usage?: { active_watches: number; limit: number; plan: string };
+  /** 401 invalid_credentials at sign-in: failures left before the 15-minute lock. */
+  attempts_left?: number;
 }

@@ -40,6 +40,7 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
       tags: [
         { name: 'watches', description: 'Addresses to watch and where to notify.' },
         { name: 'events', description: 'Matched transfers and their delivery state.' },
+        { name: 'audit', description: 'Who changed what in the account, and when.' },
         { name: 'health', description: 'Service health.' },
       ],
       components: {

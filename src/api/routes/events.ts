@@ -15,6 +15,8 @@
 
 import { Type as T } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { isDataException } from '../../db/sqlstate.js';
@@ -340,11 +342,18 @@ export function eventRoutes(
     },
     async (request, reply) => {
       const auth = requireAuth(request);
+      const audit = auditContextOf(request);
       const id = await redeliverEvent(
         deps.db,
         auth.accountId,
         deps.config.network,
         request.params.event_id,
+        (tx, n) =>
+          recordAudit(tx, audit, {
+            action: 'event.redelivered',
+            targetId: request.params.event_id,
+            detail: { notification_id: n },
+          }),
       );
       request.log.info(
         { event_id: request.params.event_id, notification_id: id, account_id: auth.accountId },

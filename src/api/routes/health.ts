@@ -27,7 +27,10 @@
  *   in the last 5 minutes (src/delivery/secret-problems.ts: a key missing from this deployment's
  *   keyring during a rotation); their deliveries are held, not failed, until the key is configured.
  * - node (additive, present only while a node provider is not serving): `checks.node` is false when
- *   none of them serves (ingest cannot go on: 503), true when some still do (200, degraded); `node`
+ *   none of them serves, true when some still do (200, degraded). None serving answers 503 only once
+ *   it has lasted NODE_DOWN_GRACE_MS (every provider unhealthy, or set aside since longer): a
+ *   timeout or a 503 from a lone provider is retried within seconds and must not make a load
+ *   balancer drop every replica that can still serve the API; `node`
  *   lists every provider by its position in TRON_NODE_URL with its state (ok, set_aside after
  *   failures or a refused answer, unhealthy: 403s past the pause they asked for), the class of the
  *   reason and since when, as the ingest leader last stored them (src/ingest/providers.ts). No
@@ -39,6 +42,13 @@ import { readProviderStates, type StoredProviderState } from '../../ingest/provi
 import { readStall } from '../../ingest/stall.js';
 import { ref } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
+
+/**
+ * How long no node provider may serve before /healthz answers 503 for it, ms: longer than the
+ * set-aside backoff's first steps (1 s doubling), so transient node faults only show as
+ * `checks.node: false` with status 200.
+ */
+export const NODE_DOWN_GRACE_MS = 120_000;
 
 /** Deadline of each dependency probe, ms. */
 export const HEALTH_TIMEOUT_MS = 1_000;
@@ -76,7 +86,10 @@ export function providerHealth(p: StoredProviderState): Static<typeof NodeProvid
 
 export const HealthSchema = T.Object(
   {
-    ok: T.Boolean({ description: 'True when every check passed.' }),
+    ok: T.Boolean({
+      description:
+        'True when the process can do its work: every check passed, except a node outage shorter than its grace (checks.node false, 200).',
+    }),
     network: T.String({ description: 'The network this deployment serves (`mainnet`).' }),
     checks: T.Object({
       postgres: T.Boolean(),
@@ -206,8 +219,15 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       const started = deps.started?.() ?? true;
       const degraded = providers.some((p) => p.state !== 'ok');
       const nodeServes = providers.length === 0 || providers.some((p) => p.state === 'ok');
-      const ok =
-        started && postgres && redis && !stall && secretProblems.length === 0 && nodeServes;
+      const now = Date.now();
+      const nodeDown =
+        !nodeServes &&
+        providers.every(
+          (p) =>
+            p.state === 'unhealthy' ||
+            (p.since !== undefined && now - p.since >= NODE_DOWN_GRACE_MS),
+        );
+      const ok = started && postgres && redis && !stall && secretProblems.length === 0 && !nodeDown;
       const network = deps.config.network;
       const first = secretProblems[0];
       return reply.code(ok ? 200 : 503).send({

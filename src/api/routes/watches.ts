@@ -16,8 +16,11 @@
  * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
  */
 import { Type as T } from '@sinclair/typebox';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import type { Queryable } from '../../db/pool.js';
 import { EXPLAIN_REASONS, explainTransaction } from '../../ingest/explain.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import {
@@ -33,6 +36,7 @@ import {
   listWatches,
   pauseWatch,
   resumeWatch,
+  type WatchRow,
 } from '../../watches/watches.js';
 import { requireAuth } from '../auth.js';
 import {
@@ -164,7 +168,25 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request, reply) => {
       const auth = requireAuth(request);
-      const { watch, secret } = await createWatchFromRequest(deps, auth.accountId, request.body);
+      const audit = auditContextOf(request);
+      const { watch, secret } = await createWatchFromRequest(
+        deps,
+        auth.accountId,
+        request.body,
+        (tx, w) =>
+          recordAudit(tx, audit, {
+            action: 'watch.created',
+            targetId: w.id,
+            detail: {
+              address: w.address,
+              asset_filter: w.asset_filter,
+              direction: w.direction,
+              channel: w.channel,
+              // The host only: a URL's path or query may carry the receiver's own token.
+              webhook_host: w.webhook_url === null ? null : new URL(w.webhook_url).host,
+            },
+          }),
+      );
       // Never log the answer: it holds the secret.
       request.log.info({ watch_id: watch.id, account_id: auth.accountId }, 'watch created');
       return reply.code(201).send(watchCreatedView(watch, secret));
@@ -221,7 +243,14 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const auth = requireAuth(request);
       const { id } = request.params;
-      const deleted = isId(id, 'wh') && (await deleteWatch(deps.db, auth.accountId, network, id));
+      const audit = auditContextOf(request);
+      const deleted =
+        isId(id, 'wh') &&
+        (await deps.db.transaction(async (tx) => {
+          const done = await deleteWatch(tx, auth.accountId, network, id);
+          if (done) await recordAudit(tx, audit, { action: 'watch.deleted', targetId: id });
+          return done;
+        }));
       if (!deleted) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch deleted');
       return reply.code(204).send(null);
@@ -334,15 +363,27 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
         if (action === 'resume') await deps.refreshHead?.();
+        const audit = auditContextOf(request);
+        const record = (tx: Queryable, w: WatchRow) =>
+          recordAudit(tx, audit, {
+            action: action === 'pause' ? 'watch.paused' : 'watch.resumed',
+            targetId: w.id,
+            detail: { status: w.status },
+          });
         const watch =
           action === 'pause'
-            ? await pauseWatch(deps.db, auth.accountId, network, id)
+            ? await deps.db.transaction(async (tx) => {
+                const w = await pauseWatch(tx, auth.accountId, network, id);
+                if (w) await record(tx, w);
+                return w;
+              })
             : await resumeWatch(
                 deps.db,
                 auth.accountId,
                 network,
                 id,
                 deps.config.ingest.blockIntervalMs,
+                record,
               );
         if (!watch) throw new ApiError(404, 'watch not found');
         request.log.info({ watch_id: id, account_id: auth.accountId }, `watch ${action}d`);

@@ -17,6 +17,10 @@
  * (a dummy argon2id verification). Attempts are counted before the verification, per client address
  * and e-mail, and per address (login-limits.ts); a password change counts in the same windows, a
  * wrong invitation token per address.
+ *
+ * Audit log (src/audit/audit.ts): sign-up, sign-in, a failed sign-in of an existing account, sign-out,
+ * invitation, password change (and a refused one), session revocations, each with the client
+ * address; the session's own changes are written in the same transaction as their entry.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -34,6 +38,8 @@ import {
 } from '../../accounts/credentials.js';
 import { limitsFor } from '../../accounts/plans.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { type AuditAction, recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import {
@@ -42,7 +48,13 @@ import {
   requireSession,
   setSessionCookies,
 } from '../guard.js';
-import { countInviteAttempt, countLoginAttempt, countSignup } from '../login-limits.js';
+import {
+  type AttemptInfo,
+  countInviteAttempt,
+  countLoginAttempt,
+  countSignup,
+  LOGIN_WINDOW_MS,
+} from '../login-limits.js';
 import { hashPassword, verifyPassword } from '../passwords.js';
 import {
   CredentialsBody,
@@ -76,19 +88,31 @@ export async function me(deps: Pick<AppDeps, 'db'>, accountId: string): Promise<
   };
 }
 
-/** Open a session for the account, set its cookies, answer Me. */
+/**
+ * Open a session for the account, set its cookies, answer Me. The session and the audit entry
+ * (`action`, the session opened) are written in one transaction.
+ */
 async function signIn(
   deps: AppDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   accountId: string,
   status: number,
+  action: AuditAction,
 ): Promise<Me> {
-  const opened = await openSession(deps.db, {
-    accountId,
-    ttlSeconds: deps.config.console.sessionTtlSeconds,
-    userAgent: request.headers['user-agent'],
-    ip: request.ip,
+  const opened = await deps.db.transaction(async (tx) => {
+    const o = await openSession(tx, {
+      accountId,
+      ttlSeconds: deps.config.console.sessionTtlSeconds,
+      userAgent: request.headers['user-agent'],
+      ip: request.ip,
+    });
+    await recordAudit(tx, auditContextOf(request, { accountId, sessionId: o.session.id }), {
+      action,
+      targetId: o.session.id,
+      detail: { user_agent: o.session.user_agent },
+    });
+    return o;
   });
   setSessionCookies(request, reply, opened.token, opened.csrf);
   request.log.info({ account_id: accountId, session_id: opened.session.id }, 'console sign-in');
@@ -109,6 +133,9 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         // Configured (a token is set), even while getMe has not answered yet.
         telegram: deps.telegram !== undefined,
         bot_username: deps.telegram?.current()?.identity.username ?? null,
+        // Whether the request carries a live session: the page asks for the session only then,
+        // so a signed-out page load makes no request that fails (issue 19 item 7).
+        signed_in: Boolean(request.console),
       };
     },
   );
@@ -150,7 +177,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         ]);
       }
       await setPasswordHash(deps.db, accountId, hash);
-      return signIn(deps, request, reply, accountId, 201);
+      return signIn(deps, request, reply, accountId, 201, 'account.signed_up');
     },
   );
 
@@ -160,25 +187,58 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const email = normaliseEmail(request.body.email);
       let accountId: string | undefined;
+      // The account the e-mail names, right password or not: a failed sign-in is recorded in
+      // its log (an unknown e-mail has no log to record it in).
+      let named: string | undefined;
+      const info: AttemptInfo = {};
       // Counted before argon2 runs, given back when right (login-limits.ts).
-      const ok = await countLoginAttempt(deps.rateLimiter, request.ip, email, async () => {
-        const found = await passwordHashByEmail(deps.db, email);
-        // Always one argon2id verification, whether the account exists or not (alike time).
-        const right = await verifyPassword(found?.password_hash, request.body.password);
-        accountId = right ? found?.id : undefined;
-        return accountId !== undefined;
-      });
+      const ok = await countLoginAttempt(
+        deps.rateLimiter,
+        request.ip,
+        email,
+        async () => {
+          const found = await passwordHashByEmail(deps.db, email);
+          named = found?.id;
+          // Always one argon2id verification, whether the account exists or not (alike time).
+          const right = await verifyPassword(found?.password_hash, request.body.password);
+          accountId = right ? found?.id : undefined;
+          return accountId !== undefined;
+        },
+        info,
+      );
       if (!ok || accountId === undefined) {
         request.log.info({ client_ip: request.ip }, 'console login failed');
-        throw ApiError.coded('invalid_credentials', 'wrong e-mail or password');
+        if (named !== undefined) {
+          await recordAudit(deps.db, auditContextOf(request, { accountId: named }), {
+            action: 'session.sign_in_failed',
+            // An attempt refused by the login limit (429) is not recorded: the password was not
+            // checked, and a flood of them would only fill the log.
+            detail: { reason: 'wrong_password' },
+          });
+        }
+        // Additive: how many more failures this address may make for this e-mail before the
+        // 15-minute lock (the sign-in page warns before it).
+        throw ApiError.coded(
+          'invalid_credentials',
+          'wrong e-mail or password',
+          undefined,
+          info.remaining === undefined
+            ? {}
+            : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
+        );
       }
-      return signIn(deps, request, reply, accountId, 200);
+      return signIn(deps, request, reply, accountId, 200, 'session.signed_in');
     },
   );
 
   app.post('/console/api/logout', { schema: hide }, async (request, reply) => {
     const ctx = requireSession(request);
-    await revokeSession(deps.db, ctx.accountId, ctx.session.id);
+    const audit = auditContextOf(request);
+    await deps.db.transaction(async (tx) => {
+      if (await revokeSession(tx, ctx.accountId, ctx.session.id)) {
+        await recordAudit(tx, audit, { action: 'session.signed_out', targetId: ctx.session.id });
+      }
+    });
     clearSessionCookies(request, reply);
     return reply.code(204).send();
   });
@@ -209,7 +269,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       await setPasswordHash(deps.db, accountId, hash);
       // Whoever held the account's sessions before the password was (re)set loses them.
       await revokeOtherSessions(deps.db, accountId, undefined);
-      return signIn(deps, request, reply, accountId, 200);
+      return signIn(deps, request, reply, accountId, 200, 'account.invite_accepted');
     },
   );
 
@@ -227,12 +287,22 @@ export function accountRoutes(app: App, deps: AppDeps): void {
           request.body.current_password,
         ),
       );
+      const audit = auditContextOf(request);
       if (!right) {
         request.log.info({ client_ip: request.ip }, 'console password check failed');
+        await recordAudit(deps.db, audit, { action: 'account.password_change_failed' });
         throw ApiError.coded('invalid_credentials', 'the current password is wrong');
       }
-      await setPasswordHash(deps.db, ctx.accountId, await hashPassword(request.body.new_password));
-      const revoked = await revokeOtherSessions(deps.db, ctx.accountId, ctx.session.id);
+      const hash = await hashPassword(request.body.new_password);
+      const revoked = await deps.db.transaction(async (tx) => {
+        await setPasswordHash(tx, ctx.accountId, hash);
+        const n = await revokeOtherSessions(tx, ctx.accountId, ctx.session.id);
+        await recordAudit(tx, audit, {
+          action: 'account.password_changed',
+          detail: { revoked_sessions: n },
+        });
+        return n;
+      });
       request.log.info(
         { account_id: ctx.accountId, revoked_sessions: revoked },
         'password changed',
@@ -263,9 +333,20 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const ctx = requireSession(request);
       const { id } = request.params;
-      if (!isId(id, 'ses') || !(await revokeSession(deps.db, ctx.accountId, id))) {
-        throw new ApiError(404, 'session not found');
-      }
+      const audit = auditContextOf(request);
+      const revoked =
+        isId(id, 'ses') &&
+        (await deps.db.transaction(async (tx) => {
+          const done = await revokeSession(tx, ctx.accountId, id);
+          if (done) {
+            await recordAudit(tx, audit, {
+              action: id === ctx.session.id ? 'session.signed_out' : 'session.revoked',
+              targetId: id,
+            });
+          }
+          return done;
+        }));
+      if (!revoked) throw new ApiError(404, 'session not found');
       if (id === ctx.session.id) clearSessionCookies(request, reply);
       return reply.code(204).send();
     },
@@ -273,6 +354,12 @@ export function accountRoutes(app: App, deps: AppDeps): void {
 
   app.post('/console/api/sessions/revoke-others', { schema: hide }, async (request) => {
     const ctx = requireSession(request);
-    return { revoked: await revokeOtherSessions(deps.db, ctx.accountId, ctx.session.id) };
+    const audit = auditContextOf(request);
+    const revoked = await deps.db.transaction(async (tx) => {
+      const n = await revokeOtherSessions(tx, ctx.accountId, ctx.session.id);
+      await recordAudit(tx, audit, { action: 'session.revoked_others', detail: { revoked: n } });
+      return n;
+    });
+    return { revoked };
   });
 }

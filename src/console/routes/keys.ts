@@ -10,6 +10,8 @@
  */
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from '../../accounts/keys.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { requireSession } from '../guard.js';
@@ -42,9 +44,18 @@ export function keyRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const ctx = requireSession(request);
       const name = request.body.name?.trim() || undefined;
-      const created = await createApiKey(deps.db, ctx.accountId, {
-        network: deps.config.network,
-        ...(name ? { name } : {}),
+      const audit = auditContextOf(request);
+      const created = await deps.db.transaction(async (tx) => {
+        const k = await createApiKey(tx, ctx.accountId, {
+          network: deps.config.network,
+          ...(name ? { name } : {}),
+        });
+        await recordAudit(tx, audit, {
+          action: 'api_key.created',
+          targetId: k.id,
+          detail: { name: k.name, prefix: k.prefix, network: k.network },
+        });
+        return k;
       });
       request.log.info({ account_id: ctx.accountId, key_id: created.id }, 'api key created');
       return reply.code(201).send({
@@ -62,7 +73,20 @@ export function keyRoutes(app: App, deps: AppDeps): void {
       const { id } = request.params;
       const mine =
         isId(id, 'key') && (await listApiKeys(deps.db, ctx.accountId)).some((k) => k.id === id);
-      const revoked = mine ? await revokeApiKey(deps.db, id) : undefined;
+      const audit = auditContextOf(request);
+      const revoked = mine
+        ? await deps.db.transaction(async (tx) => {
+            const k = await revokeApiKey(tx, id);
+            if (k) {
+              await recordAudit(tx, audit, {
+                action: 'api_key.revoked',
+                targetId: k.id,
+                detail: { name: k.name, prefix: k.prefix },
+              });
+            }
+            return k;
+          })
+        : undefined;
       if (!revoked) throw new ApiError(404, 'key not found');
       request.log.info({ account_id: ctx.accountId, key_id: id }, 'api key revoked');
       return keyView(revoked);

@@ -19,6 +19,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Update } from 'grammy/types';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { boundChat, createLinkToken, unbindChat } from '../../telegram/binding.js';
 import type { TelegramBot } from '../../telegram/bot.js';
@@ -74,7 +76,16 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
     async (request): Promise<TelegramConnectT> => {
       const ctx = requireSession(request);
       const bot = requireBot(deps);
-      const { token, expiresAt } = await createLinkToken(deps.db, ctx.accountId);
+      const audit = auditContextOf(request);
+      const { token, expiresAt } = await deps.db.transaction(async (tx) => {
+        const made = await createLinkToken(tx, ctx.accountId);
+        // The token is the link's credential: only its expiry is recorded.
+        await recordAudit(tx, audit, {
+          action: 'telegram.link_created',
+          detail: { expires_at: made.expiresAt.toISOString() },
+        });
+        return made;
+      });
       request.log.info({ account_id: ctx.accountId }, 'telegram link created');
       return {
         link: deepLink(bot.identity.username, token),
@@ -86,7 +97,10 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
   app.delete('/console/api/telegram', { schema: hide }, async (request, reply) => {
     const ctx = requireSession(request);
     requireBot(deps);
-    await unbindChat(deps.db, ctx.accountId);
+    const audit = auditContextOf(request);
+    await unbindChat(deps.db, ctx.accountId, (tx, chatId) =>
+      recordAudit(tx, audit, { action: 'telegram.unbound', targetId: chatId }),
+    );
     request.log.info({ account_id: ctx.accountId }, 'telegram chat unbound');
     return reply.code(204).send();
   });

@@ -13,12 +13,21 @@
 
 import { preventCoercion } from '../../api/schemas.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import type { Queryable } from '../../db/pool.js';
 import { sendTestEvent, TEST_SENDS_PER_MINUTE } from '../../delivery/test-event.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import { CreateWatchSchema, watchCreatedView, watchView } from '../../watches/schema.js';
-import { deleteWatch, listWatches, pauseWatch, resumeWatch } from '../../watches/watches.js';
+import {
+  deleteWatch,
+  listWatches,
+  pauseWatch,
+  resumeWatch,
+  type WatchRow,
+} from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
 import { IdParams } from '../schemas.js';
 
@@ -56,7 +65,25 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     },
     async (request, reply) => {
       const ctx = requireSession(request);
-      const { watch, secret } = await createWatchFromRequest(deps, ctx.accountId, request.body);
+      const audit = auditContextOf(request);
+      const { watch, secret } = await createWatchFromRequest(
+        deps,
+        ctx.accountId,
+        request.body,
+        (tx, w) =>
+          recordAudit(tx, audit, {
+            action: 'watch.created',
+            targetId: w.id,
+            detail: {
+              address: w.address,
+              asset_filter: w.asset_filter,
+              direction: w.direction,
+              channel: w.channel,
+              // The host only: a URL's path or query may carry the receiver's own token.
+              webhook_host: w.webhook_url === null ? null : new URL(w.webhook_url).host,
+            },
+          }),
+      );
       // Never log the answer: it holds the secret.
       request.log.info({ watch_id: watch.id, account_id: ctx.accountId }, 'watch created');
       return reply.code(201).send(watchCreatedView(watch, secret));
@@ -69,7 +96,14 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const ctx = requireSession(request);
       const { id } = request.params;
-      const deleted = isId(id, 'wh') && (await deleteWatch(deps.db, ctx.accountId, network, id));
+      const audit = auditContextOf(request);
+      const deleted =
+        isId(id, 'wh') &&
+        (await deps.db.transaction(async (tx) => {
+          const done = await deleteWatch(tx, ctx.accountId, network, id);
+          if (done) await recordAudit(tx, audit, { action: 'watch.deleted', targetId: id });
+          return done;
+        }));
       if (!deleted) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch deleted');
       return reply.code(204).send();
@@ -85,15 +119,27 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
         if (action === 'resume') await deps.refreshHead?.();
+        const audit = auditContextOf(request);
+        const record = (tx: Queryable, w: WatchRow) =>
+          recordAudit(tx, audit, {
+            action: action === 'pause' ? 'watch.paused' : 'watch.resumed',
+            targetId: w.id,
+            detail: { status: w.status },
+          });
         const watch =
           action === 'pause'
-            ? await pauseWatch(deps.db, ctx.accountId, network, id)
+            ? await deps.db.transaction(async (tx) => {
+                const w = await pauseWatch(tx, ctx.accountId, network, id);
+                if (w) await record(tx, w);
+                return w;
+              })
             : await resumeWatch(
                 deps.db,
                 ctx.accountId,
                 network,
                 id,
                 deps.config.ingest.blockIntervalMs,
+                record,
               );
         if (!watch) throw new ApiError(404, 'watch not found');
         request.log.info({ watch_id: id, account_id: ctx.accountId }, `watch ${action}d`);
@@ -123,6 +169,16 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         ? await sendTestEvent(deps, ctx.accountId, network, id)
         : undefined;
       if (!outcome) throw new ApiError(404, 'watch not found');
+      // Nothing is stored by a test send: its entry is written on its own, after the send.
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.test_sent',
+        targetId: id,
+        detail: {
+          ok: outcome.ok,
+          http_status: outcome.http_status,
+          error_class: outcome.error_class,
+        },
+      });
       return outcome;
     },
   );

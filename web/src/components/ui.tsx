@@ -180,11 +180,14 @@ export function SecretOnce({
   secret,
   children,
   onDone,
+  copyLabel = 'Copy secret',
 }: {
   title: string;
   secret: string;
   children?: ComponentChildren;
   onDone: () => void;
+  /** The copy button's words: what is copied ("Copy key"). */
+  copyLabel?: string;
 }) {
   const ref = useRef<HTMLElement>(null);
   useEffect(() => {
@@ -201,7 +204,7 @@ export function SecretOnce({
         <code class="mono" data-testid="secret">
           {secret}
         </code>
-        <CopyButton text={secret} label="Copy secret" />
+        <CopyButton text={secret} label={copyLabel} />
       </div>
       {children}
       <button type="button" class="btn btn-secondary" onClick={onDone}>

@@ -375,7 +375,9 @@ function TelegramCard() {
     }
   };
 
+  const [confirming, setConfirming] = useState(false);
   const disconnect = async () => {
+    setConfirming(false);
     setBusy(true);
     setMessage(null);
     try {
@@ -432,9 +434,27 @@ function TelegramCard() {
               <dd>{chat.bound_at ? <Time iso={chat.bound_at} /> : 'unknown'}</dd>
             </div>
           </dl>
-          <button type="button" class="btn btn-secondary" disabled={busy} onClick={disconnect}>
+          <button
+            type="button"
+            class="btn btn-secondary"
+            disabled={busy}
+            onClick={() => setConfirming(true)}
+          >
             Disconnect
           </button>
+          {confirming && (
+            <ConfirmDialog
+              title="Disconnect this Telegram chat?"
+              confirmLabel="Disconnect"
+              onConfirm={disconnect}
+              onCancel={() => setConfirming(false)}
+            >
+              <p>
+                <strong>{chat.title ?? chat.id}</strong> stops receiving messages from tronwatch.
+                You can connect a chat again at any time with a new link.
+              </p>
+            </ConfirmDialog>
+          )}
         </>
       ) : link ? (
         <>

@@ -1,7 +1,7 @@
 /** Signed-out pages: log in, sign up (when open), accept an invite (set a password). */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, describeError, formatWait, post } from '../api';
+import { ApiError, describeError, post } from '../api';
 import { Field, NEW_PASSWORD_HINT, Notice, PasswordField } from '../components/ui';
 import { BASE, Link } from '../router';
 import type { Config, Me } from '../types';
@@ -26,6 +26,13 @@ function AuthFrame({ title, children }: { title: string; children: ComponentChil
   );
 }
 
+/** `14:59` (minutes and seconds) of a wait in seconds. */
+function countdown(total: number): string {
+  const m = Math.floor(total / 60);
+  const sec = total % 60;
+  return `${m}:${String(sec).padStart(2, '0')}`;
+}
+
 export function LoginPage({
   config,
   onSignedIn,
@@ -37,18 +44,48 @@ export function LoginPage({
   const [password, setPassword] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [warning, setWarning] = useState<string | null>(null);
+  // The lock's end (ms since the epoch) after a 429, and the clock that counts down to it.
+  const [lockedUntil, setLockedUntil] = useState<number | null>(null);
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (lockedUntil === null) return undefined;
+    const t = setInterval(() => {
+      setNow(Date.now());
+      if (Date.now() >= lockedUntil) {
+        setLockedUntil(null);
+        setError(null);
+      }
+    }, 1000);
+    return () => clearInterval(t);
+  }, [lockedUntil]);
+  const locked = lockedUntil !== null && lockedUntil > now;
 
   const submit = async (e: Event) => {
     e.preventDefault();
+    if (locked) return;
     setBusy(true);
     setError(null);
+    setWarning(null);
     try {
       onSignedIn(await post<Me>('/login', { email, password }));
     } catch (err) {
       if (err instanceof ApiError && err.code === 'invalid_credentials') {
         setError('That e-mail address and password do not match an account.');
+        const left = err.body.attempts_left;
+        if (typeof left === 'number' && left <= 2) {
+          setWarning(
+            left === 0
+              ? 'No attempts left: sign-in for this e-mail address is locked from here for up to 15 minutes.'
+              : left === 1
+                ? 'One more failed sign-in locks this e-mail address out from here for 15 minutes.'
+                : `${left} more failed sign-ins lock this e-mail address out from here for 15 minutes.`,
+          );
+        }
       } else if (err instanceof ApiError && err.code === 'login_rate_limited') {
-        setError(`Too many failed sign-ins. Try again in ${formatWait(err.retryAfter ?? 900)}.`);
+        setLockedUntil(Date.now() + (err.retryAfter ?? 900) * 1000);
+        setNow(Date.now());
+        setError('Too many failed sign-ins for this e-mail address from here.');
       } else {
         setError(describeError(err));
       }
@@ -56,11 +93,29 @@ export function LoginPage({
       setBusy(false);
     }
   };
+  const wait = locked ? Math.max(0, Math.ceil(((lockedUntil as number) - now) / 1000)) : 0;
 
   return (
     <AuthFrame title="Sign in to the console">
       <form onSubmit={submit} noValidate={false}>
-        <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
+        <div aria-live="polite">
+          {error && (
+            <Notice tone="error">
+              {error}
+              {locked && (
+                <>
+                  {' '}
+                  Sign-in opens again in{' '}
+                  <span role="timer" aria-live="off">
+                    {countdown(wait)}
+                  </span>
+                  .
+                </>
+              )}
+            </Notice>
+          )}
+          {warning && <Notice tone="warning">{warning}</Notice>}
+        </div>
         <Field label="E-mail">
           {({ id }) => (
             <input
@@ -74,7 +129,7 @@ export function LoginPage({
           )}
         </Field>
         <PasswordField label="Password" kind="current" value={password} onValue={setPassword} />
-        <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
+        <button type="submit" class="btn btn-primary btn-block" disabled={busy || locked}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
       </form>

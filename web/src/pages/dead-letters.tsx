@@ -4,7 +4,7 @@ import { describeError, post } from '../api';
 import {
   EventsListBody,
   FilterForm,
-  useEventPages,
+  useEventPage,
   useFilters,
   useWatches,
 } from '../components/events-table';
@@ -16,7 +16,8 @@ import type { EventWithDelivery } from '../types';
 export function DeadLettersPage() {
   const filters = useFilters();
   const watches = useWatches();
-  const pages = useEventPages(filters, 'DEAD');
+  const pages = useEventPage(filters, 'DEAD');
+  const basePath = `${BASE}/dead-letters`;
   const [confirming, setConfirming] = useState(false);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [busyId, setBusyId] = useState<string | null>(null);
@@ -26,6 +27,9 @@ export function DeadLettersPage() {
     watch ? `watch ${middle(watch.address, 6)} (${watch.asset_filter})` : 'all watches',
     filters.since ? `from ${localTime(filters.since)}` : '',
     filters.until ? `to ${localTime(filters.until)}` : '',
+    filters.q || filters.asset || filters.direction || filters.channel
+      ? '(search, asset, direction and channel are not part of "Redeliver all": it takes every dead event of this watch and time range)'
+      : '',
   ]
     .filter((s) => s !== '')
     .join(', ');
@@ -45,7 +49,7 @@ export function DeadLettersPage() {
             ? 'Nothing to redeliver: no dead event in this scope.'
             : `${r.redelivered} ${r.redelivered === 1 ? 'event' : 'events'} queued for redelivery. They leave this list as their new deliveries start.`,
       });
-      await pages.first.reload();
+      await pages.page.reload();
     } catch (e) {
       setMessage({ tone: 'error', text: `Redeliver all failed: ${describeError(e)}` });
     } finally {
@@ -95,14 +99,12 @@ export function DeadLettersPage() {
           </Notice>
         )}
       </div>
-      <FilterForm
-        filters={filters}
-        watches={watches.data}
-        showStatus={false}
-        basePath={`${BASE}/dead-letters`}
-      />
+      <FilterForm filters={filters} watches={watches.data} showStatus={false} basePath={basePath} />
       <EventsListBody
         pages={pages}
+        filters={filters}
+        basePath={basePath}
+        fixedStatus="DEAD"
         watches={watches.data}
         empty={
           <EmptyState title="No dead letters">

@@ -14,6 +14,7 @@ import {
 } from '../components/ui';
 import { durationMs, indentJson, tronscanTx } from '../format';
 import { useLoad } from '../hooks';
+import { useLive } from '../live';
 import { BASE, Link } from '../router';
 import type { Attempt, EventDetail, Notification, TransferEvent } from '../types';
 
@@ -35,6 +36,10 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
   useEffect(() => {
     document.title = `Event ${eventId} · tronwatch`;
   }, [eventId]);
+  // Live: a new attempt (a redelivery's, a retry's) appears without a reload.
+  useLive((c) => {
+    if (c === null || c.event_ids.includes(eventId)) void d.reload();
+  });
 
   const redeliver = async () => {
     setBusy(true);
@@ -114,7 +119,7 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
 }
 
 function EventBody({ detail }: { detail: EventDetail }) {
-  const { event, payload, notifications } = detail;
+  const { event, payload, notifications, channel } = detail;
   return (
     <div class="stack">
       <article class="card">
@@ -128,20 +133,71 @@ function EventBody({ detail }: { detail: EventDetail }) {
           <p class="muted">No delivery was created for this event.</p>
         ) : (
           notifications.map((n, i) => (
-            <NotificationBlock key={n.id} n={n} latest={i === 0} total={notifications.length} />
+            <NotificationBlock
+              key={n.id}
+              n={n}
+              latest={i === 0}
+              total={notifications.length}
+              chat={channel === 'telegram'}
+            />
           ))
         )}
       </article>
 
-      <article class="card">
-        <h2 class="card-title">Payload</h2>
-        <p class="muted">
-          The exact body bytes POSTed to the endpoint (the same for every attempt and redelivery);
-          X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
-        </p>
-        <Payload payload={payload} />
-      </article>
+      {channel === 'telegram' && detail.telegram ? (
+        <ChatMessage telegram={detail.telegram} />
+      ) : (
+        <article class="card">
+          <h2 class="card-title">Payload</h2>
+          <p class="muted">
+            The exact body bytes POSTed to the endpoint (the same for every attempt and redelivery);
+            X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
+          </p>
+          <Payload payload={payload} />
+        </article>
+      )}
     </div>
+  );
+}
+
+/** Text of Bot API HTML as the chat shows it (the markup parsed, never run). */
+function chatText(html: string): string {
+  return new DOMParser().parseFromString(html, 'text/html').body.textContent ?? '';
+}
+
+/** A chat delivery: where it goes and the message sent (the same for every attempt). */
+function ChatMessage({ telegram }: { telegram: NonNullable<EventDetail['telegram']> }) {
+  const chat = telegram.chat;
+  return (
+    <article class="card" aria-labelledby="chat-title">
+      <h2 class="card-title" id="chat-title">
+        Telegram message
+      </h2>
+      <dl class="facts">
+        <div>
+          <dt>Chat</dt>
+          <dd>
+            {chat === null ? (
+              <span class="muted">No chat is bound now: attempts fail until one is connected.</span>
+            ) : (
+              <>
+                {chat.title ?? 'Untitled chat'}{' '}
+                <span class="muted">
+                  ({chat.type ?? 'chat'} · id <code class="mono">{chat.id}</code>)
+                </span>
+              </>
+            )}
+          </dd>
+        </div>
+      </dl>
+      <h3 class="subhead">Message sent</h3>
+      <p class="chat-bubble">{chatText(telegram.message_html)}</p>
+      <CodeBlock
+        code={telegram.message_html}
+        label="Bot API sendMessage text (parse_mode HTML)"
+        copyLabel="Copy message"
+      />
+    </article>
   );
 }
 
@@ -231,10 +287,12 @@ function NotificationBlock({
   n,
   latest,
   total,
+  chat,
 }: {
   n: Notification;
   latest: boolean;
   total: number;
+  chat: boolean;
 }) {
   return (
     <section class="notification" aria-label={`Delivery ${n.id}`}>
@@ -275,7 +333,7 @@ function NotificationBlock({
           </thead>
           <tbody>
             {n.attempt_log.map((a, i) => (
-              <AttemptRow key={`${a.attempt}-${a.throttled ? 't' : 'a'}-${i}`} a={a} />
+              <AttemptRow key={`${a.attempt}-${a.throttled ? 't' : 'a'}-${i}`} a={a} chat={chat} />
             ))}
           </tbody>
         </table>
@@ -284,7 +342,16 @@ function NotificationBlock({
   );
 }
 
-function AttemptResult({ a }: { a: Attempt }) {
+/** A Bot API answer's JSON, indented; the text as recorded when it is not JSON. */
+function botAnswer(body: string): string {
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+}
+
+function AttemptResult({ a, chat }: { a: Attempt; chat: boolean }) {
   if (a.throttled) {
     // A Bot API 429: the chat asked the bot to wait; not one of the six attempts.
     return (
@@ -296,6 +363,14 @@ function AttemptResult({ a }: { a: Attempt }) {
     );
   }
   const ok = a.http_status !== null && a.http_status >= 200 && a.http_status < 300;
+  if (chat && a.http_status !== null) {
+    return (
+      <span class="delivery-cell">
+        <Pill tone={ok ? 'green' : 'red'}>{ok ? 'Sent' : `Bot API ${a.http_status}`}</Pill>
+        {a.error && <span class="muted">{a.error}</span>}
+      </span>
+    );
+  }
   if (a.http_status !== null) {
     return (
       <span class="delivery-cell">
@@ -314,7 +389,7 @@ function AttemptResult({ a }: { a: Attempt }) {
   );
 }
 
-function AttemptRow({ a }: { a: Attempt }) {
+function AttemptRow({ a, chat }: { a: Attempt; chat: boolean }) {
   return (
     <tr>
       <td data-label="#">{a.throttled ? `(${a.attempt})` : a.attempt}</td>
@@ -323,28 +398,39 @@ function AttemptRow({ a }: { a: Attempt }) {
       </td>
       <td data-label="Duration">{durationMs(a.duration_ms)}</td>
       <td data-label="Result">
-        <AttemptResult a={a} />
+        <AttemptResult a={a} chat={chat} />
       </td>
       <td data-label="Details">
-        <details class="attempt-details">
-          <summary>Request and response</summary>
-          <div class="attempt-grid">
-            <div>
-              <h4>Request headers sent</h4>
-              <HeaderList headers={a.request_headers} />
+        {chat ? (
+          <details class="attempt-details">
+            <summary>Bot API answer</summary>
+            {a.response_body === null || a.response_body === '' ? (
+              <p class="muted">No answer recorded (the request did not reach the Bot API).</p>
+            ) : (
+              <pre class="excerpt">{botAnswer(a.response_body)}</pre>
+            )}
+          </details>
+        ) : (
+          <details class="attempt-details">
+            <summary>Request and response</summary>
+            <div class="attempt-grid">
+              <div>
+                <h4>Request headers sent</h4>
+                <HeaderList headers={a.request_headers} />
+              </div>
+              <div>
+                <h4>Response headers</h4>
+                <HeaderList headers={a.response_headers} />
+              </div>
             </div>
-            <div>
-              <h4>Response headers</h4>
-              <HeaderList headers={a.response_headers} />
-            </div>
-          </div>
-          <h4>Response body (first 4 KB)</h4>
-          {a.response_body === null || a.response_body === '' ? (
-            <p class="muted">{a.response_body === '' ? 'Empty.' : 'None recorded.'}</p>
-          ) : (
-            <pre class="excerpt">{a.response_body}</pre>
-          )}
-        </details>
+            <h4>Response body (first 4 KB)</h4>
+            {a.response_body === null || a.response_body === '' ? (
+              <p class="muted">{a.response_body === '' ? 'Empty.' : 'None recorded.'}</p>
+            ) : (
+              <pre class="excerpt">{a.response_body}</pre>
+            )}
+          </details>
+        )}
       </td>
     </tr>
   );

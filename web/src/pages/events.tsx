@@ -1,8 +1,9 @@
 import {
   EventsListBody,
   FilterForm,
+  isFiltered,
   NoEvents,
-  useEventPages,
+  useEventPage,
   useFilters,
   useWatches,
 } from '../components/events-table';
@@ -12,19 +13,21 @@ import { BASE } from '../router';
 export function EventsPage() {
   const filters = useFilters();
   const watches = useWatches();
-  const pages = useEventPages(filters);
-  const filtered = Boolean(filters.watch_id || filters.status || filters.since || filters.until);
+  const pages = useEventPage(filters);
+  const basePath = `${BASE}/events`;
   return (
     <section>
       <PageHeader
         title="Events"
-        description="Every confirmed transfer that matched one of your watches, with its delivery state."
+        description="Every confirmed transfer that matched one of your watches, with its delivery state. The list updates as deliveries land."
       />
-      <FilterForm filters={filters} watches={watches.data} showStatus basePath={`${BASE}/events`} />
+      <FilterForm filters={filters} watches={watches.data} showStatus basePath={basePath} />
       <EventsListBody
         pages={pages}
+        filters={filters}
+        basePath={basePath}
         watches={watches.data}
-        empty={<NoEvents filtered={filtered} />}
+        empty={<NoEvents filtered={isFiltered(filters)} />}
       />
     </section>
   );

@@ -78,7 +78,12 @@ export function KeysPage() {
         )}
       </div>
       {secret && (
-        <SecretOnce title="Your new API key" secret={secret.secret} onDone={() => setSecret(null)}>
+        <SecretOnce
+          title="Your new API key"
+          secret={secret.secret}
+          copyLabel="Copy key"
+          onDone={() => setSecret(null)}
+        >
           <CodeBlock
             label="Try it"
             copyLabel="Copy curl"

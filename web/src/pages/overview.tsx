@@ -21,15 +21,40 @@ function Meter({ used, limit, label }: { used: number; limit: number; label: str
   );
 }
 
-/** Chain state in words: a lag under 2 minutes is normal (solidification takes ~1 min). */
+/**
+ * Chain state in words, from tronwatch's own lag in blocks behind the node's solidified head
+ * (3 s a block: 40 blocks is the 2 minutes solidification normally takes). The age of the newest
+ * scanned block is the node's business: a node replaying old blocks (a demo or test chain) serves
+ * blocks months old while tronwatch is fully in sync with it (OldBlocksNote explains it).
+ */
 function chainHealth(c: Overview['chain']): {
   tone: 'green' | 'amber' | 'red' | 'gray';
   text: string;
 } {
-  if (c.scanned_block === null || c.lag_seconds === null) return { tone: 'gray', text: 'Starting' };
-  if (c.lag_seconds <= 120) return { tone: 'green', text: 'In sync' };
-  if (c.lag_seconds <= 900) return { tone: 'amber', text: 'Catching up' };
+  if (c.scanned_block === null) return { tone: 'gray', text: 'Starting' };
+  if (c.lag_blocks === null) {
+    if (c.lag_seconds === null) return { tone: 'gray', text: 'Starting' };
+    return c.lag_seconds <= 120
+      ? { tone: 'green', text: 'In sync' }
+      : { tone: 'amber', text: 'Catching up' };
+  }
+  if (c.lag_blocks <= 40) return { tone: 'green', text: 'In sync' };
+  if (c.lag_blocks <= 300) return { tone: 'amber', text: 'Catching up' };
   return { tone: 'red', text: 'Behind' };
+}
+
+/** In sync with the node, but the node's newest block is old: say why, in plain words. */
+function OldBlocksNote({ c }: { c: Overview['chain'] }) {
+  if (c.lag_seconds === null || c.lag_seconds <= 900) return null;
+  if (c.lag_blocks === null || c.lag_blocks > 40) return null;
+  return (
+    <p class="muted">
+      tronwatch has scanned every block the node has solidified, but the newest of them was made{' '}
+      {seconds(c.lag_seconds)} ago: the node serves old blocks (a demo or replayed chain), or the
+      node itself is behind the network. Live mainnet transfers appear once it serves current
+      blocks.
+    </p>
+  );
 }
 
 export function OverviewPage() {
@@ -190,15 +215,19 @@ function OverviewCards({ o }: { o: Overview }) {
             </dd>
           </div>
           <div>
-            <dt>Lag</dt>
+            <dt>Behind the node</dt>
             <dd>
               {o.chain.lag_blocks === null
                 ? '—'
                 : `${o.chain.lag_blocks} ${o.chain.lag_blocks === 1 ? 'block' : 'blocks'}`}
-              {o.chain.lag_seconds !== null && ` · ${seconds(o.chain.lag_seconds)}`}
             </dd>
           </div>
+          <div>
+            <dt>Newest scanned block's age</dt>
+            <dd>{o.chain.lag_seconds === null ? '—' : seconds(o.chain.lag_seconds)}</dd>
+          </div>
         </dl>
+        <OldBlocksNote c={o.chain} />
         <p class="muted">
           Only solidified (irreversible) blocks are read: a transfer is notified about a minute
           after it is included.

@@ -290,7 +290,6 @@ function CreatedWatch({ w, onDone }: { w: WatchCreated; onDone: () => void }) {
         <code>X-Signature</code> header: lowercase hex HMAC-SHA256 of the raw body, keyed by this
         secret.
       </p>
-      {w.note && <p class="muted">{w.note}</p>}
     </SecretOnce>
   );
 }

@@ -1,0 +1,400 @@
+/**
+ * `tronwatch doctor`: the node checks (every provider of TRON_NODE_URL) and the clock check.
+ *
+ * Per provider, one request at a time, one retry, and the provider's own max_rps:
+ * - `node.reachable`: both heads answer (`/wallet/getnodeinfo`, or the two block headers where a
+ *   provider does not serve it: NodeClient.getHeads).
+ * - `node.mainnet`: the network, told by block ids (a block id is its number and the hash of its
+ *   header, so no other chain serves the same id at the same height):
+ *   1. block 0's id is mainnet's genesis id ({@link MAINNET_GENESIS_ID}): a live mainnet node;
+ *      the Nile or Shasta genesis is named as such;
+ *   2. otherwise, if a recorded mainnet block ({@link MAINNET_CHECKPOINTS}, the real blocks of
+ *      test/fixtures/tron-mainnet/) at or below the node's solidified head has its mainnet id:
+ *      a replay of recorded mainnet blocks (`tronwatch replay-node`, whose blocks outside the
+ *      recording, block 0 included, are filler): passes, flagged as a replay;
+ *   3. otherwise: another network (or a synthetic chain): fails.
+ * - `node.solidified_head`: its number and time. On a live node, a head older than the expected
+ *   solidification lag (19 blocks × TRON_BLOCK_INTERVAL_MS) by more than {@link NODE_BEHIND_MS}
+ *   fails: the node is not in sync. A replay's blocks keep their recorded times: not judged.
+ * - `node.budget`: its request budget (max_rps): a remote provider without a cap warns, as does
+ *   TronGrid without a key; a refusal (429/403) during the checks fails.
+ * - `node.grpc`: when the provider has `#grpc=`, the solidified head over gRPC GetBlockByNum2 must
+ *   hash to the id the HTTP API gave.
+ *
+ * The clock rule (`clock`, once, against the first reachable mainnet node, a live one first):
+ * - the node's own time, its HTTP `Date` header (whole seconds): this machine's clock may differ
+ *   from it by at most {@link CLOCK_DATE_TOLERANCE_MS} (plus the request's round trip);
+ * - the chain's block times, on a live node only: the solidified head's timestamp plus the
+ *   expected solidification lag estimates the time now; a head more than
+ *   {@link CLOCK_CHAIN_TOLERANCE_MS} in this machine's future means the clock is behind (fail);
+ *   one as far in its past means the clock is ahead OR the node is behind: when the node's Date
+ *   agreed with our clock, it is the node (reported by `node.solidified_head`), otherwise fail;
+ * - a replay's blocks carry their recorded (old) times, so there only the Date header counts;
+ *   without one the clock cannot be checked (warn).
+ * Why the clock matters: webhook signatures carry our timestamps, which receivers compare with
+ * theirs (Standard Webhooks: 5 minutes), and event and attempt times are ours.
+ */
+import type { Config } from '../config.js';
+import { NodeClient } from '../tron/node-client.js';
+import type { BlockRef } from '../tron/types.js';
+import { blockIdFromRaw } from '../tron/verify.js';
+import type { CheckResult } from './types.js';
+
+/** Block 0 of TRON mainnet (java-tron's genesis; its number and timestamp are 0). */
+export const MAINNET_GENESIS_ID =
+  '00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc';
+
+/** Genesis ids of the public test networks, to name them when a node serves one. */
+export const OTHER_GENESIS_IDS: Readonly<Record<string, string>> = {
+  '0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc': 'the Nile testnet',
+  '0000000000000000de1aa88295e1fcf982742f773e0419c5a9c134c994a9059e': 'the Shasta testnet',
+};
+
+/**
+ * Real mainnet blocks with their ids, from the recorded data of test/fixtures/tron-mainnet/
+ * (headers-78000000-78000099.json and chain/block-79072107.json, whose ids re-hash from their
+ * headers: test/unit/fixtures.test.ts; test/unit/doctor.test.ts checks these against the files).
+ */
+export const MAINNET_CHECKPOINTS: ReadonlyArray<{ number: number; id: string }> = [
+  { number: 78_000_000, id: '0000000004a62f80ea298b0e6cb1b59ef44234dee436a904127b5a412c5a4341' },
+  { number: 78_000_099, id: '0000000004a62fe32f53b49b135166ce13fd718773406c1a367109f7742c88c1' },
+  { number: 79_072_107, id: '0000000004b68b6be6d7223b1ecf2850f00f700292beeead2810c18e9e1548e2' },
+];
+
+/** Blocks between mainnet's head and its solidified head (2/3 + 1 of 27 super representatives). */
+export const SOLIDIFICATION_LAG_BLOCKS = 19;
+/** Beyond the expected lag, how much older a live node's solidified head may be, ms. */
+export const NODE_BEHIND_MS = 120_000;
+/** The clock against the node's Date header: largest difference, ms (beyond the round trip). */
+export const CLOCK_DATE_TOLERANCE_MS = 5_000;
+/** The clock against the chain's block times: largest difference, ms. */
+export const CLOCK_CHAIN_TOLERANCE_MS = 30_000;
+
+/** What the node checks learnt of one provider, for the clock check. */
+export interface NodeFindings {
+  name: string;
+  /** 'live': block 0 is mainnet's genesis; 'replay': recorded mainnet blocks; undefined: neither. */
+  mainnet: 'live' | 'replay' | undefined;
+  head: BlockRef | undefined;
+  /** The node's HTTP Date header (NodeClient.serverDate), when it sent one. */
+  serverDate: NodeClient['serverDate'];
+}
+
+const errText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function ago(ms: number): string {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 120) return `${s} s`;
+  if (s < 7_200) return `${Math.round(s / 60)} min`;
+  if (s < 172_800) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86_400)} days`;
+}
+
+function isLoopback(url: string): boolean {
+  try {
+    const h = new URL(url).hostname;
+    return h === 'localhost' || h === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(h);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Which network `client` serves (see the module doc).
+ * @returns the verdict and its one-line reason.
+ * @throws NodeError when the node cannot be asked.
+ */
+async function whichNetwork(
+  client: NodeClient,
+  solidified: number,
+  signal: AbortSignal,
+): Promise<{ mainnet: 'live' | 'replay' | undefined; detail: string }> {
+  const genesis = await client.getSolidifiedHeader(0, signal);
+  if (genesis?.id === MAINNET_GENESIS_ID) {
+    return { mainnet: 'live', detail: "block 0 is mainnet's genesis block" };
+  }
+  const other = genesis ? OTHER_GENESIS_IDS[genesis.id] : undefined;
+  if (other) return { mainnet: undefined, detail: `block 0 is the genesis block of ${other}` };
+  for (const cp of MAINNET_CHECKPOINTS) {
+    if (cp.number > solidified) continue;
+    const b = await client.getSolidifiedHeader(cp.number, signal);
+    if (b?.id === cp.id) {
+      return {
+        mainnet: 'replay',
+        detail: `block ${cp.number} is mainnet's (recorded id), block 0 is not mainnet's genesis: a replay of recorded mainnet blocks`,
+      };
+    }
+  }
+  return {
+    mainnet: undefined,
+    detail: `block 0 is ${genesis ? genesis.id : 'not served'} (mainnet's genesis is ${MAINNET_GENESIS_ID}) and no recorded mainnet block matches`,
+  };
+}
+
+/**
+ * The checks of one provider (see the module doc), in order: reachable, mainnet, solidified
+ * head, budget, gRPC. After a failure to reach it, the rest are skipped.
+ */
+export async function checkProvider(
+  cfg: Config,
+  p: Config['node']['providers'][number],
+  index: number,
+  timeoutMs: number,
+): Promise<{ results: CheckResult[]; findings: NodeFindings }> {
+  const target = p.name;
+  const results: CheckResult[] = [];
+  const add = (r: Omit<CheckResult, 'target'>) => results.push({ ...r, target });
+  const findings: NodeFindings = {
+    name: p.name,
+    mainnet: undefined,
+    head: undefined,
+    serverDate: undefined,
+  };
+  const client = new NodeClient({
+    url: p.url,
+    apiKey: p.apiKey,
+    timeoutMs,
+    // One retry: a refusal (429/403) pauses as the provider asks, then the retry shows whether
+    // the budget holds (node.budget); a node that is down costs one more short attempt.
+    retries: 1,
+    connections: 1,
+    maxRps: p.maxRps,
+    grpc: p.grpc,
+    name: p.name,
+  });
+  const signal = AbortSignal.timeout(timeoutMs * 8);
+  const which = `provider ${index + 1} of TRON_NODE_URL`;
+  try {
+    let heads: { head: number; solidified: number };
+    let head: BlockRef;
+    try {
+      heads = await client.getHeads(signal);
+      head = await client.getSolidifiedHead(signal);
+    } catch (err) {
+      add({
+        check: 'node.reachable',
+        status: 'fail',
+        detail: `no answer: ${errText(err)}`,
+        fix: `start the node or correct ${which}; a refused key (401/403) needs its own #key=`,
+      });
+      for (const check of ['node.mainnet', 'node.solidified_head', 'node.budget', 'node.grpc']) {
+        add({ check, status: 'skip', detail: 'the node did not answer' });
+      }
+      return { results, findings };
+    }
+    findings.head = head;
+    findings.serverDate = client.serverDate;
+    add({
+      check: 'node.reachable',
+      status: 'pass',
+      detail: `answers: head ${heads.head}, solidified head ${heads.solidified} (${heads.head - heads.solidified} blocks behind it)`,
+    });
+
+    try {
+      const net = await whichNetwork(client, head.number, signal);
+      findings.mainnet = net.mainnet;
+      add(
+        net.mainnet
+          ? { check: 'node.mainnet', status: 'pass', detail: net.detail }
+          : {
+              check: 'node.mainnet',
+              status: 'fail',
+              detail: `not TRON mainnet: ${net.detail}`,
+              fix: `point ${which} at a mainnet node (https://api.trongrid.io, or your own java-tron on mainnet)`,
+            },
+      );
+    } catch (err) {
+      add({
+        check: 'node.mainnet',
+        status: 'fail',
+        detail: `could not read block 0: ${errText(err)}`,
+        fix: `the node must serve /walletsolidity/getblock; check ${which}`,
+      });
+    }
+
+    const lagMs = SOLIDIFICATION_LAG_BLOCKS * cfg.ingest.blockIntervalMs;
+    const when = new Date(head.timestamp).toISOString();
+    const age = Date.now() - head.timestamp;
+    if (findings.mainnet === 'replay') {
+      add({
+        check: 'node.solidified_head',
+        status: 'pass',
+        detail: `block ${head.number} of ${when} (a replay: its blocks keep their recorded times)`,
+      });
+    } else if (findings.mainnet === 'live' && age - lagMs > NODE_BEHIND_MS) {
+      const dated =
+        findings.serverDate && Math.abs(dateOffset(findings.serverDate)) <= CLOCK_DATE_TOLERANCE_MS;
+      add({
+        check: 'node.solidified_head',
+        status: 'fail',
+        detail: `block ${head.number} of ${when} is ${ago(age)} old (about ${ago(lagMs)} expected): the node is behind${dated ? '' : ", or this machine's clock is ahead (see the clock check)"}`,
+        fix: `wait until the node has synced, or put another provider first in TRON_NODE_URL`,
+      });
+    } else {
+      add({
+        check: 'node.solidified_head',
+        status: findings.mainnet ? 'pass' : 'skip',
+        detail: `block ${head.number} of ${when} (${ago(age)} ${age >= 0 ? 'ago' : 'ahead'})${findings.mainnet ? '' : '; not judged: not mainnet'}`,
+      });
+    }
+
+    const remote = !isLoopback(p.url);
+    const trongrid = /(^|\.)trongrid\.io$/.test(new URL(p.url).hostname);
+    if (client.refusedCount > 0) {
+      add({
+        check: 'node.budget',
+        status: 'fail',
+        detail: `refused ${client.refusedCount} of our ${client.requestCount} requests (HTTP 429/403) at max_rps ${p.maxRps || 'unlimited'}`,
+        fix: `lower #max_rps= of ${which} to the provider's limit, or give it a key with a higher one (#key=)`,
+      });
+    } else if (p.maxRps === 0 && remote) {
+      add({
+        check: 'node.budget',
+        status: 'warn',
+        detail:
+          'no request cap (max_rps 0) on a remote provider: catching up, its limit will refuse requests',
+        fix: `set #max_rps=N on ${which} (or TRON_NODE_MAX_RPS) to the provider's limit`,
+      });
+    } else if (trongrid && !p.apiKey) {
+      add({
+        check: 'node.budget',
+        status: 'warn',
+        detail: `TronGrid without an API key (max_rps ${p.maxRps}): keyless requests get the lowest limits`,
+        fix: `create a key at trongrid.io and add it as #key= (or TRON_API_KEY with a single provider)`,
+      });
+    } else {
+      // Two requests per block (the block and its receipts); the client's window is 1.1 s.
+      const hours = p.maxRps > 0 ? (28_800 * 2 * 1.1) / p.maxRps / 3600 : 0;
+      add({
+        check: 'node.budget',
+        status: 'pass',
+        detail:
+          p.maxRps > 0
+            ? `max_rps ${p.maxRps}: a day of mainnet (28,800 blocks) is caught up in about ${hours.toFixed(1)} h`
+            : 'no request cap (a node on this machine)',
+      });
+    }
+
+    if (!p.grpc) {
+      add({
+        check: 'node.grpc',
+        status: 'skip',
+        detail: 'no #grpc=: transaction roots are checked from JSON only',
+      });
+    } else {
+      const at = `${p.grpc.tls ? 'grpcs' : 'grpc'}://${p.grpc.host}:${p.grpc.port}`;
+      try {
+        const exact = await client.getExactBlock(head.number, signal);
+        const id = blockIdFromRaw(BigInt(head.number), exact.headerRaw);
+        add(
+          id === head.id
+            ? {
+                check: 'node.grpc',
+                status: 'pass',
+                detail: `${at} serves block ${head.number} with the id the HTTP API gave`,
+              }
+            : {
+                check: 'node.grpc',
+                status: 'fail',
+                detail: `${at} serves block ${head.number} as ${id}, the HTTP API as ${head.id}`,
+                fix: `#grpc= of ${which} must be the same node's gRPC address`,
+              },
+        );
+      } catch (err) {
+        add({
+          check: 'node.grpc',
+          status: 'fail',
+          detail: `${at}: ${errText(err)}`,
+          fix: `correct #grpc= of ${which} (the node's gRPC host:port; grpcs:// for TLS), or remove it`,
+        });
+      }
+    }
+    return { results, findings };
+  } finally {
+    await client.close();
+  }
+}
+
+/**
+ * How far this machine's clock is ahead of the node's (negative: behind), ms, from its Date
+ * header: the header has whole seconds, so in sync, local − server lies in [0, 1 s + round trip),
+ * which counts as 0.
+ */
+function dateOffset(d: NonNullable<NodeClient['serverDate']>): number {
+  const skew = d.localMs - d.serverMs;
+  return skew < 0 ? skew : Math.max(0, skew - 1000 - d.rttMs);
+}
+
+/** The clock check (see the module doc) against the first reachable mainnet node. */
+export function checkClock(cfg: Config, nodes: readonly NodeFindings[]): CheckResult {
+  const ref =
+    nodes.find((n) => n.mainnet === 'live' && n.head) ??
+    nodes.find((n) => n.mainnet === 'replay' && n.head);
+  if (!ref?.head) {
+    return {
+      check: 'clock',
+      status: 'skip',
+      detail: 'no reachable mainnet node to compare with',
+    };
+  }
+  const target = ref.name;
+  const notes: string[] = [];
+  const fix = 'synchronise the clock (NTP: timedatectl set-ntp true, or chrony)';
+  let dateAgrees = false;
+  const d = ref.serverDate;
+  if (d) {
+    const off = dateOffset(d);
+    if (Math.abs(off) > CLOCK_DATE_TOLERANCE_MS) {
+      return {
+        check: 'clock',
+        target,
+        status: 'fail',
+        detail: `this machine's clock is ${ago(off)} ${off > 0 ? 'ahead of' : 'behind'} the node's (its HTTP Date header)`,
+        fix,
+      };
+    }
+    dateAgrees = true;
+    notes.push(
+      `agrees with the node's time (HTTP Date) within ${CLOCK_DATE_TOLERANCE_MS / 1000} s`,
+    );
+  }
+  if (ref.mainnet === 'live') {
+    const lagMs = SOLIDIFICATION_LAG_BLOCKS * cfg.ingest.blockIntervalMs;
+    const off = Date.now() - ref.head.timestamp - lagMs;
+    if (off < -CLOCK_CHAIN_TOLERANCE_MS) {
+      return {
+        check: 'clock',
+        target,
+        status: 'fail',
+        detail: `the solidified head (block ${ref.head.number}) is dated ${ago(-off)} in this machine's future: the clock is behind the chain`,
+        fix,
+      };
+    }
+    if (off > CLOCK_CHAIN_TOLERANCE_MS && !dateAgrees) {
+      return {
+        check: 'clock',
+        target,
+        status: 'fail',
+        detail: `the clock is ${ago(off)} ahead of the chain's block times (or the node is behind; it sent no Date header to tell)`,
+        fix: `${fix}; if the clock is right, see the node's solidified head`,
+      };
+    }
+    if (off <= CLOCK_CHAIN_TOLERANCE_MS) {
+      notes.push(
+        `agrees with the chain's block times within ${CLOCK_CHAIN_TOLERANCE_MS / 1000} s (solidification lag ${SOLIDIFICATION_LAG_BLOCKS} blocks)`,
+      );
+    }
+  } else if (!d) {
+    return {
+      check: 'clock',
+      target,
+      status: 'warn',
+      detail:
+        "not checked: the node replays recorded blocks (their times are the recording's) and sent no Date header",
+      fix: 'check against a live mainnet node',
+    };
+  } else {
+    notes.push('block times not compared: the node replays recorded blocks');
+  }
+  return { check: 'clock', target, status: 'pass', detail: notes.join('; ') };
+}

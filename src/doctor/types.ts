@@ -1,0 +1,43 @@
+/**
+ * The shapes of `tronwatch doctor`'s report (src/doctor/doctor.ts; README "Checking a
+ * deployment"): one {@link CheckResult} per check and per thing checked, in the order they ran.
+ */
+
+/**
+ * - `pass`: as it should be;
+ * - `warn`: works, with a remark worth reading (it does not fail the run);
+ * - `fail`: the service will not work as it should here: the run exits 1;
+ * - `skip`: not configured, or not checkable because an earlier check failed.
+ */
+export type CheckStatus = 'pass' | 'warn' | 'fail' | 'skip';
+
+/** One check's outcome. Never holds a secret (keys, tokens, passwords). */
+export interface CheckResult {
+  /**
+   * Stable name: `config`, `database`, `redis`, `node.reachable`, `node.mainnet`,
+   * `node.solidified_head`, `node.budget`, `node.grpc`, `clock`, `secret_key`, `public_url`,
+   * `telegram`.
+   */
+  check: string;
+  /** What it was about, when there can be several: a provider's origin, a URL's origin, a file. */
+  target?: string;
+  status: CheckStatus;
+  /** What was found, one line. */
+  detail: string;
+  /** What to do about it (fail and warn). */
+  fix?: string;
+}
+
+/** The whole run. `ok` is false when any check failed (the exit code is then 1). */
+export interface DoctorReport {
+  ok: boolean;
+  checks: CheckResult[];
+}
+
+/** Settings of one run (the command's options). */
+export interface DoctorOptions {
+  /** Deadline of each network check, ms (a connection, a request). Default 5,000. */
+  timeoutMs?: number;
+  /** A TLS certificate that expires within this many days fails. Default 14. */
+  certDays?: number;
+}
