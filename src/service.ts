@@ -164,7 +164,12 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       shutdown.add('delivery worker', () => w.stop());
       // Bounded growth (issue 17 item 4): retention, in the role every deployment runs; the
       // lease makes it one pass per PRUNE_INTERVAL_SECONDS however many workers there are.
-      const p = new Pruner({ db, retention: cfg.retention, logger, metrics });
+      const p = new Pruner({
+        db,
+        retention: { ...cfg.retention, auditDays: cfg.audit.retentionDays },
+        logger,
+        metrics,
+      });
       pruner = p;
       running.push(p.start(shutdown.signal));
       shutdown.add('pruning job', () => p.stop());

@@ -179,7 +179,7 @@ const DAY_MS = 24 * HOUR_MS;
  * The tasks of one pass, in order, for the configured retention. Add a table here (an audit log,
  * …) with {@link deleteEnded} or a task of its own; its kind appears in pruned_rows_total.
  */
-export function pruneTasks(r: Config['retention']): PruneTask[] {
+export function pruneTasks(r: Config['retention'] & { auditDays?: number }): PruneTask[] {
   const tokensMs = r.tokenHours * HOUR_MS;
   const tasks: PruneTask[] = [
     deleteEnded({
@@ -202,6 +202,17 @@ export function pruneTasks(r: Config['retention']): PruneTask[] {
     }),
     clearAttemptDetails(r.attemptDetailDays * DAY_MS),
   ];
+  // The audit log (issue 18 item 5): AUDIT_RETENTION_DAYS, on its index audit_log_at.
+  if (r.auditDays !== undefined) {
+    tasks.push(
+      deleteEnded({
+        kind: 'audit_log',
+        table: 'audit_log',
+        columns: ['at'],
+        keepMs: r.auditDays * DAY_MS,
+      }),
+    );
+  }
   if (r.eventDays !== undefined) tasks.push(deleteOldEvents(r.eventDays * DAY_MS));
   return tasks;
 }
@@ -214,13 +225,14 @@ const STEP_LEASE_MS = 120_000;
 
 export interface PrunerOptions {
   db: Db;
-  retention: Config['retention'];
+  /** The retention settings, with AUDIT_RETENTION_DAYS as `auditDays` (unset: audit kept). */
+  retention: Config['retention'] & { auditDays?: number };
   logger: Logger;
   metrics?: Metrics;
   /** This process's lease holder id; default a random one. */
   holder?: string;
   /** The tasks of a pass; default {@link pruneTasks} of `retention`. */
-  tasks?: (r: Config['retention']) => PruneTask[];
+  tasks?: (r: Config['retention'] & { auditDays?: number }) => PruneTask[];
 }
 
 /** What one pass did: null when another process held the lease. */

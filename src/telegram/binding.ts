@@ -61,26 +61,36 @@ export async function createLinkToken(
   accountId: string,
   ttlMs = LINK_TOKEN_TTL_MS,
 ): Promise<{ token: string; expiresAt: Date }> {
+  return db.transaction((tx) => createLinkTokenIn(tx, accountId, ttlMs));
+}
+
+/**
+ * {@link createLinkToken} inside the caller's transaction `tx` (so that its audit entry commits
+ * with it); the account row's lock is held until that transaction ends.
+ */
+export async function createLinkTokenIn(
+  tx: Queryable,
+  accountId: string,
+  ttlMs = LINK_TOKEN_TTL_MS,
+): Promise<{ token: string; expiresAt: Date }> {
   const token = randomBytes(24).toString('base64url');
-  const expiresAt = await db.transaction(async (tx) => {
-    await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
-    await tx.query(
-      `DELETE FROM telegram_link_tokens
-        WHERE account_id = $1 AND used_at IS NULL
-          AND (expires_at <= now()
-               OR token_hash IN (SELECT token_hash FROM telegram_link_tokens
-                                  WHERE account_id = $1 AND used_at IS NULL AND expires_at > now()
-                                  ORDER BY created_at DESC, token_hash OFFSET $2))`,
-      [accountId, MAX_LIVE_LINK_TOKENS - 1],
-    );
-    const { rows } = await tx.query<{ expires_at: Date }>(
-      `INSERT INTO telegram_link_tokens (token_hash, account_id, expires_at)
-       VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
-       RETURNING expires_at`,
-      [linkTokenHash(token), accountId, ttlMs],
-    );
-    return rows[0]?.expires_at;
-  });
+  await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
+  await tx.query(
+    `DELETE FROM telegram_link_tokens
+      WHERE account_id = $1 AND used_at IS NULL
+        AND (expires_at <= now()
+             OR token_hash IN (SELECT token_hash FROM telegram_link_tokens
+                                WHERE account_id = $1 AND used_at IS NULL AND expires_at > now()
+                                ORDER BY created_at DESC, token_hash OFFSET $2))`,
+    [accountId, MAX_LIVE_LINK_TOKENS - 1],
+  );
+  const { rows } = await tx.query<{ expires_at: Date }>(
+    `INSERT INTO telegram_link_tokens (token_hash, account_id, expires_at)
+     VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
+     RETURNING expires_at`,
+    [linkTokenHash(token), accountId, ttlMs],
+  );
+  const expiresAt = rows[0]?.expires_at;
   if (!expiresAt) throw new Error('INSERT … RETURNING returned no row');
   return { token, expiresAt };
 }

@@ -201,6 +201,36 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
     expect(await count(db, 'telegram_link_tokens')).toBe(1);
   });
 
+  it('deletes audit log entries older than AUDIT_RETENTION_DAYS, in batches, and keeps the rest', async () => {
+    const db = (t as TestDb).db;
+    const acc = await insertAccount(db);
+    await db.query('DELETE FROM audit_log');
+    for (const [i, age] of ['400 days', '366 days', '366 days', '364 days', '1 hour'].entries()) {
+      await db.query(
+        `INSERT INTO audit_log (id, account_id, at, actor_type, actor_id, action)
+         VALUES ($1, $2, now() - $3::interval, 'user', $2, 'watch.created')`,
+        [`aud_test${i}`, acc, age],
+      );
+    }
+    const metrics = new Metrics();
+    // Without an audit retention (the job's default tasks without auditDays): nothing deleted.
+    expect(
+      (await new Pruner({ db, retention: retention(), logger: silentLogger }).runOnce())?.pruned
+        .audit_log,
+    ).toBeUndefined();
+    await db.query('DELETE FROM maintenance_leases');
+    const r = await new Pruner({
+      db,
+      retention: { ...retention({ batchSize: 2 }), auditDays: 365 },
+      logger: silentLogger,
+      metrics,
+    }).runOnce();
+    expect(r?.pruned.audit_log).toBe(3);
+    const { rows } = await db.query<{ id: string }>('SELECT id FROM audit_log ORDER BY id');
+    expect(rows.map((x) => x.id)).toEqual(['aud_test3', 'aud_test4']);
+    expect((await prunedSamples(metrics)).audit_log).toBe(3);
+  });
+
   it('clears attempt details after ATTEMPT_DETAIL_RETENTION_DAYS and keeps the attempts', async () => {
     const db = (t as TestDb).db;
     const acc = await insertAccount(db);

@@ -208,8 +208,7 @@ describe('loadConfig', () => {
       ['EVENT_RETENTION_DAYS', '1.5'],
     ] as const) {
       expect(() => loadConfig({ [name]: bad }), `${name}=${bad}`).toThrow(new RegExp(name));
-      }
-    });
+    }
   });
 
   it('keeps audit log entries 365 days unless told, from 1 day to 100 years', () => {

@@ -22,7 +22,7 @@ import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
-import { boundChat, createLinkToken, unbindChat } from '../../telegram/binding.js';
+import { boundChat, createLinkTokenIn, unbindChat } from '../../telegram/binding.js';
 import type { TelegramBot } from '../../telegram/bot.js';
 import { handleUpdate, WEBHOOK_SECRET_HEADER, webhookSecretToken } from '../../telegram/updates.js';
 import { requireSession } from '../guard.js';
@@ -78,7 +78,7 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
       const bot = requireBot(deps);
       const audit = auditContextOf(request);
       const { token, expiresAt } = await deps.db.transaction(async (tx) => {
-        const made = await createLinkToken(tx, ctx.accountId);
+        const made = await createLinkTokenIn(tx, ctx.accountId);
         // The token is the link's credential: only its expiry is recorded.
         await recordAudit(tx, audit, {
           action: 'telegram.link_created',

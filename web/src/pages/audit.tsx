@@ -241,7 +241,7 @@ function AuditTable({
             <td data-label="Details">
               <Detail detail={e.detail} />
             </td>
-            <td data-label="Client address">
+            <td data-label="Client IP">
               {e.client_ip === null ? (
                 <span class="muted">—</span>
               ) : (
