@@ -12,6 +12,8 @@
  *   `{}` for a block above the node's solidified head, which `getBlockIfSolidified` reads as
  *   "not yet" (the ingester asks for the next block itself instead of polling the heads).
  * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
+ * - `/wallet/gettransactioninfobyid {"value":txid}`: which block holds a transaction, for
+ *   GET /v1/watches/{id}/transactions/{tx_id} only (the block is then read as above).
  *
  * Provider limits: every HTTP request, retries included, first waits for a slot of a sliding
  * window of `maxRps` requests per 1.1 s (p-throttle, strict mode; WINDOW_SLACK_MS), so the

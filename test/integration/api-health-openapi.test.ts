@@ -251,12 +251,14 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/healthz',
       '/v1/audit',
       '/v1/events',
+      '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
       '/v1/watches',
       '/v1/watches/{id}',
       '/v1/watches/{id}/pause',
       '/v1/watches/{id}/resume',
+      '/v1/watches/{id}/transactions/{tx_id}',
     ]);
     const ops: Array<[string, string, string[]]> = [
       [
@@ -277,6 +279,12 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         ['201', '400', '401', '403', '404', '409', '413', '415', '429', '500'],
       ],
       ['/v1/status', 'get', ['200', '400', '401', '403', '429', '500']],
+      ['/v1/events/{event_id}', 'get', ['200', '400', '401', '403', '404', '429', '500']],
+      [
+        '/v1/watches/{id}/transactions/{tx_id}',
+        'get',
+        ['200', '400', '401', '403', '404', '429', '500', '503'],
+      ],
       ['/v1/audit', 'get', ['200', '400', '401', '403', '429', '500']],
       [
         '/v1/watches/{id}/pause',

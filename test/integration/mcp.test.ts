@@ -174,9 +174,10 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       },
       stderr: 'pipe',
     });
-    await stdio.connect(transport);
+    // The spawned process transpiles the CLI with tsx first: slow on a loaded machine.
+    await stdio.connect(transport, { timeout: 300_000 });
     cleanups.push(() => stdio.close());
-  }, 180_000);
+  }, 420_000);
 
   afterAll(async () => {
     while (cleanups.length > 0) await cleanups.pop()?.();
@@ -531,7 +532,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     ).rejects.toThrow(/429|rate limit/i);
   });
 
-  it('tronwatch mcp refuses to start without an API key', { timeout: 120_000 }, async () => {
+  it('tronwatch mcp refuses to start without an API key', { timeout: 300_000 }, async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'mcp'], {
       cwd: ROOT,
       env: { ...process.env, TRONWATCH_API_KEY: '', TRONWATCH_URL: base },

@@ -24,6 +24,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the audit log
+         * @description Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first: who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.
+         */
+        get: operations["listAuditLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -279,6 +299,45 @@ export interface components {
             /** @description A Bot API 429 on a chat delivery: rescheduled at its retry_after, not one of the six attempts. */
             throttled: boolean;
         };
+        /** @description One change to the account. */
+        AuditEntry: {
+            /** @description What was done: `<thing>.<what happened>` (`watch.created`). */
+            action: string;
+            actor: {
+                /** @description The user’s id, the key’s id (`key_…`), or the system part (`cli`, `telegram`). */
+                id: string | null;
+                /** @description A name for people: the user’s e-mail, or the key’s prefix and name. */
+                label: string | null;
+                /** @description The console session the user acted through (`ses_…`), if any. */
+                session_id: string | null;
+                /**
+                 * @description `user`: a console user; `api_key`: a /v1 request with that key; `system`: tronwatch itself (`cli`: the operator’s command line, `telegram`: the bot).
+                 * @enum {string}
+                 */
+                type: "user" | "api_key" | "system";
+            };
+            /**
+             * Format: date-time
+             * @description When the change was made: UTC, microseconds.
+             */
+            at: string;
+            /** @description The client address (behind a trusted proxy, the address it forwarded); null for the operator’s CLI and the Telegram bot. */
+            client_ip: string | null;
+            /** @description A few facts about the change (never a key, secret, token or password). */
+            detail: {
+                [key: string]: string | number | boolean | null;
+            };
+            /** @description Entry id (`aud_…`). */
+            id: string;
+            /** @description What it was done to: a watch, key, event, session or chat id. */
+            target_id: string | null;
+        };
+        /** @description One page of the audit log, newest first. */
+        AuditPage: {
+            data: components["schemas"]["AuditEntry"][];
+            /** @description Pass as `cursor` for the next page of older entries; null on the last page. */
+            next_cursor: string | null;
+        };
         /** @description Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean). */
         CreateWatch: {
             /** @description TRON address: base58 (starts with `T`) or hex with prefix `41`. */
@@ -472,7 +531,7 @@ export interface components {
             node?: {
                 providers: components["schemas"]["NodeProviderHealth"][];
             };
-            /** @description True when every check passed. */
+            /** @description True when the process can do its work: every check passed, except a node outage shorter than its grace (checks.node false, 200). */
             ok: boolean;
             /** @description Additive; present only while deliveries are held because their secrets cannot be decrypted. Configure the key (SECRET_ENCRYPTION_KEY or SECRET_ENCRYPTION_KEYS_OLD) and they resume by themselves. */
             secrets?: {
@@ -764,6 +823,100 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    listAuditLog: {
+        parameters: {
+            query?: {
+                /** @description Only this action (`watch.created`) or this group of actions (`watch.*`). */
+                action?: string;
+                /** @description Only this kind of actor (`user`, `api_key`, `system`) or this one actor (`api_key:key_…`, `user:<id>`). */
+                actor?: string;
+                /** @description The previous page’s `next_cursor`: the page of older entries. */
+                cursor?: string;
+                /** @description Page size: 1 to 200. */
+                limit?: number;
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+                /** @description Inclusive lower bound on the entry’s time. RFC 3339 date-time with a time zone. */
+                since?: string;
+                /** @description Exclusive upper bound on the entry’s time. RFC 3339 date-time with a time zone. */
+                until?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of entries. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
