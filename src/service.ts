@@ -38,6 +38,7 @@ import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
+import { AlertMailLoop } from './watches/alert-mail.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -182,6 +183,17 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       pruner = p;
       running.push(p.start(shutdown.signal));
       shutdown.add('pruning job', () => p.stop());
+      // Watch alerts (issue 19 item 2) by e-mail when it is on; one sender across replicas.
+      if (mailer) {
+        const a = new AlertMailLoop({
+          db,
+          mailer,
+          consoleUrl: cfg.console.publicUrl,
+          logger,
+        });
+        running.push(a.start(shutdown.signal));
+        shutdown.add('alert mailer', () => a.stop());
+      }
       if (telegram) {
         const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;

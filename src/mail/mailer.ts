@@ -97,6 +97,24 @@ export class Mailer {
     this.pending.add(p);
   }
 
+  /**
+   * Send `message` once, now, and wait for the SMTP server's answer: for callers that keep their
+   * own outbox and retry on their next run (watch alerts, src/watches/alert-mail.ts).
+   * @throws the transport's error (nothing is retried here); Error when the mailer is closed.
+   */
+  async sendNow(message: MailMessage): Promise<void> {
+    if (this.stop.signal.aborted) throw new Error('the mailer is closed');
+    await this.transport.sendMail({
+      from: this.o.from,
+      to: message.to,
+      subject: message.subject,
+      text: message.text,
+      html: message.html,
+    });
+    this.counts.sent++;
+    this.o.logger.info({ mail: message.kind, attempt: 1 }, 'mail sent');
+  }
+
   /** Resolves when every message queued so far is sent or given up (tests, shutdown). */
   async idle(): Promise<void> {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);

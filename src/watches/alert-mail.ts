@@ -3,13 +3,16 @@
  * src/watches/health.ts fills: a watch's deliveries started failing (at most one per watch per
  * WATCH_ALERT_WINDOW_HOURS), it recovered, or tronwatch paused it.
  *
- * Sending is not wired yet: the e-mail transport and the members' opt-in belong to the team
- * accounts work (src/mail/, issue 18). This module is the one seam to connect: give
- * {@link mailPendingAlerts} a {@link AlertMailer} (the transport) and, once members exist, make
- * {@link alertRecipients} return the members who opted in. Until then the alerts are kept in the
- * outbox (and shown by the console's banner), nothing is lost.
+ * The worker role runs {@link AlertMailLoop} when SMTP_URL is set (src/service.ts): the account's
+ * owners and admins get each alert. Without e-mail the alerts stay in the outbox, and the
+ * console's banner shows them.
  */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../common/logger.js';
+import { sleep } from '../common/retry.js';
 import type { Db } from '../db/pool.js';
+import type { Mailer } from '../mail/mailer.js';
+import { releaseLease, takeLease } from '../retention/lease.js';
 
 /** One alert e-mail to send. */
 export interface AlertMail {
@@ -26,15 +29,98 @@ export interface AlertMail {
 export type AlertMailer = (mail: AlertMail) => Promise<void>;
 
 /**
- * Who gets an account's alerts. Today: the account's own e-mail address. After the team accounts
- * work (issue 18) is merged: the account's members who opted in to delivery alerts.
+ * Who gets an account's alerts: its owners and admins who have joined (console_users, migration
+ * 030), the people who can fix a watch. An account with no console user yet (made by the CLI and
+ * never signed in to) falls back to its own e-mail address.
  */
 export async function alertRecipients(db: Db, accountId: string): Promise<string[]> {
   const { rows } = await db.query<{ email: string | null }>(
+    `SELECT email FROM console_users
+      WHERE account_id = $1 AND role IN ('owner', 'admin') AND joined_at IS NOT NULL
+      ORDER BY email`,
+    [accountId],
+  );
+  if (rows.length > 0) return rows.flatMap((r) => (r.email ? [r.email] : []));
+  const { rows: acc } = await db.query<{ email: string | null }>(
     'SELECT email FROM accounts WHERE id = $1',
     [accountId],
   );
-  return rows.flatMap((r) => (r.email ? [r.email] : []));
+  return acc.flatMap((r) => (r.email ? [r.email] : []));
+}
+
+/** The lease one alert mailer holds across replicas (maintenance_leases.name). */
+export const ALERT_MAIL_LEASE = 'alert-mail';
+
+/**
+ * The worker role's alert mailer: every `intervalMs` (default 30 s) the process holding the
+ * lease {@link ALERT_MAIL_LEASE} sends the pending alerts through `mailer` (one message per
+ * alert, to every recipient), so two workers never send the same alert together. A send that
+ * fails leaves its alert pending for the next run; errors are logged, never thrown.
+ */
+export class AlertMailLoop {
+  private readonly holder = `alert-mail-${randomBytes(6).toString('hex')}`;
+  private loop: Promise<void> | undefined;
+  private readonly stopping = new AbortController();
+
+  constructor(
+    private readonly o: {
+      db: Db;
+      mailer: Mailer;
+      consoleUrl: string;
+      logger: Logger;
+      intervalMs?: number;
+    },
+  ) {}
+
+  /** One run, now, if this process gets the lease. @returns alerts sent, or null without lease. */
+  async runOnce(): Promise<number | null> {
+    const { db, mailer, consoleUrl } = this.o;
+    const every = this.o.intervalMs ?? 30_000;
+    if (!(await takeLease(db, ALERT_MAIL_LEASE, this.holder, Math.max(60_000, 2 * every)))) {
+      return null;
+    }
+    return mailPendingAlerts(
+      db,
+      (m) =>
+        mailer.sendNow({
+          to: m.to.join(', '),
+          subject: m.subject,
+          text: m.text,
+          html: `<pre style="font-family:inherit;white-space:pre-wrap">${escapeHtml(m.text)}</pre>`,
+          kind: `alert_${m.alert.kind}`,
+        }),
+      consoleUrl,
+    );
+  }
+
+  /** Run until `signal` aborts or {@link stop}. */
+  start(signal: AbortSignal): Promise<void> {
+    const every = this.o.intervalMs ?? 30_000;
+    const both = AbortSignal.any([signal, this.stopping.signal]);
+    this.loop = (async () => {
+      while (!both.aborted) {
+        try {
+          const n = await this.runOnce();
+          if (n) this.o.logger.info({ alerts: n }, 'watch alerts mailed');
+        } catch (err) {
+          this.o.logger.warn({ err: (err as Error).message }, 'watch alerts not mailed');
+        }
+        await sleep(every, both);
+      }
+    })();
+    return this.loop;
+  }
+
+  /** Stop the loop and give the lease up. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+    await releaseLease(this.o.db, ALERT_MAIL_LEASE, this.holder).catch(() => undefined);
+  }
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 const SUBJECTS = {
