@@ -110,8 +110,12 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect((await b.signUp('owner@acme-pay.example')).statusCode).toBe(201);
     const firstSession = json<{ data: Array<{ id: string }> }>(await b.get('/console/api/sessions'))
       .data[0]?.id as string;
-    const accountId = json<{ account: { id: string } }>(await b.get('/console/api/session')).account
-      .id;
+    const signedIn = json<{ account: { id: string }; user: { id: string } }>(
+      await b.get('/console/api/session'),
+    );
+    const accountId = signedIn.account.id;
+    // The signed-in member (issue 18 item 3): the actor of every console change.
+    const userId = signedIn.user.id;
     const tokens = new Set<string>([b.jar.get('tw_session') ?? '', b.csrf ?? '']);
 
     // Keys.
@@ -211,7 +215,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     const by = (action: string) => entries.filter((e) => e.action === action);
     const userActor = {
       type: 'user',
-      id: accountId,
+      id: userId,
       label: 'owner@acme-pay.example',
       session_id: firstSession,
     };
@@ -241,13 +245,13 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     });
     expect(by('session.sign_in_failed')).toHaveLength(1);
     expect(by('session.sign_in_failed')[0]).toMatchObject({
-      actor: { type: 'user', id: accountId, session_id: null },
+      actor: { type: 'user', id: userId, session_id: null },
       client_ip: '203.0.113.99',
       detail: { reason: 'wrong_password' },
     });
     expect(by('session.signed_in')[2]).toMatchObject({
       client_ip: '203.0.113.99',
-      actor: { type: 'user', id: accountId },
+      actor: { type: 'user', id: userId },
     });
     expect(by('session.signed_in')[2]?.actor.session_id).toBe(
       by('session.signed_in')[2]?.target_id,
@@ -319,6 +323,31 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       remoteAddress: '10.0.0.5',
     });
     expect(rd.statusCode, rd.body).toBe(201);
+    // Issue 19's changes: an edit, a rotation (its new secret never recorded), its grace ended.
+    const edited = await h.app.inject({
+      method: 'PATCH',
+      url: `/v1/watches/${id}`,
+      headers,
+      remoteAddress: '10.0.0.5',
+      payload: { label: 'Shop' },
+    });
+    expect(edited.statusCode, edited.body).toBe(200);
+    const rotated = await h.app.inject({
+      method: 'POST',
+      url: `/v1/watches/${id}/rotate-secret`,
+      headers,
+      remoteAddress: '10.0.0.5',
+      payload: {},
+    });
+    expect(rotated.statusCode, rotated.body).toBe(200);
+    const newSecret = json<{ secret: string }>(rotated).secret;
+    const ended = await h.app.inject({
+      method: 'POST',
+      url: `/v1/watches/${id}/previous-secret/expire`,
+      headers,
+      remoteAddress: '10.0.0.5',
+    });
+    expect(ended.statusCode, ended.body).toBe(200);
     // From an address that is not the trusted proxy, its X-Forwarded-For is not believed.
     const del = await h.app.inject({
       method: 'DELETE',
@@ -345,6 +374,9 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       ['watch.paused', id, '192.0.2.44'],
       ['watch.resumed', id, '192.0.2.44'],
       ['event.redelivered', evt, '192.0.2.44'],
+      ['watch.updated', id, '192.0.2.44'],
+      ['watch.secret_rotated', id, '192.0.2.44'],
+      ['watch.previous_secret_expired', id, '192.0.2.44'],
       ['watch.deleted', id, '198.51.100.7'],
     ]);
     for (const r of rows) {
@@ -358,6 +390,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     const text = await tableText(h);
     expect(text).not.toContain(c.key);
     expect(text).not.toContain(secret);
+    expect(text).not.toContain(newSecret);
 
     // GET /v1/audit: the same entries to the key, newest first, with the key's label; filters
     // and their 400s as in the console; another account's key sees none of them.
@@ -369,7 +402,10 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect(read.statusCode, read.body).toBe(200);
     expect(read.headers['x-ratelimit-limit']).toBeDefined();
     const page = json<Page>(read) as unknown as Page;
-    expect(page.data.map((e) => e.action)).toEqual(['watch.deleted', 'event.redelivered']);
+    expect(page.data.map((e) => e.action)).toEqual([
+      'watch.deleted',
+      'watch.previous_secret_expired',
+    ]);
     expect(page.data[0]?.actor).toEqual({
       type: 'api_key',
       id: c.keyId,
@@ -382,6 +418,8 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       headers: c.headers,
     });
     expect((json<Page>(rest) as unknown as Page).data.map((e) => e.action)).toEqual([
+      'watch.secret_rotated',
+      'watch.updated',
       'watch.resumed',
       'watch.paused',
       'watch.created',
@@ -451,8 +489,12 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     h = await apiHarness(engine, { env: OPEN });
     const b = new Browser(h.app);
     await b.signUp('pager@acme-pay.example');
-    const accountId = json<{ account: { id: string } }>(await b.get('/console/api/session')).account
-      .id;
+    const signedIn = json<{ account: { id: string }; user: { id: string } }>(
+      await b.get('/console/api/session'),
+    );
+    const accountId = signedIn.account.id;
+    // The signed-in member (issue 18 item 3): the actor of every console change.
+    const userId = signedIn.user.id;
     const keyIds: string[] = [];
     for (let i = 0; i < 7; i++) {
       keyIds.push(
@@ -487,9 +529,7 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
       ['api_key.created', 'cli', 'cli', null],
     ]);
     expect(cli[1]?.detail).toMatchObject({ name: 'from-cli' });
-    expect(json<Page>(await b.get(`/console/api/audit?actor=user:${accountId}`)).data).toHaveLength(
-      8,
-    );
+    expect(json<Page>(await b.get(`/console/api/audit?actor=user:${userId}`)).data).toHaveLength(8);
     expect(json<Page>(await b.get('/console/api/audit?actor=api_key')).data).toHaveLength(0);
 
     // Time: the newest three entries by their own times.

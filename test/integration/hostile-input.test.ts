@@ -45,7 +45,8 @@ type Json = Record<string, unknown>;
 const URL_OK = 'https://93.184.215.14/hook';
 /** Addresses parseAddress accepts (it also takes a `0x` before the `41` hex form). */
 const VALID_ADDRESSES = [ADDR_B58, ADDR_HEX, ADDR2_B58, `0x${ADDR_HEX}`];
-const ERROR_KEYS = new Set(['error', 'code', 'details', 'usage']);
+// watch_id: the existing watch of a 409 duplicate (additive, issue 19 item 7).
+const ERROR_KEYS = new Set(['error', 'code', 'details', 'usage', 'watch_id']);
 /** What must never appear in any answer: stack frames, file paths, dependency paths. */
 const LEAK_RE = /node_modules|\/work\/|\/src\/|\.ts:\d|\.js:\d|\bat [\w.<>]+ \(/;
 /** Nor in an error answer: SQL, driver or exception text, a webhook secret. */
@@ -767,7 +768,8 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
       expectContract(res, `/v1/watches/${id}`, ['/v1/watches/{id}', 'delete']);
       expect(res.statusCode, id.slice(0, 40)).toBe(404);
     }
-    // Unknown routes and methods: 404 with the error body (rate-limit headers under /v1).
+    // Unknown routes and methods: 404 with the error body (rate-limit headers under /v1). PATCH
+    // /v1/watches/{id} exists since issue 19; a malformed id is still a 404, body or none.
     for (const [method, u] of [
       ['GET', '/v1/nothing'],
       ['GET', '/v1'],

@@ -485,6 +485,13 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       if (!r) throw new ApiError(404, 'watch not found');
       // Never log the answer: it holds the secret.
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch secret rotated');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.secret_rotated',
+        targetId: id,
+        detail: {
+          previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
+        },
+      });
       return secretRotatedView(r.watch, r.secret);
     },
   );
@@ -518,6 +525,10 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'previous secret expired');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.previous_secret_expired',
+        targetId: id,
+      });
       return watchView(watch);
     },
   );
@@ -544,6 +555,10 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         },
       },
       preValidation: async (request) => {
+        // A malformed id names no watch: 404 like DELETE, whatever the body says.
+        if (!isId((request.params as { id: string }).id, 'wh')) {
+          throw new ApiError(404, 'watch not found');
+        }
         preventCoercion(UpdateWatchSchema, request.body);
       },
     },
@@ -555,6 +570,15 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch updated');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.updated',
+        targetId: id,
+        detail: {
+          changed: Object.keys(request.body as object)
+            .sort()
+            .join(','),
+        },
+      });
       return watchView(watch);
     },
   );

@@ -28,6 +28,8 @@ import {
   type UserRow,
 } from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { inviteMessage } from '../../mail/messages.js';
@@ -127,6 +129,11 @@ export function memberRoutes(app: App, deps: AppDeps): void {
         { account_id: ctx.accountId, user_id: user.id, role, by: ctx.userId },
         'member invited',
       );
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'member.invited',
+        targetId: user.id,
+        detail: { email: user.email, role },
+      });
       return reply.code(201).send(await invite(user, ctx));
     },
   );
@@ -171,6 +178,11 @@ export function memberRoutes(app: App, deps: AppDeps): void {
           { account_id: ctx.accountId, user_id: id, role: user.role, by: ctx.userId },
           'member role changed',
         );
+        await recordAudit(deps.db, auditContextOf(request), {
+          action: 'member.role_changed',
+          targetId: id,
+          detail: { email: user.email, role: user.role },
+        });
         return memberView(user, ctx);
       } catch (err) {
         throw memberError(err);
@@ -194,6 +206,11 @@ export function memberRoutes(app: App, deps: AppDeps): void {
         { account_id: ctx.accountId, user_id: id, by: ctx.userId },
         id === ctx.userId ? 'member left' : 'member removed',
       );
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'member.removed',
+        targetId: id,
+        detail: { left: id === ctx.userId },
+      });
       if (id === ctx.userId) clearSessionCookies(request, reply);
       return reply.code(204).send();
     },

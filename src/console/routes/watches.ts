@@ -295,6 +295,13 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       if (!r) throw new ApiError(404, 'watch not found');
       // Never log the answer: it holds the secret.
       request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch secret rotated');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.secret_rotated',
+        targetId: id,
+        detail: {
+          previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
+        },
+      });
       return secretRotatedView(r.watch, r.secret);
     },
   );
@@ -310,6 +317,10 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: ctx.accountId }, 'previous secret expired');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.previous_secret_expired',
+        targetId: id,
+      });
       return watchView(watch);
     },
   );
@@ -331,6 +342,15 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch updated');
+      await recordAudit(deps.db, auditContextOf(request), {
+        action: 'watch.updated',
+        targetId: id,
+        detail: {
+          changed: Object.keys(request.body as object)
+            .sort()
+            .join(','),
+        },
+      });
       return watchView(watch);
     },
   );
