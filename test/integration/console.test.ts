@@ -126,7 +126,13 @@ describe.each(dbEngines)('console API on %s', (engine) => {
     const wrong = await b.login('erin@example.com', 'wrong password 2');
     expect(unknown.statusCode).toBe(401);
     expect(json(unknown)).toEqual(json(wrong));
-    expect(json(wrong)).toEqual({ error: 'wrong e-mail or password', code: 'invalid_credentials' });
+    // Additive (issue 19 item 7): the failures this address has left for this e-mail.
+    expect(json(wrong)).toEqual({
+      error: 'wrong e-mail or password',
+      code: 'invalid_credentials',
+      attempts_left: 4,
+      window_seconds: 900,
+    });
     for (let i = 3; i <= 6; i++) {
       expect((await b.login('erin@example.com', `wrong password ${i}`)).statusCode).toBe(401);
     }
