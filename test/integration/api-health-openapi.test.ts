@@ -256,8 +256,11 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/status',
       '/v1/watches',
       '/v1/watches/{id}',
+      '/v1/watches/{id}/health',
       '/v1/watches/{id}/pause',
+      '/v1/watches/{id}/previous-secret/expire',
       '/v1/watches/{id}/resume',
+      '/v1/watches/{id}/rotate-secret',
       '/v1/watches/{id}/transactions/{tx_id}',
     ]);
     const ops: Array<[string, string, string[]]> = [
@@ -339,6 +342,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'direction',
       'webhook_url',
       'telegram',
+      'label',
       'network',
     ]);
     expect((schemas.CreateWatch!.properties as Record<string, Json>).webhook_url).toMatchObject({
@@ -351,8 +355,14 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'direction',
       'channel',
       'webhook_url',
+      'label',
       'status',
       'created_at',
+      // Additive (issue 19): rotation, automatic pause.
+      'secret_rotated_at',
+      'paused_reason',
+      'auto_paused_at',
+      'previous_secret_expires_at',
     ]);
     expect(schemas.Event?.required).toEqual([
       'api_version',

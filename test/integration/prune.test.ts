@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ensureOwnerUser } from '../../src/accounts/users.js';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
@@ -43,20 +44,25 @@ async function count(db: Db, sql: string): Promise<number> {
 
 async function session(db: Db, accountId: string, expires: string, revoked: string | null) {
   const id = newId('ses');
+  // Sessions belong to a console user (migration 030): the account's owner.
+  const user = await ensureOwnerUser(db, accountId);
   await db.query(
-    `INSERT INTO console_sessions (id, token_hash, csrf_hash, account_id, expires_at, revoked_at)
-     VALUES ($1, $1, $1, $2, ${expires}, ${revoked ?? 'NULL'})`,
-    [id, accountId],
+    `INSERT INTO console_sessions (id, token_hash, csrf_hash, account_id, user_id, expires_at,
+                                   revoked_at)
+     VALUES ($1, $1, $1, $2, $3, ${expires}, ${revoked ?? 'NULL'})`,
+    [id, accountId, user.id],
   );
   return id;
 }
 
 async function token(db: Db, table: string, accountId: string, expires: string, used: string) {
   const hash = newId('ses');
+  // Invitations name the user they are for (migration 030); link tokens only the account.
+  const user = table === 'console_invites' ? (await ensureOwnerUser(db, accountId)).id : null;
   await db.query(
-    `INSERT INTO ${table} (token_hash, account_id, expires_at, used_at)
-     VALUES ($1, $2, ${expires}, ${used})`,
-    [hash, accountId],
+    `INSERT INTO ${table} (token_hash, account_id, expires_at, used_at${user ? ', user_id' : ''})
+     VALUES ($1, $2, ${expires}, ${used}${user ? ', $3' : ''})`,
+    user ? [hash, accountId, user] : [hash, accountId],
   );
   return hash;
 }
@@ -136,7 +142,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   beforeEach(async () => {
     await t?.db.query(
       `TRUNCATE attempts, notifications, events, watches, console_sessions, console_invites,
-                telegram_link_tokens, maintenance_leases, api_keys, accounts CASCADE`,
+                telegram_link_tokens, maintenance_leases, api_keys, console_users, accounts CASCADE`,
     );
   });
 
