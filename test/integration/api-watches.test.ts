@@ -103,8 +103,21 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
         direction: 'incoming',
         channel: 'webhook',
         webhook_url: 'https://hooks.example.com/tron',
+        label: null,
         status: 'ACTIVE',
         created_at: w.created_at,
+        paused_reason: null,
+        auto_paused_at: null,
+        secret_rotated_at: null,
+        previous_secret_expires_at: null,
+        // Additive (issue 19 item 1): a new watch's endpoint health, nothing attempted yet.
+        health: expect.objectContaining({
+          alert: null,
+          consecutive_failures: 0,
+          failing_since: null,
+          hour: { attempts: 0, succeeded: 0, success_rate: null, p50_ms: null, p95_ms: null },
+          day: { attempts: 0, succeeded: 0, success_rate: null, p50_ms: null, p95_ms: null },
+        }),
       },
     ]);
   });
