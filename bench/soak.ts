@@ -265,9 +265,9 @@ const NODE_TIMEOUT_MS = 5_000;
 /** Provider 1's faults, the whole run: 5 % of block and receipt answers 503, 5 % empty. */
 const PROVIDER_1_FAULTS = { errorRate: 0.05, emptyRate: 0.05 };
 
-/** One change of the providers' behaviour, when `at` of the chain has been revealed. */
+/** One change of the providers' behaviour, when `at` of the chain has been ingested. */
 interface NodePhase {
-  /** Fraction of the chain's blocks solidified (provider 1's timeline), in [0, 1). */
+  /** Fraction of the chain's blocks ingested (the ingest cursor), in [0, 1). */
   at: number;
   what: string;
   act: (nodes: readonly ReplayNode[]) => void | Promise<void>;
@@ -833,12 +833,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     nodes[0]?.setFaults({ ...PROVIDER_1_FAULTS, seed: opts.seed });
     print(`soak: ${plans1.length} watches created; the chain and the kill loop start`);
 
-    // The node providers' phases, as the chain is revealed.
+    // The node providers' phases, as the chain is ingested (the ingest cursor, not the revealed
+    // chain: on a loaded machine ingest lags, and the faults are for the blocks it reads).
+    let phasesOn = true;
+    shutdown.add('node phases', () => {
+      phasesOn = false;
+    });
     const nodeLoop = (async () => {
       for (const phase of NODE_PHASES) {
         const at = first - 1 + Math.ceil(phase.at * opts.blocks);
-        while (!stopping && (nodes[0]?.heads().solidified ?? 0) < at) await sleep(100);
-        if (stopping) return;
+        while (phasesOn && (await cursorOf(db).catch(() => 0)) < at) await sleep(250);
+        if (!phasesOn) return;
         print(`soak: node: ${phase.what} (block ${at - first + 1}/${opts.blocks})`);
         await phase.act(nodes);
         nodeFaults.phases++;
@@ -849,6 +854,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     // A steady load on the API processes while they are killed: three loops, each one request
     // at a time, its answer checked.
     let loadOn = true;
+    shutdown.add('API load', () => {
+      loadOn = false;
+    });
     const loadLoops = ['/v1/events?limit=200', '/v1/watches', '/v1/status'].map(async (p) => {
       while (loadOn && !stopping) {
         try {
@@ -966,6 +974,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       (c) => c >= last,
     );
     print(`soak: chain ${cursorReachedEnd ? 'ingested' : 'NOT ingested'}; draining the outbox`);
+    phasesOn = false; // every phase ran once the chain is ingested
     await nodeLoop;
     await settle(
       'pending',
