@@ -2,27 +2,33 @@
  * `npm run soak` (issue 14 item 4): a chaos soak of the whole service as separate processes.
  *
  * What runs: two `ingest`, two `worker` and two `api` processes (`node --import tsx src/main.ts
- * <role>`) on real PostgreSQL and Redis; a replay node (in this process) revealing a synthetic
- * chain, written to a temporary folder in the `chain/` layout and served from those files, one
- * block every `intervalMs`; an HTTPS receiver in this process that answers 500 to about 14 % of
+ * <role>`) on real PostgreSQL and Redis; three replay nodes (in this process) revealing one
+ * synthetic chain, written to a temporary folder in the `chain/` layout and served from those
+ * files, one block every `intervalMs`, read as three providers with a quorum of two
+ * (TRON_NODE_URL, TRON_NODE_QUORUM) and misbehaving as NODE_PHASES says (503s and empty answers,
+ * a stall past the client's timeout, a provider falling behind, one refusing with 403, one dying);
+ * an HTTPS receiver in this process that answers 500 to about 14 % of
  * requests, holds about 3 % past the webhook timeout and closes the connection without an answer
  * on about 3 % (20 % in all, drawn from a seeded PRNG; an event's 4th and later requests always
  * succeed, so the receiver alone never makes one fail six times and go DEAD: only attempts lost
  * in flight by killed workers could add the rest). Watches
  * are created through the public API, two thirds before the chain's first block, the rest while
- * it runs.
+ * it runs. An API client (in this process) keeps three GET requests going all along and sends
+ * every request to the running API processes in turn, retrying on the next one what a killed
+ * process lost (and refusals, 5xx, 429), counting them.
  *
- * The chaos: a loop SIGKILLs an ingest or worker process every 2–5 s (pause and target seeded;
- * the target drawn among those that finished starting) and restarts it at once, `kills` times
- * (100 by default). A process that exits by itself is restarted 1 s later, as a supervisor would;
+ * The chaos: a loop SIGKILLs a process every 2–5 s (pause and target seeded; each run of three
+ * kills hits an ingest, a worker and an API process in a seeded order, the target drawn among
+ * those that finished starting, an API process once the client awaits an answer from it) and
+ * restarts it at once, `kills` times (100 by default). A process that exits by itself is
+ * restarted 1 s later, as a supervisor would;
  * exiting at start is counted (none expected: a process started while PostgreSQL is down waits for
  * it), exiting once running is a crash and fails the soak. On its own servers (the default: a
  * throwaway PostgreSQL 15 and redis-server from test/helpers/servers.ts, in a temporary folder, on
- * free ports of 127.0.0.1, never the machine's shared ones) it also restarts Redis once (at 40 %
- * of the kills) and PostgreSQL once (at 60 %: an immediate stop, as `pg_ctl stop -m immediate`,
- * down 3 s, start). With
- * `servers: { databaseUrl, redisUrl }` it uses those (the test's small version) and restarts
- * neither.
+ * free ports of 127.0.0.1, never the machine's shared ones) it also SIGKILLs and restarts Redis
+ * once (at 40 % of the kills) and the PostgreSQL postmaster once (at 60 %: SIGKILL, no shutdown
+ * at all, down 3 s, start with crash recovery). With
+ * `servers: { databaseUrl, redisUrl }` it uses those and restarts neither.
  *
  * The check, at the end, once the ingest cursor passed the chain's last block and no notification
  * is PENDING (or either stopped moving for 120 s): the expected events are computed here, independently of
@@ -38,8 +44,10 @@
  *   soak like any unacknowledged one (the receiver never fails an event's fourth request, and a
  *   claim lost before its attempt started does not count: migration 014);
  * - nothing PENDING and overdue (due more than 10 s ago and not taken);
- * - `GET /v1/events`, paged with `next_before` (limit 200, alternating the two API processes),
- *   returns the whole set: no repeat, none missing, none extra.
+ * - `GET /v1/events`, paged with `next_before` (limit 200, through the API client), returns the
+ *   whole set: no repeat, none missing, none extra;
+ * - every API request answered in the end (none failed after API_PATIENCE_MS of retries), each
+ *   with the status expected.
  * The last line printed is the figures and PASS or FAIL (exit code 0 or 1).
  *
  * Usage: `npm run soak -- [--seed N] [--kills N] [--blocks N] [--interval-ms N] [--tx-per-block N]`.
