@@ -303,8 +303,8 @@ export class NodeGroup {
    * unhealthy ones (403s past their pauses) whose set-aside time ran out, so that a provider
    * that accepts requests again is seen to (its next refusal sets it aside again, up to 60 s);
    * if none, every one. An unhealthy provider left out for good would never be healthy again,
-   * and a quorum that needs it would stall for ever (found by the soak: provider 3 dying after
-   * provider 2's 403s ended).
+   * and a quorum that needs it would stall for ever (provider 3 dying after provider 2's 403s
+   * ended, as in the soak's node phases).
    */
   private usable(): Member[] {
     const now = this.now();
