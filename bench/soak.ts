@@ -19,7 +19,8 @@
  *
  * The chaos: a loop SIGKILLs a process every 2–5 s (pause and target seeded; each run of three
  * kills hits an ingest, a worker and an API process in a seeded order, the target drawn among
- * those that finished starting, an API process once the client awaits an answer from it) and
+ * those that finished starting; an API process only while the other one runs, once the client
+ * awaits an answer from it) and
  * restarts it at once, `kills` times (100 by default). A process that exits by itself is
  * restarted 1 s later, as a supervisor would;
  * exiting at start is counted (none expected: a process started while PostgreSQL is down waits for
@@ -899,10 +900,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       // The target is drawn among the processes of the role that finished starting (a process
       // killed while it loads tests nothing); on a loaded machine a restart can take many seconds.
       const pick = rand();
+      // An API process is killed only while the other one serves, as behind a load balancer
+      // that keeps one: the client's requests are retried, not left without any API for the
+      // minutes a restart takes on a loaded machine.
+      const needed = role === 'api' ? 2 : 1;
       await until(
-        `a running ${role} process`,
-        () => procs.some((q) => q.role === role && q.running),
-        300_000,
+        `${needed} running ${role} process(es)`,
+        () => procs.filter((q) => q.role === role && q.running).length >= needed,
+        600_000,
       );
       const candidates = procs.filter((q) => q.role === role && q.running);
       const p = candidates[Math.floor(pick * candidates.length)];
