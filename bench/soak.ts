@@ -87,7 +87,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export interface SoakOptions {
   /** PRNG seed of the kill loop, the receiver's faults and the chain. */
   seed: number;
-  /** SIGKILLs of an ingest or worker process (each restarted at once). */
+  /** SIGKILLs of an ingest, worker or API process (each restarted at once; the roles in turn). */
   kills: number;
   /** Blocks in the synthetic chain. */
   blocks: number;
@@ -1211,7 +1211,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     .name('soak')
     .description('chaos soak: 2 ingest, 2 worker, 2 api processes, kills and restarts, then checks')
     .option('--seed <n>', 'PRNG seed (default: random, printed)', int('--seed', 0))
-    .option('--kills <n>', 'SIGKILLs of an ingest or worker process', int('--kills', 0), 100)
+    .option('--kills <n>', 'SIGKILLs of an ingest, worker or API process', int('--kills', 0), 100)
     .option('--blocks <n>', 'blocks in the synthetic chain', int('--blocks', 1), 1200)
     .option('--interval-ms <n>', 'one block per N ms (default: spans the kill loop)', int('', 20))
     .option('--tx-per-block <n>', 'transactions per block', int('--tx-per-block', 1), 120)
