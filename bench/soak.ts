@@ -2,27 +2,34 @@
  * `npm run soak` (issue 14 item 4): a chaos soak of the whole service as separate processes.
  *
  * What runs: two `ingest`, two `worker` and two `api` processes (`node --import tsx src/main.ts
- * <role>`) on real PostgreSQL and Redis; a replay node (in this process) revealing a synthetic
- * chain, written to a temporary folder in the `chain/` layout and served from those files, one
- * block every `intervalMs`; an HTTPS receiver in this process that answers 500 to about 14 % of
+ * <role>`) on real PostgreSQL and Redis; three replay nodes (in this process) revealing one
+ * synthetic chain, written to a temporary folder in the `chain/` layout and served from those
+ * files, one block every `intervalMs`, read as three providers with a quorum of two
+ * (TRON_NODE_URL, TRON_NODE_QUORUM) and misbehaving as NODE_PHASES says (503s and empty answers,
+ * a stall past the client's timeout, a provider falling behind, one refusing with 403, one dying);
+ * an HTTPS receiver in this process that answers 500 to about 14 % of
  * requests, holds about 3 % past the webhook timeout and closes the connection without an answer
  * on about 3 % (20 % in all, drawn from a seeded PRNG; an event's 4th and later requests always
  * succeed, so the receiver alone never makes one fail six times and go DEAD: only attempts lost
  * in flight by killed workers could add the rest). Watches
  * are created through the public API, two thirds before the chain's first block, the rest while
- * it runs.
+ * it runs. An API client (in this process) keeps three GET requests going all along and sends
+ * every request to the running API processes in turn, retrying on the next one what a killed
+ * process lost (and refusals, 5xx, 429), counting them.
  *
- * The chaos: a loop SIGKILLs an ingest or worker process every 2–5 s (pause and target seeded;
- * the target drawn among those that finished starting) and restarts it at once, `kills` times
- * (100 by default). A process that exits by itself is restarted 1 s later, as a supervisor would;
+ * The chaos: a loop SIGKILLs a process every 2–5 s (pause and target seeded; each run of three
+ * kills hits an ingest, a worker and an API process in a seeded order, the target drawn among
+ * those that finished starting; an API process only while the other one runs, once the client
+ * awaits an answer from it) and
+ * restarts it at once, `kills` times (100 by default). A process that exits by itself is
+ * restarted 1 s later, as a supervisor would;
  * exiting at start is counted (none expected: a process started while PostgreSQL is down waits for
  * it), exiting once running is a crash and fails the soak. On its own servers (the default: a
  * throwaway PostgreSQL 15 and redis-server from test/helpers/servers.ts, in a temporary folder, on
- * free ports of 127.0.0.1, never the machine's shared ones) it also restarts Redis once (at 40 %
- * of the kills) and PostgreSQL once (at 60 %: an immediate stop, as `pg_ctl stop -m immediate`,
- * down 3 s, start). With
- * `servers: { databaseUrl, redisUrl }` it uses those (the test's small version) and restarts
- * neither.
+ * free ports of 127.0.0.1, never the machine's shared ones) it also SIGKILLs and restarts Redis
+ * once (at 40 % of the kills) and the PostgreSQL postmaster once (at 60 %: SIGKILL, no shutdown
+ * at all, down 3 s, start with crash recovery). With
+ * `servers: { databaseUrl, redisUrl }` it uses those and restarts neither.
  *
  * The check, at the end, once the ingest cursor passed the chain's last block and no notification
  * is PENDING (or either stopped moving for 120 s): the expected events are computed here, independently of
@@ -38,8 +45,10 @@
  *   soak like any unacknowledged one (the receiver never fails an event's fourth request, and a
  *   claim lost before its attempt started does not count: migration 014);
  * - nothing PENDING and overdue (due more than 10 s ago and not taken);
- * - `GET /v1/events`, paged with `next_before` (limit 200, alternating the two API processes),
- *   returns the whole set: no repeat, none missing, none extra.
+ * - `GET /v1/events`, paged with `next_before` (limit 200, through the API client), returns the
+ *   whole set: no repeat, none missing, none extra;
+ * - every API request answered in the end (none failed after API_PATIENCE_MS of retries), each
+ *   with the status expected.
  * The last line printed is the figures and PASS or FAIL (exit code 0 or 1).
  *
  * Usage: `npm run soak -- [--seed N] [--kills N] [--blocks N] [--interval-ms N] [--tx-per-block N]`.
@@ -57,11 +66,12 @@ import { Command, InvalidArgumentError } from 'commander';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { accountsCreate, keysCreate } from '../src/accounts/cli.js';
+import { SecretBox } from '../src/common/secrets.js';
 import { Shutdown } from '../src/common/shutdown.js';
 import { migrate } from '../src/db/migrate.js';
 import { type Db, openDb } from '../src/db/pool.js';
 import { type Receiver, startReceiver } from '../src/devnet/receiver.js';
-import { dirSource, startReplayNode } from '../src/devnet/replay-node.js';
+import { dirSource, type ReplayNode, startReplayNode } from '../src/devnet/replay-node.js';
 import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
 import {
   type SyntheticChainOptions,
@@ -77,7 +87,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export interface SoakOptions {
   /** PRNG seed of the kill loop, the receiver's faults and the chain. */
   seed: number;
-  /** SIGKILLs of an ingest or worker process (each restarted at once). */
+  /** SIGKILLs of an ingest, worker or API process (each restarted at once; the roles in turn). */
   kills: number;
   /** Blocks in the synthetic chain. */
   blocks: number;
@@ -95,8 +105,43 @@ export interface SoakOptions {
 
 export interface SoakFigures {
   seed: number;
-  kills: { ingest: number; ingestLeader: number; worker: number };
+  kills: { ingest: number; ingestLeader: number; worker: number; api: number };
+  /** Server restarts: Redis (SIGKILL) and PostgreSQL (SIGKILL of the postmaster). */
   restarts: { redis: number; postgres: number };
+  /**
+   * The soak's API client: logical requests, those retried at least once, and why attempts were
+   * retried (the answer lost in flight: the API killed mid-request, or no answer in 10 s; the
+   * connection refused: an API gone; 5xx: PostgreSQL down; 429); `failed`: requests with no
+   * answer after API_PATIENCE_MS of retries; `unexpected`: answers with another status than the one
+   * expected; `recoveredSecrets`: watches created by a request whose answer was lost (the retry
+   * got 409), their secret read from the database as the operator can.
+   */
+  api: {
+    requests: number;
+    retried: number;
+    lost: number;
+    refused: number;
+    serverErrors: number;
+    rateLimited: number;
+    failed: number;
+    unexpected: number;
+    recoveredSecrets: number;
+  };
+  /**
+   * The node providers' faults: 503s and empty answers (provider 1, the whole run), answers
+   * held past the client's timeout, 403s (provider 2, in phases), and whether provider 3 died;
+   * `phases`: the fault phases applied, of NODE_PHASES.
+   */
+  node: {
+    providers: number;
+    quorum: number;
+    status503: number;
+    empty: number;
+    stalled: number;
+    refused: number;
+    providerDied: boolean;
+    phases: number;
+  };
   /** Processes that exited by themselves once running (each is restarted; any fails the soak). */
   crashes: number;
   /** Processes that exited by themselves while starting, restarted (0 expected: they wait). */
@@ -200,7 +245,8 @@ async function startOwnServers(dir: string, shutdown: Shutdown): Promise<Servers
     databaseUrl: postgres.url('tronwatch_soak'),
     redisUrl: redis.url,
     restartPostgres: async () => {
-      await postgres.stop('immediate');
+      // SIGKILL of the postmaster, as a crash or the OOM killer would: no shutdown at all.
+      await postgres.kill();
       await sleep(3_000);
       await postgres.start();
     },
@@ -211,6 +257,74 @@ async function startOwnServers(dir: string, shutdown: Shutdown): Promise<Servers
     },
   };
 }
+
+/**
+ * How long the soak's API client retries one request (answers lost, refused, 5xx, 429) before it
+ * counts it as failed: a restart takes minutes on a loaded machine, and both API processes may be
+ * restarting at once.
+ */
+const API_PATIENCE_MS = 600_000;
+
+// ---------------------------------------------------------------------------------------------
+// Node providers' faults
+
+/** TRON_NODE_TIMEOUT_MS of the soak's processes: a stalled provider is given up after 5 s. */
+const NODE_TIMEOUT_MS = 5_000;
+
+/** Provider 1's faults, the whole run: 5 % of block and receipt answers 503, 5 % empty. */
+const PROVIDER_1_FAULTS = { errorRate: 0.05, emptyRate: 0.05 };
+
+/** One change of the providers' behaviour, when `at` of the chain has been ingested. */
+interface NodePhase {
+  /** Fraction of the chain's blocks ingested (the ingest cursor), in [0, 1). */
+  at: number;
+  what: string;
+  act: (nodes: readonly ReplayNode[]) => void | Promise<void>;
+}
+
+/**
+ * The node providers' misbehaviour over the chain (provider 1 also answers 503 or empty to 10 %
+ * of block requests throughout, PROVIDER_1_FAULTS): provider 2 stalls (its block answers held
+ * past the client's timeout), then falls behind (its heads stand still), catches up and refuses
+ * everything with 403 (a revoked key), then serves again; provider 3 dies (its server closed, for
+ * good), leaving two providers for a quorum of two.
+ */
+export const NODE_PHASES: readonly NodePhase[] = [
+  {
+    at: 0.1,
+    what: `provider 2 stalls (block answers held ${NODE_TIMEOUT_MS * 2} ms, past the timeout)`,
+    act: ([, p2]) => p2?.setFaults({ delayMs: NODE_TIMEOUT_MS * 2 }),
+  },
+  {
+    at: 0.25,
+    what: 'provider 2 answers at once again but falls behind (its heads stand still)',
+    act: ([, p2]) => {
+      p2?.setFaults(undefined);
+      p2?.pause();
+    },
+  },
+  {
+    at: 0.35,
+    what: 'provider 2 catches up, then refuses every request with 403',
+    act: ([p1, p2]) => {
+      p2?.resume();
+      p2?.advanceTo(p1?.heads().solidified ?? 0);
+      p2?.setRateLimit({ perSecond: 1, status: 403, retryAfterSeconds: 1, refuseAll: true });
+    },
+  },
+  {
+    at: 0.45,
+    what: 'provider 2 accepts requests again',
+    act: ([, p2]) => p2?.setRateLimit(undefined),
+  },
+  {
+    at: 0.65,
+    what: 'provider 3 dies',
+    act: async ([, , p3]) => {
+      await p3?.close();
+    },
+  },
+];
 
 // ---------------------------------------------------------------------------------------------
 // tronwatch processes
@@ -428,25 +542,40 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     print(
       `soak: chain written: ${written.blocks} blocks, ${written.transfers} transfers (${transfers.length} touch a watched address)`,
     );
-    // The replay node (in this process: its few requests per block cost little) starts long
-    // before the chain's first block and jumps to it once the first watches exist, so the chain
-    // is revealed while the kill loop runs.
+    // Three node providers (replay nodes in this process: their few requests per block cost
+    // little), read with a quorum of two (TRON_NODE_URL, TRON_NODE_QUORUM). They start long
+    // before the chain's first block and jump to it together once the first watches exist, so
+    // the chain is revealed while the kill loop runs; NODE_PHASES then makes them misbehave.
     const lag = 18;
-    const node = await startReplayNode({
-      source: dirSource(chainDir),
-      intervalMs,
-      lag,
-      startBefore: 1_000,
-    });
-    shutdown.add('replay node', () => node.close());
-    const nodeUrl = node.url;
+    const nodes: ReplayNode[] = [];
+    for (let i = 0; i < 3; i++) {
+      const n = await startReplayNode({
+        source: dirSource(chainDir),
+        intervalMs,
+        lag,
+        startBefore: 1_000,
+      });
+      shutdown.add(`replay node ${i + 1}`, () => n.close());
+      nodes.push(n);
+    }
+    const nodeFaults = {
+      providerDied: false,
+      phases: 0,
+      status503: 0,
+      empty: 0,
+      stalled: 0,
+      refused: 0,
+    };
 
     // The receiver: seeded faults, signatures checked twice, acknowledgements counted.
     const secrets = new Map<string, string>(); // path label → whsec_
     const figures = { requests: 0, status500: 0, hang: 0, reset: 0, badSignatures: 0 };
     const acked = new Map<string, number>(); // event id → 2xx answers
     const bodies = new Map<string, Set<string>>(); // event id → keys of the bodies received
-    const timeoutMs = 2_000;
+    // A generous webhook timeout: the receiver shares this process with the replay nodes and the
+    // API client, and a starved event loop must not make deliveries fail (the soak's 'hang'
+    // faults are held past it).
+    const timeoutMs = 10_000;
     const receiver: Receiver = await startReceiver({
       record: false,
       secretFor: ({ path: p }) => secrets.get(p.split('/').pop() ?? ''),
@@ -508,10 +637,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       DATABASE_POOL_SIZE: '4',
       DATA_DIR: path.join(work, 'data'),
       SECRET_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
-      TRON_NODE_URL: nodeUrl,
+      TRON_NODE_URL: nodes.map((n) => n.url).join(','),
+      TRON_NODE_QUORUM: '2',
+      TRON_NODE_TIMEOUT_MS: String(NODE_TIMEOUT_MS),
       TRON_BLOCK_INTERVAL_MS: String(intervalMs),
       TRON_NODE_CONCURRENCY: '4',
-      TRON_NODE_MAX_RPS: '0', // a local replay node: no provider's budget to keep
+      TRON_NODE_MAX_RPS: '0', // local replay nodes: no provider's budget to keep
       INGEST_START_BLOCK: String(first),
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_CA_FILE: caFile,
@@ -572,69 +703,226 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
         await sleep(100);
       }
     };
-    await until('every process running', () => procs.every((p) => p.running), 120_000);
-    const apis = () => procs.filter((p) => p.role === 'api').map((p) => p.url ?? '');
+    await until('every process running', () => procs.every((p) => p.running), 600_000);
+    // The soak's API client: every request goes to one of the running API processes (in turn);
+    // an answer lost in flight (the process killed mid-request), a refused connection, a 5xx
+    // (PostgreSQL down) or a 429 is retried on the next one, for up to API_PATIENCE_MS, and counted.
+    const api: SoakFigures['api'] = {
+      requests: 0,
+      retried: 0,
+      lost: 0,
+      refused: 0,
+      serverErrors: 0,
+      rateLimited: 0,
+      failed: 0,
+      unexpected: 0,
+      recoveredSecrets: 0,
+    };
+    const inflight = new Map<string, number>(); // base URL → requests awaiting their answer
+    const liveApis = () =>
+      procs
+        .filter((p) => p.role === 'api' && p.running && !p.stopped && p.url)
+        .map((p) => p.url as string);
+    let turn = 0;
+    let auth: Record<string, string> = {};
+    /**
+     * One logical request: `pathQuery` on a running API, retried as above. Resolves with the first
+     * answer that is none of those (status and parsed JSON body, null when none), and whether an
+     * earlier attempt's answer was lost (the request may have taken effect).
+     * @throws Error after API_PATIENCE_MS without such an answer (counted as failed).
+     */
+    const callApi = async (
+      pathQuery: string,
+      init: { method?: string; body?: string } = {},
+    ): Promise<{ status: number; body: unknown; lostBefore: boolean }> => {
+      api.requests++;
+      const end = Date.now() + API_PATIENCE_MS;
+      let lostBefore = false;
+      let retried = false;
+      for (let attempt = 1; ; attempt++) {
+        const bases = liveApis();
+        const base = bases[turn++ % Math.max(1, bases.length)];
+        let why = 'no API process running';
+        if (base) {
+          inflight.set(base, (inflight.get(base) ?? 0) + 1);
+          try {
+            const res = await fetch(`${base}${pathQuery}`, {
+              method: init.method ?? 'GET',
+              headers: {
+                ...auth,
+                ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
+              },
+              ...(init.body !== undefined ? { body: init.body } : {}),
+              signal: AbortSignal.timeout(10_000),
+            });
+            const text = await res.text();
+            if (res.status >= 500) {
+              api.serverErrors++;
+              why = `status ${res.status}`;
+            } else if (res.status === 429) {
+              api.rateLimited++;
+              why = 'status 429';
+            } else {
+              return { status: res.status, body: text ? JSON.parse(text) : null, lostBefore };
+            }
+          } catch (err) {
+            const code = (err as { cause?: { code?: string } }).cause?.code;
+            if (code === 'ECONNREFUSED') api.refused++;
+            else {
+              api.lost++;
+              lostBefore = true;
+            }
+            why = `${(err as Error).message}${code ? ` (${code})` : ''}`;
+          } finally {
+            inflight.set(base, (inflight.get(base) ?? 1) - 1);
+          }
+        }
+        if (!retried) {
+          retried = true;
+          api.retried++;
+        }
+        if (Date.now() > end) {
+          api.failed++;
+          throw new Error(
+            `${init.method ?? 'GET'} ${pathQuery}: no answer in ${API_PATIENCE_MS / 1000} s (${why})`,
+          );
+        }
+        await sleep(Math.min(1_000, 50 * attempt));
+      }
+    };
 
     // An account, a key, and watches through the public API.
-    const account = await accountsCreate(db, { email: 'soak@example.com', plan: 'scale' });
+    const account = await accountsCreate(db, { email: 'soak@example.com', plan: 'business' });
     const apiKey = (await keysCreate(db, { account: account.id })).key;
-    const auth = { authorization: `Bearer ${apiKey}` };
+    auth = { authorization: `Bearer ${apiKey}` };
+    const box = new SecretBox([Buffer.from(env.SECRET_ENCRYPTION_KEY ?? '', 'hex')]);
     let label = 0;
     const createWatches = async (plans: WatchPlan[]) => {
       for (const w of plans) {
         const name = `w${label++}`;
-        await retrying(
-          `POST /v1/watches ${name}`,
-          async () => {
-            const base = apis()[label % 2] ?? '';
-            const res = await fetch(`${base}/v1/watches`, {
-              method: 'POST',
-              headers: { ...auth, 'content-type': 'application/json' },
-              body: JSON.stringify({
-                address: hexToBase58(w.address),
-                asset_filter: w.asset,
-                direction: w.direction,
-                webhook_url: `${receiver.url}/${name}`,
-              }),
-              signal: AbortSignal.timeout(10_000),
-            });
-            const body = (await res.json()) as { secret?: string };
-            if (res.status !== 201 || !body.secret)
-              throw new Error(`${res.status} ${JSON.stringify(body)}`);
-            secrets.set(name, body.secret);
-          },
-          120_000,
-        );
+        const webhookUrl = `${receiver.url}/${name}`;
+        const r = await callApi('/v1/watches', {
+          method: 'POST',
+          body: JSON.stringify({
+            address: hexToBase58(w.address),
+            asset_filter: w.asset,
+            direction: w.direction,
+            webhook_url: webhookUrl,
+          }),
+        });
+        const secret = (r.body as { secret?: unknown } | null)?.secret;
+        if (r.status === 201 && typeof secret === 'string') {
+          secrets.set(name, secret);
+        } else if (r.status === 409 && r.lostBefore) {
+          // The attempt whose answer was lost created it; POST /v1/watches is not idempotent and
+          // shows a secret once, so read it as the operator can (the soak holds the key).
+          const { rows } = await retrying('lost watch secret', () =>
+            db.query<{ secret_key_id: string; secret_ciphertext: Buffer }>(
+              'SELECT secret_key_id, secret_ciphertext FROM watches WHERE webhook_url = $1 AND deleted_at IS NULL',
+              [webhookUrl],
+            ),
+          );
+          const row = rows[0];
+          if (rows.length !== 1 || !row) throw new Error(`${name}: ${rows.length} watches stored`);
+          secrets.set(
+            name,
+            box.decrypt({
+              keyId: row.secret_key_id,
+              ciphertext: Buffer.from(row.secret_ciphertext),
+            }),
+          );
+          api.recoveredSecrets++;
+        } else {
+          throw new Error(`POST /v1/watches ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+        }
       }
     };
     await createWatches(plans1);
-    node.advanceTo(first - 1);
+    for (const n of nodes) n.advanceTo(first - 1);
+    nodes[0]?.setFaults({ ...PROVIDER_1_FAULTS, seed: opts.seed });
     print(`soak: ${plans1.length} watches created; the chain and the kill loop start`);
 
-    // The kill loop, with the mid-soak restarts and the second batch of watches.
-    const kills = { ingest: 0, ingestLeader: 0, worker: 0 };
+    // The node providers' phases, as the chain is ingested (the ingest cursor, not the revealed
+    // chain: on a loaded machine ingest lags, and the faults are for the blocks it reads).
+    let phasesOn = true;
+    shutdown.add('node phases', () => {
+      phasesOn = false;
+    });
+    const nodeLoop = (async () => {
+      for (const phase of NODE_PHASES) {
+        const at = first - 1 + Math.ceil(phase.at * opts.blocks);
+        while (phasesOn && (await cursorOf(db).catch(() => 0)) < at) await sleep(250);
+        if (!phasesOn) return;
+        print(`soak: node: ${phase.what} (block ${at - first + 1}/${opts.blocks})`);
+        await phase.act(nodes);
+        nodeFaults.phases++;
+        if (phase === NODE_PHASES.at(-1)) nodeFaults.providerDied = true;
+      }
+    })();
+
+    // A steady load on the API processes while they are killed: three loops, each one request
+    // at a time, its answer checked.
+    let loadOn = true;
+    shutdown.add('API load', () => {
+      loadOn = false;
+    });
+    const loadLoops = ['/v1/events?limit=200', '/v1/watches', '/v1/status'].map(async (p) => {
+      while (loadOn && !stopping) {
+        try {
+          const r = await callApi(p);
+          if (r.status !== 200 || typeof r.body !== 'object' || r.body === null) {
+            api.unexpected++;
+            print(`soak: GET ${p} answered ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+          }
+        } catch (err) {
+          print(`soak: ${(err as Error).message}`);
+        }
+        await sleep(100);
+      }
+    });
+
+    // The kill loop, with the mid-soak restarts and the second batch of watches. Each run of
+    // three kills hits each role once, in a seeded order.
+    const kills = { ingest: 0, ingestLeader: 0, worker: 0, api: 0 };
     const restarts = { redis: 0, postgres: 0 };
     const side: Promise<void>[] = [];
-    const killable = ['ingest-1', 'ingest-2', 'worker-1', 'worker-2'];
+    let order: Role[] = [];
     for (let k = 1; k <= opts.kills; k++) {
       await sleep(killMin + rand() * (killMax - killMin));
-      // The target is drawn among the processes that finished starting (a process killed while
-      // it loads tests nothing); on a loaded machine a restart can take many seconds.
+      if (order.length === 0) {
+        order = ['ingest', 'worker', 'api'];
+        for (let i = order.length - 1; i > 0; i--) {
+          const j = Math.floor(rand() * (i + 1));
+          [order[i], order[j]] = [order[j] as Role, order[i] as Role];
+        }
+      }
+      const role = order.shift() as Role;
+      // The target is drawn among the processes of the role that finished starting (a process
+      // killed while it loads tests nothing); on a loaded machine a restart can take many seconds.
       const pick = rand();
+      // An API process is killed only while the other one serves, as behind a load balancer
+      // that keeps one: the client's requests are retried, not left without any API for the
+      // minutes a restart takes on a loaded machine.
+      const needed = role === 'api' ? 2 : 1;
       await until(
-        'a running ingest or worker process',
-        () => procs.some((q) => killable.includes(q.name) && q.running),
-        300_000,
+        `${needed} running ${role} process(es)`,
+        () => procs.filter((q) => q.role === role && q.running).length >= needed,
+        600_000,
       );
-      const candidates = procs.filter((q) => killable.includes(q.name) && q.running);
+      const candidates = procs.filter((q) => q.role === role && q.running);
       const p = candidates[Math.floor(pick * candidates.length)];
       if (!p) continue;
       const name = p.name;
       if (p.role === 'ingest') {
         kills.ingest++;
         if (p.leader) kills.ingestLeader++;
-      } else {
+      } else if (p.role === 'worker') {
         kills.worker++;
+      } else {
+        kills.api++;
+        // Killed with requests in flight: wait (up to 2 s) until the client awaits an answer.
+        const end = Date.now() + 2_000;
+        while ((inflight.get(p.url ?? '') ?? 0) === 0 && Date.now() < end) await sleep(1);
       }
       await killHard(p);
       start(name, p.role);
@@ -656,7 +944,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
         const restart = servers.restartPostgres;
         side.push(
           (async () => {
-            print(`soak: restarting PostgreSQL (kill ${k})`);
+            print(`soak: PostgreSQL: SIGKILL of the postmaster, restart in 3 s (kill ${k})`);
             await restart();
             restarts.postgres++;
           })(),
@@ -665,11 +953,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       if (k % 10 === 0 || k === opts.kills) {
         const cursor = await retrying('cursor', () => cursorOf(db)).catch(() => -1);
         print(
-          `soak: ${k}/${opts.kills} kills (ingest ${kills.ingest}, of which leader ${kills.ingestLeader}; worker ${kills.worker}); cursor ${cursor - first + 1}/${opts.blocks} blocks; ${figures.requests} webhook requests`,
+          `soak: ${k}/${opts.kills} kills (ingest ${kills.ingest}, of which leader ${kills.ingestLeader}; worker ${kills.worker}; api ${kills.api}); cursor ${cursor - first + 1}/${opts.blocks} blocks; ${figures.requests} webhook requests; ${api.requests} API requests`,
         );
       }
     }
     await Promise.all(side);
+    loadOn = false;
+    await Promise.all(loadLoops);
 
     // The end: the chain ingested, then the outbox drained; each wait gives up after 120 s
     // without progress (the figures then say what is left).
@@ -697,6 +987,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       (c) => c >= last,
     );
     print(`soak: chain ${cursorReachedEnd ? 'ingested' : 'NOT ingested'}; draining the outbox`);
+    phasesOn = false; // every phase ran once the chain is ingested
+    await nodeLoop;
     await settle(
       'pending',
       () => count(db, "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'"),
@@ -770,23 +1062,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       db,
       'SELECT count(*)::int8 AS n FROM attempts WHERE lease_expired_at IS NOT NULL',
     );
-    // GET /v1/events, every page, alternating the two API processes.
+    // GET /v1/events, every page, through the soak's client (the API processes in turn).
     const paged: string[] = [];
     let before: string | null = null;
     for (let page = 0; ; page++) {
-      const base = apis()[page % 2] ?? '';
       const q = `limit=200${before ? `&before=${encodeURIComponent(before)}` : ''}`;
-      const body = await retrying(`GET /v1/events page ${page}`, async () => {
-        const res = await fetch(`${base}/v1/events?${q}`, {
-          headers: auth,
-          signal: AbortSignal.timeout(10_000),
-        });
-        if (res.status !== 200) throw new Error(`status ${res.status}`);
-        return (await res.json()) as {
-          data: Array<{ event_id: string }>;
-          next_before: string | null;
-        };
-      });
+      const r = await callApi(`/v1/events?${q}`);
+      if (r.status !== 200) throw new Error(`GET /v1/events page ${page}: status ${r.status}`);
+      const body = r.body as { data: Array<{ event_id: string }>; next_before: string | null };
       paged.push(...body.data.map((e) => e.event_id));
       if (!body.next_before) break;
       before = body.next_before;
@@ -796,6 +1079,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       seed: opts.seed,
       kills,
       restarts,
+      api,
+      node: {
+        providers: nodes.length,
+        quorum: 2,
+        status503: nodes.reduce((n, x) => n + x.stats.faults.error, 0),
+        empty: nodes.reduce((n, x) => n + x.stats.faults.empty, 0),
+        stalled: nodes.reduce((n, x) => n + x.stats.faults.delayed, 0),
+        refused: nodes.reduce((n, x) => n + x.stats.rateLimited, 0),
+        providerDied: nodeFaults.providerDied,
+        phases: nodeFaults.phases,
+      },
       blocks: opts.blocks,
       watches: watchRows.length,
       expected: expected.length,
@@ -827,6 +1121,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     pass =
       f.cursorReachedEnd &&
       f.crashes === 0 &&
+      f.api.failed === 0 &&
+      f.api.unexpected === 0 &&
       f.expected > 0 &&
       f.missing === 0 &&
       f.extra === 0 &&
@@ -886,8 +1182,10 @@ async function count(db: Db, sql: string): Promise<number> {
 function summary(f: SoakFigures, pass: boolean): string {
   return [
     `soak seed ${f.seed}:`,
-    `${f.kills.ingest + f.kills.worker} kills (ingest ${f.kills.ingest}, ${f.kills.ingestLeader} of them leading; worker ${f.kills.worker}),`,
-    `restarts redis ${f.restarts.redis} postgres ${f.restarts.postgres};`,
+    `${f.kills.ingest + f.kills.worker + f.kills.api} kills (ingest ${f.kills.ingest}, ${f.kills.ingestLeader} of them leading; worker ${f.kills.worker}; api ${f.kills.api}),`,
+    `restarts redis ${f.restarts.redis} postgres ${f.restarts.postgres} (SIGKILL);`,
+    `API client: ${f.api.requests} requests, ${f.api.retried} retried (lost in flight ${f.api.lost}, refused ${f.api.refused}, 5xx ${f.api.serverErrors}, 429 ${f.api.rateLimited}), failed ${f.api.failed}, unexpected ${f.api.unexpected}, secrets of lost answers ${f.api.recoveredSecrets};`,
+    `node: ${f.node.providers} providers, quorum ${f.node.quorum}: 503 ${f.node.status503}, empty ${f.node.empty}, stalled ${f.node.stalled}, 403 ${f.node.refused}, phases ${f.node.phases}/${NODE_PHASES.length}, provider 3 ${f.node.providerDied ? 'died' : 'alive'};`,
     `crashes ${f.crashes}, failed starts ${f.startFailures};`,
     `${f.blocks} blocks${f.cursorReachedEnd ? '' : ' (cursor did NOT reach the end)'}, ${f.watches} watches;`,
     `events expected ${f.expected}, stored ${f.stored}: missing ${f.missing}, extra ${f.extra}, duplicated ${f.duplicated}, notification mismatches ${f.notificationMismatch};`,
@@ -913,7 +1211,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     .name('soak')
     .description('chaos soak: 2 ingest, 2 worker, 2 api processes, kills and restarts, then checks')
     .option('--seed <n>', 'PRNG seed (default: random, printed)', int('--seed', 0))
-    .option('--kills <n>', 'SIGKILLs of an ingest or worker process', int('--kills', 0), 100)
+    .option('--kills <n>', 'SIGKILLs of an ingest, worker or API process', int('--kills', 0), 100)
     .option('--blocks <n>', 'blocks in the synthetic chain', int('--blocks', 1), 1200)
     .option('--interval-ms <n>', 'one block per N ms (default: spans the kill loop)', int('', 20))
     .option('--tx-per-block <n>', 'transactions per block', int('--tx-per-block', 1), 120)

@@ -17,7 +17,7 @@
  *   used are the k-th highest of the rest (k = 1: the highest). A lagging provider is not asked
  *   for blocks it does not have.
  * - A provider whose 403s outlast the pauses they asked for is unhealthy (NodeClient.health) and
- *   not asked until its set-aside time runs out.
+ *   not asked until its set-aside time runs out, then after the healthy ones.
  * Providers are preferred in the order given (your own java-tron first, say).
  *
  * With one provider and k = 1 this is the plain client plus verification, as before.
@@ -298,10 +298,21 @@ export class NodeGroup {
     return undefined;
   }
 
-  /** Members to ask now, in order: those not set aside and healthy; if none, every one. */
+  /**
+   * Members to ask now, in order: those not set aside, the healthy ones first and then the
+   * unhealthy ones (403s past their pauses) whose set-aside time ran out, so that a provider
+   * that accepts requests again is seen to (its next refusal sets it aside again, up to 60 s);
+   * if none, every one. An unhealthy provider left out for good would never be healthy again,
+   * and a quorum that needs it would stall for ever (provider 3 dying after provider 2's 403s
+   * ended, as in the soak's node phases).
+   */
   private usable(): Member[] {
     const now = this.now();
-    const ok = this.members.filter((m) => m.asideUntil <= now && m.client.health().healthy);
+    const free = this.members.filter((m) => m.asideUntil <= now);
+    const ok = [
+      ...free.filter((m) => m.client.health().healthy),
+      ...free.filter((m) => !m.client.health().healthy),
+    ];
     if (ok.length > 0) return ok;
     return [...this.members].sort((a, b) => a.asideUntil - b.asideUntil);
   }
@@ -309,7 +320,12 @@ export class NodeGroup {
   /** A provider failed: set it aside with backoff, log the episode's first failure. */
   private setAside(m: Member, err: unknown): void {
     m.failures++;
-    const delay = Math.min(ASIDE_CAP_MS, this.asideBaseMs * 2 ** Math.min(16, m.failures - 1));
+    // An unhealthy provider (a ban, a revoked key) is asked again at 1 s doubling to 60 s even
+    // when asideBaseMs is smaller: that setting is for liars, asked again on every block.
+    const base = m.client.health().healthy
+      ? this.asideBaseMs
+      : Math.max(this.asideBaseMs, ASIDE_BASE_MS);
+    const delay = Math.min(ASIDE_CAP_MS, base * 2 ** Math.min(16, m.failures - 1));
     m.asideUntil = this.now() + delay;
     const cls = reasonClass(err);
     if (m.reason === undefined || m.reason !== cls) {

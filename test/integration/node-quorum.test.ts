@@ -319,4 +319,33 @@ describe.each(dbEngines)('node providers on %s', (engine) => {
     expect(states[1]).toMatchObject({ index: 1, state: 'ok' });
     expect(group?.clients[0]?.health()).toMatchObject({ healthy: false });
   });
+
+  it('an unhealthy provider is asked again once its pause ran out: it serves the quorum when another dies', async () => {
+    const chain = buildChain();
+    const watches = await setUp(chain, 3, []);
+    const [p1, p2, p3] = nodes as [ReplayNode, ReplayNode, ReplayNode];
+    for (const n of nodes) n.advanceTo(FIRST + 3);
+    // The second provider refuses everything (403, Retry-After: 1) until it is unhealthy.
+    p2.setRateLimit({ perSecond: 1, status: 403, retryAfterSeconds: 1, refuseAll: true });
+    const metrics = new Metrics();
+    const run = startIngest(2, metrics);
+    const db = (t as TestDb).db;
+    try {
+      await until('block FIRST + 3', () => run.ing.stats.cursor >= FIRST + 3);
+      await until('the second provider unhealthy', () => !group?.clients[1]?.health().healthy);
+      // It accepts requests again; then the third provider dies: the quorum of two needs it.
+      p2.setRateLimit(undefined);
+      await p3.close();
+      p1.advanceTo(LAST);
+      p2.advanceTo(LAST);
+      await until('the last block', () => run.ing.stats.cursor >= LAST);
+    } finally {
+      await run.stop();
+    }
+    expect(run.committed).toEqual(Array.from({ length: COUNT }, (_, i) => FIRST + i));
+    await expectHonestEvents(chain, watches, []);
+    expect(group?.clients[1]?.health()).toEqual({ healthy: true });
+    const states = await readProviderStates(db, 'mainnet');
+    expect(states[1]).toMatchObject({ index: 1, state: 'ok' });
+  }, 120_000);
 });
