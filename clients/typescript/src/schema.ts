@@ -133,7 +133,7 @@ export interface paths {
         };
         /**
          * List watches
-         * @description The caller's watches on this network, newest first. Never returns secrets.
+         * @description The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.
          */
         get: operations["listWatches"];
         put?: never;
@@ -165,6 +165,30 @@ export interface paths {
         delete: operations["deleteWatch"];
         options?: never;
         head?: never;
+        /**
+         * Edit a watch: its webhook URL or label
+         * @description Changes the members given: `webhook_url` (webhook watches; checked as at creation, the secret stays) and `label`. Deliveries already created go to the new URL from their next attempt on. The address, assets, direction and channel cannot change: create another watch.
+         */
+        patch: operations["updateWatch"];
+        trace?: never;
+    };
+    "/v1/watches/{id}/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A webhook watch's endpoint health over time
+         * @description Its delivery attempts over the last hour (5-minute buckets), day (1-hour buckets) or week (6-hour buckets): attempts, successes, success rate, p50 and p95 latency; and the watch with its health summary.
+         */
+        get: operations["watchHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -188,6 +212,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/watches/{id}/previous-secret/expire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a secret rotation's grace period now
+         * @description The replaced secret stops signing from the next attempt on and is deleted; `previous_secret_expires_at` becomes null. Without a grace period running, nothing changes.
+         */
+        post: operations["expirePreviousWatchSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/watches/{id}/resume": {
         parameters: {
             query?: never;
@@ -202,6 +246,26 @@ export interface paths {
          * @description The watch matches again from the chain head now on: transfers made while it was paused are never reported. Needs a free quota slot (402 otherwise). Resuming an active watch changes nothing.
          */
         post: operations["resumeWatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/watches/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook watch's secret
+         * @description Issues a new secret, returned once. For the grace period (`grace_period_seconds`, default 24 h) every delivery is signed with both secrets: `X-Signature` with the new one, `X-Signature-Previous` with the replaced one, and `webhook-signature` lists both `v1,` signatures. Rotating again during a grace period drops the oldest secret. Telegram watches have no secret (400).
+         */
+        post: operations["rotateWatchSecret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -349,6 +413,8 @@ export interface components {
              * @enum {string}
              */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none). */
+            label?: string | null;
             /**
              * @description Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.
              * @enum {string}
@@ -368,11 +434,13 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: unknown;
             /** @description Human-readable message. */
             error: string;
+            /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
+            watch_id?: string;
         };
         /** @description A transfer.confirmed event (SPEC §Event): the webhook body and the stored record. */
         Event: {
@@ -546,6 +614,19 @@ export interface components {
                 undecryptable_key_ids: string[];
             };
         };
+        /** @description A webhook endpoint's attempts over one window. */
+        HealthWindow: {
+            /** @description Delivery attempts started in the window. */
+            attempts: number;
+            /** @description Median attempt duration (to the answer, or the failure), ms. */
+            p50_ms: number | null;
+            /** @description 95th percentile of the attempt duration, ms. */
+            p95_ms: number | null;
+            /** @description Of them, answered 2xx. */
+            succeeded: number;
+            /** @description succeeded / attempts; null without attempts. */
+            success_rate: number | null;
+        };
         /** @description A TRON node provider as the ingester sees it. */
         NodeProviderHealth: {
             /** @description Position in TRON_NODE_URL, from 0. */
@@ -591,7 +672,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: unknown;
             /** @description Human-readable message. */
@@ -605,6 +686,16 @@ export interface components {
                 /** @description Plan name: Free, Starter, Pro, Scale or Business. */
                 plan: string;
             };
+            /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
+            watch_id?: string;
+        };
+        /** @description Optional body of a secret rotation. Unknown members are rejected. */
+        RotateSecret: {
+            /**
+             * @description How long the replaced secret keeps signing deliveries beside the new one, seconds (default 86400 = 24 h, at most 604800 = 7 days; 0 = stop at once).
+             * @default 86400
+             */
+            grace_period_seconds: number;
         };
         /** @description The newest block whose events are all committed. */
         ScannedThrough: {
@@ -614,6 +705,42 @@ export interface components {
              * @description ISO 8601, milliseconds, UTC.
              */
             block_timestamp: string;
+        };
+        /** @description The watch after a rotation, with its new secret (shown once). */
+        SecretRotated: {
+            /** @description TRON address as registered. */
+            address: string;
+            /** @enum {string} */
+            asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
+            /** @enum {string} */
+            channel: "webhook" | "telegram";
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            direction: "incoming" | "outgoing" | "both";
+            /** @description Identifier of the watch (`wh_…`). */
+            id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Free text. */
+            note: string;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description The new secret, returned once: X-Signature and the first webhook-signature entry use it from now on. Stored encrypted, never returned again. */
+            secret: string;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
+            /**
+             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
+             * @enum {string}
+             */
+            status: "ACTIVE" | "PAUSED";
+            /** @description Null when the channel is `telegram`. */
+            webhook_url: string | null;
         };
         /** @description How far tronwatch has looked at the chain. */
         Status: {
@@ -728,12 +855,24 @@ export interface components {
             tx_id: string;
             watch_id: string;
         };
+        /** @description The members to change; members left out stay as they are. Unknown members are rejected (the address, assets, direction and channel are the watch's identity: create another watch to change them). */
+        UpdateWatch: {
+            /** @description Your name for the watch, at most 100 characters; null or empty removes it. */
+            label?: string | null;
+            /**
+             * Format: uri
+             * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.
+             */
+            webhook_url?: string;
+        };
         /** @description A watch (SPEC §Watch). */
         Watch: {
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
             asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
             /** @enum {string} */
             channel: "webhook" | "telegram";
             /** Format: date-time */
@@ -742,6 +881,14 @@ export interface components {
             direction: "incoming" | "outgoing" | "both";
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
             /**
              * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
              * @enum {string}
@@ -756,6 +903,8 @@ export interface components {
             address: string;
             /** @enum {string} */
             asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
             /** @enum {string} */
             channel: "webhook" | "telegram";
             /** Format: date-time */
@@ -764,10 +913,18 @@ export interface components {
             direction: "incoming" | "outgoing" | "both";
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
             /** @description Free text. */
             note?: string;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
             /** @description Returned once, only for webhook watches: the HMAC-SHA256 key of X-Signature. Stored encrypted, never returned again. */
             secret?: string;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
             /**
              * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
              * @enum {string}
@@ -776,9 +933,84 @@ export interface components {
             /** @description Null when the channel is `telegram`. */
             webhook_url: string | null;
         };
+        /** @description A webhook watch's endpoint health. */
+        WatchHealth: {
+            /** @description Open while deliveries keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise. */
+            alert: {
+                reason: string;
+                /** Format: date-time */
+                since: string;
+                /** @enum {string} */
+                state: "failing";
+            } | null;
+            /** @description Failed attempts since the newest success (0: the newest attempt succeeded). */
+            consecutive_failures: number;
+            day: components["schemas"]["HealthWindow"];
+            /** @description Start of the first of those failed attempts; null when none. */
+            failing_since: string | null;
+            hour: components["schemas"]["HealthWindow"];
+            /** @description Start of the newest attempt answered 2xx; null: none yet. */
+            last_success_at: string | null;
+            week: components["schemas"]["HealthWindow"];
+        };
+        /** @description A webhook watch's attempts in time buckets, and the watch with its health. */
+        WatchHealthSeries: {
+            /** @description Width of each bucket, seconds. */
+            bucket_seconds: number;
+            /** @description Oldest first; every bucket of the window, empty ones included. */
+            buckets: {
+                attempts: number;
+                p50_ms: number | null;
+                p95_ms: number | null;
+                /**
+                 * Format: date-time
+                 * @description Start of the bucket.
+                 */
+                start: string;
+                succeeded: number;
+                success_rate: number | null;
+            }[];
+            watch: components["schemas"]["WatchWithHealth"];
+            /** @enum {string} */
+            window: "hour" | "day" | "week";
+        };
         /** @description The caller's watches on this network, newest first. */
         WatchList: {
-            data: components["schemas"]["Watch"][];
+            data: components["schemas"]["WatchWithHealth"][];
+        };
+        /** @description A Watch and its endpoint health (GET /v1/watches). */
+        WatchWithHealth: {
+            /** @description TRON address as registered. */
+            address: string;
+            /** @enum {string} */
+            asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
+            /** @enum {string} */
+            channel: "webhook" | "telegram";
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint health of a webhook watch; null for a Telegram watch. */
+            health: components["schemas"]["WatchHealth"] | null;
+            /** @description Identifier of the watch (`wh_…`). */
+            id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
+            /**
+             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
+             * @enum {string}
+             */
+            status: "ACTIVE" | "PAUSED";
+            /** @description Null when the channel is `telegram`. */
+            webhook_url: string | null;
         };
     };
     responses: never;
@@ -1662,7 +1894,344 @@ export interface operations {
             };
         };
     };
+    updateWatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Watch id (`wh_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWatch"];
+            };
+        };
+        responses: {
+            /** @description The watch after the change. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Watch"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such watch of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    watchHealth: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+                window?: "hour" | "day" | "week";
+            };
+            header?: never;
+            path: {
+                /** @description Watch id (`wh_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WatchHealthSeries"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such watch of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     pauseWatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Watch id (`wh_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The watch after the change. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Watch"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such watch of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    expirePreviousWatchSecret: {
         parameters: {
             query?: {
                 /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
@@ -1909,6 +2478,128 @@ export interface operations {
             };
             /** @description The chain head is not known yet; retry shortly. */
             503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotateWatchSecret: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Watch id (`wh_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateSecret"];
+            };
+        };
+        responses: {
+            /** @description Rotated. The new secret is in this answer only. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretRotated"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such watch of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
