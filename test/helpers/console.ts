@@ -22,7 +22,7 @@ export class Browser {
   }
 
   async request(
-    method: 'GET' | 'POST' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     url: string,
     body?: unknown,
     opts: { csrf?: string | null } = {},
@@ -50,6 +50,7 @@ export class Browser {
   get = (url: string) => this.request('GET', url);
   post = (url: string, body?: unknown, opts?: { csrf?: string | null }) =>
     this.request('POST', url, body, opts);
+  put = (url: string, body?: unknown) => this.request('PUT', url, body);
   del = (url: string) => this.request('DELETE', url);
 
   /** Open the page (the CSRF cookie), then sign up. */

@@ -393,6 +393,11 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
       { name: 'telegram status', needs: 'viewer', run: (b) => b.get('/console/api/telegram') },
       { name: 'own sessions', needs: 'viewer', run: (b) => b.get('/console/api/sessions') },
       {
+        name: 'own second factor state',
+        needs: 'viewer',
+        run: (b) => b.get('/console/api/two-factor'),
+      },
+      {
         name: 'revoke own other sessions',
         needs: 'viewer',
         run: (b) => b.post('/console/api/sessions/revoke-others'),
@@ -492,6 +497,17 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
         needs: 'owner',
         run: async (b) =>
           b.post(`/console/api/members/${(await newUser('owner')).id}/role`, { role: 'viewer' }),
+      },
+      {
+        name: 'require a second factor of every member',
+        needs: 'owner',
+        // false: requiring it needs the owner's own second factor (409), not the point here.
+        run: (b) => b.put('/console/api/account/two-factor', { required: false }),
+      },
+      {
+        name: "turn a member's second factor off",
+        needs: 'owner',
+        run: async (b) => b.del(`/console/api/members/${(await newUser('viewer')).id}/two-factor`),
       },
       {
         name: 'remove an owner',
