@@ -36,7 +36,14 @@ async function noSidewaysScroll(page: Page, where: string): Promise<void> {
   const { sw, cw } = (await page.evaluate(
     '({ sw: document.documentElement.scrollWidth, cw: document.documentElement.clientWidth })',
   )) as { sw: number; cw: number };
-  expect(sw, `${where}: page wider than the screen`).toBeLessThanOrEqual(cw);
+  if (sw > cw) {
+    // What overflows: the widest elements, and a picture of it.
+    const wide = await page.evaluate(`[...document.querySelectorAll('body *')]
+      .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+      .slice(0, 5).map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))`);
+    await shot(page, `overflow-${where.replace(/\W+/g, '-')}`);
+    expect.fail(`${where}: page ${sw} px wide on a ${cw} px screen: ${JSON.stringify(wide)}`);
+  }
 }
 
 async function signIn(page: Page, base: string, email: string): Promise<void> {
@@ -99,7 +106,8 @@ describe.skipIf(!READY)('two-factor sign-in in a browser', () => {
     await visible(page.getByText('The code has 6 digits'));
     await page.getByLabel('The 6-digit code the app shows').fill(codeOf(key));
     await page.getByRole('button', { name: 'Turn on' }).click();
-    await visible(page.getByText('Two-factor sign-in is on.'));
+    await visible(page.getByRole('heading', { name: /Two-factor sign-in is on/ }));
+    await visible(page.getByText('ON', { exact: true }));
     const codes = (await page.getByTestId('recovery-codes').locator('code').allTextContents()).map(
       (c) => c.trim(),
     );
@@ -129,7 +137,9 @@ describe.skipIf(!READY)('two-factor sign-in in a browser', () => {
     const wrong = codeOf(key) === '000000' ? '000001' : '000000';
     await page.getByLabel('Authentication code').fill(wrong);
     await page.getByRole('button', { name: 'Verify and sign in' }).click();
-    await visible(page.getByText('That code is wrong. 4 tries left before you must sign in again.'));
+    await visible(
+      page.getByText('That code is wrong. 4 tries left before you must sign in again.'),
+    );
     await page.getByRole('button', { name: 'Use a recovery code instead' }).click();
     await page.getByLabel('Recovery code').fill(codes[0] as string);
     await page.getByRole('button', { name: 'Verify and sign in' }).click();
@@ -190,7 +200,7 @@ describe.skipIf(!READY)('two-factor sign-in in a browser', () => {
     await shot(pp, 'security-enrol-390');
     await pp.getByLabel('The 6-digit code the app shows').fill(codeOf(devKey));
     await pp.getByRole('button', { name: 'Turn on' }).click();
-    await visible(pp.getByText('Two-factor sign-in is on.'));
+    await visible(pp.getByRole('heading', { name: /Two-factor sign-in is on/ }));
     await noSidewaysScroll(pp, 'recovery codes at 390 px');
     await shot(pp, 'security-recovery-codes-390');
     await pp.getByRole('button', { name: 'I have saved them' }).click();

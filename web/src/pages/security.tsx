@@ -30,11 +30,18 @@ type Msg = { tone: 'success' | 'error' | 'warning'; text: string } | null;
 export function SecurityPage() {
   const { me, setMe } = useApp();
   const state = useLoad(() => get<TwoFactorState>('/two-factor'), []);
+  // Recovery codes just made, shown once until the user says they are saved.
+  const [codes, setCodes] = useState<string[] | null>(null);
   // After a change, the session's Me (two_factor, the requirement) is read again, so the
-  // navigation and the other pages follow.
+  // navigation and the other pages follow. Not while new codes are shown: a member whose set-up
+  // was required would be sent on to the page they asked for before saving them.
   const refresh = async () => {
     await state.reload();
     setMe(await get<Me>('/session'));
+  };
+  const showCodes = (c: string[]) => {
+    setCodes(c);
+    void state.reload();
   };
   return (
     <section>
@@ -57,12 +64,21 @@ export function SecurityPage() {
           {state.error !== undefined && (
             <Notice tone="error">Could not load it: {describeError(state.error)}</Notice>
           )}
+          {codes && (
+            <RecoveryCodes
+              codes={codes}
+              onDone={() => {
+                setCodes(null);
+                void refresh();
+              }}
+            />
+          )}
           {state.data === undefined ? (
             state.error === undefined && <Loading label="Loading…" />
           ) : state.data.enabled ? (
-            <TwoFactorOn state={state.data} onChange={refresh} />
+            !codes && <TwoFactorOn state={state.data} onChange={refresh} onCodes={showCodes} />
           ) : (
-            <TwoFactorOff onChange={refresh} />
+            <TwoFactorOff onCodes={showCodes} />
           )}
         </article>
         {me.user.role === 'owner' && state.data && (
@@ -91,7 +107,7 @@ function RecoveryCodes({ codes, onDone }: { codes: string[]; onDone: () => void 
   )}`;
   return (
     <section class="secret-once" aria-label="Recovery codes" tabIndex={-1} ref={ref}>
-      <h3>Your recovery codes</h3>
+      <h3>Two-factor sign-in is on: your recovery codes</h3>
       <p>
         <strong>Save them now: they are shown only this once.</strong> Each signs you in once if
         your phone is lost. Keep them somewhere other than the phone (a password manager).
@@ -117,11 +133,10 @@ function RecoveryCodes({ codes, onDone }: { codes: string[]; onDone: () => void 
 }
 
 /** Not on: password → QR code and key → typed code → recovery codes. */
-function TwoFactorOff({ onChange }: { onChange: () => Promise<void> }) {
+function TwoFactorOff({ onCodes }: { onCodes: (codes: string[]) => void }) {
   const [password, setPassword] = useState('');
   const [setup, setSetup] = useState<TwoFactorSetup | null>(null);
   const [code, setCode] = useState('');
-  const [codes, setCodes] = useState<string[] | null>(null);
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<Msg>(null);
 
@@ -153,7 +168,7 @@ function TwoFactorOff({ onChange }: { onChange: () => Promise<void> }) {
     setMessage(null);
     try {
       const r = await post<{ recovery_codes: string[] }>('/two-factor/enable', { code });
-      setCodes(r.recovery_codes);
+      onCodes(r.recovery_codes);
     } catch (err) {
       setCode('');
       setMessage({
@@ -168,14 +183,6 @@ function TwoFactorOff({ onChange }: { onChange: () => Promise<void> }) {
     }
   };
 
-  if (codes) {
-    return (
-      <>
-        <Notice tone="success">Two-factor sign-in is on.</Notice>
-        <RecoveryCodes codes={codes} onDone={() => void onChange()} />
-      </>
-    );
-  }
   return (
     <>
       <p>
@@ -277,14 +284,15 @@ function passwordError(err: unknown): string {
 function TwoFactorOn({
   state,
   onChange,
+  onCodes,
 }: {
   state: TwoFactorState;
   onChange: () => Promise<void>;
+  onCodes: (codes: string[]) => void;
 }) {
   const [mode, setMode] = useState<'idle' | 'codes' | 'off'>('idle');
   const [password, setPassword] = useState('');
   const [code, setCode] = useState('');
-  const [codes, setCodes] = useState<string[] | null>(null);
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<Msg>(null);
   const reset = () => {
@@ -302,7 +310,7 @@ function TwoFactorOn({
         password,
       });
       reset();
-      setCodes(r.recovery_codes);
+      onCodes(r.recovery_codes);
     } catch (err) {
       setMessage({ tone: 'error', text: passwordError(err) });
     } finally {
@@ -354,10 +362,7 @@ function TwoFactorOn({
           </Notice>
         )}
       </div>
-      {codes && (
-        <RecoveryCodes codes={codes} onDone={() => void onChange().then(() => setCodes(null))} />
-      )}
-      {mode === 'idle' && !codes && (
+      {mode === 'idle' && (
         <div class="form-actions">
           <button type="button" class="btn btn-secondary" onClick={() => setMode('codes')}>
             New recovery codes
