@@ -231,6 +231,11 @@ describe.skipIf(!READY)('what each role sees in the console', () => {
     await visible(roleNote(viewer));
     expect(await actions(viewer).count()).toBe(0);
 
+    // The navigation offers no Audit log (an admin's page); Security is everyone's.
+    const side = viewer.getByRole('navigation', { name: 'Console' });
+    expect(await side.getByRole('link', { name: 'Audit log', exact: true }).count()).toBe(0);
+    await visible(side.getByRole('link', { name: 'Security', exact: true }));
+
     // What the pages do not show, the server refuses anyway.
     const refused = await viewer.evaluate(
       async ({ csrf, id }) => {

@@ -19,9 +19,10 @@ import { OverviewPage } from './pages/overview';
 import { SecurityPage } from './pages/security';
 import { WatchDetailPage } from './pages/watch-detail';
 import { AlertBanner, WatchesPage } from './pages/watches';
+import { roleAtLeast } from './roles';
 import { BASE, Link, navigate, useLocation } from './router';
 import { AppContext, useApp } from './state';
-import type { Config, Me } from './types';
+import type { Config, Me, Role } from './types';
 
 type Boot =
   | { state: 'loading' }
@@ -107,7 +108,7 @@ function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me
   return <LoginPage config={config} onSignedIn={done} />;
 }
 
-const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
+const NAV: { href: string; label: string; match: (p: string) => boolean; needs?: Role }[] = [
   { href: '/', label: 'Overview', match: (p) => p === '/' },
   { href: '/events', label: 'Events', match: (p) => p.startsWith('/events') },
   { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
@@ -116,7 +117,8 @@ const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
   { href: '/security', label: 'Security', match: (p) => p.startsWith('/security') },
-  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit') },
+  // The audit log is an admin's (the page says so to others; the link is not offered).
+  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit'), needs: 'admin' },
 ];
 
 function Shell({ children }: { children: ComponentChildren }) {
@@ -188,7 +190,7 @@ function Shell({ children }: { children: ComponentChildren }) {
           tronwatch
         </Link>
         <ul>
-          {NAV.map((n) => (
+          {NAV.filter((n) => !n.needs || roleAtLeast(me.user.role, n.needs)).map((n) => (
             <li key={n.href}>
               <Link
                 href={BASE + n.href}

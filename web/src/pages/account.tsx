@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, del, describeError, get, post } from '../api';
 import { ConfirmDialog, CopyButton, Loading, Notice, PageHeader, Time } from '../components/ui';
 import { useLoad } from '../hooks';
+import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import { useApp } from '../state';
 
@@ -95,6 +96,9 @@ const BIND_POLL_MS = 2_000;
  * Disconnect (refused with 409 telegram_watches_active while chat watches exist).
  */
 function TelegramCard() {
+  const { role, can, explain } = useRole();
+  // Connecting and disconnecting are an admin's (src/console/routes/telegram.ts).
+  const admin = can('admin');
   const status = useLoad(() => get<TelegramStatus>('/telegram'), []);
   const [link, setLink] = useState<{ link: string; expires_at: string } | null>(null);
   const [message, setMessage] = useState<Msg>(null);
@@ -130,7 +134,7 @@ function TelegramCard() {
       setLink(await post<{ link: string; expires_at: string }>('/telegram/connect'));
       setNow(Date.now());
     } catch (e) {
-      setMessage({ tone: 'error', text: `Could not make a link: ${describeError(e)}` });
+      setMessage({ tone: 'error', text: `Could not make a link: ${explain(e)}` });
     } finally {
       setBusy(false);
     }
@@ -149,7 +153,7 @@ function TelegramCard() {
       const text =
         e instanceof ApiError && e.code === 'telegram_watches_active'
           ? 'This chat still has chat watches: delete them on the Watches page first, then disconnect.'
-          : `Could not disconnect: ${describeError(e)}`;
+          : `Could not disconnect: ${explain(e)}`;
       setMessage({ tone: 'error', text });
     } finally {
       setBusy(false);
@@ -195,14 +199,18 @@ function TelegramCard() {
               <dd>{chat.bound_at ? <Time iso={chat.bound_at} /> : 'unknown'}</dd>
             </div>
           </dl>
-          <button
-            type="button"
-            class="btn btn-secondary"
-            disabled={busy}
-            onClick={() => setConfirming(true)}
-          >
-            Disconnect
-          </button>
+          {admin ? (
+            <button
+              type="button"
+              class="btn btn-secondary"
+              disabled={busy}
+              onClick={() => setConfirming(true)}
+            >
+              Disconnect
+            </button>
+          ) : (
+            <RoleNote role={role} needed="admin" what="to connect or disconnect a chat" />
+          )}
           {confirming && (
             <ConfirmDialog
               title="Disconnect this Telegram chat?"
@@ -252,9 +260,13 @@ function TelegramCard() {
             {status.data?.bot_username ? `@${status.data.bot_username}` : 'the bot'}, or a group)
             instead of a webhook.
           </p>
-          <button type="button" class="btn btn-primary" disabled={busy} onClick={connect}>
-            Connect Telegram
-          </button>
+          {admin ? (
+            <button type="button" class="btn btn-primary" disabled={busy} onClick={connect}>
+              Connect Telegram
+            </button>
+          ) : (
+            <RoleNote role={role} needed="admin" what="to connect or disconnect a chat" />
+          )}
         </>
       )}
     </div>
