@@ -344,7 +344,7 @@ function TwoFactorOn({
     <>
       <dl class="facts facts-grid">
         <div>
-          <dt>Authenticator app</dt>
+          <dt>On since</dt>
           <dd>{state.enabled_at ? <Time iso={state.enabled_at} /> : 'on'}</dd>
         </div>
         <div>
