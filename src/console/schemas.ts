@@ -89,11 +89,16 @@ export const ConsoleExportQuery = T.Object(
   { format: StringEnum(['csv', 'json'] as const), ...eventFilters },
   closed,
 );
+/** POST /console/api/redeliver: the dead letters page's filters (all but status and paging). */
 export const RedeliverBody = T.Object(
   {
-    watch_id: T.Optional(T.String({ maxLength: 64 })),
-    since: T.Optional(Instant),
-    until: T.Optional(Instant),
+    watch_id: eventFilters.watch_id,
+    since: eventFilters.since,
+    until: eventFilters.until,
+    q: eventFilters.q,
+    asset: eventFilters.asset,
+    direction: eventFilters.direction,
+    channel: eventFilters.channel,
   },
   closed,
 );

@@ -132,6 +132,47 @@ export interface PageQuery {
   name: string;
 }
 
+/** The filters of the console's lists that narrow events by their own fields. */
+export interface EventFilters {
+  search?: EventSearch | undefined;
+  asset?: 'USDT' | 'TRX' | undefined;
+  direction?: 'incoming' | 'outgoing' | undefined;
+  channel?: 'webhook' | 'telegram' | undefined;
+}
+
+/**
+ * Append the WHERE clauses of `f` (on events aliased `e`) to `where`, their parameters to
+ * `values` (numbered after those already there). Shared by the list, its export and the bulk
+ * redelivery (redeliver.ts), so "Redeliver all" takes exactly what the filtered list shows.
+ */
+export function eventFilterClauses(values: unknown[], where: string[], f: EventFilters): void {
+  if (f.search !== undefined) {
+    values.push(f.search.value);
+    const p = `$${values.length}`;
+    where.push(
+      f.search.kind === 'event'
+        ? `e.id = ${p}`
+        : f.search.kind === 'tx'
+          ? `e.tx_id = ${p}`
+          : `(e.from_address = ${p} OR e.to_address = ${p})`,
+    );
+  }
+  if (f.asset !== undefined) {
+    values.push(f.asset);
+    where.push(`e.asset = $${values.length}`);
+  }
+  if (f.direction !== undefined) {
+    values.push(f.direction);
+    where.push(`e.direction = $${values.length}`);
+  }
+  if (f.channel !== undefined) {
+    values.push(f.channel);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
+    );
+  }
+}
+
 /** The statement of one page (exported for the plan test). */
 export function pageQuery(q: ListEventsQuery): PageQuery {
   const values: unknown[] = [q.accountId, q.network];
@@ -165,31 +206,7 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     values.push(q.after);
     where.push(`e.created_at > $${values.length}::text::timestamptz`);
   }
-  if (q.search !== undefined) {
-    values.push(q.search.value);
-    const p = `$${values.length}`;
-    where.push(
-      q.search.kind === 'event'
-        ? `e.id = ${p}`
-        : q.search.kind === 'tx'
-          ? `e.tx_id = ${p}`
-          : `(e.from_address = ${p} OR e.to_address = ${p})`,
-    );
-  }
-  if (q.asset !== undefined) {
-    values.push(q.asset);
-    where.push(`e.asset = $${values.length}`);
-  }
-  if (q.direction !== undefined) {
-    values.push(q.direction);
-    where.push(`e.direction = $${values.length}`);
-  }
-  if (q.channel !== undefined) {
-    values.push(q.channel);
-    where.push(
-      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
-    );
-  }
+  eventFilterClauses(values, where, q);
   if (q.activeKeyId !== undefined) {
     // Evaluated once per execution (an InitPlan), in the statement's snapshot.
     values.push(q.activeKeyId);

@@ -15,7 +15,7 @@ import type { InTransaction } from '../audit/audit.js';
 import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { DEAD_EVENTS_SQL } from './list.js';
+import { DEAD_EVENTS_SQL, type EventFilters, eventFilterClauses } from './list.js';
 
 /**
  * Redeliver one event of the account.
@@ -58,8 +58,12 @@ export async function redeliverEvent(
   });
 }
 
-/** Which DEAD events a bulk redelivery takes: every one of the account, or narrowed. */
-export interface RedeliveryScope {
+/**
+ * Which DEAD events a bulk redelivery takes: every one of the account, or narrowed by watch, time
+ * range and the list's filters (search, asset, direction, channel), as the dead letters page
+ * shows them.
+ */
+export interface RedeliveryScope extends EventFilters {
   /** Only this watch's events. */
   watchId?: string | undefined;
   /** Events created at or after this instant (ISO 8601). */
@@ -122,6 +126,7 @@ export function deadSelection(
     values.push(scope.until);
     where.push(`e.created_at < $${values.length}::text::timestamptz`);
   }
+  eventFilterClauses(values, where, scope);
   return {
     text: `SELECT e.id FROM events e
         WHERE ${where.join(' AND ')}

@@ -95,7 +95,9 @@ describe.skipIf(!READY)('two-factor sign-in in a browser', () => {
     const qr = page.getByRole('img', { name: /QR code/ });
     await visible(qr);
     // The QR code is an image that loaded (an SVG of the otpauth URI).
-    expect(await qr.evaluate((i) => (i as HTMLImageElement).naturalWidth)).toBeGreaterThan(0);
+    expect(
+      await qr.evaluate((i) => (i as unknown as { naturalWidth: number }).naturalWidth),
+    ).toBeGreaterThan(0);
     const key = ((await page.getByTestId('totp-secret').textContent()) ?? '').replace(/\s+/g, '');
     expect(key).toMatch(/^[A-Z2-7]{32}$/);
     await shot(page, 'security-enrol');

@@ -413,9 +413,35 @@ describe.each(dbEngines)('console API on %s', (engine) => {
       notification_id: json(one).notification_id,
     });
     expect(page.data).toHaveLength(4);
-    // Every remaining dead letter of the watch, at once; then none is left.
-    const bulk = await b.post('/console/api/redeliver', { watch_id: w });
-    expect(json(bulk)).toEqual({ redelivered: 2 });
+    // "Redeliver all" takes what the filtered list shows: a search for one event takes it alone,
+    // a filter that matches none (these are USDT, incoming) takes nothing, a bad search is a 400.
+    const one2 = await b.post('/console/api/redeliver', { watch_id: w, q: ids[1] });
+    expect(json(one2)).toEqual({ redelivered: 1 });
+    for (const f of [{ asset: 'TRX' }, { direction: 'outgoing' }, { channel: 'telegram' }]) {
+      expect(
+        json(await b.post('/console/api/redeliver', { watch_id: w, ...f })),
+        JSON.stringify(f),
+      ).toEqual({
+        redelivered: 0,
+      });
+    }
+    const badQ = await b.post('/console/api/redeliver', { q: 'not a tx' });
+    expect(badQ.statusCode).toBe(400);
+    expect(json<{ details: Array<{ field: string }> }>(badQ).details[0]?.field).toBe('q');
+    const backwards = await b.post('/console/api/redeliver', {
+      since: '2026-02-01T00:00:00Z',
+      until: '2026-01-01T00:00:00Z',
+    });
+    expect(backwards.statusCode).toBe(400);
+    // Every remaining dead letter of the watch, at once (with the filters they match); then none
+    // is left.
+    const bulk = await b.post('/console/api/redeliver', {
+      watch_id: w,
+      asset: 'USDT',
+      direction: 'incoming',
+      channel: 'webhook',
+    });
+    expect(json(bulk)).toEqual({ redelivered: 1 });
     expect(
       json<{ data: unknown[] }>(await b.get('/console/api/events?status=DEAD')).data,
     ).toHaveLength(0);

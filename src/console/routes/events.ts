@@ -7,7 +7,8 @@
  *   GET  /console/api/events/export?format=csv|json&…the same filters → the whole list, streamed
  *   GET  /console/api/events/{id}            → EventDetail | 404
  *   POST /console/api/events/{id}/redeliver  → 201 { notification_id } | 404 | 409
- *   POST /console/api/redeliver {watch_id?, since?, until?} → { redelivered } (every DEAD one)
+ *   POST /console/api/redeliver {watch_id?, since?, until?, q?, asset?, direction?, channel?}
+ *                                           → { redelivered } (every DEAD one the filters show)
  *
  * The list is the same page writer as GET /v1/events (src/events/list.ts), with two more filters.
  */
@@ -210,19 +211,40 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const b = request.body;
+      const search = searchOf(b.q);
+      checkRange(b);
       if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) return { redelivered: 0 };
+      // The audit entry names the scope: the filters as given (a search term is an id, a tx id
+      // or an address, none of them a secret).
+      const scope = {
+        watch_id: b.watch_id,
+        since: b.since,
+        until: b.until,
+        q: b.q,
+        asset: b.asset,
+        direction: b.direction,
+        channel: b.channel,
+      };
       try {
         const audit = auditContextOf(request);
         const n = await redeliverDead(
           deps.db,
           ctx.accountId,
           network,
-          { watchId: b.watch_id, since: b.since, until: b.until },
+          {
+            watchId: b.watch_id,
+            since: b.since,
+            until: b.until,
+            search,
+            asset: b.asset,
+            direction: b.direction,
+            channel: b.channel,
+          },
           (tx, count) =>
             recordAudit(tx, audit, {
               action: 'event.bulk_redelivered',
               targetId: b.watch_id ?? null,
-              detail: { redelivered: count, watch_id: b.watch_id, since: b.since, until: b.until },
+              detail: { redelivered: count, ...scope },
             }),
         );
         request.log.info({ account_id: ctx.accountId, redelivered: n }, 'dead letters redelivered');

@@ -33,8 +33,11 @@ export function DeadLettersPage() {
     watch ? `watch ${middle(watch.address, 6)} (${watch.asset_filter})` : 'all watches',
     filters.since ? `from ${localTime(filters.since)}` : '',
     filters.until ? `to ${localTime(filters.until)}` : '',
-    filters.q || filters.asset || filters.direction || filters.channel
-      ? '(search, asset, direction and channel are not part of "Redeliver all": it takes every dead event of this watch and time range)'
+    filters.q ? `matching “${filters.q}”` : '',
+    filters.asset ? `${filters.asset} only` : '',
+    filters.direction ? `${filters.direction} only` : '',
+    filters.channel
+      ? `${filters.channel === 'telegram' ? 'Telegram' : 'webhook'} watches only`
       : '',
   ]
     .filter((s) => s !== '')
@@ -44,9 +47,14 @@ export function DeadLettersPage() {
     setMessage(null);
     try {
       const r = await post<{ redelivered: number }>('/redeliver', {
+        // Exactly what the filtered list shows (every page of it, not only this one).
         watch_id: filters.watch_id || undefined,
         since: filters.since || undefined,
         until: filters.until || undefined,
+        q: filters.q || undefined,
+        asset: filters.asset || undefined,
+        direction: filters.direction || undefined,
+        channel: filters.channel || undefined,
       });
       setMessage({
         tone: 'success',
