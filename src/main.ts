@@ -12,6 +12,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   accountsCreate,
   accountsInvite,
+  accountsResetTwoFactor,
   keysCreate,
   keysList,
   keysRevoke,
@@ -446,6 +447,14 @@ accounts
       }),
     ),
   );
+
+accounts
+  .command('two-factor-reset')
+  .description(
+    "turn off a console user's second factor (an owner who lost both the device and the recovery codes); they then set up a new one",
+  )
+  .requiredOption('--email <email>', "the user's e-mail address")
+  .action((o: { email: string }) => withDb((db) => accountsResetTwoFactor(db, { email: o.email })));
 
 const keys = program.command('keys').description('manage API keys (tw_live_…)');
 keys

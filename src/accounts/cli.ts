@@ -11,12 +11,14 @@
  * Every refusal is a CliError (or AccountInputError) whose message is fit to print as is.
  * Each change is recorded in the account's audit log (src/audit/audit.ts) as actor system `cli`.
  */
+
 import { type AuditEntry, CLI_ACTOR, recordAudit } from '../audit/audit.js';
 import { isId } from '../common/ids.js';
-import type { Queryable } from '../db/pool.js';
+import type { Db, Queryable } from '../db/pool.js';
 import { type AccountRow, createAccount, findAccount, findAccountByEmail } from './accounts.js';
 import { createInvite, INVITE_TTL_SECONDS } from './credentials.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+import { disableTwoFactor } from './two-factor.js';
 import {
   createUser,
   ensureOwnerUser,
@@ -268,5 +270,45 @@ export async function accountsInvite(
     link: `${args.publicUrl}/console/invite#token=${token}`,
     expires_at: new Date(Date.now() + INVITE_TTL_SECONDS * 1000).toISOString(),
     note: 'Send this link to the user: it sets their console password once, then stops working.',
+  };
+}
+
+/** What `tronwatch accounts two-factor-reset` printed. */
+export interface PrintableTwoFactorReset {
+  user: { id: string; email: string; role: string };
+  /** False when the user had no second factor (nothing changed). */
+  reset: boolean;
+  note: string;
+}
+
+/**
+ * `tronwatch accounts two-factor-reset --email …` (issue 18 item 4): turn off the second factor of
+ * the user with this e-mail, for the operator of a deployment whose only owner lost both their
+ * device and their recovery codes (an owner does this for a member from the console). The user
+ * then signs in with the password alone and sets up a new device. Audited as the CLI.
+ * @throws CliError for an unknown e-mail.
+ */
+export async function accountsResetTwoFactor(
+  db: Db,
+  args: { email: string },
+): Promise<PrintableTwoFactorReset> {
+  const user = await findUserByEmail(db, args.email);
+  if (!user) throw new CliError(`no console user has the e-mail ${args.email}`);
+  const reset = await db.transaction(async (tx) => {
+    const done = await disableTwoFactor(tx, user.id);
+    if (done) {
+      await audit(tx, user.account_id, {
+        action: 'two_factor.reset_for_member',
+        targetId: user.id,
+      });
+    }
+    return done;
+  });
+  return {
+    user: { id: user.id, email: user.email, role: user.role },
+    reset,
+    note: reset
+      ? 'The second factor is off: the user signs in with the password and should set up a new device on the Security page. If the account requires a second factor, the console asks for it first.'
+      : 'This user had no second factor: nothing changed.',
   };
 }

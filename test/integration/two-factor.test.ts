@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
 import { afterEach, describe, expect, it } from 'vitest';
+import { accountsResetTwoFactor } from '../../src/accounts/cli.js';
 import { createPasswordReset, setPasswordHash } from '../../src/accounts/credentials.js';
 import { verifySecondFactor } from '../../src/accounts/two-factor.js';
 import { createUser } from '../../src/accounts/users.js';
@@ -17,6 +18,7 @@ import { SecretBox } from '../../src/common/secrets.js';
 import { hashPassword } from '../../src/console/passwords.js';
 import { reencryptSecrets } from '../../src/secrets/rotate.js';
 import { type ApiHarness, apiHarness, json } from '../helpers/api.js';
+import { runCli } from '../helpers/cli.js';
 import { Browser, PASSWORD } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
 
@@ -380,6 +382,41 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
       code: codeOf(secret, 1),
     });
     expect(ok.statusCode, ok.body).toBe(200);
+  });
+
+  it('the operator turns off a lost second factor from the CLI (audited); the password alone then signs in', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const b = new Browser(h.app);
+    await b.signUp('tf8@example.com');
+    await enrol(b);
+    await b.post('/console/api/logout');
+    if (h.t.url !== undefined) {
+      // The real command, in its own process, on this PostgreSQL database.
+      const cli = await runCli(['accounts', 'two-factor-reset', '--email', 'tf8@example.com'], {
+        DATABASE_URL: h.t.url,
+      });
+      expect(cli.code, cli.stderr).toBe(0);
+      expect(JSON.parse(cli.stdout)).toMatchObject({
+        reset: true,
+        user: { email: 'tf8@example.com' },
+      });
+    } else {
+      expect(await accountsResetTwoFactor(h.db, { email: 'tf8@example.com' })).toMatchObject({
+        reset: true,
+      });
+    }
+    expect(await accountsResetTwoFactor(h.db, { email: 'tf8@example.com' })).toMatchObject({
+      reset: false,
+    });
+    await expect(accountsResetTwoFactor(h.db, { email: 'nobody@example.com' })).rejects.toThrow(
+      'no console user',
+    );
+    const plain = await b.login('tf8@example.com');
+    expect(json(plain)).toMatchObject({ user: { two_factor: false } });
+    const audit = await h.db.query<{ action: string; actor_type: string }>(
+      "SELECT action, actor_type FROM audit_log WHERE action = 'two_factor.reset_for_member'",
+    );
+    expect(audit.rows).toEqual([{ action: 'two_factor.reset_for_member', actor_type: 'system' }]);
   });
 
   it('secrets rotate-key re-seals the TOTP secrets under the new key', async () => {
