@@ -22,7 +22,7 @@ export class Browser {
   }
 
   async request(
-    method: 'GET' | 'POST' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     url: string,
     body?: unknown,
     opts: { csrf?: string | null } = {},
@@ -51,6 +51,7 @@ export class Browser {
   post = (url: string, body?: unknown, opts?: { csrf?: string | null }) =>
     this.request('POST', url, body, opts);
   del = (url: string) => this.request('DELETE', url);
+  put = (url: string, body?: unknown) => this.request('PUT', url, body);
 
   /** Open the page (the CSRF cookie), then sign up. */
   async signUp(email: string, password = PASSWORD): Promise<LightMyRequestResponse> {
