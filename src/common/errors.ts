@@ -30,6 +30,11 @@ export const ERROR_CODES = [
   'last_owner',
   'invalid_reset',
   'email_unavailable',
+  // Console (issue 18 item 4): two-factor sign-in.
+  'invalid_code',
+  'invalid_challenge',
+  'two_factor_setup_required',
+  'two_factor_state',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -57,6 +62,10 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   last_owner: 409,
   invalid_reset: 400,
   email_unavailable: 503,
+  invalid_code: 401,
+  invalid_challenge: 400,
+  two_factor_setup_required: 403,
+  two_factor_state: 409,
 };
 
 /** One field-level problem of an invalid body, query or path (the `details` of a 400). */

@@ -15,6 +15,9 @@
  *   user must hold at least that role now, or 403 insufficient_role. A route that declares
  *   neither `consolePublic` nor `consoleRole` is refused when it is registered, so none is left
  *   unchecked.
+ * - Second factor (issue 18 item 4): when the user's account requires a second factor and the user
+ *   has none, every route but those marked `consoleBeforeSecondFactor` (session, sign-out, the
+ *   set-up itself) answers 403 `two_factor_setup_required`, so a password alone reaches nothing.
  *
  * Cookies: Path=/console, SameSite=Lax, HttpOnly for the session; Secure, except on plain-http
  * loopback (a developer's http://127.0.0.1:8080), where a browser would drop a Secure cookie.
@@ -41,6 +44,11 @@ export interface ConsoleContext {
   userId: string;
   /** The user's role as of this request. */
   role: Role;
+  /**
+   * The account requires a second factor and the user has none yet (issue 18 item 4): only routes
+   * marked `consoleBeforeSecondFactor` answer until one is set up.
+   */
+  secondFactorMissing: boolean;
 }
 
 declare module 'fastify' {
@@ -52,6 +60,11 @@ declare module 'fastify' {
     consolePublic?: boolean;
     /** The least role a console route needs (every non-public console route declares one). */
     consoleRole?: Role;
+    /**
+     * A route a user may call while their account requires a second factor they have not set up
+     * (reading the session, signing out, setting the second factor up).
+     */
+    consoleBeforeSecondFactor?: boolean;
   }
 }
 
@@ -140,6 +153,7 @@ export function registerConsoleGuard(app: App, deps: { db: Db; sessionTtlSeconds
           accountId: found.session.account_id,
           userId: found.session.user_id,
           role: found.role,
+          secondFactorMissing: found.secondFactorMissing,
         };
         csrfHash = found.csrfHash;
       }
@@ -148,6 +162,16 @@ export function registerConsoleGuard(app: App, deps: { db: Db; sessionTtlSeconds
       throw ApiError.coded('no_session', 'sign in to the console (no session, or it expired)');
     }
     if (!SAFE_METHODS.has(request.method)) checkCsrf(request, csrfHash);
+    if (
+      request.console?.secondFactorMissing &&
+      request.routeOptions.config?.consoleBeforeSecondFactor !== true &&
+      request.routeOptions.config?.consolePublic !== true
+    ) {
+      throw ApiError.coded(
+        'two_factor_setup_required',
+        'this account requires a second factor: set one up on the Security page first',
+      );
+    }
     const needed = request.routeOptions.config?.consoleRole;
     if (request.console && needed !== undefined && !roleAtLeast(request.console.role, needed)) {
       throw ApiError.coded(

@@ -14,6 +14,7 @@ import { keyRoutes } from './routes/keys.js';
 import { consoleLiveRoutes } from './routes/live.js';
 import { memberRoutes } from './routes/members.js';
 import { overviewRoutes } from './routes/overview.js';
+import { securityRoutes } from './routes/security.js';
 import { telegramRoutes } from './routes/telegram.js';
 import { consoleWatchRoutes } from './routes/watches.js';
 import { registerConsoleApp } from './static.js';
@@ -28,6 +29,7 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   accountRoutes(app, deps);
   keyRoutes(app, deps);
   memberRoutes(app, deps);
+  securityRoutes(app, deps);
   consoleWatchRoutes(app, deps);
   consoleEventRoutes(app, deps);
   consoleLiveRoutes(app, deps);

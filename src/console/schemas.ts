@@ -34,6 +34,26 @@ export const ResetConfirmBody = T.Object(
   { token: T.String({ minLength: 1, maxLength: 128 }), password: Password },
   closed,
 );
+/** A TOTP code (6 digits) or a recovery code (`xxxxx-xxxxx`), as typed. */
+const Code = T.String({
+  minLength: 6,
+  maxLength: 32,
+  description: 'Authentication or recovery code.',
+});
+export const SecondFactorBody = T.Object(
+  { challenge: T.String({ minLength: 1, maxLength: 128 }), code: Code },
+  closed,
+);
+export const TwoFactorSetupBody = T.Object(
+  { password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }) },
+  closed,
+);
+export const TwoFactorEnableBody = T.Object({ code: Code }, closed);
+export const TwoFactorDisableBody = T.Object(
+  { password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), code: Code },
+  closed,
+);
+export const TwoFactorRequirementBody = T.Object({ required: T.Boolean() }, closed);
 const RoleSchema = StringEnum(['owner', 'admin', 'developer', 'viewer'] as const);
 export const MemberInviteBody = T.Object({ email: Email, role: RoleSchema }, closed);
 export const MemberRoleBody = T.Object({ role: RoleSchema }, closed);
@@ -90,9 +110,43 @@ export type ConsoleExportQueryT = Static<typeof ConsoleExportQuery>;
 /** GET /console/api/session, and the answer of sign-up, login, invitation and reset. */
 export interface Me {
   /** The signed-in user (issue 18): its own e-mail and its role in the account. */
-  user: { id: string; email: string; role: 'owner' | 'admin' | 'developer' | 'viewer' };
-  account: { id: string; email: string; plan: string; plan_name: string; created_at: string };
+  user: {
+    id: string;
+    email: string;
+    role: 'owner' | 'admin' | 'developer' | 'viewer';
+    /** The user has a second factor (issue 18 item 4). */
+    two_factor: boolean;
+    /** The account requires one and the user has none: only its set-up answers until then. */
+    two_factor_setup_required: boolean;
+  };
+  account: {
+    id: string;
+    email: string;
+    /** An owner requires a second factor of every member. */
+    require_two_factor: boolean;
+    plan: string;
+    plan_name: string;
+    created_at: string;
+  };
   limits: { requests_per_minute: number; active_watches: number };
+}
+
+/** POST /console/api/login (and invitation, reset) when the user has a second factor. */
+export interface SecondFactorChallenge {
+  second_factor_required: true;
+  /** Posted back with the code to POST /console/api/login/second-factor; used once. */
+  challenge: string;
+  expires_in_seconds: number;
+}
+
+/** POST /console/api/two-factor/setup: what the authenticator app needs, shown once. */
+export interface TwoFactorSetup {
+  /** The TOTP secret, base32 (for typing into the app). */
+  secret: string;
+  /** The `otpauth://totp/…` URI the QR code holds. */
+  otpauth_uri: string;
+  /** The QR code of the URI, an SVG document. */
+  qr_svg: string;
 }
 
 /** A member of the account as GET /console/api/members lists it. */

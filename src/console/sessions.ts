@@ -82,26 +82,34 @@ export async function openSession(
  * than a minute (a tenth of the lifetime when that is shorter): a page that polls every few
  * seconds then costs a read, not a committed write (a WAL flush) per request, and the expiry
  * still slides to within that much of "now + ttl".
- * @returns the session, its CSRF hash and the user's current role, or undefined (unknown,
- *   revoked or expired).
+ * @returns the session, its CSRF hash, the user's current role and whether the user lacks a
+ *   second factor its account requires (migration 046), or undefined (unknown, revoked or
+ *   expired).
  */
 export async function useSession(
   db: Queryable,
   token: string,
   ttlSeconds: number,
-): Promise<{ session: SessionRow; csrfHash: string; role: Role } | undefined> {
+): Promise<
+  { session: SessionRow; csrfHash: string; role: Role; secondFactorMissing: boolean } | undefined
+> {
   const hash = tokenHash(token);
-  const { rows } = await db.query<SessionRow & { csrf_hash: string; fresh: boolean; role: Role }>(
+  const { rows } = await db.query<
+    SessionRow & { csrf_hash: string; fresh: boolean; role: Role; missing: boolean }
+  >(
     `SELECT ${S_COLUMNS}, s.csrf_hash, u.role,
-            s.last_used_at > now() - make_interval(secs => least(60, $2::float8 / 10)) AS fresh
+            s.last_used_at > now() - make_interval(secs => least(60, $2::float8 / 10)) AS fresh,
+            (a.require_two_factor AND u.totp_enabled_at IS NULL) AS missing
        FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+       JOIN accounts a ON a.id = u.account_id
       WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()`,
     [hash, ttlSeconds],
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { csrf_hash, fresh, role, ...session } = row;
-  if (fresh) return { session, csrfHash: csrf_hash, role };
+  const { csrf_hash, fresh, role, missing, ...session } = row;
+  const secondFactorMissing = missing === true;
+  if (fresh) return { session, csrfHash: csrf_hash, role, secondFactorMissing };
   const { rows: moved } = await db.query<SessionRow>(
     `UPDATE console_sessions
         SET last_used_at = now(), expires_at = now() + make_interval(secs => $2)
@@ -110,7 +118,7 @@ export async function useSession(
     [hash, ttlSeconds],
   );
   const updated = moved[0];
-  return updated ? { session: updated, csrfHash: csrf_hash, role } : undefined;
+  return updated ? { session: updated, csrfHash: csrf_hash, role, secondFactorMissing } : undefined;
 }
 
 /** The user's live sessions, most recently used first. */

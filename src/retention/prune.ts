@@ -8,6 +8,8 @@
  * | console_sessions | a console session, deleted | TOKEN_RETENTION_HOURS after it expired or was revoked |
  * | console_invites | an invitation, deleted | TOKEN_RETENTION_HOURS after it was used or expired |
  * | telegram_link_tokens | a "Connect Telegram" token, deleted | TOKEN_RETENTION_HOURS after it was used or expired |
+ * | console_password_resets | a password reset link, deleted | TOKEN_RETENTION_HOURS after it was used or expired |
+ * | console_login_challenges | the step between password and second factor, deleted | TOKEN_RETENTION_HOURS after it was used or expired |
  * | attempt_details | an attempt's request headers, response headers and response body, cleared (set NULL) | ATTEMPT_DETAIL_RETENTION_DAYS after the attempt started |
  * | events (+ notifications, attempts) | an event with every notification and attempt of it, deleted | EVENT_RETENTION_DAYS after it was created, only when set, and never while its newest notification is PENDING or DEAD |
  *
@@ -197,6 +199,18 @@ export function pruneTasks(r: Config['retention'] & { auditDays?: number }): Pru
     deleteEnded({
       kind: 'telegram_link_tokens',
       table: 'telegram_link_tokens',
+      columns: ['expires_at', 'used_at'],
+      keepMs: tokensMs,
+    }),
+    deleteEnded({
+      kind: 'console_password_resets',
+      table: 'console_password_resets',
+      columns: ['expires_at', 'used_at'],
+      keepMs: tokensMs,
+    }),
+    deleteEnded({
+      kind: 'console_login_challenges',
+      table: 'console_login_challenges',
       columns: ['expires_at', 'used_at'],
       keepMs: tokensMs,
     }),

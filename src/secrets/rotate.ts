@@ -61,10 +61,18 @@ interface SecretRow {
   secret_ciphertext: Uint8Array;
 }
 
+/** Every (table, key id column, ciphertext column) sealed with the keyring. */
+const SEALED_COLUMNS = [
+  ['watches', 'secret_key_id', 'secret_ciphertext'],
+  ['watches', 'previous_secret_key_id', 'previous_secret_ciphertext'],
+  ['console_users', 'totp_key_id', 'totp_ciphertext'],
+] as const;
+
 const asBuffer = (b: Uint8Array): Buffer => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /**
- * Re-encrypt, under `box.currentKeyId`, every watch secret stored under another key.
+ * Re-encrypt, under `box.currentKeyId`, every secret stored under another key: webhook secrets
+ * (current and previous) and console users' TOTP secrets.
  * @param opts.batchSize rows per transaction (default {@link DEFAULT_BATCH_SIZE}).
  * @param opts.onBatch called after each committed batch with the running total.
  */
@@ -86,16 +94,14 @@ export async function reencryptSecrets(
   };
   let reencrypted = 0;
   // The current secrets, then the secrets a rotation replaced that still sign during their grace
-  // period (migration 040; issue 19 item 3): both are under the keyring's keys.
-  for (const [kid, ct] of [
-    ['secret_key_id', 'secret_ciphertext'],
-    ['previous_secret_key_id', 'previous_secret_ciphertext'],
-  ] as const) {
+  // period (migration 040; issue 19 item 3), then the console users' TOTP secrets (migration 046;
+  // issue 18 item 4): all are under the keyring's keys.
+  for (const [table, kid, ct] of SEALED_COLUMNS) {
     let after = '';
     for (;;) {
       const done = await db.transaction(async (tx) => {
         const { rows } = await tx.query<SecretRow>(
-          `SELECT id, ${kid} AS secret_key_id, ${ct} AS secret_ciphertext FROM watches
+          `SELECT id, ${kid} AS secret_key_id, ${ct} AS secret_ciphertext FROM ${table}
             WHERE ${ct} IS NOT NULL AND ${kid} IS NOT NULL
               AND ${kid} <> $1 AND id > $2
             ORDER BY id LIMIT $3`,
@@ -119,7 +125,7 @@ export async function reencryptSecrets(
             continue;
           }
           const u = await tx.query(
-            `UPDATE watches SET ${kid} = $2, ${ct} = $3
+            `UPDATE ${table} SET ${kid} = $2, ${ct} = $3
               WHERE id = $1 AND ${kid} = $4 AND ${ct} = $5`,
             [r.id, sealed.keyId, sealed.ciphertext, old.keyId, old.ciphertext],
           );
@@ -133,12 +139,10 @@ export async function reencryptSecrets(
   }
   const { rows } = await db.query<{ secret_key_id: string; n: number }>(
     `SELECT k AS secret_key_id, count(*)::int AS n
-       FROM (SELECT secret_key_id AS k FROM watches
-              WHERE secret_ciphertext IS NOT NULL AND secret_key_id IS NOT NULL
-             UNION ALL
-             SELECT previous_secret_key_id FROM watches
-              WHERE previous_secret_ciphertext IS NOT NULL AND previous_secret_key_id IS NOT NULL)
-            AS s
+       FROM (${SEALED_COLUMNS.map(
+         ([table, kid, ct]) =>
+           `SELECT ${kid} AS k FROM ${table} WHERE ${ct} IS NOT NULL AND ${kid} IS NOT NULL`,
+       ).join(' UNION ALL ')}) AS s
       GROUP BY k ORDER BY k`,
   );
   const referenced: Record<string, number> = {};

@@ -369,6 +369,7 @@ describe.skipIf(!READY)('finding and following deliveries in a browser', () => {
       ['watches', '/console/watches'],
       ['keys', '/console/keys'],
       ['account', '/console/account'],
+      ['security', '/console/security'],
       ['event', `/console/events/${rows[0]?.id}`],
     ];
     for (const [name, path] of pages) {

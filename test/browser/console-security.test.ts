@@ -8,7 +8,7 @@
  * - Login limit: five failed sign-ins through the form answer 401; the sixth answers 429
  *   login_rate_limited with Retry-After, and the form says how long to wait; the right password
  *   is refused too while the limit holds.
- * - The same limit on the Account page's password change: five wrong current passwords answer
+ * - The same limit on the Security page's password change: five wrong current passwords answer
  *   401, the sixth (the right one too) 429, and the page says how long to wait.
  * - Session lifetime: with CONSOLE_SESSION_TTL_SECONDS=2, once the session has expired the next
  *   API call answers 401 no_session and the app shows the login page, keeping the route.
@@ -146,11 +146,11 @@ describe.skipIf(!READY)('console protections in a browser', () => {
     await context.close();
   });
 
-  it('limits wrong current passwords on the Account page like sign-ins, and says how long to wait', async () => {
+  it('limits wrong current passwords on the Security page like sign-ins, and says how long to wait', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     await signUp(page, service.base, 'change@acme-pay.example');
-    await page.goto(`${service.base}/console/account`);
+    await page.goto(`${service.base}/console/security`);
     await visible(page.getByRole('cell', { name: /This session/ }));
     const change = async (current: string) => {
       await page.getByLabel('Current password').fill(current);

@@ -309,7 +309,7 @@ describe.skipIf(!READY)('console in a browser', () => {
   }, 240_000);
 
   it('changes the password, signs out, and signs back in where it was going', async () => {
-    await page.goto(`${base}/console/account`);
+    await page.goto(`${base}/console/security`);
     await visible(page.getByRole('cell', { name: /This session/ }));
     await page.getByLabel('Current password').fill('not the password');
     await page.getByLabel('New password', { exact: true }).fill(NEW_PASSWORD);
@@ -319,7 +319,7 @@ describe.skipIf(!READY)('console in a browser', () => {
     await page.getByLabel('Current password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Change password' }).click();
     await visible(page.getByText(/^Password changed/));
-    await shot(page, 'account');
+    await shot(page, 'security');
 
     await page
       .getByRole('navigation', { name: 'Console' })

@@ -43,6 +43,8 @@ export interface ApiHarness {
   app: FastifyInstance;
   config: Config;
   secrets: SecretBox;
+  /** The one key of `secrets` (a test that rotates keys builds keyrings around it). */
+  secretKey: Buffer;
   limiter: MemoryRateLimiter;
   /** The app's mailer when the harness's env sets SMTP_URL (src/mail/mailer.ts). */
   mailer: Mailer | undefined;
@@ -89,7 +91,8 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     await saveChainHead(t.db, 'mainnet', { solidified: 1_000, head: 1_018 });
   }
   const config = loadConfig(opts.env ?? {});
-  const secrets = new SecretBox([randomBytes(32)]);
+  const secretKey = randomBytes(32);
+  const secrets = new SecretBox([secretKey]);
   const limiter = new MemoryRateLimiter();
   const mailer = createMailer(config.mail, silentLogger);
   const deps: AppDeps = {
@@ -111,6 +114,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     app,
     config,
     secrets,
+    secretKey,
     limiter,
     mailer,
     async caller(o = {}) {

@@ -50,8 +50,8 @@ export class Browser {
   get = (url: string) => this.request('GET', url);
   post = (url: string, body?: unknown, opts?: { csrf?: string | null }) =>
     this.request('POST', url, body, opts);
-  del = (url: string) => this.request('DELETE', url);
   put = (url: string, body?: unknown) => this.request('PUT', url, body);
+  del = (url: string) => this.request('DELETE', url);
 
   /** Open the page (the CSRF cookie), then sign up. */
   async signUp(email: string, password = PASSWORD): Promise<LightMyRequestResponse> {

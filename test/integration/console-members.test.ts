@@ -491,6 +491,11 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
       { name: 'telegram status', needs: 'viewer', run: (b) => b.get('/console/api/telegram') },
       { name: 'own sessions', needs: 'viewer', run: (b) => b.get('/console/api/sessions') },
       {
+        name: 'own second factor state',
+        needs: 'viewer',
+        run: (b) => b.get('/console/api/two-factor'),
+      },
+      {
         name: 'own alert e-mails',
         needs: 'viewer',
         run: (b) => b.put('/console/api/members/me/alerts', { alert_emails: true }),
@@ -595,6 +600,17 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
         needs: 'owner',
         run: async (b) =>
           b.post(`/console/api/members/${(await newUser('owner')).id}/role`, { role: 'viewer' }),
+      },
+      {
+        name: 'require a second factor of every member',
+        needs: 'owner',
+        // false: requiring it needs the owner's own second factor (409), not the point here.
+        run: (b) => b.put('/console/api/account/two-factor', { required: false }),
+      },
+      {
+        name: "turn a member's second factor off",
+        needs: 'owner',
+        run: async (b) => b.del(`/console/api/members/${(await newUser('viewer')).id}/two-factor`),
       },
       {
         name: 'remove an owner',

@@ -42,6 +42,14 @@ async function count(db: Db, sql: string): Promise<number> {
   return Number(rows[0]?.n);
 }
 
+/** The token tables with an expiry and a use (TOKEN_RETENTION_HOURS). */
+const TOKEN_TABLES = [
+  'console_invites',
+  'telegram_link_tokens',
+  'console_password_resets',
+  'console_login_challenges',
+];
+
 async function session(db: Db, accountId: string, expires: string, revoked: string | null) {
   const id = newId('ses');
   // Sessions belong to a console user (migration 030): the account's owner.
@@ -57,8 +65,19 @@ async function session(db: Db, accountId: string, expires: string, revoked: stri
 
 async function token(db: Db, table: string, accountId: string, expires: string, used: string) {
   const hash = newId('ses');
-  // Invitations name the user they are for (migration 030); link tokens only the account.
-  const user = table === 'console_invites' ? (await ensureOwnerUser(db, accountId)).id : null;
+  // Invitations name the user they are for (migration 030); link tokens only the account; reset
+  // links and sign-in challenges (migrations 030, 046) only the user.
+  const userOnly = table === 'console_password_resets' || table === 'console_login_challenges';
+  const user =
+    table === 'console_invites' || userOnly ? (await ensureOwnerUser(db, accountId)).id : null;
+  if (userOnly) {
+    await db.query(
+      `INSERT INTO ${table} (token_hash, user_id, expires_at, used_at)
+       VALUES ($1, $2, ${expires}, ${used})`,
+      [hash, user],
+    );
+    return hash;
+  }
   await db.query(
     `INSERT INTO ${table} (token_hash, account_id, expires_at, used_at${user ? ', user_id' : ''})
      VALUES ($1, $2, ${expires}, ${used}${user ? ', $3' : ''})`,
@@ -142,11 +161,12 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
   beforeEach(async () => {
     await t?.db.query(
       `TRUNCATE attempts, notifications, events, watches, console_sessions, console_invites,
-                telegram_link_tokens, maintenance_leases, api_keys, console_users, accounts CASCADE`,
+                telegram_link_tokens, console_password_resets, console_login_challenges,
+                maintenance_leases, api_keys, console_users, accounts CASCADE`,
     );
   });
 
-  it('deletes ended sessions, invitations and link tokens after TOKEN_RETENTION_HOURS, in batches', async () => {
+  it('deletes ended sessions, invitations, link tokens, reset links and sign-in challenges after TOKEN_RETENTION_HOURS, in batches', async () => {
     const db = (t as TestDb).db;
     const acc = await insertAccount(db);
     const keep: string[] = [];
@@ -158,7 +178,7 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
     keep.push(await session(db, acc, ago('1 hour'), null));
     keep.push(await session(db, acc, ahead('6 days'), ago('1 hour')));
     keep.push(await session(db, acc, ahead('6 days'), null));
-    for (const table of ['console_invites', 'telegram_link_tokens']) {
+    for (const table of TOKEN_TABLES) {
       gone.push(await token(db, table, acc, ago('25 hours'), 'NULL')); // expired unused
       gone.push(await token(db, table, acc, ahead('5 days'), ago('25 hours'))); // used long ago
       keep.push(await token(db, table, acc, ago('1 hour'), 'NULL')); // expired recently
@@ -177,6 +197,8 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
       console_sessions: 6,
       console_invites: 2,
       telegram_link_tokens: 2,
+      console_password_resets: 2,
+      console_login_challenges: 2,
       attempt_details: 0,
     });
     expect(r?.steps).toBeGreaterThan(4 + 3); // 6 sessions two at a time, then a short batch
@@ -184,7 +206,9 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
       (
         await db.query<{ k: string }>(
           `SELECT id AS k FROM console_sessions UNION ALL SELECT token_hash FROM console_invites
-           UNION ALL SELECT token_hash FROM telegram_link_tokens`,
+           UNION ALL SELECT token_hash FROM telegram_link_tokens
+           UNION ALL SELECT token_hash FROM console_password_resets
+           UNION ALL SELECT token_hash FROM console_login_challenges`,
         )
       ).rows
         .map((x) => x.k)
@@ -194,6 +218,8 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
       console_sessions: 6,
       console_invites: 2,
       telegram_link_tokens: 2,
+      console_password_resets: 2,
+      console_login_challenges: 2,
     });
     // TOKEN_RETENTION_HOURS=0: what ended is deleted at the next pass; live ones stay.
     await db.query('DELETE FROM maintenance_leases');
@@ -205,6 +231,8 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
     expect(await count(db, 'console_sessions')).toBe(1);
     expect(await count(db, 'console_invites')).toBe(1);
     expect(await count(db, 'telegram_link_tokens')).toBe(1);
+    expect(await count(db, 'console_password_resets')).toBe(1);
+    expect(await count(db, 'console_login_challenges')).toBe(1);
   });
 
   it('deletes audit log entries older than AUDIT_RETENTION_DAYS, in batches, and keeps the rest', async () => {

@@ -107,9 +107,9 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 
 export const get = <T>(path: string) => api<T>('GET', path);
 export const post = <T>(path: string, body?: unknown) => api<T>('POST', path, body ?? {});
+export const put = <T>(path: string, body: unknown) => api<T>('PUT', path, body);
 export const del = <T>(path: string) => api<T>('DELETE', path);
 export const patch = <T>(path: string, body: unknown) => api<T>('PATCH', path, body);
-export const put = <T>(path: string, body: unknown) => api<T>('PUT', path, body);
 
 /** A sentence for any failure of a call: the server's message, or what happened on the way. */
 export function describeError(e: unknown): string {

@@ -16,11 +16,13 @@ import { EventsPage } from './pages/events';
 import { KeysPage } from './pages/keys';
 import { MembersPage } from './pages/members';
 import { OverviewPage } from './pages/overview';
+import { SecurityPage } from './pages/security';
 import { WatchDetailPage } from './pages/watch-detail';
 import { AlertBanner, WatchesPage } from './pages/watches';
+import { roleAtLeast } from './roles';
 import { BASE, Link, navigate, useLocation } from './router';
 import { AppContext, useApp } from './state';
-import type { Config, Me } from './types';
+import type { Config, Me, Role } from './types';
 
 type Boot =
   | { state: 'loading' }
@@ -106,7 +108,7 @@ function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me
   return <LoginPage config={config} onSignedIn={done} />;
 }
 
-const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
+const NAV: { href: string; label: string; match: (p: string) => boolean; needs?: Role }[] = [
   { href: '/', label: 'Overview', match: (p) => p === '/' },
   { href: '/events', label: 'Events', match: (p) => p.startsWith('/events') },
   { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
@@ -114,11 +116,14 @@ const NAV: { href: string; label: string; match: (p: string) => boolean }[] = [
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
-  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit') },
+  { href: '/security', label: 'Security', match: (p) => p.startsWith('/security') },
+  // The audit log is an admin's (the page says so to others; the link is not offered).
+  { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit'), needs: 'admin' },
 ];
 
 function Shell({ children }: { children: ComponentChildren }) {
   const { path } = useLocation();
+  const { me } = useApp();
   const [menuOpen, setMenuOpen] = useState(false);
   const mainRef = useRef<HTMLElement>(null);
   const first = useRef(true);
@@ -185,7 +190,7 @@ function Shell({ children }: { children: ComponentChildren }) {
           tronwatch
         </Link>
         <ul>
-          {NAV.map((n) => (
+          {NAV.filter((n) => !n.needs || roleAtLeast(me.user.role, n.needs)).map((n) => (
             <li key={n.href}>
               <Link
                 href={BASE + n.href}
@@ -210,7 +215,7 @@ function Shell({ children }: { children: ComponentChildren }) {
         </div>
       </nav>
       <main id="main" class="main" ref={mainRef}>
-        <AlertBanner path={path} />
+        {!me.user.two_factor_setup_required && <AlertBanner path={path} />}
         {children}
       </main>
     </div>
@@ -224,6 +229,10 @@ function NetworkBadge() {
 
 function Routes() {
   const { path } = useLocation();
+  const { me } = useApp();
+  // The account requires a second factor this user has not set up: the server answers nothing
+  // else (403 two_factor_setup_required), so the Security page is the only page until then.
+  if (me.user.two_factor_setup_required) return <SecurityPage />;
   if (path === '/' || AUTH_PATHS.has(path)) return <OverviewPage />;
   if (path === '/events' || path === '/events/') return <EventsPage />;
   const ev = /^\/events\/([^/]+)\/?$/.exec(path);
@@ -235,6 +244,7 @@ function Routes() {
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/members')) return <MembersPage />;
   if (path.startsWith('/account')) return <AccountPage />;
+  if (path.startsWith('/security')) return <SecurityPage />;
   if (path.startsWith('/audit')) return <AuditPage />;
   return (
     <section>

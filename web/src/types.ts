@@ -7,11 +7,15 @@
  * are written here after the console routes' answers (src/console/routes/*), which have no
  * schema of their own yet.
  */
+
+import type { TwoFactorState as ServerTwoFactorState } from '../../src/accounts/two-factor';
 import type { AuditEntryT } from '../../src/audit/schema';
 import type {
   InviteResult as ServerInviteResult,
   Me as ServerMe,
   Member as ServerMember,
+  SecondFactorChallenge as ServerSecondFactorChallenge,
+  TwoFactorSetup as ServerTwoFactorSetup,
 } from '../../src/console/schemas';
 import type {
   DeliveryState,
@@ -69,6 +73,10 @@ export interface Config {
 }
 
 export type Me = ServerMe;
+/** The answer of a right password when the user has a second factor (issue 18 item 4). */
+export type SecondFactorChallenge = ServerSecondFactorChallenge;
+export type TwoFactorSetup = ServerTwoFactorSetup;
+export type TwoFactorState = ServerTwoFactorState;
 export type Role = Me['user']['role'];
 export type Member = ServerMember;
 export type InviteResult = ServerInviteResult;

@@ -5,7 +5,8 @@
  *   GET    /console/api/config                 → { signup, network, telegram, bot_username } (public)
  *   GET    /console/api/session                → Me | 401 no_session; sets tw_csrf  (public)
  *   POST   /console/api/signup                 → 201 Me | 403 signup_closed | 409 email_taken
- *   POST   /console/api/login                  → Me | 401 invalid_credentials | 429 login_rate_limited
+ *   POST   /console/api/login                  → Me | SecondFactorChallenge | 401 invalid_credentials | 429 login_rate_limited
+ *   POST   /console/api/login/second-factor    → Me | 401 invalid_code | 400 invalid_challenge | 429
  *   POST   /console/api/logout                 → 204
  *   POST   /console/api/invite/accept          → Me | 400 invalid_invite | 429 login_rate_limited
  *   POST   /console/api/password               → { revoked_sessions } | 401 invalid_credentials | 429
@@ -25,6 +26,11 @@
  * (a dummy argon2id verification). Attempts are counted before the verification, per client address
  * and e-mail, and per address (login-limits.ts); a password change counts in the same windows, a
  * wrong invitation token per address.
+ *
+ * Second factor (issue 18 item 4, src/accounts/two-factor.ts): when the user has one, a right
+ * password (at login, after an invitation or a reset) opens no session but a 5-minute challenge;
+ * the page posts it with a TOTP or recovery code to /login/second-factor. Each wrong code counts in
+ * the login's windows like a wrong password and against the challenge (5 at most).
  *
  * Audit log (src/audit/audit.ts): sign-up, sign-in, a failed sign-in of an existing account, sign-out,
  * invitation, password change (and a refused one), session revocations, each with the client
@@ -49,6 +55,16 @@ import {
   useReset,
 } from '../../accounts/credentials.js';
 import { limitsFor } from '../../accounts/plans.js';
+import {
+  CHALLENGE_TTL_SECONDS,
+  failLoginChallenge,
+  findLoginChallenge,
+  openLoginChallenge,
+  twoFactorEnabled,
+  twoFactorState,
+  useLoginChallenge,
+  verifySecondFactor,
+} from '../../accounts/two-factor.js';
 import {
   ensureOwnerUser,
   findUserByEmail,
@@ -86,6 +102,8 @@ import {
   PasswordChangeBody,
   ResetConfirmBody,
   ResetRequestBody,
+  SecondFactorBody,
+  type SecondFactorChallenge,
 } from '../schemas.js';
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
 
@@ -97,11 +115,21 @@ export async function me(deps: Pick<AppDeps, 'db'>, userId: string): Promise<Me>
   const a = u && (await findAccountById(deps.db, u.account_id));
   if (!u || !a) throw ApiError.coded('no_session', 'the user no longer exists');
   const limits = limitsFor(a);
+  const tf = await twoFactorState(deps.db, u.id);
   return {
-    user: { id: u.id, email: u.email, role: u.role },
+    user: {
+      id: u.id,
+      email: u.email,
+      role: u.role,
+      two_factor: tf?.enabled ?? false,
+      // The account requires a second factor and this user has none yet: the page sends them to
+      // the Security page, and the server answers nothing else (guard.ts).
+      two_factor_setup_required: (tf?.required ?? false) && !(tf?.enabled ?? false),
+    },
     account: {
       id: a.id,
       email: a.email,
+      require_two_factor: tf?.required ?? false,
       plan: a.plan,
       plan_name: limits.name,
       created_at: a.created_at.toISOString(),
@@ -124,6 +152,7 @@ async function signIn(
   userId: string,
   status: number,
   action: AuditAction,
+  detail: Record<string, unknown> = {},
 ): Promise<Me> {
   const opened = await deps.db.transaction(async (tx) => {
     const o = await openSession(tx, {
@@ -139,7 +168,7 @@ async function signIn(
         userId,
         sessionId: o.session.id,
       }),
-      { action, targetId: o.session.id, detail: { user_agent: o.session.user_agent } },
+      { action, targetId: o.session.id, detail: { user_agent: o.session.user_agent, ...detail } },
     );
     return o;
   });
@@ -150,6 +179,31 @@ async function signIn(
   );
   reply.code(status);
   return me(deps, userId);
+}
+
+/**
+ * After a right password (login, invitation, reset): sign in, or, when the user has a second
+ * factor, open the code step instead (two-factor.ts): the page then posts the code with the
+ * challenge to POST /console/api/login/second-factor. No session exists before the code.
+ */
+async function signInOrChallenge(
+  deps: AppDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  userId: string,
+  status: number,
+  action: AuditAction,
+): Promise<Me | SecondFactorChallenge> {
+  if (await twoFactorEnabled(deps.db, userId)) {
+    const challenge = await openLoginChallenge(deps.db, userId);
+    reply.code(200);
+    return {
+      second_factor_required: true,
+      challenge,
+      expires_in_seconds: CHALLENGE_TTL_SECONDS,
+    };
+  }
+  return signIn(deps, request, reply, userId, status, action);
 }
 
 /** Register the account routes. */
@@ -268,13 +322,72 @@ export function accountRoutes(app: App, deps: AppDeps): void {
             : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
         );
       }
-      return signIn(deps, request, reply, userId, 200, 'session.signed_in');
+      return signInOrChallenge(deps, request, reply, userId, 200, 'session.signed_in');
+    },
+  );
+
+  app.post(
+    '/console/api/login/second-factor',
+    { config: { consolePublic: true }, schema: { ...hide, body: SecondFactorBody } },
+    async (request, reply) => {
+      const { challenge, code } = request.body;
+      const found = await findLoginChallenge(deps.db, challenge);
+      if (!found) {
+        throw ApiError.coded(
+          'invalid_challenge',
+          'this sign-in step expired or took too many wrong codes: sign in again',
+        );
+      }
+      const info: AttemptInfo = {};
+      let kind: 'totp' | 'recovery_code' | false = false;
+      // A wrong code counts as a failed sign-in in the login's windows (login-limits.ts), under
+      // the user's e-mail, before it is checked.
+      await countLoginAttempt(
+        deps.rateLimiter,
+        request.ip,
+        found.email,
+        async () => {
+          kind = await verifySecondFactor(deps.db, deps.secrets, found.userId, code);
+          return kind !== false;
+        },
+        info,
+      );
+      const audit = auditContextOf(request, { accountId: found.accountId, userId: found.userId });
+      if (kind === false) {
+        const left = await failLoginChallenge(deps.db, challenge);
+        request.log.info({ client_ip: request.ip }, 'console second factor failed');
+        await recordAudit(deps.db, audit, {
+          action: 'session.sign_in_failed',
+          detail: { reason: 'wrong_code' },
+        });
+        const attemptsLeft = Math.min(left, info.remaining ?? left);
+        throw ApiError.coded(
+          'invalid_code',
+          attemptsLeft === 0
+            ? 'wrong code, and no tries are left for this sign-in: sign in again'
+            : 'wrong code: type the 6 digits your authenticator app shows now, or a recovery code',
+          undefined,
+          { attempts_left: attemptsLeft, window_seconds: LOGIN_WINDOW_MS / 1000 },
+        );
+      }
+      if (!(await useLoginChallenge(deps.db, challenge))) {
+        throw ApiError.coded(
+          'invalid_challenge',
+          'this sign-in step was already used: sign in again',
+        );
+      }
+      if (kind === 'recovery_code') {
+        await recordAudit(deps.db, audit, { action: 'two_factor.recovery_code_used' });
+      }
+      return signIn(deps, request, reply, found.userId, 200, 'session.signed_in', {
+        second_factor: kind,
+      });
     },
   );
 
   app.post(
     '/console/api/logout',
-    { config: { consoleRole: 'viewer' }, schema: hide },
+    { config: { consoleRole: 'viewer', consoleBeforeSecondFactor: true }, schema: hide },
     async (request, reply) => {
       const ctx = requireSession(request);
       const audit = auditContextOf(request);
@@ -314,7 +427,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       await setPasswordHash(deps.db, userId, hash);
       // Whoever held the user's sessions before the password was (re)set loses them.
       await revokeOtherSessions(deps.db, userId, undefined);
-      return signIn(deps, request, reply, userId, 200, 'account.invite_accepted');
+      return signInOrChallenge(deps, request, reply, userId, 200, 'account.invite_accepted');
     },
   );
 
@@ -466,7 +579,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       // Every session of the user ends: whoever knew the old password is out.
       const revoked = await revokeOtherSessions(deps.db, userId, undefined);
       request.log.info({ user_id: userId, revoked_sessions: revoked }, 'password reset');
-      return signIn(deps, request, reply, userId, 200, 'account.password_reset');
+      // A reset proves the mailbox, not the second factor: a user who has one still types a code.
+      return signInOrChallenge(deps, request, reply, userId, 200, 'account.password_reset');
     },
   );
 }

@@ -5,6 +5,7 @@ import { API, describeError, get, query } from '../api';
 import { isoToLocalInput, localInputToIso, middle } from '../format';
 import { useLoad } from '../hooks';
 import { type LiveMode, useLive } from '../live';
+import { useRole } from '../roles';
 import { BASE, Link, navigate, useLocation } from '../router';
 import type { DeliveryStatus, EventPage, EventWithDelivery, WatchListed } from '../types';
 import { EmptyState, Loading, Mono, Notice, StatusPill, Time } from './ui';
@@ -563,6 +564,8 @@ export function useFilters(): Filters {
 }
 
 export function NoEvents({ filtered }: { filtered: boolean }) {
+  // Test sends need the developer role (src/console/routes/watches.ts): not suggested below it.
+  const { can } = useRole();
   return filtered ? (
     <EmptyState title="No events match these filters">
       <p>Widen the time range or choose another watch.</p>
@@ -571,8 +574,10 @@ export function NoEvents({ filtered }: { filtered: boolean }) {
     <EmptyState title="No events yet">
       <p>
         An event appears here about a minute after a transfer to or from a watched address is
-        confirmed. <Link href={`${BASE}/watches`}>Check your watches</Link>, or send a test event
-        from there to see what your endpoint receives.
+        confirmed. <Link href={`${BASE}/watches`}>Check your watches</Link>
+        {can('developer')
+          ? ', or send a test event from there to see what your endpoint receives.'
+          : '.'}
       </p>
     </EmptyState>
   );

@@ -1,7 +1,8 @@
 /**
  * Audit log (issue 18 item 6): every change to the account, newest first, with who made it, from
  * which address, and what it touched. Filters (actor, action, time range) live in the URL, so a
- * filtered view can be bookmarked; older entries come a page at a time (cursor).
+ * filtered view can be bookmarked; older entries come a page at a time (cursor). Reading it needs
+ * the admin role (src/console/routes/audit.ts): below it the page says so and asks nothing.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { describeError, get, query } from '../api';
@@ -17,6 +18,7 @@ import {
 } from '../components/ui';
 import { describeAgent, isoToLocalInput, localInputToIso, middle } from '../format';
 import { useLoad } from '../hooks';
+import { RoleNote, useRole } from '../roles';
 import { BASE, Link, navigate, useLocation } from '../router';
 import type { AuditAction, AuditEntry, AuditLogPage, KeyInfo } from '../types';
 
@@ -256,6 +258,23 @@ function AuditTable({
 }
 
 export function AuditPage() {
+  const { role, can } = useRole();
+  if (!can('admin')) {
+    return (
+      <section>
+        <PageHeader
+          title="Audit log"
+          description="Every change made to the account: who, what, when and from where."
+        />
+        <RoleNote role={role} needed="admin" what="to read it" />
+      </section>
+    );
+  }
+  return <AuditLog />;
+}
+
+/** The log itself, for an owner or admin. */
+function AuditLog() {
   const { search } = useLocation();
   const filters = readFilters(search);
   const actions = useLoad(

@@ -1,13 +1,22 @@
 /**
  * Signed-out pages: log in, sign up (when open), accept an invite (set a password), and password
- * reset (issue 18 item 2): ask for a link by e-mail, then choose a new password from it.
+ * reset (issue 18 item 2): ask for a link by e-mail, then choose a new password from it. When the
+ * user has a second factor (issue 18 item 4) a right password leads to the code step, which takes
+ * the 6 digits of an authenticator app or a recovery code.
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, describeError, formatWait, post } from '../api';
 import { Field, NEW_PASSWORD_HINT, Notice, PasswordField } from '../components/ui';
-import { BASE, Link } from '../router';
-import type { Config, Me } from '../types';
+import { BASE, Link, navigate } from '../router';
+import type { Config, Me, SecondFactorChallenge } from '../types';
+
+/** What a right password answers: a session (Me), or the code step (issue 18 item 4). */
+type SignInAnswer = Me | SecondFactorChallenge;
+
+function isChallenge(a: SignInAnswer): a is SecondFactorChallenge {
+  return (a as SecondFactorChallenge).second_factor_required === true;
+}
 
 function AuthFrame({ title, children }: { title: string; children: ComponentChildren }) {
   useEffect(() => {
@@ -48,6 +57,7 @@ export function LoginPage({
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [warning, setWarning] = useState<string | null>(null);
+  const [challenge, setChallenge] = useState<SecondFactorChallenge | null>(null);
   // The lock's end (ms since the epoch) after a 429, and the clock that counts down to it.
   const [lockedUntil, setLockedUntil] = useState<number | null>(null);
   const [now, setNow] = useState(Date.now());
@@ -71,7 +81,11 @@ export function LoginPage({
     setError(null);
     setWarning(null);
     try {
-      onSignedIn(await post<Me>('/login', { email, password }));
+      const answer = await post<SignInAnswer>('/login', { email, password });
+      if (isChallenge(answer)) {
+        setPassword('');
+        setChallenge(answer);
+      } else onSignedIn(answer);
     } catch (err) {
       if (err instanceof ApiError && err.code === 'invalid_credentials') {
         setError('That e-mail address and password do not match an account.');
@@ -97,6 +111,20 @@ export function LoginPage({
     }
   };
   const wait = locked ? Math.max(0, Math.ceil(((lockedUntil as number) - now) / 1000)) : 0;
+
+  if (challenge) {
+    return (
+      <CodeStep
+        challenge={challenge}
+        email={email}
+        onSignedIn={onSignedIn}
+        onRestart={(why) => {
+          setChallenge(null);
+          setError(why);
+        }}
+      />
+    );
+  }
 
   return (
     <AuthFrame title="Sign in to the console">
@@ -233,6 +261,17 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [confirm, setConfirm] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [challenge, setChallenge] = useState<SecondFactorChallenge | null>(null);
+
+  if (challenge) {
+    return (
+      <CodeStep
+        challenge={challenge}
+        onSignedIn={onSignedIn}
+        onRestart={() => navigate(`${BASE}/login`, true)}
+      />
+    );
+  }
 
   if (token === '') {
     return (
@@ -261,9 +300,10 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
     setBusy(true);
     setError(null);
     try {
-      const me = await post<Me>('/invite/accept', { token, password });
+      const answer = await post<SignInAnswer>('/invite/accept', { token, password });
       history.replaceState(null, '', location.pathname); // drop the spent token from the URL
-      onSignedIn(me);
+      if (isChallenge(answer)) setChallenge(answer);
+      else onSignedIn(answer);
     } catch (err) {
       setError(
         err instanceof ApiError && err.code === 'invalid_invite'
@@ -382,6 +422,18 @@ export function ResetPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [confirm, setConfirm] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [challenge, setChallenge] = useState<SecondFactorChallenge | null>(null);
+
+  if (challenge) {
+    // The new password is set; the second factor is still asked for (a reset proves the mailbox).
+    return (
+      <CodeStep
+        challenge={challenge}
+        onSignedIn={onSignedIn}
+        onRestart={() => navigate(`${BASE}/login`, true)}
+      />
+    );
+  }
 
   if (token === '') {
     return (
@@ -409,9 +461,10 @@ export function ResetPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
     setBusy(true);
     setError(null);
     try {
-      const me = await post<Me>('/password-reset/confirm', { token, password });
+      const answer = await post<SignInAnswer>('/password-reset/confirm', { token, password });
       history.replaceState(null, '', location.pathname); // drop the spent token from the URL
-      onSignedIn(me);
+      if (isChallenge(answer)) setChallenge(answer);
+      else onSignedIn(answer);
     } catch (err) {
       setError(
         err instanceof ApiError && err.code === 'invalid_reset'
@@ -449,6 +502,132 @@ export function ResetPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
       </form>
       <p class="auth-alt">
         <Link href={`${BASE}/forgot`}>Ask for a new link</Link>
+      </p>
+    </AuthFrame>
+  );
+}
+
+/**
+ * The code step of a sign-in (issue 18 item 4): the 6 digits of the authenticator app, or a
+ * recovery code. A wrong code says how many tries are left; when the step is void (5 wrong codes,
+ * 5 minutes, or the login limit) the user starts again from the password.
+ */
+function CodeStep({
+  challenge,
+  email,
+  onSignedIn,
+  onRestart,
+}: {
+  challenge: SecondFactorChallenge;
+  email?: string;
+  onSignedIn: (me: Me) => void;
+  onRestart: (why: string) => void;
+}) {
+  const [recovery, setRecovery] = useState(false);
+  const [code, setCode] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const typed = code.trim();
+    if (!recovery && !/^\d{6}$/.test(typed.replace(/\s+/g, ''))) {
+      setError('The code has 6 digits: type the one your authenticator app shows now.');
+      return;
+    }
+    if (recovery && typed.replace(/[\s-]/g, '').length !== 10) {
+      setError('A recovery code has 10 letters and digits, like abcde-23456.');
+      return;
+    }
+    setBusy(true);
+    setError(null);
+    try {
+      onSignedIn(
+        await post<Me>('/login/second-factor', { challenge: challenge.challenge, code: typed }),
+      );
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'invalid_code') {
+        const left = err.body.attempts_left;
+        if (left === 0) {
+          onRestart('Too many wrong codes. Sign in again with your password.');
+          return;
+        }
+        setCode('');
+        setError(
+          `${recovery ? 'That recovery code is wrong or already used.' : 'That code is wrong.'}${
+            typeof left === 'number'
+              ? ` ${left} ${left === 1 ? 'try' : 'tries'} left before you must sign in again.`
+              : ''
+          }`,
+        );
+      } else if (err instanceof ApiError && err.code === 'invalid_challenge') {
+        onRestart(
+          'This sign-in took too long or too many tries. Sign in again with your password.',
+        );
+      } else if (err instanceof ApiError && err.code === 'login_rate_limited') {
+        onRestart(
+          `Too many failed sign-ins for this e-mail address from here. Try again in ${formatWait(err.retryAfter ?? 900)}.`,
+        );
+      } else {
+        setError(describeError(err));
+      }
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <AuthFrame title="Two-factor authentication">
+      <p>
+        {recovery
+          ? 'Type one of the recovery codes you saved when you set up two-factor sign-in. Each works once.'
+          : `Open your authenticator app and type the 6-digit code it shows for tronwatch${
+              email ? ` (${email})` : ''
+            }.`}
+      </p>
+      <form onSubmit={submit} noValidate>
+        <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
+        <Field label={recovery ? 'Recovery code' : 'Authentication code'}>
+          {({ id }) => (
+            <input
+              id={id}
+              key={recovery ? 'recovery' : 'totp'}
+              type="text"
+              inputMode={recovery ? 'text' : 'numeric'}
+              autoComplete="one-time-code"
+              autoCapitalize="off"
+              spellcheck={false}
+              maxLength={recovery ? 32 : 7}
+              pattern={recovery ? undefined : '[0-9 ]*'}
+              class="code-input"
+              // biome-ignore lint/a11y/noAutofocus: the only field of this step, reached by a submit
+              autoFocus
+              value={code}
+              onInput={(e) => setCode(e.currentTarget.value)}
+            />
+          )}
+        </Field>
+        <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
+          {busy ? 'Checking…' : 'Verify and sign in'}
+        </button>
+      </form>
+      <p class="auth-alt">
+        <button
+          type="button"
+          class="btn btn-link"
+          onClick={() => {
+            setRecovery(!recovery);
+            setCode('');
+            setError(null);
+          }}
+        >
+          {recovery ? 'Use the authenticator app instead' : 'Use a recovery code instead'}
+        </button>
+      </p>
+      <p class="auth-alt">
+        <button type="button" class="btn btn-link" onClick={() => onRestart('')}>
+          Start again
+        </button>
       </p>
     </AuthFrame>
   );

@@ -1,6 +1,9 @@
-/** Events whose delivery is DEAD, each redeliverable, and "Redeliver all" for a scope. */
+/**
+ * Events whose delivery is DEAD, each redeliverable, and "Redeliver all" for a scope. Both need
+ * the developer role (src/console/routes/events.ts); below it the list is shown without them.
+ */
 import { useState } from 'preact/hooks';
-import { describeError, post } from '../api';
+import { post } from '../api';
 import {
   EventsListBody,
   FilterForm,
@@ -10,6 +13,7 @@ import {
 } from '../components/events-table';
 import { ConfirmDialog, EmptyState, Notice, PageHeader } from '../components/ui';
 import { localTime, middle } from '../format';
+import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import type { EventWithDelivery } from '../types';
 
@@ -21,6 +25,8 @@ export function DeadLettersPage() {
   const [confirming, setConfirming] = useState(false);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [busyId, setBusyId] = useState<string | null>(null);
+  const { role, can, explain } = useRole();
+  const manages = can('developer');
 
   const watch = watches.data?.find((w) => w.id === filters.watch_id);
   const scope = [
@@ -51,7 +57,7 @@ export function DeadLettersPage() {
       });
       await pages.page.reload();
     } catch (e) {
-      setMessage({ tone: 'error', text: `Redeliver all failed: ${describeError(e)}` });
+      setMessage({ tone: 'error', text: `Redeliver all failed: ${explain(e)}` });
     } finally {
       setConfirming(false);
     }
@@ -70,7 +76,7 @@ export function DeadLettersPage() {
       });
       pages.setRows(pages.rows.filter((x) => x.event_id !== e.event_id));
     } catch (err) {
-      setMessage({ tone: 'error', text: `Redelivery failed: ${describeError(err)}` });
+      setMessage({ tone: 'error', text: `Redelivery failed: ${explain(err)}` });
     } finally {
       setBusyId(null);
     }
@@ -82,16 +88,19 @@ export function DeadLettersPage() {
         title="Dead letters"
         description="Events whose six delivery attempts all failed. Fix the endpoint, then redeliver: the same event_id and payload are sent again."
         actions={
-          <button
-            type="button"
-            class="btn btn-primary"
-            disabled={pages.rows.length === 0}
-            onClick={() => setConfirming(true)}
-          >
-            Redeliver all
-          </button>
+          manages && (
+            <button
+              type="button"
+              class="btn btn-primary"
+              disabled={pages.rows.length === 0}
+              onClick={() => setConfirming(true)}
+            >
+              Redeliver all
+            </button>
+          )
         }
       />
+      {!manages && <RoleNote role={role} needed="developer" what="to redeliver them" />}
       <div aria-live="polite">
         {message && (
           <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
@@ -115,17 +124,21 @@ export function DeadLettersPage() {
             </p>
           </EmptyState>
         }
-        action={(e) => (
-          <button
-            type="button"
-            class="btn btn-secondary btn-small"
-            disabled={busyId === e.event_id}
-            aria-label={`Redeliver event ${e.event_id}`}
-            onClick={() => void redeliverOne(e)}
-          >
-            {busyId === e.event_id ? 'Redelivering…' : 'Redeliver'}
-          </button>
-        )}
+        action={
+          manages
+            ? (e) => (
+                <button
+                  type="button"
+                  class="btn btn-secondary btn-small"
+                  disabled={busyId === e.event_id}
+                  aria-label={`Redeliver event ${e.event_id}`}
+                  onClick={() => void redeliverOne(e)}
+                >
+                  {busyId === e.event_id ? 'Redelivering…' : 'Redeliver'}
+                </button>
+              )
+            : undefined
+        }
       />
       {confirming && (
         <ConfirmDialog

@@ -1,4 +1,8 @@
-/** One event: its fields, the exact payload bytes, every notification and every attempt. */
+/**
+ * One event: its fields, the exact payload bytes, every notification and every attempt.
+ * Redelivering needs the developer role (src/console/routes/events.ts); below it the page is the
+ * same without the button.
+ */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, describeError, get, post } from '../api';
@@ -15,6 +19,7 @@ import {
 import { durationMs, indentJson, tronscanTx } from '../format';
 import { useLoad } from '../hooks';
 import { useLive } from '../live';
+import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import type { Attempt, EventDetail, Notification, TransferEvent } from '../types';
 
@@ -33,6 +38,8 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
   const d = useLoad(() => get<EventDetail>(`/events/${encodeURIComponent(eventId)}`), [eventId]);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
+  const { role, can, explain } = useRole();
+  const manages = can('developer');
   useEffect(() => {
     document.title = `Event ${eventId} · tronwatch`;
   }, [eventId]);
@@ -54,7 +61,7 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
       });
       await d.reload();
     } catch (e) {
-      setMessage({ tone: 'error', text: `Redelivery failed: ${describeError(e)}` });
+      setMessage({ tone: 'error', text: `Redelivery failed: ${explain(e)}` });
     } finally {
       setBusy(false);
     }
@@ -81,7 +88,7 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
           )}
         </div>
         <div class="page-actions">
-          {d.data && (
+          {d.data && manages && (
             <button
               type="button"
               class="btn btn-primary"
@@ -93,6 +100,7 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
           )}
         </div>
       </header>
+      {d.data && !manages && <RoleNote role={role} needed="developer" what="to redeliver it" />}
       <div aria-live="polite">
         {message && (
           <Notice tone={message.tone} onDismiss={() => setMessage(null)}>

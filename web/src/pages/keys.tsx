@@ -1,4 +1,7 @@
-/** API keys: create (shown once), list, revoke with confirmation. */
+/**
+ * API keys: create (shown once), list, revoke with confirmation. Creating and revoking need the
+ * developer role (src/console/routes/keys.ts); below it the list is shown without them.
+ */
 import { useState } from 'preact/hooks';
 import { del, describeError, get, post } from '../api';
 import {
@@ -14,6 +17,7 @@ import {
   Time,
 } from '../components/ui';
 import { useLoad } from '../hooks';
+import { RoleNote, useRole } from '../roles';
 import type { KeyInfo } from '../types';
 
 export function KeysPage() {
@@ -23,6 +27,8 @@ export function KeysPage() {
   const [secret, setSecret] = useState<{ key: KeyInfo; secret: string } | null>(null);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [revoking, setRevoking] = useState<KeyInfo | null>(null);
+  const { role, can, explain } = useRole();
+  const manages = can('developer');
 
   const create = async (e: Event) => {
     e.preventDefault();
@@ -37,7 +43,7 @@ export function KeysPage() {
       setName('');
       keys.setData([r.key, ...(keys.data ?? [])]);
     } catch (err) {
-      setMessage({ tone: 'error', text: `Could not create the key: ${describeError(err)}` });
+      setMessage({ tone: 'error', text: `Could not create the key: ${explain(err)}` });
     } finally {
       setBusy(false);
     }
@@ -52,7 +58,7 @@ export function KeysPage() {
         text: `Key ${k.name ?? k.prefix} revoked: it is refused from the next request on.`,
       });
     } catch (err) {
-      setMessage({ tone: 'error', text: `Could not revoke the key: ${describeError(err)}` });
+      setMessage({ tone: 'error', text: `Could not revoke the key: ${explain(err)}` });
     } finally {
       setRevoking(null);
     }
@@ -91,27 +97,31 @@ export function KeysPage() {
           />
         </SecretOnce>
       )}
-      <form class="card form-card inline-form" onSubmit={create} aria-labelledby="new-key-title">
-        <h2 id="new-key-title" class="card-title">
-          {list && list.length === 0 ? 'Create your first API key' : 'Create an API key'}
-        </h2>
-        <div class="inline-fields">
-          <Field label="Name (optional)" hint="Where the key is used, e.g. “payments-prod”.">
-            {({ id, describedBy }) => (
-              <input
-                id={id}
-                maxLength={100}
-                aria-describedby={describedBy}
-                value={name}
-                onInput={(e) => setName(e.currentTarget.value)}
-              />
-            )}
-          </Field>
-          <button type="submit" class="btn btn-primary" disabled={busy}>
-            {busy ? 'Creating…' : 'Create key'}
-          </button>
-        </div>
-      </form>
+      {manages ? (
+        <form class="card form-card inline-form" onSubmit={create} aria-labelledby="new-key-title">
+          <h2 id="new-key-title" class="card-title">
+            {list && list.length === 0 ? 'Create your first API key' : 'Create an API key'}
+          </h2>
+          <div class="inline-fields">
+            <Field label="Name (optional)" hint="Where the key is used, e.g. “payments-prod”.">
+              {({ id, describedBy }) => (
+                <input
+                  id={id}
+                  maxLength={100}
+                  aria-describedby={describedBy}
+                  value={name}
+                  onInput={(e) => setName(e.currentTarget.value)}
+                />
+              )}
+            </Field>
+            <button type="submit" class="btn btn-primary" disabled={busy}>
+              {busy ? 'Creating…' : 'Create key'}
+            </button>
+          </div>
+        </form>
+      ) : (
+        <RoleNote role={role} needed="developer" what="to create and revoke keys" />
+      )}
       {keys.error !== undefined && (
         <Notice tone="error">Could not load keys: {describeError(keys.error)}</Notice>
       )}
@@ -119,7 +129,11 @@ export function KeysPage() {
         keys.error === undefined && <Loading label="Loading keys…" />
       ) : list.length === 0 ? (
         <EmptyState title="No API keys yet">
-          <p>Create your first API key above, then create watches from your backend.</p>
+          <p>
+            {manages
+              ? 'Create your first API key above, then create watches from your backend.'
+              : 'An owner, admin or developer of the account creates them.'}
+          </p>
         </EmptyState>
       ) : (
         <table class="table">
@@ -130,9 +144,11 @@ export function KeysPage() {
               <th scope="col">Created</th>
               <th scope="col">Last used</th>
               <th scope="col">Status</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
+              {manages && (
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              )}
             </tr>
           </thead>
           <tbody>
@@ -163,18 +179,20 @@ export function KeysPage() {
                     <Pill tone="green">ACTIVE</Pill>
                   )}
                 </td>
-                <td data-label="Actions">
-                  {!k.revoked_at && (
-                    <button
-                      type="button"
-                      class="btn btn-danger-outline btn-small"
-                      aria-label={`Revoke key ${k.name ?? k.prefix}`}
-                      onClick={() => setRevoking(k)}
-                    >
-                      Revoke
-                    </button>
-                  )}
-                </td>
+                {manages && (
+                  <td data-label="Actions">
+                    {!k.revoked_at && (
+                      <button
+                        type="button"
+                        class="btn btn-danger-outline btn-small"
+                        aria-label={`Revoke key ${k.name ?? k.prefix}`}
+                        onClick={() => setRevoking(k)}
+                      >
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                )}
               </tr>
             ))}
           </tbody>

@@ -1,9 +1,14 @@
-/** The account page a payment team keeps open: quota, rate limit, 24 h deliveries, chain lag. */
+/**
+ * The account page a payment team keeps open: quota, rate limit, 24 h deliveries, chain lag. Read
+ * by every role; the first steps it suggests to an empty account are a developer's (keys, watches,
+ * test sends: src/console/routes/keys.ts, watches.ts), so a viewer is told whom to ask instead.
+ */
 import { useState } from 'preact/hooks';
 import { describeError, get } from '../api';
 import { CodeBlock, Loading, Notice, PageHeader, Pill, Time } from '../components/ui';
 import { seconds } from '../format';
 import { useInterval, useLoad } from '../hooks';
+import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import type { KeyInfo, Overview } from '../types';
 import { curlCreateWatch } from './watches';
@@ -97,6 +102,26 @@ export function OverviewPage() {
 
 /** For an account without watches: the three steps from nothing to a first webhook. */
 function GettingStarted() {
+  const { role, can } = useRole();
+  if (!can('developer')) {
+    return (
+      <article class="card getting-started" aria-labelledby="gs-title">
+        <h2 id="gs-title" class="card-title">
+          No watches yet
+        </h2>
+        <p>
+          Deposits appear here and on the Events page once the account has a watch for a deposit
+          address.
+        </p>
+        <RoleNote role={role} needed="developer" what="to create keys and watches" />
+      </article>
+    );
+  }
+  return <FirstSteps />;
+}
+
+/** The three steps, for a role that can take them. */
+function FirstSteps() {
   const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
   const hasKey = keys.data?.some((k) => k.revoked_at === null) ?? false;
   return (
@@ -134,6 +159,7 @@ function GettingStarted() {
 }
 
 function OverviewCards({ o }: { o: Overview }) {
+  const { can } = useRole();
   const health = chainHealth(o.chain);
   const ev = o.events_24h;
   return (
@@ -151,7 +177,8 @@ function OverviewCards({ o }: { o: Overview }) {
         </p>
         <Meter used={o.watches.active} limit={o.watches.quota} label="Active watches used" />
         <p class="muted">
-          {o.watches.paused} paused (not counted) · <Link href={`${BASE}/watches`}>Manage</Link>
+          {o.watches.paused} paused (not counted) ·{' '}
+          <Link href={`${BASE}/watches`}>{can('developer') ? 'Manage' : 'See them'}</Link>
         </p>
       </article>
 

@@ -2,6 +2,8 @@
  * One watch's page (issue 19 items 1, 3, 4): its endpoint health (hour/day/week figures and a
  * uPlot chart of success rate and p95 latency), its alert or automatic pause, the edit form
  * (webhook URL, label: PATCH, checked as at creation) and the secret rotation with a grace period.
+ * Editing and rotating need the developer role (src/console/routes/watches.ts); below it the page
+ * shows the same facts, the secret's rotation state among them, without the forms.
  */
 import 'uplot/dist/uPlot.min.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -20,6 +22,7 @@ import {
 } from '../components/ui';
 import { durationMs } from '../format';
 import { useLoad } from '../hooks';
+import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import type { HealthBucket, Watch, WatchHealth, WatchHealthSeries } from '../types';
 
@@ -45,6 +48,11 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
   );
   const [secret, setSecret] = useState<string | null>(null);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
+  const { role, can } = useRole();
+  const manages = can('developer');
+  /** A form's action refused for the role: said above the page (the form then goes). */
+  const refused = (what: string) => (text: string) =>
+    setMessage({ tone: 'error', text: `Could not ${what}: ${text}` });
   const w = data.data?.watch;
   const update = (next: Watch) => {
     if (data.data) data.setData({ ...data.data, watch: { ...data.data.watch, ...next } });
@@ -86,7 +94,8 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                   on <Time iso={w.auto_paused_at} />
                 </>
               ) : null}
-              : {w.paused_reason}. Fix the endpoint, then resume the watch on the Watches page.
+              : {w.paused_reason}. Fix the endpoint, then{' '}
+              {manages ? 'resume the watch' : 'a developer resumes the watch'} on the Watches page.
             </Notice>
           )}
           {w.health?.alert && (
@@ -111,6 +120,10 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                 ['Status', <StatusPill key="s" status={w.status} />],
                 ['Created', <Time key="t" iso={w.created_at} />],
                 ['Id', <span class="mono">{w.id}</span>],
+                // The rotation card says this to those who may rotate; the others read it here.
+                ...(!manages && w.channel === 'webhook'
+                  ? ([['Signing secret', <SecretState key="k" watch={w} />]] as const)
+                  : []),
               ] as const
             ).map(([k, v]) => (
               <div key={k}>
@@ -128,50 +141,63 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
               loading={data.loading}
             />
           )}
-          <EditWatch
-            watch={w}
-            onSaved={(next) => {
-              update(next);
-              setMessage({ tone: 'success', text: 'Watch saved.' });
-            }}
-          />
-          {w.channel === 'webhook' &&
-            (secret ? (
-              <SecretOnce
-                title="New webhook signing secret"
-                secret={secret}
-                onDone={() => setSecret(null)}
-              >
-                <p>
-                  Deliveries now carry <code>X-Signature</code> with this secret and{' '}
-                  <code>X-Signature-Previous</code> with the old one
-                  {w.previous_secret_expires_at ? (
-                    <>
-                      {' '}
-                      until <Time iso={w.previous_secret_expires_at} />
-                    </>
-                  ) : (
-                    ' (no grace period: the old secret no longer signs)'
-                  )}
-                  ; <code>webhook-signature</code> lists both.
-                </p>
-              </SecretOnce>
-            ) : (
-              <RotateSecret
+          {!manages && (
+            <RoleNote
+              role={role}
+              needed="developer"
+              what="to edit this watch or rotate its secret"
+            />
+          )}
+          {manages && (
+            <>
+              <EditWatch
                 watch={w}
-                onRotated={(next, s) => {
+                onRefused={refused('save the watch')}
+                onSaved={(next) => {
                   update(next);
-                  setSecret(s);
-                }}
-                onExpired={(next) => {
-                  update(next);
-                  setMessage({
-                    tone: 'success',
-                    text: 'Grace period ended: only the new secret signs deliveries now.',
-                  });
+                  setMessage({ tone: 'success', text: 'Watch saved.' });
                 }}
               />
-            ))}
+              {w.channel === 'webhook' &&
+                (secret ? (
+                  <SecretOnce
+                    title="New webhook signing secret"
+                    secret={secret}
+                    onDone={() => setSecret(null)}
+                  >
+                    <p>
+                      Deliveries now carry <code>X-Signature</code> with this secret and{' '}
+                      <code>X-Signature-Previous</code> with the old one
+                      {w.previous_secret_expires_at ? (
+                        <>
+                          {' '}
+                          until <Time iso={w.previous_secret_expires_at} />
+                        </>
+                      ) : (
+                        ' (no grace period: the old secret no longer signs)'
+                      )}
+                      ; <code>webhook-signature</code> lists both.
+                    </p>
+                  </SecretOnce>
+                ) : (
+                  <RotateSecret
+                    watch={w}
+                    onRefused={refused('change the signing secret')}
+                    onRotated={(next, s) => {
+                      update(next);
+                      setSecret(s);
+                    }}
+                    onExpired={(next) => {
+                      update(next);
+                      setMessage({
+                        tone: 'success',
+                        text: 'Grace period ended: only the new secret signs deliveries now.',
+                      });
+                    }}
+                  />
+                ))}
+            </>
+          )}
         </>
       )}
     </section>
@@ -309,7 +335,17 @@ function HealthChart({ buckets, loading }: { buckets: HealthBucket[]; loading: b
   );
 }
 
-function EditWatch({ watch, onSaved }: { watch: Watch; onSaved: (w: Watch) => void }) {
+function EditWatch({
+  watch,
+  onSaved,
+  onRefused,
+}: {
+  watch: Watch;
+  onSaved: (w: Watch) => void;
+  /** The server refused for the role (it changed while the page was open): the sentence. */
+  onRefused: (text: string) => void;
+}) {
+  const { explain } = useRole();
   const [label, setLabel] = useState(watch.label ?? '');
   const [url, setUrl] = useState(watch.webhook_url ?? '');
   const [busy, setBusy] = useState(false);
@@ -328,7 +364,8 @@ function EditWatch({ watch, onSaved }: { watch: Watch; onSaved: (w: Watch) => vo
         body.webhook_url = url.trim();
       onSaved(await patch<Watch>(`/watches/${encodeURIComponent(watch.id)}`, body));
     } catch (err) {
-      if (err instanceof ApiError && err.body.details?.length) setError(err);
+      if (isRoleRefusal(err)) onRefused(explain(err));
+      else if (err instanceof ApiError && err.body.details?.length) setError(err);
       else setGeneric(describeError(err));
     } finally {
       setBusy(false);
@@ -417,14 +454,22 @@ function RotateSecret({
   watch,
   onRotated,
   onExpired,
+  onRefused,
 }: {
   watch: Watch;
   onRotated: (w: Watch, secret: string) => void;
   onExpired: (w: Watch) => void;
+  /** The server refused for the role (it changed while the page was open): the sentence. */
+  onRefused: (text: string) => void;
 }) {
   const [grace, setGrace] = useState(86400);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const { explain } = useRole();
+  const failed = (err: unknown) => {
+    if (isRoleRefusal(err)) onRefused(explain(err));
+    else setError(describeError(err));
+  };
   const rotate = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
@@ -437,7 +482,7 @@ function RotateSecret({
       const { secret, ...rest } = r;
       onRotated(rest, secret);
     } catch (err) {
-      setError(describeError(err));
+      failed(err);
     } finally {
       setBusy(false);
     }
@@ -450,7 +495,7 @@ function RotateSecret({
         await post<Watch>(`/watches/${encodeURIComponent(watch.id)}/previous-secret/expire`),
       );
     } catch (err) {
-      setError(describeError(err));
+      failed(err);
     } finally {
       setBusy(false);
     }
@@ -509,4 +554,23 @@ function RotateSecret({
       </div>
     </form>
   );
+}
+
+/** The signing secret's rotation state in words, for those who cannot rotate it. */
+function SecretState({ watch }: { watch: Watch }) {
+  if (watch.previous_secret_expires_at) {
+    return (
+      <>
+        Rotated; the previous secret signs too until <Time iso={watch.previous_secret_expires_at} />
+      </>
+    );
+  }
+  if (watch.secret_rotated_at) {
+    return (
+      <>
+        Last rotated <Time iso={watch.secret_rotated_at} />
+      </>
+    );
+  }
+  return <>The secret given at creation</>;
 }

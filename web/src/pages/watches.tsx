@@ -1,4 +1,8 @@
-/** Watches: create (the API's fields), list, pause/resume, delete, send a test event. */
+/**
+ * Watches: create (the API's fields), list, pause/resume, delete, send a test event. Every one of
+ * these actions needs the developer role (src/console/routes/watches.ts); below it the list is
+ * shown without them (web/src/roles.tsx).
+ */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, del, describeError, formatWait, get, post } from '../api';
 import {
@@ -18,6 +22,7 @@ import {
 } from '../components/ui';
 import { durationMs, middle } from '../format';
 import { useLoad } from '../hooks';
+import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import { useApp } from '../state';
 import type {
@@ -48,6 +53,8 @@ export function WatchesPage() {
   const [busy, setBusy] = useState<string | null>(null);
   const [test, setTest] = useState<{ watch: WatchListed; result: TestResult } | null>(null);
   const [showForm, setShowForm] = useState(false);
+  const { role, can, explain } = useRole();
+  const manages = can('developer');
 
   const replace = (w: Watch) =>
     watches.setData((watches.data ?? []).map((x) => (x.id === w.id ? { ...x, ...w } : x)));
@@ -70,7 +77,7 @@ export function WatchesPage() {
         text:
           e instanceof ApiError && e.code === 'quota_exceeded'
             ? `Cannot resume: your plan allows ${e.body.usage?.limit ?? 'no more'} active watches and all are in use. Pause or delete another watch first, or upgrade the plan.`
-            : `Could not ${action} the watch: ${describeError(e)}`,
+            : `Could not ${action} the watch: ${explain(e)}`,
       });
     } finally {
       setBusy(null);
@@ -85,7 +92,7 @@ export function WatchesPage() {
       const result = await post<TestResult>(`/watches/${encodeURIComponent(w.id)}/test`);
       setTest({ watch: w, result });
     } catch (e) {
-      setMessage({ tone: 'error', text: `Could not send a test event: ${describeError(e)}` });
+      setMessage({ tone: 'error', text: `Could not send a test event: ${explain(e)}` });
     } finally {
       setBusy(null);
     }
@@ -100,7 +107,7 @@ export function WatchesPage() {
         text: `Watch ${middle(w.address, 6)} deleted. Deliveries already created keep their schedule.`,
       });
     } catch (e) {
-      setMessage({ tone: 'error', text: `Could not delete the watch: ${describeError(e)}` });
+      setMessage({ tone: 'error', text: `Could not delete the watch: ${explain(e)}` });
     } finally {
       setDeleting(null);
     }
@@ -113,6 +120,7 @@ export function WatchesPage() {
         title="Watches"
         description="Addresses tronwatch watches, and where each confirmed transfer is delivered."
         actions={
+          manages &&
           !showForm && (
             <button type="button" class="btn btn-primary" onClick={() => setShowForm(true)}>
               New watch
@@ -135,9 +143,16 @@ export function WatchesPage() {
           }}
         />
       )}
-      {showForm && (
+      {!manages && (
+        <RoleNote role={role} needed="developer" what="to create, pause, delete or test a watch" />
+      )}
+      {manages && showForm && (
         <CreateWatchForm
           onCancel={() => setShowForm(false)}
+          onRefused={(text) => {
+            setShowForm(false);
+            setMessage({ tone: 'error', text: `Could not create the watch: ${text}` });
+          }}
           onCreated={(w) => {
             setCreated(w);
             setShowForm(false);
@@ -155,21 +170,30 @@ export function WatchesPage() {
         watches.error === undefined && <Loading label="Loading watches…" />
       ) : list.length === 0 ? (
         <EmptyState title="No watches yet">
-          <p>
-            A watch is an address plus where to deliver its transfers.{' '}
-            {!showForm && (
-              <button type="button" class="btn btn-link" onClick={() => setShowForm(true)}>
-                Create one with the form
-              </button>
-            )}
-            {showForm ? 'Use the form above' : ''}, or from your backend with an{' '}
-            <Link href={`${BASE}/keys`}>API key</Link>:
-          </p>
-          <CodeBlock
-            code={curlCreateWatch(location.origin)}
-            label="Create a watch with curl"
-            copyLabel="Copy curl"
-          />
+          {manages ? (
+            <>
+              <p>
+                A watch is an address plus where to deliver its transfers.{' '}
+                {!showForm && (
+                  <button type="button" class="btn btn-link" onClick={() => setShowForm(true)}>
+                    Create one with the form
+                  </button>
+                )}
+                {showForm ? 'Use the form above' : ''}, or from your backend with an{' '}
+                <Link href={`${BASE}/keys`}>API key</Link>:
+              </p>
+              <CodeBlock
+                code={curlCreateWatch(location.origin)}
+                label="Create a watch with curl"
+                copyLabel="Copy curl"
+              />
+            </>
+          ) : (
+            <p>
+              A watch is an address plus where to deliver its transfers. An owner, admin or
+              developer of the account creates them, here or from a backend with an API key.
+            </p>
+          )}
         </EmptyState>
       ) : (
         <table class="table">
@@ -181,9 +205,11 @@ export function WatchesPage() {
               <th scope="col">Health</th>
               <th scope="col">Status</th>
               <th scope="col">Last event</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
+              {manages && (
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              )}
             </tr>
           </thead>
           <tbody>
@@ -241,38 +267,42 @@ export function WatchesPage() {
                     <span class="muted">none yet</span>
                   )}
                 </td>
-                <td data-label="Actions">
-                  <div class="row-actions">
-                    {w.channel === 'webhook' && (
+                {manages && (
+                  <td data-label="Actions">
+                    <div class="row-actions">
+                      {w.channel === 'webhook' && (
+                        <button
+                          type="button"
+                          class="btn btn-secondary btn-small"
+                          disabled={busy === w.id}
+                          aria-label={`Send test event to ${w.address}`}
+                          onClick={() => void sendTest(w)}
+                        >
+                          Send test event
+                        </button>
+                      )}
                       <button
                         type="button"
                         class="btn btn-secondary btn-small"
                         disabled={busy === w.id}
-                        aria-label={`Send test event to ${w.address}`}
-                        onClick={() => void sendTest(w)}
+                        aria-label={`${w.status === 'ACTIVE' ? 'Pause' : 'Resume'} ${w.address}`}
+                        onClick={() =>
+                          void setStatus(w, w.status === 'ACTIVE' ? 'pause' : 'resume')
+                        }
                       >
-                        Send test event
+                        {w.status === 'ACTIVE' ? 'Pause' : 'Resume'}
                       </button>
-                    )}
-                    <button
-                      type="button"
-                      class="btn btn-secondary btn-small"
-                      disabled={busy === w.id}
-                      aria-label={`${w.status === 'ACTIVE' ? 'Pause' : 'Resume'} ${w.address}`}
-                      onClick={() => void setStatus(w, w.status === 'ACTIVE' ? 'pause' : 'resume')}
-                    >
-                      {w.status === 'ACTIVE' ? 'Pause' : 'Resume'}
-                    </button>
-                    <button
-                      type="button"
-                      class="btn btn-danger-outline btn-small"
-                      aria-label={`Delete ${w.address}`}
-                      onClick={() => setDeleting(w)}
-                    >
-                      Delete
-                    </button>
-                  </div>
-                </td>
+                      <button
+                        type="button"
+                        class="btn btn-danger-outline btn-small"
+                        aria-label={`Delete ${w.address}`}
+                        onClick={() => setDeleting(w)}
+                      >
+                        Delete
+                      </button>
+                    </div>
+                  </td>
+                )}
               </tr>
             ))}
           </tbody>
@@ -367,11 +397,15 @@ function CreatedWatch({ w, onDone }: { w: WatchCreated; onDone: () => void }) {
 function CreateWatchForm({
   onCreated,
   onCancel,
+  onRefused,
 }: {
   onCreated: (w: WatchCreated) => void;
   onCancel: () => void;
+  /** The server refused for the role (it changed while the page was open): the sentence. */
+  onRefused: (text: string) => void;
 }) {
   const { config } = useApp();
+  const { explain } = useRole();
   const [address, setAddress] = useState('');
   const [asset, setAsset] = useState<AssetFilter>('USDT');
   const [direction, setDirection] = useState<Direction>('incoming');
@@ -421,7 +455,9 @@ function CreateWatchForm({
           : { ...common, telegram: true };
       onCreated(await post<WatchCreated>('/watches', body));
     } catch (err) {
-      if (err instanceof ApiError) {
+      if (isRoleRefusal(err)) {
+        onRefused(explain(err));
+      } else if (err instanceof ApiError) {
         setError(err);
         if (err.code === 'quota_exceeded') {
           const u = err.body.usage;

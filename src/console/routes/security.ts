@@ -1,0 +1,237 @@
+/**
+ * The console's second-factor routes (issue 18 item 4; src/accounts/two-factor.ts):
+ *
+ *   GET    /console/api/two-factor                 → TwoFactorState
+ *   POST   /console/api/two-factor/setup           {password} → TwoFactorSetup | 401 invalid_credentials | 409 two_factor_state
+ *   POST   /console/api/two-factor/enable          {code} → { recovery_codes } | 401 invalid_code | 409
+ *   POST   /console/api/two-factor/disable         {password, code} → 204 | 401 invalid_credentials | 401 invalid_code | 409
+ *   POST   /console/api/two-factor/recovery-codes  {password} → { recovery_codes } | 401 | 409
+ *   PUT    /console/api/account/two-factor         {required} → TwoFactorState (owner) | 409
+ *   DELETE /console/api/members/{id}/two-factor    → 204 | 404 (owner: a member's lost device)
+ *
+ * Every route is the signed-in user's own (viewer and up), but requiring a second factor of the
+ * account and turning a member's off, which are the owner's. Setting up asks for the password (a
+ * stolen session cannot bind the thief's app and lock the user out); turning it off asks for the
+ * password and a code; new recovery codes ask for the password. Each password or code check is
+ * counted in the login's windows (src/console/login-limits.ts), so none of them guesses faster
+ * than the sign-in. The set-up routes answer while the account requires a second factor that the
+ * user has not set up yet (guard.ts `consoleBeforeSecondFactor`). Each change is audited; no
+ * secret, code or recovery code is logged or recorded.
+ */
+import QRCode from 'qrcode';
+import { passwordHashById } from '../../accounts/credentials.js';
+import {
+  beginEnrolment,
+  confirmEnrolment,
+  disableTwoFactor,
+  replaceRecoveryCodes,
+  setRequireTwoFactor,
+  TwoFactorError,
+  twoFactorEnabled,
+  twoFactorState,
+  verifySecondFactor,
+} from '../../accounts/two-factor.js';
+import { findUserById } from '../../accounts/users.js';
+import type { App, AppDeps } from '../../api/types.js';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
+import { ApiError } from '../../common/errors.js';
+import { isId } from '../../common/ids.js';
+import { requireSession } from '../guard.js';
+import { countLoginAttempt } from '../login-limits.js';
+import { verifyPassword } from '../passwords.js';
+import {
+  IdParams,
+  TwoFactorDisableBody,
+  TwoFactorEnableBody,
+  TwoFactorRequirementBody,
+  type TwoFactorSetup,
+  TwoFactorSetupBody,
+} from '../schemas.js';
+
+const hide = { hide: true } as const;
+
+/** 409 two_factor_state from a TwoFactorError. */
+function stateError(err: unknown): never {
+  if (err instanceof TwoFactorError) throw ApiError.coded('two_factor_state', err.message);
+  throw err;
+}
+
+/** Register the second-factor routes. */
+export function securityRoutes(app: App, deps: AppDeps): void {
+  /** The signed-in user, or 401. */
+  const userOf = async (userId: string) => {
+    const u = await findUserById(deps.db, userId);
+    if (!u) throw ApiError.coded('no_session', 'the user no longer exists');
+    return u;
+  };
+  /** The user's password, counted like a sign-in. @throws 401 invalid_credentials, 429. */
+  const checkPassword = async (ip: string, user: { id: string; email: string }, pw: string) => {
+    const right = await countLoginAttempt(deps.rateLimiter, ip, user.email, async () =>
+      verifyPassword(await passwordHashById(deps.db, user.id), pw),
+    );
+    if (!right) throw ApiError.coded('invalid_credentials', 'the password is wrong');
+  };
+  const wrongCode = () =>
+    ApiError.coded(
+      'invalid_code',
+      'wrong code: type the 6 digits your authenticator app shows now (or, to turn it off, a recovery code)',
+    );
+
+  app.get(
+    '/console/api/two-factor',
+    { config: { consoleRole: 'viewer', consoleBeforeSecondFactor: true }, schema: hide },
+    async (request) => {
+      const ctx = requireSession(request);
+      const state = await twoFactorState(deps.db, ctx.userId);
+      if (!state) throw ApiError.coded('no_session', 'the user no longer exists');
+      return state;
+    },
+  );
+
+  app.post(
+    '/console/api/two-factor/setup',
+    {
+      config: { consoleRole: 'viewer', consoleBeforeSecondFactor: true },
+      schema: { ...hide, body: TwoFactorSetupBody },
+    },
+    async (request): Promise<TwoFactorSetup> => {
+      const ctx = requireSession(request);
+      const user = await userOf(ctx.userId);
+      await checkPassword(request.ip, user, request.body.password);
+      const { secret, uri } = await beginEnrolment(deps.db, deps.secrets, user).catch(stateError);
+      const svg = await QRCode.toString(uri, { type: 'svg', margin: 1, errorCorrectionLevel: 'M' });
+      return { secret, otpauth_uri: uri, qr_svg: svg };
+    },
+  );
+
+  app.post(
+    '/console/api/two-factor/enable',
+    {
+      config: { consoleRole: 'viewer', consoleBeforeSecondFactor: true },
+      schema: { ...hide, body: TwoFactorEnableBody },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      const user = await userOf(ctx.userId);
+      let codes: string[] | undefined;
+      // A wrong code counts like a failed sign-in (the enrolment secret is not the account's
+      // protection yet, but the route must not be a free oracle either).
+      await countLoginAttempt(deps.rateLimiter, request.ip, user.email, async () => {
+        codes = await confirmEnrolment(deps.db, deps.secrets, user.id, request.body.code).catch(
+          stateError,
+        );
+        return codes !== undefined;
+      });
+      if (!codes) throw wrongCode();
+      await recordAudit(deps.db, auditContextOf(request), { action: 'two_factor.enabled' });
+      request.log.info({ user_id: user.id }, 'second factor enabled');
+      return { recovery_codes: codes };
+    },
+  );
+
+  app.post(
+    '/console/api/two-factor/disable',
+    {
+      config: { consoleRole: 'viewer' },
+      schema: { ...hide, body: TwoFactorDisableBody },
+    },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const user = await userOf(ctx.userId);
+      if (!(await twoFactorEnabled(deps.db, user.id))) {
+        throw ApiError.coded('two_factor_state', 'the second factor is not on');
+      }
+      await checkPassword(request.ip, user, request.body.password);
+      const right = await countLoginAttempt(
+        deps.rateLimiter,
+        request.ip,
+        user.email,
+        async () =>
+          (await verifySecondFactor(deps.db, deps.secrets, user.id, request.body.code)) !== false,
+      );
+      if (!right) throw wrongCode();
+      await deps.db.transaction(async (tx) => {
+        await disableTwoFactor(tx, user.id);
+        await recordAudit(tx, auditContextOf(request), { action: 'two_factor.disabled' });
+      });
+      request.log.info({ user_id: user.id }, 'second factor disabled');
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/console/api/two-factor/recovery-codes',
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, body: TwoFactorSetupBody } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const user = await userOf(ctx.userId);
+      if (!(await twoFactorEnabled(deps.db, user.id))) {
+        throw ApiError.coded('two_factor_state', 'the second factor is not on');
+      }
+      await checkPassword(request.ip, user, request.body.password);
+      const codes = await deps.db.transaction(async (tx) => {
+        const c = await replaceRecoveryCodes(tx, user.id);
+        await recordAudit(tx, auditContextOf(request), {
+          action: 'two_factor.recovery_codes_regenerated',
+        });
+        return c;
+      });
+      return { recovery_codes: codes };
+    },
+  );
+
+  app.put(
+    '/console/api/account/two-factor',
+    { config: { consoleRole: 'owner' }, schema: { ...hide, body: TwoFactorRequirementBody } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const { required } = request.body;
+      // An owner who requires it has it: the rule never starts by locking its author out.
+      if (required && !(await twoFactorEnabled(deps.db, ctx.userId))) {
+        throw ApiError.coded(
+          'two_factor_state',
+          'turn on your own second factor before requiring one of every member',
+        );
+      }
+      await deps.db.transaction(async (tx) => {
+        await setRequireTwoFactor(tx, ctx.accountId, required);
+        await recordAudit(tx, auditContextOf(request), {
+          action: required ? 'account.two_factor_required' : 'account.two_factor_not_required',
+        });
+      });
+      return twoFactorState(deps.db, ctx.userId);
+    },
+  );
+
+  app.delete(
+    '/console/api/members/:id/two-factor',
+    { config: { consoleRole: 'owner' }, schema: { ...hide, params: IdParams } },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const { id } = request.params;
+      const member = isId(id, 'usr') ? await findUserById(deps.db, id) : undefined;
+      if (!member || member.account_id !== ctx.accountId) {
+        throw new ApiError(404, 'member not found');
+      }
+      if (member.id === ctx.userId) {
+        throw ApiError.coded(
+          'two_factor_state',
+          'turn your own second factor off on the Security page (it asks for a code)',
+        );
+      }
+      const done = await deps.db.transaction(async (tx) => {
+        const d = await disableTwoFactor(tx, member.id);
+        if (d) {
+          await recordAudit(tx, auditContextOf(request), {
+            action: 'two_factor.reset_for_member',
+            targetId: member.id,
+          });
+        }
+        return d;
+      });
+      if (!done) throw ApiError.coded('two_factor_state', 'this member has no second factor');
+      return reply.code(204).send();
+    },
+  );
+}
