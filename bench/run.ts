@@ -14,9 +14,12 @@
  * 10,000,000 events with 1,000 DEAD, each next to the query or index before migration 023):
  * BENCH_HOT_EVENTS (10,000,000), BENCH_HOT_CHAT_ROWS (300,000), BENCH_HOT_DEAD (1,000),
  * BENCH_HOT_CLAIMS (20), BENCH_HOT_KEEP=1 (keep the database). PostgreSQL only.
+ * console-docs (issue 19 item 7: the API docs page's time to usable, goal under 1.5 s, next to
+ * the Overview page's; headless Chromium, `npm run build:web` first): BENCH_DOCS_RUNS (7).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
 import { benchApi } from './api.js';
+import { benchConsoleDocs } from './console-docs.js';
 import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
 import { benchHotQueries } from './hot-queries.js';
@@ -89,6 +92,11 @@ parts.push({
       catchUpBlocks: env('BENCH_CATCHUP_BLOCKS', 28_800),
       catchUpRps: env('BENCH_CATCHUP_RPS', 200),
     }),
+});
+
+parts.push({
+  name: 'console-docs',
+  run: () => benchConsoleDocs({ runs: env('BENCH_DOCS_RUNS', 7) }),
 });
 
 const wanted = (process.env.BENCH ?? '').split(',').filter(Boolean);

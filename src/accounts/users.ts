@@ -8,7 +8,10 @@
  *   developer  API keys, watches (create, pause, resume, delete, test sends), redelivery
  *   viewer     read-only
  *
- * Every role manages its own password and sessions. The last owner of an account can neither
+ * Every role manages its own password and sessions, and chooses whether watch alerts are e-mailed
+ * to it (`alert_emails`, migration 047: owners and admins start opted in, developers and viewers
+ * out; a role change keeps the choice; src/watches/alert-mail.ts reads it). The last owner of an
+ * account can neither
  * leave nor be demoted (409 last_owner): an account always has someone who can manage it.
  * Removing a user deletes it, its sessions (their next request answers 401 no_session) and its
  * open invitation and reset links (ON DELETE CASCADE).
@@ -45,9 +48,20 @@ export interface UserRow {
   created_at: Date;
   /** When the invitation was accepted; null while the user is invited and has no password. */
   joined_at: Date | null;
+  /** Watch alerts are e-mailed to this user (once joined): their own choice (migration 047). */
+  alert_emails: boolean;
 }
 
-const COLUMNS = 'id, account_id, email, role, created_at, joined_at';
+const COLUMNS = 'id, account_id, email, role, created_at, joined_at, alert_emails';
+
+/**
+ * Whether a new user of `role` starts opted in to alert e-mails: owners and admins, who can fix a
+ * failing watch and were the recipients before the choice existed; developers and viewers opt in
+ * themselves.
+ */
+export function alertEmailsByDefault(role: Role): boolean {
+  return role === 'owner' || role === 'admin';
+}
 
 // The same loose check as accounts.ts: deliverability is the mailer's job.
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -64,7 +78,8 @@ export class MemberError extends Error {
 }
 
 /**
- * Add a user to the account, without a password (it is set through an invitation link).
+ * Add a user to the account, without a password (it is set through an invitation link); its
+ * alert e-mails start as {@link alertEmailsByDefault} says for its role.
  * @throws AccountInputError on a malformed e-mail; MemberError email_taken when a user (of any
  *   account) already has this e-mail.
  */
@@ -78,9 +93,9 @@ export async function createUser(
   }
   try {
     const { rows } = await db.query<UserRow>(
-      `INSERT INTO console_users (id, account_id, email, role)
-       VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
-      [newId('usr'), o.accountId, email, o.role],
+      `INSERT INTO console_users (id, account_id, email, role, alert_emails)
+       VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+      [newId('usr'), o.accountId, email, o.role, alertEmailsByDefault(o.role)],
     );
     return rows[0] as UserRow;
   } catch (err) {
@@ -236,4 +251,23 @@ export async function removeUser(
     await tx.query('DELETE FROM console_users WHERE id = $1', [userId]);
     return target;
   });
+}
+
+/**
+ * Turn watch alert e-mails on or off for one user (each member decides for themselves: the
+ * console route passes the signed-in user). @returns the updated user, or undefined when no user
+ * `userId` belongs to `accountId`.
+ */
+export async function setAlertEmails(
+  db: Queryable,
+  accountId: string,
+  userId: string,
+  on: boolean,
+): Promise<UserRow | undefined> {
+  const { rows } = await db.query<UserRow>(
+    `UPDATE console_users SET alert_emails = $3 WHERE id = $1 AND account_id = $2
+     RETURNING ${COLUMNS}`,
+    [userId, accountId, on],
+  );
+  return rows[0];
 }

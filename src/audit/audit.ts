@@ -57,6 +57,7 @@ export const AUDIT_ACTIONS = {
   'member.invited': 'Invited a member',
   'member.role_changed': "Changed a member's role",
   'member.removed': 'Removed a member (or left the account)',
+  'member.alert_emails_changed': 'Turned their own alert e-mails on or off',
   'session.signed_in': 'Signed in',
   'session.sign_in_failed': 'Failed sign-in (wrong password or authentication code)',
   'session.signed_out': 'Signed out',

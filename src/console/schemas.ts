@@ -57,6 +57,11 @@ export const TwoFactorRequirementBody = T.Object({ required: T.Boolean() }, clos
 const RoleSchema = StringEnum(['owner', 'admin', 'developer', 'viewer'] as const);
 export const MemberInviteBody = T.Object({ email: Email, role: RoleSchema }, closed);
 export const MemberRoleBody = T.Object({ role: RoleSchema }, closed);
+/** PUT /console/api/members/me/alerts: the signed-in member's own alert e-mail choice. */
+export const MemberAlertsBody = T.Object(
+  { alert_emails: T.Boolean({ description: 'Watch alerts are e-mailed to me.' }) },
+  closed,
+);
 export const KeyCreateBody = T.Object(
   { name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })) },
   closed,
@@ -158,6 +163,11 @@ export interface Member {
   status: 'active' | 'invited';
   created_at: string;
   joined_at: string | null;
+  /**
+   * Watch alerts (failing, recovered, paused) are e-mailed to this member once joined: their own
+   * choice (PUT /console/api/members/me/alerts); owners and admins start on, others off.
+   */
+  alert_emails: boolean;
   /** The signed-in user. */
   you: boolean;
 }

@@ -3,9 +3,14 @@
  * src/watches/health.ts fills: a watch's deliveries started failing (at most one per watch per
  * WATCH_ALERT_WINDOW_HOURS), it recovered, or tronwatch paused it.
  *
- * The worker role runs {@link AlertMailLoop} when SMTP_URL is set (src/service.ts): the account's
- * owners and admins get each alert. Without e-mail the alerts stay in the outbox, and the
- * console's banner shows them.
+ * The worker role runs {@link AlertMailLoop} when SMTP_URL is set (src/service.ts). Who gets an
+ * alert ({@link alertRecipients}): the account's members who have joined and opted in
+ * (`console_users.alert_emails`, migration 047; each member switches it on the Members page;
+ * owners and admins start opted in, developers and viewers out). When nobody has opted in, nobody
+ * is mailed: that is the members' choice, and the console's banner still shows the alert. Only an
+ * account that no member has joined yet (made by the CLI, never signed in to: nobody could
+ * choose) falls back to the account's own e-mail address. Without e-mail the alerts stay in the
+ * outbox, and the banner shows them.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../common/logger.js';
@@ -29,18 +34,20 @@ export interface AlertMail {
 export type AlertMailer = (mail: AlertMail) => Promise<void>;
 
 /**
- * Who gets an account's alerts: its owners and admins who have joined (console_users, migration
- * 030), the people who can fix a watch. An account with no console user yet (made by the CLI and
- * never signed in to) falls back to its own e-mail address.
+ * Who gets an account's alerts: its members (console_users, migration 030) who have joined and
+ * opted in (`alert_emails`, migration 047), whatever their role, ordered by e-mail. An empty list
+ * when members have joined but none opted in (their choice: nothing is sent). An account that no
+ * member has joined yet (made by the CLI and never signed in to) falls back to its own e-mail
+ * address, as nobody could have chosen.
  */
 export async function alertRecipients(db: Db, accountId: string): Promise<string[]> {
-  const { rows } = await db.query<{ email: string | null }>(
-    `SELECT email FROM console_users
-      WHERE account_id = $1 AND role IN ('owner', 'admin') AND joined_at IS NOT NULL
+  const { rows } = await db.query<{ email: string; alert_emails: boolean }>(
+    `SELECT email, alert_emails FROM console_users
+      WHERE account_id = $1 AND joined_at IS NOT NULL
       ORDER BY email`,
     [accountId],
   );
-  if (rows.length > 0) return rows.flatMap((r) => (r.email ? [r.email] : []));
+  if (rows.length > 0) return rows.filter((r) => r.alert_emails).map((r) => r.email);
   const { rows: acc } = await db.query<{ email: string | null }>(
     'SELECT email FROM accounts WHERE id = $1',
     [accountId],
@@ -54,7 +61,7 @@ export const ALERT_MAIL_LEASE = 'alert-mail';
 /**
  * The worker role's alert mailer: every `intervalMs` (default 30 s) the process holding the
  * lease {@link ALERT_MAIL_LEASE} sends the pending alerts through `mailer` (one message per
- * alert, to every recipient), so two workers never send the same alert together. A send that
+ * alert, to every recipient {@link alertRecipients} names), so two workers never send the same alert together. A send that
  * fails leaves its alert pending for the next run; errors are logged, never thrown.
  */
 export class AlertMailLoop {
@@ -131,9 +138,10 @@ const SUBJECTS = {
 
 /**
  * Send the alerts not mailed yet, oldest first, at most `limit`; each is marked mailed once the
- * mailer accepted it (one that fails stays for the next run).
+ * mailer accepted it (one that fails stays for the next run), or at once when it has no recipient
+ * (every member opted out: it is not kept to be sent later).
  * @param consoleUrl the console's public URL, for the link to the watch (config.console.publicUrl).
- * @returns how many were sent.
+ * @returns how many alerts were done with (sent, or without a recipient).
  */
 export async function mailPendingAlerts(
   db: Db,

@@ -4,8 +4,10 @@
  * from the Members page (1440 px); the developer opens the link from the received e-mail on a
  * phone (390 px), sets a password and lands in the console as developer; the owner changes the
  * role; the developer forgets the password, asks for a link on the phone, follows the link from
- * the e-mail on a desktop, and the phone's session is signed out. Screenshots of every page at
- * both widths into test-output/screenshots/.
+ * the e-mail on a desktop, and the phone's session is signed out. Alert e-mails (issue 19 item
+ * 2): the owner's own switch starts on, the developer's off; the developer turns theirs on from the
+ * phone (kept across a reload, shown to the owner as ON, recorded in the audit log). Screenshots
+ * of every page at both widths into test-output/screenshots/; no sideways scrolling at 390 px.
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +26,14 @@ const PASSWORD = 'correct horse battery staple';
 const NEW_PASSWORD = 'a brand new long passphrase';
 const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 390, height: 844 };
+
+/** No horizontal scrolling of the page. */
+async function noSideways(page: Page): Promise<void> {
+  const [scroll, client] = (await page.evaluate(
+    '[document.documentElement.scrollWidth, document.documentElement.clientWidth]',
+  )) as [number, number];
+  expect(scroll).toBeLessThanOrEqual(client);
+}
 
 const nav = (page: Page, name: string) =>
   page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name, exact: true });
@@ -70,6 +80,12 @@ describe.skipIf(!READY)('members and password reset in a browser', () => {
     await owner.getByRole('button', { name: 'Invite', exact: true }).click();
     await visible(owner.getByText('Invitation sent to dev@acme-pay.example'));
     await visible(owner.getByRole('cell', { name: 'dev@acme-pay.example' }));
+    // The owner's own alert e-mails start on; the invited developer's off.
+    expect(await owner.getByRole('checkbox', { name: 'Send alerts to me' }).isChecked()).toBe(true);
+    expect(await owner.getByRole('checkbox').count()).toBe(1);
+    await visible(
+      owner.getByRole('row', { name: /dev@acme-pay\.example/ }).getByText('OFF', { exact: true }),
+    );
     await shot(owner, 'members-owner-1440');
 
     // The developer follows the link from the e-mail, on a phone.
@@ -88,14 +104,34 @@ describe.skipIf(!READY)('members and password reset in a browser', () => {
     await visible(dev.getByText('dev@acme-pay.example (developer)'));
     // A developer has no invitation form.
     expect(await dev.getByRole('button', { name: 'Invite', exact: true }).count()).toBe(0);
+    // Their own alert e-mails: off, turned on here, kept across a reload.
+    const alerts = dev.getByRole('checkbox', { name: 'Send alerts to me' });
+    expect(await alerts.isChecked()).toBe(false);
+    await alerts.check();
+    await visible(dev.getByText('Alert e-mails on: you get an e-mail when a watch'));
+    await dev.reload();
+    await visible(dev.getByRole('checkbox', { name: 'Send alerts to me' }));
+    expect(await dev.getByRole('checkbox', { name: 'Send alerts to me' }).isChecked()).toBe(true);
+    await visible(
+      dev.getByRole('row', { name: /owner@acme-pay\.example/ }).getByText('ON', { exact: true }),
+    );
+    await noSideways(dev);
     await shot(dev, 'members-developer-390');
+    const audit = await service.svc.db.query<{ detail: unknown }>(
+      "SELECT detail FROM audit_log WHERE action = 'member.alert_emails_changed'",
+    );
+    expect(audit.rows).toEqual([{ detail: { alert_emails: true } }]);
 
     // The owner makes the developer a viewer: refused from the developer's next request.
     await owner.reload();
     await visible(owner.getByLabel('Role of dev@acme-pay.example'));
     await owner.getByLabel('Role of dev@acme-pay.example').selectOption('viewer');
     await visible(owner.getByText('dev@acme-pay.example is now viewer.'));
+    await visible(
+      owner.getByRole('row', { name: /dev@acme-pay\.example/ }).getByText('ON', { exact: true }),
+    );
     await owner.setViewportSize(PHONE);
+    await noSideways(owner);
     await shot(owner, 'members-owner-390');
     const devCsrf = decodeURIComponent(
       (await devCtx.cookies()).find((c) => c.name === 'tw_csrf')?.value ?? '',

@@ -348,6 +348,104 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
     expect((await other.del(`/console/api/members/${admin.id}`)).statusCode).toBe(404);
   });
 
+  it('alert e-mails: on for owners and admins, off for others, each member switches their own', async () => {
+    h = await apiHarness(engine, { env: OPEN });
+    const owner = new Browser(h.app);
+    expect((await owner.signUp('alerts-owner@example.com')).statusCode).toBe(201);
+    const session = json<{ user: { id: string }; account: { id: string } }>(
+      await owner.get('/console/api/session'),
+    );
+    const accountId = session.account.id;
+    const member = async (email: string, role: Role) => {
+      const u = await createUser(h!.db, { accountId, email, role });
+      await setPasswordHash(h!.db, u.id, await hashPassword(PASSWORD));
+      const b = new Browser(h!.app);
+      expect((await b.login(email)).statusCode).toBe(200);
+      return { id: u.id, b };
+    };
+    const admin = await member('alerts-admin@example.com', 'admin');
+    const dev = await member('alerts-dev@example.com', 'developer');
+    const viewer = await member('alerts-viewer@example.com', 'viewer');
+    // Invited from the console: an admin starts on, a developer off.
+    const invitedAdmin = json<{ member: { alert_emails: boolean } }>(
+      await owner.post('/console/api/members', { email: 'inv-admin@example.com', role: 'admin' }),
+    );
+    expect(invitedAdmin.member.alert_emails).toBe(true);
+    const invitedDev = json<{ member: { alert_emails: boolean } }>(
+      await owner.post('/console/api/members', { email: 'inv-dev@example.com', role: 'developer' }),
+    );
+    expect(invitedDev.member.alert_emails).toBe(false);
+    type Listed = { email: string; alert_emails: boolean; you: boolean };
+    const listed = async (b: Browser) =>
+      Object.fromEntries(
+        json<{ data: Listed[] }>(await b.get('/console/api/members')).data.map((m) => [
+          m.email,
+          m.alert_emails,
+        ]),
+      );
+    expect(await listed(viewer.b)).toEqual({
+      'alerts-owner@example.com': true,
+      'alerts-admin@example.com': true,
+      'inv-admin@example.com': true,
+      'alerts-dev@example.com': false,
+      'inv-dev@example.com': false,
+      'alerts-viewer@example.com': false,
+    });
+
+    // A developer opts in and the owner opts out: each answer is the member's own row.
+    const on = await dev.b.put('/console/api/members/me/alerts', { alert_emails: true });
+    expect(on.statusCode, on.body).toBe(200);
+    expect(json(on)).toMatchObject({ id: dev.id, alert_emails: true, you: true });
+    const off = await owner.put('/console/api/members/me/alerts', { alert_emails: false });
+    expect(json(off)).toMatchObject({ id: session.user.id, alert_emails: false, you: true });
+    expect(await listed(admin.b)).toMatchObject({
+      'alerts-owner@example.com': false,
+      'alerts-dev@example.com': true,
+      'alerts-admin@example.com': true,
+    });
+    // A role change keeps the choice.
+    await owner.post(`/console/api/members/${dev.id}/role`, { role: 'admin' });
+    expect((await listed(owner))['alerts-dev@example.com']).toBe(true);
+    await owner.post(`/console/api/members/${admin.id}/role`, { role: 'viewer' });
+    expect((await listed(owner))['alerts-admin@example.com']).toBe(true);
+
+    // Nobody switches someone else's: there is no such route, whatever the role.
+    const other = await owner.request('PUT', `/console/api/members/${viewer.id}/alerts`, {
+      alert_emails: true,
+    });
+    expect(other.statusCode).toBe(404);
+    expect((await listed(owner))['alerts-viewer@example.com']).toBe(false);
+    // Bad bodies: 400 with the field named; without the CSRF token: 403.
+    for (const body of [{}, { alert_emails: 'yes' }, { alert_emails: true, email: 'x@y.z' }]) {
+      const bad = await viewer.b.put('/console/api/members/me/alerts', body);
+      expect(bad.statusCode, JSON.stringify(body)).toBe(400);
+      expect(json(bad).error).toBeTypeOf('string');
+    }
+    const noCsrf = await viewer.b.request(
+      'PUT',
+      '/console/api/members/me/alerts',
+      { alert_emails: true },
+      { csrf: null },
+    );
+    expect(noCsrf.statusCode).toBe(403);
+    expect((await listed(owner))['alerts-viewer@example.com']).toBe(false);
+    // Signed out: 401.
+    expect(
+      (await new Browser(h.app).put('/console/api/members/me/alerts', { alert_emails: true }))
+        .statusCode,
+    ).toBe(401);
+
+    // Each change is in the audit log, by the member, on their own row.
+    const { rows } = await h.db.query<{ actor_id: string; target_id: string; detail: unknown }>(
+      `SELECT actor_id, target_id, detail FROM audit_log
+        WHERE action = 'member.alert_emails_changed' ORDER BY at, id`,
+    );
+    expect(rows).toEqual([
+      { actor_id: dev.id, target_id: dev.id, detail: { alert_emails: true } },
+      { actor_id: session.user.id, target_id: session.user.id, detail: { alert_emails: false } },
+    ]);
+  });
+
   it('role matrix: every console action with every role', async () => {
     h = await apiHarness(engine, { env: OPEN });
     const owner = new Browser(h.app);
@@ -396,6 +494,11 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
         name: 'own second factor state',
         needs: 'viewer',
         run: (b) => b.get('/console/api/two-factor'),
+      },
+      {
+        name: 'own alert e-mails',
+        needs: 'viewer',
+        run: (b) => b.put('/console/api/members/me/alerts', { alert_emails: true }),
       },
       {
         name: 'revoke own other sessions',
@@ -585,6 +688,43 @@ describe.each(dbEngines)('members, roles, e-mail and password reset on %s', (eng
       ]);
       const s = await t.db.query<{ user_id: string }>('SELECT user_id FROM console_sessions');
       expect(s.rows).toEqual([{ user_id: 'usr_01jz0000000000000000000000' }]);
+    } finally {
+      await t.drop();
+    }
+  });
+});
+
+describe.each(dbEngines)('migration 047 (alert e-mails) on %s', (engine) => {
+  it('opts existing owners and admins in, developers and viewers out', async () => {
+    const t = await emptyDb(engine);
+    try {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-mig47-'));
+      for (const f of fs.readdirSync(MIGRATIONS_DIR)) {
+        if (Number(f.slice(0, 3)) < 47)
+          fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(dir, f));
+      }
+      await migrate(t.db, dir);
+      await t.db.query(
+        `INSERT INTO accounts (id, email, plan)
+         VALUES ('acc_01jz0000000000000000000047', 'm47@example.com', 'pro')`,
+      );
+      for (const role of ROLES) {
+        await t.db.query(
+          `INSERT INTO console_users (id, account_id, email, role, joined_at)
+           VALUES ($1, 'acc_01jz0000000000000000000047', $2, $3, now())`,
+          [`usr_01jz00000000000000000047${role.slice(0, 2)}`, `${role}47@example.com`, role],
+        );
+      }
+      await migrate(t.db);
+      const { rows } = await t.db.query<{ role: string; alert_emails: boolean }>(
+        'SELECT role, alert_emails FROM console_users ORDER BY email',
+      );
+      expect(Object.fromEntries(rows.map((r) => [r.role, r.alert_emails]))).toEqual({
+        owner: true,
+        admin: true,
+        developer: false,
+        viewer: false,
+      });
     } finally {
       await t.drop();
     }

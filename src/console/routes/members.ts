@@ -9,7 +9,11 @@
  *   POST   /console/api/members/{id}/invite → InviteResult | 404 | 409 (already joined)  (admin)
  *   POST   /console/api/members/{id}/role   → Member | 403 insufficient_role | 409 last_owner
  *   DELETE /console/api/members/{id}        → 204 | 403 insufficient_role | 409 last_owner
+ *   PUT    /console/api/members/me/alerts   → Member (the signed-in user)               (viewer)
  *
+ * Alert e-mails (issue 19 item 2, src/watches/alert-mail.ts) are each member's own choice: the
+ * `me` route changes only the signed-in user's `alert_emails`, never someone else's, so every
+ * role may call it; the list shows everyone's.
  * Role change and removal are open to every role at the guard because anyone may lower their own
  * role or leave; acting on someone else needs admin (owner for an owner), checked by the domain.
  * An invitation goes by e-mail when SMTP_URL is set (the link is then never shown); when e-mail is
@@ -25,6 +29,7 @@ import {
   listUsers,
   MemberError,
   removeUser,
+  setAlertEmails,
   type UserRow,
 } from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
@@ -38,6 +43,7 @@ import {
   IdParams,
   type InviteResult,
   type Member,
+  MemberAlertsBody,
   MemberInviteBody,
   MemberRoleBody,
 } from '../schemas.js';
@@ -52,6 +58,7 @@ function memberView(u: UserRow, ctx: ConsoleContext): Member {
     status: u.joined_at ? 'active' : 'invited',
     created_at: u.created_at.toISOString(),
     joined_at: u.joined_at?.toISOString() ?? null,
+    alert_emails: u.alert_emails,
     you: u.id === ctx.userId,
   };
 }
@@ -187,6 +194,33 @@ export function memberRoutes(app: App, deps: AppDeps): void {
       } catch (err) {
         throw memberError(err);
       }
+    },
+  );
+
+  app.put(
+    '/console/api/members/me/alerts',
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, body: MemberAlertsBody } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const on = request.body.alert_emails;
+      // The change and its audit entry commit together.
+      const user = await deps.db.transaction(async (tx) => {
+        const u = await setAlertEmails(tx, ctx.accountId, ctx.userId, on);
+        if (!u) return undefined;
+        await recordAudit(tx, auditContextOf(request), {
+          action: 'member.alert_emails_changed',
+          targetId: u.id,
+          detail: { alert_emails: on },
+        });
+        return u;
+      });
+      // The session's user exists (the guard just read it); a removal racing this request ends here.
+      if (!user) throw new ApiError(404, 'member not found');
+      request.log.info(
+        { account_id: ctx.accountId, user_id: user.id, alert_emails: on },
+        'member alert e-mails changed',
+      );
+      return memberView(user, ctx);
     },
   );
 

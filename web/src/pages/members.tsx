@@ -1,11 +1,13 @@
 /**
  * Members (issue 18 item 3): who can use this account's console and with which role. An owner or
  * admin invites by e-mail (the link goes by e-mail, or is shown to copy when e-mail is off),
- * changes roles and removes members; everyone sees the list and may leave. The server decides
+ * changes roles and removes members; everyone sees the list and may leave. Each member turns
+ * watch alert e-mails on or off for themselves (issue 19 item 2: the "Alert e-mails" column; a
+ * checkbox on the signed-in user's row, the others' choice shown). The server decides
  * (src/console/routes/members.ts): the page only hides what the user's role cannot do.
  */
 import { useState } from 'preact/hooks';
-import { ApiError, del, describeError, get, post } from '../api';
+import { ApiError, del, describeError, get, post, put } from '../api';
 import {
   ConfirmDialog,
   CopyButton,
@@ -61,6 +63,8 @@ export function MembersPage() {
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [link, setLink] = useState<InviteResult | null>(null);
   const [removing, setRemoving] = useState<Member | null>(null);
+  /** The alert e-mail choice being saved (shown at once, the box disabled until saved); null: none. */
+  const [savingAlerts, setSavingAlerts] = useState<boolean | null>(null);
 
   const myRank = RANK[me.user.role];
   const manages = myRank >= RANK.admin;
@@ -118,6 +122,28 @@ export function MembersPage() {
     }
   };
 
+  const setAlerts = async (on: boolean) => {
+    setSavingAlerts(on);
+    setMessage(null);
+    try {
+      await put<Member>('/members/me/alerts', { alert_emails: on });
+      setMessage({
+        tone: 'success',
+        text: on
+          ? config.email
+            ? 'Alert e-mails on: you get an e-mail when a watch starts failing, recovers or is paused.'
+            : 'Alert e-mails on. E-mail is off on this deployment, so alerts show only as a banner for now.'
+          : 'Alert e-mails off: alerts still show as a banner in the console.',
+      });
+      await members.reload();
+    } catch (err) {
+      setMessage({ tone: 'error', text: `Could not change your alert e-mails: ${explain(err)}` });
+      await members.reload();
+    } finally {
+      setSavingAlerts(null);
+    }
+  };
+
   const remove = async (m: Member) => {
     try {
       await del(`/members/${encodeURIComponent(m.id)}`);
@@ -141,8 +167,8 @@ export function MembersPage() {
         title="Members"
         description={
           <>
-            Everyone who signs in to this account, with their role. You are{' '}
-            <strong>{me.user.email}</strong> ({me.user.role}).
+            Everyone who signs in to this account, with their role and whether alerts are e-mailed
+            to them. You are <strong>{me.user.email}</strong> ({me.user.role}).
           </>
         }
       />
@@ -228,6 +254,7 @@ export function MembersPage() {
               <th scope="col">Role</th>
               <th scope="col">Status</th>
               <th scope="col">Since</th>
+              <th scope="col">Alert e-mails</th>
               <th scope="col">
                 <span class="sr-only">Actions</span>
               </th>
@@ -266,6 +293,23 @@ export function MembersPage() {
                 <td data-label="Since">
                   <Time iso={m.joined_at ?? m.created_at} />
                 </td>
+                <td data-label="Alert e-mails">
+                  {m.you ? (
+                    <label class="check-inline">
+                      <input
+                        type="checkbox"
+                        checked={savingAlerts ?? m.alert_emails}
+                        disabled={savingAlerts !== null}
+                        onChange={(e) => void setAlerts(e.currentTarget.checked)}
+                      />
+                      Send alerts to me
+                    </label>
+                  ) : m.alert_emails ? (
+                    <Pill tone="green">ON</Pill>
+                  ) : (
+                    <Pill tone="gray">OFF</Pill>
+                  )}
+                </td>
                 <td data-label="Actions">
                   <span class="row-actions">
                     {manages && m.status === 'invited' && (
@@ -298,6 +342,12 @@ export function MembersPage() {
         Roles: <strong>owner</strong> {ROLE_TEXT.owner}; <strong>admin</strong> {ROLE_TEXT.admin};{' '}
         <strong>developer</strong> {ROLE_TEXT.developer}; <strong>viewer</strong> {ROLE_TEXT.viewer}
         . The last owner cannot leave or be demoted.
+      </p>
+      <p class="muted roles-note">
+        Alert e-mails: when a watch's deliveries keep failing, recover, or the watch is paused, an
+        e-mail goes to the members who turned them on (owners and admins start on, developers and
+        viewers off); each member switches their own. The banner in the console shows every alert
+        either way.{!config.email && ' E-mail is off on this deployment: no e-mail is sent.'}
       </p>
       {removing && (
         <ConfirmDialog
