@@ -50,9 +50,12 @@ export interface UserRow {
   joined_at: Date | null;
   /** Watch alerts are e-mailed to this user (once joined): their own choice (migration 047). */
   alert_emails: boolean;
+  /** The user has a confirmed second factor (migration 046; src/accounts/two-factor.ts). */
+  two_factor: boolean;
 }
 
-const COLUMNS = 'id, account_id, email, role, created_at, joined_at, alert_emails';
+const COLUMNS =
+  'id, account_id, email, role, created_at, joined_at, alert_emails, (totp_enabled_at IS NOT NULL) AS two_factor';
 
 /**
  * Whether a new user of `role` starts opted in to alert e-mails: owners and admins, who can fix a

@@ -168,6 +168,8 @@ export interface Member {
    * choice (PUT /console/api/members/me/alerts); owners and admins start on, others off.
    */
   alert_emails: boolean;
+  /** The member has two-factor sign-in on (an owner can turn it off for a lost device). */
+  two_factor: boolean;
   /** The signed-in user. */
   you: boolean;
 }

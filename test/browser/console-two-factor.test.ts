@@ -4,7 +4,8 @@
  * key as text, a code computed here from that key with otpauth, ten recovery codes shown once);
  * signing out and in asks for the code after the password; a wrong code says how many tries are
  * left; a recovery code signs in; an owner requires it of every member, and a member without one
- * reaches only the Security page until they set it up. Desktop (1440 px) and phone (390 px, no
+ * reaches only the Security page until they set it up; the owner sees it on the Members page and
+ * turns it off for a lost device. Desktop (1440 px) and phone (390 px, no
  * sideways scrolling) screenshots into test-output/screenshots/.
  */
 import { Secret, TOTP } from 'otpauth';
@@ -217,6 +218,21 @@ describe.skipIf(!READY)('two-factor sign-in in a browser', () => {
     await pp.getByLabel('Authentication code').fill(codeOf(devKey, 1));
     await pp.getByRole('button', { name: 'Verify and sign in' }).click();
     await visible(pp.getByRole('heading', { name: 'Overview' }));
+
+    // The owner sees who has it on the Members page, and turns the developer's off (a lost
+    // phone): the developer must set up a new device before anything else.
+    await nav(op, 'Members').click();
+    const devRow = op.getByRole('row').filter({ hasText: 'dev@acme-pay.example' });
+    await visible(devRow.getByText('ON', { exact: true }).first());
+    await devRow
+      .getByRole('button', { name: 'Turn off two-factor sign-in of dev@acme-pay.example' })
+      .click();
+    await op.getByRole('dialog').getByRole('button', { name: 'Turn it off' }).click();
+    await visible(op.getByText('Two-factor sign-in of dev@acme-pay.example is off'));
+    await shot(op, 'members-two-factor-reset');
+    await pp.goto(`${service.base}/console/keys`);
+    await visible(pp.getByRole('heading', { level: 1, name: 'Security' }));
+    await visible(pp.getByRole('button', { name: 'Set up two-factor sign-in' }));
     await owner.close();
     await phone.close();
   });

@@ -59,6 +59,7 @@ function memberView(u: UserRow, ctx: ConsoleContext): Member {
     created_at: u.created_at.toISOString(),
     joined_at: u.joined_at?.toISOString() ?? null,
     alert_emails: u.alert_emails,
+    two_factor: u.two_factor,
     you: u.id === ctx.userId,
   };
 }

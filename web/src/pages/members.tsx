@@ -63,6 +63,8 @@ export function MembersPage() {
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [link, setLink] = useState<InviteResult | null>(null);
   const [removing, setRemoving] = useState<Member | null>(null);
+  // An owner turning off a member's second factor (a lost device; issue 18 item 4).
+  const [resetting, setResetting] = useState<Member | null>(null);
   /** The alert e-mail choice being saved (shown at once, the box disabled until saved); null: none. */
   const [savingAlerts, setSavingAlerts] = useState<boolean | null>(null);
 
@@ -119,6 +121,22 @@ export function MembersPage() {
     } catch (err) {
       setMessage({ tone: 'error', text: `Could not change the role: ${explain(err)}` });
       await members.reload();
+    }
+  };
+
+  const resetTwoFactor = async (m: Member) => {
+    setMessage(null);
+    try {
+      await del(`/members/${encodeURIComponent(m.id)}/two-factor`);
+      setMessage({
+        tone: 'success',
+        text: `Two-factor sign-in of ${m.email} is off: they sign in with their password and set up a new device${me.account.require_two_factor ? ' before anything else (this account requires it)' : ''}.`,
+      });
+      await members.reload();
+    } catch (err) {
+      setMessage({ tone: 'error', text: `Could not turn it off: ${explain(err)}` });
+    } finally {
+      setResetting(null);
     }
   };
 
@@ -254,6 +272,7 @@ export function MembersPage() {
               <th scope="col">Role</th>
               <th scope="col">Status</th>
               <th scope="col">Since</th>
+              <th scope="col">Two-factor</th>
               <th scope="col">Alert e-mails</th>
               <th scope="col">
                 <span class="sr-only">Actions</span>
@@ -293,6 +312,9 @@ export function MembersPage() {
                 <td data-label="Since">
                   <Time iso={m.joined_at ?? m.created_at} />
                 </td>
+                <td data-label="Two-factor">
+                  {m.two_factor ? <Pill tone="green">ON</Pill> : <Pill tone="gray">OFF</Pill>}
+                </td>
                 <td data-label="Alert e-mails">
                   {m.you ? (
                     <label class="check-inline">
@@ -319,6 +341,16 @@ export function MembersPage() {
                         onClick={() => void inviteAgain(m)}
                       >
                         Invite again
+                      </button>
+                    )}
+                    {me.user.role === 'owner' && !m.you && m.two_factor && (
+                      <button
+                        type="button"
+                        class="btn btn-secondary btn-small"
+                        aria-label={`Turn off two-factor sign-in of ${m.email}`}
+                        onClick={() => setResetting(m)}
+                      >
+                        Turn off 2FA
                       </button>
                     )}
                     {canManage(m) && (
@@ -349,6 +381,20 @@ export function MembersPage() {
         viewers off); each member switches their own. The banner in the console shows every alert
         either way.{!config.email && ' E-mail is off on this deployment: no e-mail is sent.'}
       </p>
+      {resetting && (
+        <ConfirmDialog
+          title={`Turn off two-factor sign-in of ${resetting.email}?`}
+          confirmLabel="Turn it off"
+          danger
+          onConfirm={() => resetTwoFactor(resetting)}
+          onCancel={() => setResetting(null)}
+        >
+          <p>
+            For a member who lost their phone and their recovery codes. Until they set up a new
+            device, their password alone signs them in.
+          </p>
+        </ConfirmDialog>
+      )}
       {removing && (
         <ConfirmDialog
           title={removing.you ? 'Leave this account?' : `Remove ${removing.email}?`}
