@@ -382,6 +382,15 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
       code: codeOf(secret, 1),
     });
     expect(ok.statusCode, ok.body).toBe(200);
+    // The reset is in the log even though its sign-in waited for the code, and then the sign-in.
+    const audit = await h.db.query<{ action: string }>(
+      `SELECT action FROM audit_log WHERE action IN ('account.password_reset', 'session.signed_in')
+        ORDER BY at, id`,
+    );
+    expect(audit.rows.map((r) => r.action)).toEqual([
+      'account.password_reset',
+      'session.signed_in',
+    ]);
   });
 
   it('the operator turns off a lost second factor from the CLI (audited); the password alone then signs in', async () => {

@@ -196,6 +196,17 @@ async function signInOrChallenge(
 ): Promise<Me | SecondFactorChallenge> {
   if (await twoFactorEnabled(deps.db, userId)) {
     const challenge = await openLoginChallenge(deps.db, userId);
+    // An invitation accepted or a password reset happened whether or not the code follows: its
+    // entry is written now (the sign-in, if the code is right, gets its own).
+    if (action !== 'session.signed_in') {
+      const u = await findUserById(deps.db, userId);
+      if (u) {
+        await recordAudit(deps.db, auditContextOf(request, { accountId: u.account_id, userId }), {
+          action,
+          detail: { second_factor_required: true },
+        });
+      }
+    }
     reply.code(200);
     return {
       second_factor_required: true,
