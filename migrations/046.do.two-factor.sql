@@ -4,7 +4,7 @@
 -- been confirmed with a code yet. totp_last_step: the time step (unix seconds / 30) of the last
 -- code accepted, so a code is never accepted twice (RFC 6238 §5.2).
 ALTER TABLE console_users
-  ADD COLUMN totp_key_id      text,
+  ADD COLUMN totp_key_id      text COLLATE "C",
   ADD COLUMN totp_ciphertext  bytea,
   ADD COLUMN totp_enabled_at  timestamptz,
   ADD COLUMN totp_last_step   bigint;

@@ -4,7 +4,7 @@
  * the user was on is kept (it is still the URL).
  */
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
@@ -140,8 +140,10 @@ function Shell({ children }: { children: ComponentChildren }) {
     h?.focus();
   }, [path]);
 
-  // Escape closes the phone menu and gives the focus back to its button.
-  useEffect(() => {
+  // Escape closes the phone menu and gives the focus back to its button. A layout effect: the
+  // listener is in place when the open menu is painted, so an Escape pressed right after the
+  // menu appears is not lost (a plain effect runs a frame later).
+  useLayoutEffect(() => {
     if (!menuOpen) return undefined;
     const onKey = (e: KeyboardEvent) => {
       if (e.key !== 'Escape') return;
