@@ -11,7 +11,7 @@ import { createApiKey, type KeyNetwork } from '../../src/accounts/keys.js';
 import type { Plan } from '../../src/accounts/plans.js';
 import { type AppDeps, buildApp } from '../../src/api/app.js';
 import type { KeyCache } from '../../src/api/auth.js';
-import { silentLogger } from '../../src/common/logger.js';
+import { type Logger, silentLogger } from '../../src/common/logger.js';
 import { SecretBox } from '../../src/common/secrets.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Db } from '../../src/db/pool.js';
@@ -67,6 +67,8 @@ export interface HarnessOptions {
   env?: Record<string, string>;
   /** The Telegram bot (default: none: the console's Telegram endpoints answer 503). */
   telegram?: TelegramBot;
+  /** The app's logger (default: silent); a test that reads the logs passes a capturing one. */
+  logger?: Logger;
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -98,7 +100,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
   const deps: AppDeps = {
     config,
     db,
-    logger: silentLogger,
+    logger: opts.logger ?? silentLogger,
     secrets,
     rateLimiter: limiter,
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),

@@ -8,7 +8,9 @@
  * TOTP secrets. Codes are computed here from the secret the set-up returned (otpauth, RFC 6238).
  */
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { Secret, TOTP } from 'otpauth';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { accountsResetTwoFactor } from '../../src/accounts/cli.js';
 import { createPasswordReset, setPasswordHash } from '../../src/accounts/credentials.js';
@@ -426,6 +428,49 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
       "SELECT action, actor_type FROM audit_log WHERE action = 'two_factor.reset_for_member'",
     );
     expect(audit.rows).toEqual([{ action: 'two_factor.reset_for_member', actor_type: 'system' }]);
+  });
+
+  it('logs no TOTP secret, code, recovery code or sign-in step token, at trace level', async () => {
+    const lines: string[] = [];
+    const logger = pino(
+      { level: 'trace' },
+      new Writable({
+        write(chunk: Buffer | string, _enc, cb) {
+          lines.push(chunk.toString());
+          cb();
+        },
+      }),
+    );
+    h = await apiHarness(engine, { env: OPEN, logger });
+    const b = new Browser(h.app);
+    await b.signUp('tf9@example.com');
+    const { secret, codes } = await enrol(b);
+    await b.post('/console/api/logout');
+    const c1 = await passwordStep(b, 'tf9@example.com');
+    const wrong = codeOf(secret, 1) === '000000' ? '000001' : '000000';
+    await b.post('/console/api/login/second-factor', { challenge: c1, code: wrong });
+    const right = codeOf(secret, 1);
+    expect(
+      (await b.post('/console/api/login/second-factor', { challenge: c1, code: right })).statusCode,
+    ).toBe(200);
+    const fresh = json<{ recovery_codes: string[] }>(
+      await b.post('/console/api/two-factor/recovery-codes', { password: PASSWORD }),
+    ).recovery_codes;
+    await b.post('/console/api/two-factor/disable', { password: PASSWORD, code: fresh[0] });
+    const text = lines.join('');
+    // The capture works (requests are logged at this level), and holds none of the secrets.
+    expect(text).toContain('second factor enabled');
+    const secrets = [secret, c1, PASSWORD, ...codes, ...fresh];
+    for (const x of secrets) {
+      expect(text.includes(x), `"${x.slice(0, 4)}…" in the logs`).toBe(false);
+      expect(text.includes(x.replace('-', '')), 'a recovery code without its dash').toBe(false);
+    }
+    // A 6-digit code, as a number of its own (not inside a timestamp or a duration).
+    for (const x of [right, wrong]) {
+      expect(new RegExp(`(?<![0-9.])${x}(?![0-9])`).test(text), `code ${x} in the logs`).toBe(
+        false,
+      );
+    }
   });
 
   it('secrets rotate-key re-seals the TOTP secrets under the new key', async () => {
