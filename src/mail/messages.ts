@@ -63,3 +63,56 @@ export function passwordResetMessage(o: { to: string; link: string }): MailMessa
     html: html([intro, how], { href: o.link, label: 'Choose a new password' }, after),
   };
 }
+
+/** What changed in a user's sign-in protection (issue 18 item 4): each is e-mailed to the user. */
+export type SecurityEvent =
+  | 'two_factor_enabled'
+  | 'two_factor_disabled'
+  | 'two_factor_reset'
+  | 'recovery_code_used';
+
+const SECURITY_TEXT: Record<SecurityEvent, { subject: string; what: string }> = {
+  two_factor_enabled: {
+    subject: 'Two-factor sign-in is on for your tronwatch console user',
+    what: 'Two-factor sign-in was turned on for your tronwatch console user: signing in now asks for a code from your authenticator app.',
+  },
+  two_factor_disabled: {
+    subject: 'Two-factor sign-in was turned off for your tronwatch console user',
+    what: 'Two-factor sign-in was turned off for your tronwatch console user: your password alone now signs you in.',
+  },
+  two_factor_reset: {
+    subject: 'Two-factor sign-in was turned off for your tronwatch console user',
+    what: "An owner of your account (or the deployment's operator) turned off two-factor sign-in for your tronwatch console user, as is done for a lost device. Set up a new device on the Security page.",
+  },
+  recovery_code_used: {
+    subject: 'A recovery code was used to sign in to tronwatch',
+    what: 'One of your recovery codes was just used to sign in to your tronwatch console user. It cannot be used again.',
+  },
+};
+
+/**
+ * A notice to the user that their sign-in protection changed (turned on or off, a recovery code
+ * used), so a change they did not make is noticed. It carries no secret and no token: the link is
+ * the console's Security page. @param ip the client address the change came from, when known.
+ */
+export function securityNoticeMessage(o: {
+  to: string;
+  event: SecurityEvent;
+  consoleUrl: string;
+  ip?: string | null;
+}): MailMessage {
+  const t = SECURITY_TEXT[o.event];
+  const from = o.ip ? ` It came from the address ${o.ip}.` : '';
+  const intro = `${t.what}${from}`;
+  const check =
+    'If this was you, nothing more is needed. If it was not, change your password and check your second factor and sessions on the Security page at once, and tell an owner of your account.';
+  const link = `${o.consoleUrl}/console/security`;
+  const after = 'This e-mail is sent for every change to how you sign in.';
+  return {
+    kind: `security_${o.event}`,
+    to: o.to,
+    subject: t.subject,
+    text: `${intro}\n\n${check}\n\n${link}\n\n${after}\n`,
+    html: html([intro, check], { href: link, label: 'Open the Security page' }, after),
+  };
+}

@@ -23,6 +23,7 @@ import { type ApiHarness, apiHarness, json } from '../helpers/api.js';
 import { runCli } from '../helpers/cli.js';
 import { Browser, PASSWORD } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
+import { startSmtp } from '../helpers/smtp.js';
 
 const OPEN = { CONSOLE_SIGNUP: 'open' };
 
@@ -470,6 +471,60 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
       expect(new RegExp(`(?<![0-9.])${x}(?![0-9])`).test(text), `code ${x} in the logs`).toBe(
         false,
       );
+    }
+  });
+
+  it('e-mails the user each change to how they sign in (on, off, off by an owner, a recovery code used), with no secret', async () => {
+    const smtp = await startSmtp();
+    try {
+      h = await apiHarness(engine, {
+        env: {
+          ...OPEN,
+          SMTP_URL: smtp.url,
+          MAIL_FROM: 'tronwatch <no-reply@tronwatch.test>',
+          PUBLIC_URL: 'https://tw.example.com',
+        },
+      });
+      const owner = new Browser(h.app);
+      await owner.signUp('tf10@example.com');
+      const { secret, codes } = await enrol(owner);
+      const on = await smtp.waitFor('tf10@example.com', /Two-factor sign-in is on/);
+      expect(on.text).toContain('203.0.113.7'); // the Browser helper's client address
+      expect(on.link).toBe('https://tw.example.com/console/security');
+      await owner.post('/console/api/logout');
+      const c = await passwordStep(owner, 'tf10@example.com');
+      await owner.post('/console/api/login/second-factor', { challenge: c, code: codes[0] });
+      const used = await smtp.waitFor('tf10@example.com', /recovery code was used/);
+      expect(used.text).toContain('cannot be used again');
+      await owner.post('/console/api/two-factor/disable', {
+        password: PASSWORD,
+        code: codeOf(secret, 1),
+      });
+      await smtp.waitFor('tf10@example.com', /turned off/);
+
+      // An owner turns a member's off: the member is told.
+      const accountId = json<{ account: { id: string } }>(await owner.get('/console/api/session'))
+        .account.id;
+      const dev = await createUser(h.db, {
+        accountId,
+        email: 'tf10-dev@example.com',
+        role: 'developer',
+      });
+      await setPasswordHash(h.db, dev.id, await hashPassword(PASSWORD));
+      const d = new Browser(h.app, 'localhost', '198.51.100.60');
+      await d.login('tf10-dev@example.com');
+      await enrol(d);
+      expect((await owner.del(`/console/api/members/${dev.id}/two-factor`)).statusCode).toBe(204);
+      const reset = await smtp.waitFor('tf10-dev@example.com', /turned off/);
+      expect(reset.text).toContain('An owner of your account');
+
+      // Nothing secret in any of them.
+      const all = JSON.stringify(smtp.received);
+      for (const x of [secret, c, ...codes]) expect(all.includes(x)).toBe(false);
+    } finally {
+      await h?.close();
+      h = undefined;
+      await smtp.close();
     }
   });
 

@@ -106,6 +106,7 @@ import {
   type SecondFactorChallenge,
 } from '../schemas.js';
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
+import { sendSecurityNotice } from './security.js';
 
 const hide = { hide: true } as const;
 
@@ -389,6 +390,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       }
       if (kind === 'recovery_code') {
         await recordAudit(deps.db, audit, { action: 'two_factor.recovery_code_used' });
+        sendSecurityNotice(deps, found.email, 'recovery_code_used', request.ip);
       }
       return signIn(deps, request, reply, found.userId, 200, 'session.signed_in', {
         second_factor: kind,

@@ -15,8 +15,10 @@
  * password and a code; new recovery codes ask for the password. Each password or code check is
  * counted in the login's windows (src/console/login-limits.ts), so none of them guesses faster
  * than the sign-in. The set-up routes answer while the account requires a second factor that the
- * user has not set up yet (guard.ts `consoleBeforeSecondFactor`). Each change is audited; no
- * secret, code or recovery code is logged or recorded.
+ * user has not set up yet (guard.ts `consoleBeforeSecondFactor`). Each change is audited, and
+ * e-mailed to the user it concerns when e-mail is on (turned on, off, or off by an owner; a
+ * recovery code used to sign in: account.ts), so a change they did not make is noticed. No
+ * secret, code or recovery code is logged, recorded or mailed.
  */
 import QRCode from 'qrcode';
 import { passwordHashById } from '../../accounts/credentials.js';
@@ -37,6 +39,7 @@ import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import { type SecurityEvent, securityNoticeMessage } from '../../mail/messages.js';
 import { requireSession } from '../guard.js';
 import { countLoginAttempt } from '../login-limits.js';
 import { verifyPassword } from '../passwords.js';
@@ -50,6 +53,21 @@ import {
 } from '../schemas.js';
 
 const hide = { hide: true } as const;
+
+/**
+ * E-mail the user that their sign-in protection changed (src/mail/messages.ts
+ * securityNoticeMessage), when e-mail is on; in the background, never failing the request.
+ */
+export function sendSecurityNotice(
+  deps: Pick<AppDeps, 'mailer' | 'config'>,
+  to: string,
+  event: SecurityEvent,
+  ip: string | null,
+): void {
+  deps.mailer?.send(
+    securityNoticeMessage({ to, event, consoleUrl: deps.config.console.publicUrl, ip }),
+  );
+}
 
 /** 409 two_factor_state from a TwoFactorError. */
 function stateError(err: unknown): never {
@@ -125,6 +143,7 @@ export function securityRoutes(app: App, deps: AppDeps): void {
       });
       if (!codes) throw wrongCode();
       await recordAudit(deps.db, auditContextOf(request), { action: 'two_factor.enabled' });
+      sendSecurityNotice(deps, user.email, 'two_factor_enabled', request.ip);
       request.log.info({ user_id: user.id }, 'second factor enabled');
       return { recovery_codes: codes };
     },
@@ -155,6 +174,7 @@ export function securityRoutes(app: App, deps: AppDeps): void {
         await disableTwoFactor(tx, user.id);
         await recordAudit(tx, auditContextOf(request), { action: 'two_factor.disabled' });
       });
+      sendSecurityNotice(deps, user.email, 'two_factor_disabled', request.ip);
       request.log.info({ user_id: user.id }, 'second factor disabled');
       return reply.code(204).send();
     },
@@ -231,6 +251,7 @@ export function securityRoutes(app: App, deps: AppDeps): void {
         return d;
       });
       if (!done) throw ApiError.coded('two_factor_state', 'this member has no second factor');
+      sendSecurityNotice(deps, member.email, 'two_factor_reset', request.ip);
       return reply.code(204).send();
     },
   );
