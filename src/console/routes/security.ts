@@ -12,9 +12,10 @@
  * Every route is the signed-in user's own (viewer and up), but requiring a second factor of the
  * account and turning a member's off, which are the owner's. Setting up asks for the password (a
  * stolen session cannot bind the thief's app and lock the user out); turning it off asks for the
- * password and a code; new recovery codes ask for the password. Each password or code check is
- * counted in the login's windows (src/console/login-limits.ts), so none of them guesses faster
- * than the sign-in. The set-up routes answer while the account requires a second factor that the
+ * password and a code; new recovery codes ask for the password. Each password check, and each
+ * code that protects something (turning it off), is counted in the login's windows
+ * (src/console/login-limits.ts), so none of them guesses faster than the sign-in; the code that
+ * confirms a set-up is not (its secret was just shown to this session). The set-up routes answer while the account requires a second factor that the
  * user has not set up yet (guard.ts `consoleBeforeSecondFactor`). Each change is audited, and
  * e-mailed to the user it concerns when e-mail is on (turned on, off, or off by an owner; a
  * recovery code used to sign in: account.ts), so a change they did not make is noticed. No
@@ -132,15 +133,12 @@ export function securityRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const user = await userOf(ctx.userId);
-      let codes: string[] | undefined;
-      // A wrong code counts like a failed sign-in (the enrolment secret is not the account's
-      // protection yet, but the route must not be a free oracle either).
-      await countLoginAttempt(deps.rateLimiter, request.ip, user.email, async () => {
-        codes = await confirmEnrolment(deps.db, deps.secrets, user.id, request.body.code).catch(
-          stateError,
-        );
-        return codes !== undefined;
-      });
+      // Not counted in the login's windows: the secret being confirmed was just shown to this
+      // session (which proved the password to get it), so a wrong code guesses nothing, and a
+      // user fumbling with the app must not lock their own sign-in.
+      const codes = await confirmEnrolment(deps.db, deps.secrets, user.id, request.body.code).catch(
+        stateError,
+      );
       if (!codes) throw wrongCode();
       await recordAudit(deps.db, auditContextOf(request), { action: 'two_factor.enabled' });
       sendSecurityNotice(deps, user.email, 'two_factor_enabled', request.ip);
