@@ -19,6 +19,7 @@
  * createWatchFromRequest (src/watches/create.ts), the function the console runs too.
  */
 import { Type as T } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
@@ -34,6 +35,7 @@ import {
   RotateSecretSchema,
   SecretRotatedSchema,
   secretRotatedView,
+  type UpdateWatchBody,
   UpdateWatchSchema,
   WatchCreatedSchema,
   WatchSchema,
@@ -471,28 +473,14 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      const { id } = request.params;
-      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-      const grace = request.body.grace_period_seconds;
-      const r = await rotateWatchSecret(
-        deps.db,
-        deps.secrets,
+      return rotateSecretAnswer(
+        deps,
+        request,
         auth.accountId,
         network,
-        id,
-        ...(grace !== undefined ? [grace] : []),
+        request.params.id,
+        request.body.grace_period_seconds,
       );
-      if (!r) throw new ApiError(404, 'watch not found');
-      // Never log the answer: it holds the secret.
-      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch secret rotated');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.secret_rotated',
-        targetId: id,
-        detail: {
-          previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
-        },
-      });
-      return secretRotatedView(r.watch, r.secret);
     },
   );
 
@@ -519,17 +507,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      const { id } = request.params;
-      const watch = isId(id, 'wh')
-        ? await expirePreviousSecret(deps.db, auth.accountId, network, id)
-        : undefined;
-      if (!watch) throw new ApiError(404, 'watch not found');
-      request.log.info({ watch_id: id, account_id: auth.accountId }, 'previous secret expired');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.previous_secret_expired',
-        targetId: id,
-      });
-      return watchView(watch);
+      return expirePreviousSecretAnswer(deps, request, auth.accountId, network, request.params.id);
     },
   );
 
@@ -564,22 +542,14 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      const { id } = request.params;
-      const watch = isId(id, 'wh')
-        ? await updateWatchFromRequest(deps, auth.accountId, network, id, request.body)
-        : undefined;
-      if (!watch) throw new ApiError(404, 'watch not found');
-      request.log.info({ watch_id: id, account_id: auth.accountId }, 'watch updated');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.updated',
-        targetId: id,
-        detail: {
-          changed: Object.keys(request.body as object)
-            .sort()
-            .join(','),
-        },
-      });
-      return watchView(watch);
+      return updateWatchAnswer(
+        deps,
+        request,
+        auth.accountId,
+        network,
+        request.params.id,
+        request.body,
+      );
     },
   );
 
@@ -633,4 +603,95 @@ export async function watchHealthAnswer(
   const windows = await healthSummaries(deps.db, watch.channel === 'webhook' ? [id] : []);
   const series = await healthSeries(deps.db, id, window);
   return { window, ...series, watch: watchWithHealthView(watch, windows.get(id)) };
+}
+
+/*
+ * The changes of one watch that the API and the console both make (issue 19 items 3 and 4): the
+ * domain call, the 404 of a watch that is not the caller's, the log line and the audit entry, in
+ * one place; each route only authenticates its caller (API key or console session and role).
+ */
+
+/**
+ * Rotate the watch's secret (POST …/watches/{id}/rotate-secret).
+ * @param graceSeconds the grace period; undefined: the default (24 h).
+ * @returns the rotated watch with its new secret (the only place it is ever shown).
+ * @throws ApiError 404 when the account has no such live webhook watch; 400 from the domain.
+ */
+export async function rotateSecretAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  network: string,
+  id: string,
+  graceSeconds: number | undefined,
+): Promise<ReturnType<typeof secretRotatedView>> {
+  if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
+  const r = await rotateWatchSecret(
+    deps.db,
+    deps.secrets,
+    accountId,
+    network,
+    id,
+    ...(graceSeconds !== undefined ? [graceSeconds] : []),
+  );
+  if (!r) throw new ApiError(404, 'watch not found');
+  // Never log the answer: it holds the secret.
+  request.log.info({ watch_id: id, account_id: accountId }, 'watch secret rotated');
+  await recordAudit(deps.db, auditContextOf(request), {
+    action: 'watch.secret_rotated',
+    targetId: id,
+    detail: {
+      previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
+    },
+  });
+  return secretRotatedView(r.watch, r.secret);
+}
+
+/**
+ * End a rotation's grace period now (POST …/watches/{id}/previous-secret/expire).
+ * @throws ApiError 404 when the account has no such live watch.
+ */
+export async function expirePreviousSecretAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  network: string,
+  id: string,
+): Promise<ReturnType<typeof watchView>> {
+  const watch = isId(id, 'wh')
+    ? await expirePreviousSecret(deps.db, accountId, network, id)
+    : undefined;
+  if (!watch) throw new ApiError(404, 'watch not found');
+  request.log.info({ watch_id: id, account_id: accountId }, 'previous secret expired');
+  await recordAudit(deps.db, auditContextOf(request), {
+    action: 'watch.previous_secret_expired',
+    targetId: id,
+  });
+  return watchView(watch);
+}
+
+/**
+ * Edit the watch's webhook URL or label (PATCH …/watches/{id}); the audit entry names the members
+ * changed, never their values.
+ * @throws ApiError 404 when the account has no such live watch; 400 from the URL's checks.
+ */
+export async function updateWatchAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  network: string,
+  id: string,
+  body: UpdateWatchBody,
+): Promise<ReturnType<typeof watchView>> {
+  const watch = isId(id, 'wh')
+    ? await updateWatchFromRequest(deps, accountId, network, id, body)
+    : undefined;
+  if (!watch) throw new ApiError(404, 'watch not found');
+  request.log.info({ watch_id: id, account_id: accountId }, 'watch updated');
+  await recordAudit(deps.db, auditContextOf(request), {
+    action: 'watch.updated',
+    targetId: id,
+    detail: { changed: Object.keys(body).sort().join(',') },
+  });
+  return watchView(watch);
 }

@@ -17,7 +17,12 @@
  */
 
 import { Type as T } from '@sinclair/typebox';
-import { watchHealthAnswer } from '../../api/routes/watches.js';
+import {
+  expirePreviousSecretAnswer,
+  rotateSecretAnswer,
+  updateWatchAnswer,
+  watchHealthAnswer,
+} from '../../api/routes/watches.js';
 import { preventCoercion, StringEnum } from '../../api/schemas.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
@@ -28,17 +33,14 @@ import type { Queryable } from '../../db/pool.js';
 import { sendTestEvent, TEST_SENDS_PER_MINUTE } from '../../delivery/test-event.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import { type HealthWindowName, healthSummaries } from '../../watches/health.js';
-import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
   RotateSecretSchema,
-  secretRotatedView,
   UpdateWatchSchema,
   watchCreatedView,
   watchView,
   watchWithHealthView,
 } from '../../watches/schema.js';
-import { updateWatchFromRequest } from '../../watches/update.js';
 import {
   deleteWatch,
   listWatches,
@@ -281,28 +283,14 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const ctx = requireSession(request);
-      const { id } = request.params;
-      if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-      const grace = request.body.grace_period_seconds;
-      const r = await rotateWatchSecret(
-        deps.db,
-        deps.secrets,
+      return rotateSecretAnswer(
+        deps,
+        request,
         ctx.accountId,
         network,
-        id,
-        ...(grace !== undefined ? [grace] : []),
+        request.params.id,
+        request.body.grace_period_seconds,
       );
-      if (!r) throw new ApiError(404, 'watch not found');
-      // Never log the answer: it holds the secret.
-      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch secret rotated');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.secret_rotated',
-        targetId: id,
-        detail: {
-          previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
-        },
-      });
-      return secretRotatedView(r.watch, r.secret);
     },
   );
 
@@ -311,17 +299,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
-      const { id } = request.params;
-      const watch = isId(id, 'wh')
-        ? await expirePreviousSecret(deps.db, ctx.accountId, network, id)
-        : undefined;
-      if (!watch) throw new ApiError(404, 'watch not found');
-      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'previous secret expired');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.previous_secret_expired',
-        targetId: id,
-      });
-      return watchView(watch);
+      return expirePreviousSecretAnswer(deps, request, ctx.accountId, network, request.params.id);
     },
   );
 
@@ -336,22 +314,14 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const ctx = requireSession(request);
-      const { id } = request.params;
-      const watch = isId(id, 'wh')
-        ? await updateWatchFromRequest(deps, ctx.accountId, network, id, request.body)
-        : undefined;
-      if (!watch) throw new ApiError(404, 'watch not found');
-      request.log.info({ watch_id: id, account_id: ctx.accountId }, 'watch updated');
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'watch.updated',
-        targetId: id,
-        detail: {
-          changed: Object.keys(request.body as object)
-            .sort()
-            .join(','),
-        },
-      });
-      return watchView(watch);
+      return updateWatchAnswer(
+        deps,
+        request,
+        ctx.accountId,
+        network,
+        request.params.id,
+        request.body,
+      );
     },
   );
 }
