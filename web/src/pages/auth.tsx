@@ -255,7 +255,28 @@ function linkToken(): string {
   return new URLSearchParams(location.hash.slice(1)).get('token') ?? '';
 }
 
-export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
+/**
+ * Set a password from a one-time link (an invitation or a reset, `#token=…`): the token missing,
+ * the form (12 characters, typed twice), the server's answer, and the code step when the user has
+ * a second factor. `refusal` words the link's own refusals; anything else is describeError's.
+ */
+function PasswordFromLink({
+  path,
+  title,
+  intro,
+  missing,
+  refusal,
+  after,
+  onSignedIn,
+}: {
+  path: '/invite/accept' | '/password-reset/confirm';
+  title: string;
+  intro: string;
+  missing: { title: string; text: string; link: { href: string; label: string } };
+  refusal: (err: ApiError) => string | undefined;
+  after?: ComponentChildren;
+  onSignedIn: (me: Me) => void;
+}) {
   const [token] = useState(linkToken);
   const [password, setPassword] = useState('');
   const [confirm, setConfirm] = useState('');
@@ -264,6 +285,7 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
   const [challenge, setChallenge] = useState<SecondFactorChallenge | null>(null);
 
   if (challenge) {
+    // The password is set; a user with a second factor still types a code.
     return (
       <CodeStep
         challenge={challenge}
@@ -275,13 +297,10 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
 
   if (token === '') {
     return (
-      <AuthFrame title="Invitation link incomplete">
-        <Notice tone="error">
-          This link has no invitation token. Open the full link from your invitation e-mail, or ask
-          whoever invited you for a new one.
-        </Notice>
+      <AuthFrame title={missing.title}>
+        <Notice tone="error">{missing.text}</Notice>
         <p class="auth-alt">
-          <Link href={`${BASE}/login`}>Go to sign in</Link>
+          <Link href={missing.link.href}>{missing.link.label}</Link>
         </p>
       </AuthFrame>
     );
@@ -300,24 +319,20 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
     setBusy(true);
     setError(null);
     try {
-      const answer = await post<SignInAnswer>('/invite/accept', { token, password });
+      const answer = await post<SignInAnswer>(path, { token, password });
       history.replaceState(null, '', location.pathname); // drop the spent token from the URL
       if (isChallenge(answer)) setChallenge(answer);
       else onSignedIn(answer);
     } catch (err) {
-      setError(
-        err instanceof ApiError && err.code === 'invalid_invite'
-          ? 'This invitation is invalid, expired or already used. Ask for a new one.'
-          : describeError(err),
-      );
+      setError((err instanceof ApiError && refusal(err)) || describeError(err));
     } finally {
       setBusy(false);
     }
   };
 
   return (
-    <AuthFrame title="Set your password">
-      <p>You were invited to tronwatch. Choose a password to finish setting up your account.</p>
+    <AuthFrame title={title}>
+      <p>{intro}</p>
       <form onSubmit={submit}>
         <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
         <PasswordField
@@ -337,7 +352,30 @@ export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
           {busy ? 'Saving…' : 'Set password and sign in'}
         </button>
       </form>
+      {after}
     </AuthFrame>
+  );
+}
+
+/** Accept an invitation (`/console/invite#token=…`): choose the password, then signed in. */
+export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
+  return (
+    <PasswordFromLink
+      path="/invite/accept"
+      title="Set your password"
+      intro="You were invited to tronwatch. Choose a password to finish setting up your account."
+      missing={{
+        title: 'Invitation link incomplete',
+        text: 'This link has no invitation token. Open the full link from your invitation e-mail, or ask whoever invited you for a new one.',
+        link: { href: `${BASE}/login`, label: 'Go to sign in' },
+      }}
+      refusal={(err) =>
+        err.code === 'invalid_invite'
+          ? 'This invitation is invalid, expired or already used. Ask for a new one.'
+          : undefined
+      }
+      onSignedIn={onSignedIn}
+    />
   );
 }
 
@@ -417,93 +455,30 @@ export function ForgotPage({ config }: { config: Config }) {
 
 /** Choose a new password from a reset link (`/console/reset#token=…`); every other session ends. */
 export function ResetPage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
-  const [token] = useState(linkToken);
-  const [password, setPassword] = useState('');
-  const [confirm, setConfirm] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const [challenge, setChallenge] = useState<SecondFactorChallenge | null>(null);
-
-  if (challenge) {
-    // The new password is set; the second factor is still asked for (a reset proves the mailbox).
-    return (
-      <CodeStep
-        challenge={challenge}
-        onSignedIn={onSignedIn}
-        onRestart={() => navigate(`${BASE}/login`, true)}
-      />
-    );
-  }
-
-  if (token === '') {
-    return (
-      <AuthFrame title="Reset link incomplete">
-        <Notice tone="error">
-          This link has no reset token. Open the full link from the e-mail, or ask for a new one.
-        </Notice>
+  return (
+    <PasswordFromLink
+      path="/password-reset/confirm"
+      title="Choose a new password"
+      intro="Every session of your user is signed out when the new password is set."
+      missing={{
+        title: 'Reset link incomplete',
+        text: 'This link has no reset token. Open the full link from the e-mail, or ask for a new one.',
+        link: { href: `${BASE}/forgot`, label: 'Ask for a new link' },
+      }}
+      refusal={(err) =>
+        err.code === 'invalid_reset'
+          ? 'This reset link is invalid, expired (links work for 30 minutes) or already used. Ask for a new one.'
+          : err.code === 'login_rate_limited'
+            ? `Too many wrong links. Try again in ${formatWait(err.retryAfter ?? 900)}.`
+            : undefined
+      }
+      after={
         <p class="auth-alt">
           <Link href={`${BASE}/forgot`}>Ask for a new link</Link>
         </p>
-      </AuthFrame>
-    );
-  }
-
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    if (password.length < 12) {
-      setError('The password needs at least 12 characters.');
-      return;
-    }
-    if (password !== confirm) {
-      setError('The two passwords differ.');
-      return;
-    }
-    setBusy(true);
-    setError(null);
-    try {
-      const answer = await post<SignInAnswer>('/password-reset/confirm', { token, password });
-      history.replaceState(null, '', location.pathname); // drop the spent token from the URL
-      if (isChallenge(answer)) setChallenge(answer);
-      else onSignedIn(answer);
-    } catch (err) {
-      setError(
-        err instanceof ApiError && err.code === 'invalid_reset'
-          ? 'This reset link is invalid, expired (links work for 30 minutes) or already used. Ask for a new one.'
-          : err instanceof ApiError && err.code === 'login_rate_limited'
-            ? `Too many wrong links. Try again in ${formatWait(err.retryAfter ?? 900)}.`
-            : describeError(err),
-      );
-    } finally {
-      setBusy(false);
-    }
-  };
-
-  return (
-    <AuthFrame title="Choose a new password">
-      <p>Every session of your user is signed out when the new password is set.</p>
-      <form onSubmit={submit}>
-        <div aria-live="polite">{error && <Notice tone="error">{error}</Notice>}</div>
-        <PasswordField
-          label="New password"
-          kind="new"
-          hint={NEW_PASSWORD_HINT}
-          value={password}
-          onValue={setPassword}
-        />
-        <PasswordField
-          label="Repeat the password"
-          kind="repeat"
-          value={confirm}
-          onValue={setConfirm}
-        />
-        <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
-          {busy ? 'Saving…' : 'Set password and sign in'}
-        </button>
-      </form>
-      <p class="auth-alt">
-        <Link href={`${BASE}/forgot`}>Ask for a new link</Link>
-      </p>
-    </AuthFrame>
+      }
+      onSignedIn={onSignedIn}
+    />
   );
 }
 
