@@ -174,6 +174,22 @@ export function LiveRegion({ children }: { children: ComponentChildren }) {
   );
 }
 
+/** The outcome of a page's last action, in a polite live region; dismissible. */
+export type Message = { tone: 'success' | 'error' | 'warning' | 'info'; text: string } | null;
+
+/** Shows `message` (nothing when null) where screen readers hear it arrive. */
+export function MessageArea({ message, onDismiss }: { message: Message; onDismiss: () => void }) {
+  return (
+    <div aria-live="polite">
+      {message && (
+        <Notice tone={message.tone} onDismiss={onDismiss}>
+          {message.text}
+        </Notice>
+      )}
+    </div>
+  );
+}
+
 /** A secret shown exactly once, with a copy button and the warning that it will not come back. */
 export function SecretOnce({
   title,

@@ -12,6 +12,8 @@ import {
   CopyButton,
   Field,
   Loading,
+  type Message,
+  MessageArea,
   NEW_PASSWORD_HINT,
   Notice,
   PageHeader,
@@ -24,8 +26,6 @@ import { useLoad } from '../hooks';
 import { BASE } from '../router';
 import { useApp } from '../state';
 import type { Me, Session, TwoFactorSetup, TwoFactorState } from '../types';
-
-type Msg = { tone: 'success' | 'error' | 'warning'; text: string } | null;
 
 export function SecurityPage() {
   const { me, setMe } = useApp();
@@ -138,7 +138,7 @@ function TwoFactorOff({ onCodes }: { onCodes: (codes: string[]) => void }) {
   const [setup, setSetup] = useState<TwoFactorSetup | null>(null);
   const [code, setCode] = useState('');
   const [busy, setBusy] = useState(false);
-  const [message, setMessage] = useState<Msg>(null);
+  const [message, setMessage] = useState<Message>(null);
 
   const start = async (e: Event) => {
     e.preventDefault();
@@ -190,13 +190,7 @@ function TwoFactorOff({ onCodes }: { onCodes: (codes: string[]) => void }) {
         phone (Google Authenticator, 1Password, Authy, Microsoft Authenticator…), so a stolen
         password alone opens nothing.
       </p>
-      <div aria-live="polite">
-        {message && (
-          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
-            {message.text}
-          </Notice>
-        )}
-      </div>
+      <MessageArea message={message} onDismiss={() => setMessage(null)} />
       {setup === null ? (
         <form onSubmit={start} class="form-narrow" noValidate>
           <PasswordField
@@ -294,7 +288,7 @@ function TwoFactorOn({
   const [password, setPassword] = useState('');
   const [code, setCode] = useState('');
   const [busy, setBusy] = useState(false);
-  const [message, setMessage] = useState<Msg>(null);
+  const [message, setMessage] = useState<Message>(null);
   const reset = () => {
     setMode('idle');
     setPassword('');
@@ -355,13 +349,7 @@ function TwoFactorOn({
           </dd>
         </div>
       </dl>
-      <div aria-live="polite">
-        {message && (
-          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
-            {message.text}
-          </Notice>
-        )}
-      </div>
+      <MessageArea message={message} onDismiss={() => setMessage(null)} />
       {mode === 'idle' && (
         <div class="form-actions">
           <button type="button" class="btn btn-secondary" onClick={() => setMode('codes')}>
@@ -444,7 +432,7 @@ function RequireCard({
   onChange: () => Promise<void>;
 }) {
   const [confirming, setConfirming] = useState(false);
-  const [message, setMessage] = useState<Msg>(null);
+  const [message, setMessage] = useState<Message>(null);
   const apply = async (required: boolean) => {
     setMessage(null);
     try {
@@ -477,13 +465,7 @@ function RequireCard({
         until they set one up. On the Members page an owner can turn off the second factor of a
         member who lost their phone and their recovery codes.
       </p>
-      <div aria-live="polite">
-        {message && (
-          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
-            {message.text}
-          </Notice>
-        )}
-      </div>
+      <MessageArea message={message} onDismiss={() => setMessage(null)} />
       {state.required ? (
         <button type="button" class="btn btn-secondary" onClick={() => void apply(false)}>
           Stop requiring it
@@ -514,7 +496,7 @@ function RequireCard({
 
 function Sessions() {
   const sessions = useLoad(() => get<{ data: Session[] }>('/sessions').then((r) => r.data), []);
-  const [message, setMessage] = useState<Msg>(null);
+  const [message, setMessage] = useState<Message>(null);
   const [confirmOthers, setConfirmOthers] = useState(false);
   const [busy, setBusy] = useState<string | null>(null);
 
@@ -571,13 +553,7 @@ function Sessions() {
       <p class="muted">
         Browsers signed in to this account. A session expires after 7 days unused.
       </p>
-      <div aria-live="polite">
-        {message && (
-          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
-            {message.text}
-          </Notice>
-        )}
-      </div>
+      <MessageArea message={message} onDismiss={() => setMessage(null)} />
       {sessions.error !== undefined && (
         <Notice tone="error">Could not load sessions: {describeError(sessions.error)}</Notice>
       )}
@@ -658,7 +634,7 @@ function ChangePassword() {
   const [next, setNext] = useState('');
   const [repeat, setRepeat] = useState('');
   const [busy, setBusy] = useState(false);
-  const [message, setMessage] = useState<Msg>(null);
+  const [message, setMessage] = useState<Message>(null);
   const [fieldErr, setFieldErr] = useState<ApiError | null>(null);
 
   const submit = async (e: Event) => {
@@ -713,13 +689,7 @@ function ChangePassword() {
         Change password
       </h2>
       <p class="muted">Your other sessions are signed out; this one stays signed in.</p>
-      <div aria-live="polite">
-        {message && (
-          <Notice tone={message.tone} onDismiss={() => setMessage(null)}>
-            {message.text}
-          </Notice>
-        )}
-      </div>
+      <MessageArea message={message} onDismiss={() => setMessage(null)} />
       <PasswordField label="Current password" kind="current" value={current} onValue={setCurrent} />
       <PasswordField
         label="New password"
