@@ -185,8 +185,9 @@ export function MembersPage() {
         title="Members"
         description={
           <>
-            Everyone who signs in to this account, with their role and whether alerts are e-mailed
-            to them. You are <strong>{me.user.email}</strong> ({me.user.role}).
+            Everyone who signs in to this account, with their role, whether two-factor sign-in is on
+            and whether alerts are e-mailed to them. You are <strong>{me.user.email}</strong> (
+            {me.user.role}).
           </>
         }
       />
