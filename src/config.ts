@@ -172,11 +172,12 @@ export const EnvSchema = T.Object({
     description:
       'Consecutive failed attempts of a webhook watch that raise its alert (its first DEAD delivery raises it too); see [Endpoint health and alerts](console.md#endpoint-health-and-alerts).',
   }),
-  WATCH_ALERT_WINDOW_HOURS: T.Number({
-    exclusiveMinimum: 0,
-    maximum: 720,
-    default: 24,
-    description: 'At most one failure alert e-mail per watch within this many hours.',
+  WATCH_ALERT_PACE_MINUTES: T.Number({
+    minimum: 0,
+    maximum: 1_440,
+    default: 5,
+    description:
+      'At most one alert per watch and alert channel within this many minutes; the changes in between (a flapping endpoint) are sent as one summary.',
   }),
   WATCH_AUTO_PAUSE_DAYS: T.Number({
     minimum: 0,
@@ -434,7 +435,7 @@ export const ConfigSchema = Group({
   }),
   alerts: Group({
     failures: V.WATCH_ALERT_FAILURES,
-    windowHours: V.WATCH_ALERT_WINDOW_HOURS,
+    paceMinutes: V.WATCH_ALERT_PACE_MINUTES,
     autoPauseDays: V.WATCH_AUTO_PAUSE_DAYS,
   }),
   http: Group({
@@ -716,7 +717,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     alerts: {
       failures: e.WATCH_ALERT_FAILURES,
-      windowHours: e.WATCH_ALERT_WINDOW_HOURS,
+      paceMinutes: e.WATCH_ALERT_PACE_MINUTES,
       autoPauseDays: e.WATCH_AUTO_PAUSE_DAYS,
     },
     http: { host: e.HOST, port: e.PORT, trustProxy: splitList(e.TRUST_PROXY ?? '') },
