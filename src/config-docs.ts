@@ -34,6 +34,7 @@ interface VariableSchema {
 function unitOf(name: string): string {
   if (name.endsWith('_MS')) return 'ms';
   if (name.endsWith('_SECONDS')) return 'seconds';
+  if (name.endsWith('_MINUTES')) return 'minutes';
   if (name.endsWith('_HOURS')) return 'hours';
   if (name.endsWith('_DAYS')) return 'days';
   return '';

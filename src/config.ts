@@ -189,7 +189,7 @@ export const EnvSchema = T.Object({
   WEBHOOK_ALLOW_CIDRS: T.String({
     default: '',
     description:
-      'Comma-separated CIDRs a webhook may point to although not public: **development and tests only**; a warning is logged at start when set. It lifts only the address check: a receiver inside these ranges must still be `https` (with `WEBHOOK_CA_FILE` for its certificate), without user name or password.',
+      'Comma-separated CIDRs a webhook may point to although not public: **development and tests only**; a warning is logged at start when set. It lifts only the address check (never the credential or length checks), and admits plain `http://` receivers whose every address is inside these ranges; see [Security](security.md#security).',
     defaultNote: 'empty: every non-public address is refused',
   }),
   WEBHOOK_CA_FILE: T.Optional(
