@@ -38,7 +38,8 @@ import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
-import { AlertMailLoop } from './watches/alert-mail.js';
+import { emailAlertSender, mailerTransport } from './watches/alert-mail.js';
+import { AlertLoop } from './watches/alert-outbox.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -183,17 +184,18 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       pruner = p;
       running.push(p.start(shutdown.signal));
       shutdown.add('pruning job', () => p.stop());
-      // Watch alerts (issue 19 item 2) by e-mail when it is on; one sender across replicas.
-      if (mailer) {
-        const a = new AlertMailLoop({
-          db,
-          mailer,
-          consoleUrl: cfg.console.publicUrl,
-          logger,
-        });
-        running.push(a.start(shutdown.signal));
-        shutdown.add('alert mailer', () => a.stop());
-      }
+      // Watch alerts (issue 19 item 2, issue 29 item 1): the alert outbox, by e-mail when it is
+      // on and on the accounts' alert channels; one sender across replicas (a lease).
+      const a = new AlertLoop({
+        db,
+        consoleUrl: cfg.console.publicUrl,
+        paceMinutes: cfg.alerts.paceMinutes,
+        email: mailer ? emailAlertSender(db, mailerTransport(mailer)) : undefined,
+        retryScale: cfg.delivery.scheduleScale,
+        logger,
+      });
+      running.push(a.start(shutdown.signal));
+      shutdown.add('alert sender', () => a.stop());
       if (telegram) {
         const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;
