@@ -40,7 +40,7 @@ export interface SrNode {
 }
 
 /** Two standby SRs (candidates with votes, not active), as listwitnesses also lists them. */
-const STANDBY = ['41' + 'aa'.repeat(20), '41' + 'bb'.repeat(20)];
+const STANDBY = [`41${'aa'.repeat(20)}`, `41${'bb'.repeat(20)}`];
 
 /**
  * Start the node on 127.0.0.1 (a free port).
