@@ -3,6 +3,7 @@
  *   serve | api | ingest | worker      the service's roles (serve = all three in one process)
  *   migrate | accounts | keys          operator commands
  *   demo                                the main job end to end on embedded defaults
+ *   dev                                 the console with events flowing, on this machine
  *   scan | record | replay-node | synth the chain reader and its tools
  *   doctor                              checks a deployment's configuration and dependencies
  *   mcp                                 an MCP server over stdio, a client of a running service
@@ -389,6 +390,30 @@ program
       await shutdown?.kill();
     },
   );
+
+program
+  .command('dev')
+  .description(
+    'the console on embedded defaults with a synthetic chain, a local receiver and mailbox, a signed-in demo account: events flowing (Ctrl-C stops)',
+  )
+  .option('--port <n>', 'port of the console and API (default 8080, or a free one)', int('--port'))
+  .option('--interval-ms <n>', 'one block every n ms (default 1000)', int('--interval-ms', 50))
+  .addOption(
+    new Option('--log-level <level>', "the service's log level (JSON lines on stderr)")
+      .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      .default('warn'),
+  )
+  .action(async (o: { port?: number; intervalMs?: number; logLevel: Config['logLevel'] }) => {
+    const shutdown = processShutdown();
+    // Imported here: the dev stack's mailbox uses development dependencies (smtp-server).
+    const { runDev } = await import('./devnet/dev.js');
+    process.exitCode = await runDev(shutdown.signal, {
+      ...(o.port !== undefined ? { port: o.port } : {}),
+      ...(o.intervalMs !== undefined ? { intervalMs: o.intervalMs } : {}),
+      logLevel: o.logLevel,
+    });
+    await shutdown.kill();
+  });
 
 /** Open the database (migrated), run `fn`, print its result as JSON, close. */
 async function withDb<T>(

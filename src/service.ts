@@ -38,7 +38,8 @@ import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
-import { AlertMailLoop } from './watches/alert-mail.js';
+import { emailAlertSender, mailerTransport } from './watches/alert-mail.js';
+import { AlertLoop } from './watches/alert-outbox.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -90,6 +91,11 @@ export interface StartOptions {
   ingest?: Partial<Pick<IngesterOptions, 'onBlock' | 'hooks'>>;
   /** The process's shutdown registry (main.ts); default a new one, killed by stop(). */
   shutdown?: Shutdown;
+  /**
+   * `tronwatch dev` only: the local mailbox page (src/devnet/mailbox.ts) the console links to
+   * (AppDeps.devMailboxUrl). Default none.
+   */
+  devMailboxUrl?: string;
 }
 
 /**
@@ -162,6 +168,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
         chain: () => chain,
+        devMailboxUrl: opts.devMailboxUrl,
       }));
     }
     const m = await migrateWhenReachable(db, { logger, signal: shutdown.signal });
@@ -183,17 +190,18 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       pruner = p;
       running.push(p.start(shutdown.signal));
       shutdown.add('pruning job', () => p.stop());
-      // Watch alerts (issue 19 item 2) by e-mail when it is on; one sender across replicas.
-      if (mailer) {
-        const a = new AlertMailLoop({
-          db,
-          mailer,
-          consoleUrl: cfg.console.publicUrl,
-          logger,
-        });
-        running.push(a.start(shutdown.signal));
-        shutdown.add('alert mailer', () => a.stop());
-      }
+      // Watch alerts (issue 19 item 2, issue 29 item 1): the alert outbox, by e-mail when it is
+      // on and on the accounts' alert channels; one sender across replicas (a lease).
+      const a = new AlertLoop({
+        db,
+        consoleUrl: cfg.console.publicUrl,
+        paceMinutes: cfg.alerts.paceMinutes,
+        email: mailer ? emailAlertSender(db, mailerTransport(mailer)) : undefined,
+        retryScale: cfg.delivery.scheduleScale,
+        logger,
+      });
+      running.push(a.start(shutdown.signal));
+      shutdown.add('alert sender', () => a.stop());
       if (telegram) {
         const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;
@@ -290,6 +298,7 @@ async function startApi(
     started: () => boolean;
     refreshHead: () => Promise<void>;
     chain: () => NodeGroup | undefined;
+    devMailboxUrl: string | undefined;
   },
 ): Promise<{ app: FastifyInstance; url: string }> {
   const limits = await openRateLimits(cfg.redis.url, o.logger);
@@ -307,6 +316,7 @@ async function startApi(
     chain: o.chain,
     ...(o.telegram ? { telegram: o.telegram } : {}),
     ...(o.mailer ? { mailer: o.mailer } : {}),
+    ...(o.devMailboxUrl ? { devMailboxUrl: o.devMailboxUrl } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
   o.shutdown.add('api', () => app.close());
