@@ -141,7 +141,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       // The token is checked with getMe in the background (connection.ts): the service starts
       // whether or not the Bot API answers; until it does, the console's Telegram endpoints answer
       // 503 and chat notifications wait in the outbox (no chat worker yet, so no attempt).
-      const conn = new BotConnection(cfg.telegram, logger);
+      // One chat pacer per process, shared in Redis across processes: the chat worker's deliveries
+      // and the bot's own replies take their slots in the same windows.
+      const conn = new BotConnection(cfg.telegram, logger, openPacer(cfg, logger, shutdown));
       telegram = conn;
       running.push(conn.run(shutdown.signal));
     }
@@ -197,8 +199,8 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       running.push(a.start(shutdown.signal));
       shutdown.add('alert sender', () => a.stop());
       if (telegram) {
-        const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;
+        const pacer = conn.pacer;
         const starting = conn.ready(shutdown.signal).then((bot) => {
           if (!bot || shutdown.signal.aborted) return;
           const cw = new ChatDeliveryWorker({
@@ -237,7 +239,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       running.push(
         conn.ready(shutdown.signal).then((bot) => {
           if (bot && !shutdown.signal.aborted) {
-            startTelegramUpdates(cfg, { db, logger, telegram: bot, shutdown, running });
+            startTelegramUpdates(cfg, {
+              db,
+              logger,
+              telegram: bot,
+              pacer: conn.pacer,
+              shutdown,
+              running,
+            });
           }
         }),
       );
@@ -423,6 +432,7 @@ function startTelegramUpdates(
     db: Db;
     logger: Logger;
     telegram: TelegramBot;
+    pacer: Pacer;
     shutdown: Shutdown;
     running: Promise<void>[];
   },
@@ -443,6 +453,7 @@ function startTelegramUpdates(
     {
       db: o.db,
       telegram: o.telegram,
+      pacer: o.pacer,
       logger: o.logger,
       databaseUrl: cfg.database.url,
       network: cfg.network,
