@@ -155,7 +155,7 @@ export const CreateWatchSchema = T.Object(
         format: 'uri',
         maxLength: MAX_WEBHOOK_URL_LENGTH,
         description:
-          'Public https endpoint (no credentials, no private or reserved address). One target: give this or `telegram: true`.',
+          'Public https endpoint (no credentials, no private or reserved address; plain http only to an address inside the deployment WEBHOOK_ALLOW_CIDRS). One target: give this or `telegram: true`.',
       }),
     ),
     telegram: T.Optional(
@@ -255,7 +255,7 @@ export const UpdateWatchSchema = T.Object(
         format: 'uri',
         maxLength: MAX_WEBHOOK_URL_LENGTH,
         description:
-          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.',
+          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.',
       }),
     ),
     label: T.Optional(

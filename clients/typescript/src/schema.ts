@@ -424,7 +424,7 @@ export interface components {
             telegram?: boolean;
             /**
              * Format: uri
-             * @description Public https endpoint (no credentials, no private or reserved address). One target: give this or `telegram: true`.
+             * @description Public https endpoint (no credentials, no private or reserved address; plain http only to an address inside the deployment WEBHOOK_ALLOW_CIDRS). One target: give this or `telegram: true`.
              */
             webhook_url?: string | null;
         };
@@ -861,7 +861,7 @@ export interface components {
             label?: string | null;
             /**
              * Format: uri
-             * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.
+             * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.
              */
             webhook_url?: string;
         };
