@@ -38,6 +38,7 @@ import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
+import { AlertChannelSender } from './watches/alert-channels.js';
 import { emailAlertSender, mailerTransport } from './watches/alert-mail.js';
 import { AlertLoop } from './watches/alert-outbox.js';
 
@@ -188,16 +189,27 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       shutdown.add('pruning job', () => p.stop());
       // Watch alerts (issue 19 item 2, issue 29 item 1): the alert outbox, by e-mail when it is
       // on and on the accounts' alert channels; one sender across replicas (a lease).
+      const channels = new AlertChannelSender({
+        db,
+        secrets,
+        timeoutMs: cfg.delivery.timeoutMs,
+        allowCidrs: cfg.delivery.allowCidrs,
+        caFile: cfg.delivery.caFile,
+      });
       const a = new AlertLoop({
         db,
         consoleUrl: cfg.console.publicUrl,
         paceMinutes: cfg.alerts.paceMinutes,
         email: mailer ? emailAlertSender(db, mailerTransport(mailer)) : undefined,
+        channels: channels.send,
         retryScale: cfg.delivery.scheduleScale,
         logger,
       });
       running.push(a.start(shutdown.signal));
-      shutdown.add('alert sender', () => a.stop());
+      shutdown.add('alert sender', async () => {
+        await a.stop();
+        await channels.close();
+      });
       if (telegram) {
         const conn = telegram;
         const pacer = conn.pacer;
