@@ -92,6 +92,11 @@ export interface StartOptions {
   ingest?: Partial<Pick<IngesterOptions, 'onBlock' | 'hooks'>>;
   /** The process's shutdown registry (main.ts); default a new one, killed by stop(). */
   shutdown?: Shutdown;
+  /**
+   * `tronwatch dev` only: the local mailbox page (src/devnet/mailbox.ts) the console links to
+   * (AppDeps.devMailboxUrl). Default none.
+   */
+  devMailboxUrl?: string;
 }
 
 /**
@@ -166,6 +171,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
         chain: () => chain,
+        devMailboxUrl: opts.devMailboxUrl,
       }));
     }
     const m = await migrateWhenReachable(db, { logger, signal: shutdown.signal });
@@ -313,6 +319,7 @@ async function startApi(
     started: () => boolean;
     refreshHead: () => Promise<void>;
     chain: () => NodeGroup | undefined;
+    devMailboxUrl: string | undefined;
   },
 ): Promise<{ app: FastifyInstance; url: string }> {
   const limits = await openRateLimits(cfg.redis.url, o.logger);
@@ -330,6 +337,7 @@ async function startApi(
     chain: o.chain,
     ...(o.telegram ? { telegram: o.telegram } : {}),
     ...(o.mailer ? { mailer: o.mailer } : {}),
+    ...(o.devMailboxUrl ? { devMailboxUrl: o.devMailboxUrl } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
   o.shutdown.add('api', () => app.close());
