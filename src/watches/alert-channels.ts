@@ -52,6 +52,19 @@ export interface AlertChannelView {
   last_error: string | null;
 }
 
+/** The console's alert settings (GET /console/api/alert-settings). */
+export interface AlertSettings {
+  /** WATCH_ALERT_PACE_MINUTES: at most one message per watch and channel in this many minutes. */
+  pace_minutes: number;
+  email: {
+    /** SMTP_URL is set: alert e-mails go out. */
+    available: boolean;
+    /** Who gets them now (members who opted in; the account's address if none has joined). */
+    recipients: string[];
+  };
+  channels: AlertChannelView[];
+}
+
 interface ChannelRow {
   id: string;
   account_id: string;

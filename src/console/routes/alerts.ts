@@ -22,7 +22,7 @@ import { ApiError } from '../../common/errors.js';
 import {
   AlertChannelError,
   AlertChannelSender,
-  type AlertChannelView,
+  type AlertSettings,
   deleteAlertChannel,
   listAlertChannels,
   saveAlertChannel,
@@ -32,19 +32,6 @@ import { requireSession } from '../guard.js';
 import { AlertChannelBody, AlertChannelParams, AlertTestBody } from '../schemas.js';
 
 const hide = { hide: true } as const;
-
-/** GET /console/api/alert-settings. */
-export interface AlertSettings {
-  /** WATCH_ALERT_PACE_MINUTES: at most one message per watch and channel in this many minutes. */
-  pace_minutes: number;
-  email: {
-    /** SMTP_URL is set: alert e-mails go out. */
-    available: boolean;
-    /** Who gets them now (members who opted in; the account's address if none has joined). */
-    recipients: string[];
-  };
-  channels: AlertChannelView[];
-}
 
 function channelError(err: unknown): unknown {
   if (!(err instanceof AlertChannelError)) return err;
