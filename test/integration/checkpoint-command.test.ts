@@ -8,7 +8,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import { DEVNET_SRS, syntheticBlock, syntheticCheckpoint } from '../../src/devnet/synthetic.js';
-import { buildCheckpoint } from '../../src/tron/light-client/checkpoint-build.js';
+import {
+  buildCheckpoint,
+  witnessKeyFromProviders,
+} from '../../src/tron/light-client/checkpoint-build.js';
 import { LightClient } from '../../src/tron/light-client/finality.js';
 import { signedHeaderFromJson } from '../../src/tron/light-client/header.js';
 import { CheckpointError } from '../../src/tron/light-client/sr-set.js';
@@ -95,6 +98,19 @@ describe('tronwatch checkpoint', () => {
     expect(both.message).toContain('active SRs');
     const alone = await refusal(buildCheckpoint([provider(hiding, 'liar')]));
     expect(alone.message).toContain('26 active SRs, expected 27');
+  });
+
+  it("a newcomer's key after a maintenance: agreed by the quorum, refused on a disagreement", async () => {
+    const honest = [provider(honestA, 'a'), provider(honestB, 'b')];
+    expect(await witnessKeyFromProviders(honest, SR21, { quorum: 2 })).toBe(
+      DEVNET_SRS[21]?.signingKey,
+    );
+    const e = await refusal(
+      witnessKeyFromProviders([provider(honestA, 'a'), provider(wrongKey, 'liar')], SR21, {
+        quorum: 2,
+      }),
+    );
+    expect(e.message).toContain('providers disagree');
   });
 
   it('refuses fewer answering providers than the quorum', async () => {

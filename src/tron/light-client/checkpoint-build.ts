@@ -114,6 +114,44 @@ function agreed<T>(what: string, answers: Array<[string, T]>, quorum: number): T
 }
 
 /**
+ * An SR's signing key as the providers report it: `/wallet/getaccount` `witness_permission
+ * .keys[0].address`, or the account's own address without one
+ * (`AccountCapsule.getWitnessPermissionAddress`), agreed by every answering provider and at least
+ * `opts.quorum` of them. Used for the checkpoint and for an SR new after a maintenance.
+ * @param address the SR's account, 42 hex.
+ * @returns its key, 42 lowercase hex.
+ * @throws CheckpointError when they disagree, too few answer, or the account is missing.
+ */
+export async function witnessKeyFromProviders(
+  providers: readonly CheckpointProvider[],
+  address: string,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  const a = address.toLowerCase();
+  const answers = await Promise.all(
+    providers.map(async (p): Promise<[string, string]> => {
+      const acc = obj(
+        await post(
+          p,
+          '/wallet/getaccount',
+          { address: a, visible: false },
+          opts.timeoutMs ?? 10_000,
+          opts.signal,
+        ),
+      );
+      if (hex41(acc.address) !== a) throw new CheckpointError(`${p.name}: no account ${a}`);
+      const list = obj(acc.witness_permission).keys;
+      return [p.name, (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? a];
+    }),
+  );
+  return agreed(
+    `signing key of ${a} (/wallet/getaccount witness_permission)`,
+    answers,
+    opts.quorum ?? 1,
+  );
+}
+
+/**
  * Build a checkpoint from `providers` (see the module doc).
  * @returns the checked checkpoint (sr-set.ts parseCheckpoint), to print for review.
  * @throws CheckpointError when providers disagree or too few answer, an answer is malformed, the
@@ -171,19 +209,7 @@ export async function buildCheckpoint(
   }
   const keys = new Map<string, string>();
   for (const address of active) {
-    const key = agreed(
-      `signing key of ${address} (/wallet/getaccount witness_permission)`,
-      await each(async (p) => {
-        const acc = obj(await ask(p, '/wallet/getaccount', { address, visible: false }));
-        if (hex41(acc.address) !== address) {
-          throw new CheckpointError(`${p.name}: no account ${address}`);
-        }
-        const list = obj(acc.witness_permission).keys;
-        return (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? address;
-      }),
-      quorum,
-    );
-    keys.set(address, key);
+    keys.set(address, await witnessKeyFromProviders(providers, address, { ...opts, quorum }));
   }
   const nextMaintenanceTime = agreed(
     'next maintenance time (/wallet/getnextmaintenancetime)',
