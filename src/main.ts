@@ -31,6 +31,7 @@ import { formatReport, runDoctor } from './doctor/doctor.js';
 import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
+import { buildCheckpoint } from './tron/light-client/checkpoint-build.js';
 import { nodeClientFor } from './tron/node-client.js';
 import { scan, transferLine } from './tron/scan.js';
 
@@ -283,6 +284,27 @@ program
     const report = await runDoctor(process.env, { timeoutMs: o.timeoutMs, certDays: o.certDays });
     process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
     process.exitCode = report.ok ? 0 : 1;
+  });
+
+program
+  .command('checkpoint')
+  .description(
+    "build an SR-set checkpoint (block, 27 SRs in schedule order, their signing keys, next maintenance) from TRON_NODE_URL's providers, each answer agreed by TRON_NODE_QUORUM of them and checked against the recent blocks' signatures; print it as JSON for review (see checkpoints/README.md)",
+  )
+  .option('--network <name>', 'network name written into it', 'mainnet')
+  .action(async (o: { network: string }) => {
+    const cfg = config();
+    const providers = cfg.node.providers.map((p) => ({
+      url: p.url,
+      name: p.name,
+      apiKey: p.apiKey,
+    }));
+    const cp = await buildCheckpoint(providers, {
+      quorum: cfg.node.quorum,
+      timeoutMs: cfg.node.timeoutMs,
+      network: o.network,
+    });
+    process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`);
   });
 
 /** After a clean stop, how long a handle left open may delay the exit, ms (then exit 0 anyway). */

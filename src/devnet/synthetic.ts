@@ -233,6 +233,32 @@ export function syntheticCheckpoint(opts: SyntheticChainOptions): Checkpoint {
   };
 }
 
+/** A recorded mainnet block's producer in the devnet set: its real address is its key. */
+export interface RecordedSr extends SrEntry {
+  /** No private key: it signs only its recorded block(s); its other slots are missed. */
+  privateKey: undefined;
+}
+
+/**
+ * The devnet set around a recorded mainnet block: DEVNET_SRS with the block's real SR in the slot
+ * its timestamp schedules (`(t/3000) mod 27`), signing with its own address (block 79,072,107's
+ * does, as do 20 of mainnet's 27). The recorded block keeps its real signature; a devnet block in
+ * that SR's other slots cannot be signed, so those slots are missed, as slots are on mainnet.
+ * @param recorded the recorded block's producer (42 hex) and time (ms).
+ */
+export function devnetSrsAround(recorded: {
+  witness: string;
+  timestamp: number;
+}): ReadonlyArray<DevnetSr | RecordedSr> {
+  const k = Math.floor(recorded.timestamp / BLOCK_INTERVAL_MS) % DEVNET_SRS.length;
+  const real: RecordedSr = {
+    address: recorded.witness,
+    signingKey: recorded.witness,
+    privateKey: undefined,
+  };
+  return DEVNET_SRS.map((s, i) => (i === k ? real : s));
+}
+
 /** The devnet SR scheduled at `timestamp` (ms): DEVNET_SRS[(t/3000) mod 27]. */
 function scheduledSr(timestamp: number): DevnetSr {
   return DEVNET_SRS[Math.floor(timestamp / BLOCK_INTERVAL_MS) % DEVNET_SRS.length] as DevnetSr;

@@ -5,13 +5,20 @@
  * a producer outside the set, a fork that only some SRs sign, a maintenance with a new order.
  */
 import { createHash } from 'node:crypto';
-import { DEVNET_SRS, type DevnetSr, headerRawBytes } from '../../src/devnet/synthetic.js';
+import {
+  DEVNET_SRS,
+  type DevnetSr,
+  headerRawBytes,
+  type RecordedSr,
+} from '../../src/devnet/synthetic.js';
 import { type SignedHeader, signedHeaderFromRaw } from '../../src/tron/light-client/header.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
 import {
   addressOfPrivateKey,
   signWitnessHeader,
 } from '../../src/tron/light-client/witness-signature.js';
+import { pbBytes, pbFields, pbVarint } from '../../src/tron/protobuf.js';
+import type { BlockJson } from '../../src/tron/types.js';
 
 const sha256 = (s: string) => new Uint8Array(createHash('sha256').update(s).digest());
 
@@ -45,6 +52,9 @@ export function signedHeader(h: {
   return signedHeaderFromRaw(raw, signWitnessHeader(raw, h.privateKey));
 }
 
+/** An SR of a test chain; one without a private key (a recorded block's) misses its slots. */
+export type Producer = DevnetSr | RecordedSr;
+
 /** Slot length, ms. */
 const SLOT = 3000;
 
@@ -60,9 +70,9 @@ export class SignedChain {
    */
   constructor(
     tip: { number: number; id: string; timestamp: number },
-    public order: readonly DevnetSr[],
+    public order: readonly Producer[],
     public nextMaintenanceTime = Number.MAX_SAFE_INTEGER,
-    public nextOrder: readonly DevnetSr[] = order,
+    public nextOrder: readonly Producer[] = order,
     private readonly interval = 21_600_000,
   ) {
     this.tip = { ...tip };
@@ -82,34 +92,37 @@ export class SignedChain {
   }
 
   /** The SR scheduled at time t for a child of the tip. */
-  scheduled(t: number): DevnetSr {
+  scheduled(t: number): Producer {
     const skip = this.afterMaintenance ? 2 : 0;
     const i = (((Math.floor(t / SLOT) - skip) % 27) + 27) % 27;
-    return this.order[i] as DevnetSr;
+    return this.order[i] as Producer;
   }
 
   /**
-   * Produce the next block, at the first slot whose scheduled SR passes `only` (a producer that
-   * misses its slot leaves a gap, as on mainnet).
+   * Produce the next block, at the first slot whose scheduled SR passes `only` and holds a key (a
+   * producer that misses its slot leaves a gap, as on mainnet).
    * @param lie.key sign with this private key instead of the producer's.
    * @param lie.witness name this producer instead of the scheduled one (signed with lie.key).
    */
   next(
-    only: (sr: DevnetSr) => boolean = () => true,
+    only: (sr: Producer) => boolean = () => true,
     lie: { key?: Uint8Array; witness?: string } = {},
   ): SignedHeader {
+    const can = (sr: Producer) => only(sr) && (sr.privateKey !== undefined || !!lie.key);
     let t = this.tip.timestamp + SLOT;
     let sr = this.scheduled(t);
-    for (let i = 0; i < 1000 && !only(sr); i++) {
+    for (let i = 0; i < 1000 && !can(sr); i++) {
       t += SLOT;
       sr = this.scheduled(t);
     }
+    const key = lie.key ?? sr.privateKey;
+    if (!key) throw new Error('no SR of the schedule can sign');
     const h = signedHeader({
       number: this.tip.number + 1,
       timestamp: t,
       parentId: this.tip.id,
       witness: lie.witness ?? sr.address,
-      privateKey: lie.key ?? sr.privateKey,
+      privateKey: key,
     });
     this.tip = { number: h.number, id: h.id, timestamp: h.timestamp };
     this.afterMaintenance = false;
@@ -125,7 +138,7 @@ export class SignedChain {
 /** A checkpoint naming `order` at `tip`, for tests (maintenance far away unless given). */
 export function testCheckpoint(
   tip: { number: number; id: string; timestamp: number },
-  order: readonly DevnetSr[] = DEVNET_SRS,
+  order: readonly Producer[] = DEVNET_SRS,
   nextMaintenanceTime = tip.timestamp + 21_600_000 - 3000 * 1000,
   maintenanceIntervalMs = 21_600_000,
 ): Checkpoint {
@@ -135,5 +148,25 @@ export function testCheckpoint(
     witnesses: order.map((s) => ({ address: s.address, signingKey: s.signingKey })),
     nextMaintenanceTime,
     maintenanceIntervalMs,
+  };
+}
+
+/** A header as java-tron's JSON block without transactions (visible=false). */
+export function blockJsonOf(h: SignedHeader): BlockJson {
+  const f = pbFields(h.raw);
+  const hex = (n: number) => Buffer.from(pbBytes(f, n) ?? new Uint8Array(0)).toString('hex');
+  return {
+    blockID: h.id,
+    block_header: {
+      raw_data: {
+        number: h.number,
+        txTrieRoot: hex(2),
+        witness_address: h.witness,
+        parentHash: h.parentId,
+        version: Number(pbVarint(f, 10)),
+        timestamp: h.timestamp,
+      },
+      witness_signature: Buffer.from(h.signature).toString('hex'),
+    },
   };
 }

@@ -3,12 +3,14 @@
  * the 100 recorded headers and block 79,072,107 verify, the shipped checkpoint is re-derived from
  * the real signatures, and each lying mode is refused or halts as the module's rules say.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   DEVNET_SRS,
   type DevnetSr,
+  devnetSrsAround,
   syntheticBlock,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
@@ -21,6 +23,7 @@ import {
   LightClientError,
   type SubmitResult,
 } from '../../src/tron/light-client/finality.js';
+import { keyRotationsOfBlock, signedHeaderOf } from '../../src/tron/light-client/follow.js';
 import {
   HeaderError,
   type SignedHeader,
@@ -37,7 +40,8 @@ import {
 } from '../../src/tron/light-client/witness-signature.js';
 import { PbWriter } from '../../src/tron/protobuf.js';
 import type { BlockJson } from '../../src/tron/types.js';
-import { fixtureText } from '../helpers/fixtures.js';
+import { type ExactBlock, parseExactBlock } from '../../src/tron/verify.js';
+import { chainDir, fixtureText } from '../helpers/fixtures.js';
 import { makeSr, SignedChain, signedHeader, testCheckpoint } from '../helpers/sr-chain.js';
 
 const HEADERS = 'headers-78000000-78000099.json';
@@ -112,6 +116,31 @@ describe('real mainnet signatures', () => {
     );
   });
 
+  it('a client restored from its snapshot (JSON) goes on exactly as one that never stopped', () => {
+    const hs = realHeaders();
+    const first = hs[0] as SignedHeader;
+    const cp = checkpointFromHeaders(hs.slice(0, 27), 1_764_676_800_000, 'mainnet', 'test');
+    const anchored = {
+      ...cp,
+      block: { number: first.number, id: first.id, timestamp: first.timestamp },
+    };
+    const straight = new LightClient(anchored);
+    const before = new LightClient(anchored);
+    const finals: number[] = [];
+    for (const h of hs.slice(1)) for (const f of ok(straight, h)) finals.push(f.number);
+    for (const h of hs.slice(1, 50)) ok(before, h);
+    const snap = JSON.parse(JSON.stringify(before.snapshot()));
+    const after = LightClient.restore(snap);
+    expect(after.finalBlock).toEqual(before.finalBlock);
+    // Ingest resumes from the final block: the blocks above it are read again.
+    const resumed: number[] = [];
+    for (const h of hs.slice(after.finalBlock.number - first.number + 1)) {
+      for (const f of ok(after, h)) resumed.push(f.number);
+    }
+    expect(after.finalBlock).toEqual(straight.finalBlock);
+    expect(resumed).toEqual(finals.filter((n) => n > before.finalBlock.number));
+  });
+
   it('block 79,072,107 verifies: its SR signs with its own address, as the shipped checkpoint says', () => {
     const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
     const h = signedHeaderFromJson(block);
@@ -120,6 +149,27 @@ describe('real mainnet signatures', () => {
     const shipped = parseCheckpoint(JSON.parse(readFileSync(SHIPPED, 'utf8')));
     const sr = shipped.witnesses.find((w) => w.address === h.witness);
     expect(sr?.signingKey).toBe(signer);
+  });
+
+  it('block 79,072,107, real signature kept, becomes final among devnet blocks: its SR takes its slot in the devnet set', () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
+    const h = signedHeaderFromJson(block);
+    const order = devnetSrsAround({ witness: h.witness, timestamp: h.timestamp });
+    expect(order.filter((s) => s.privateKey === undefined).map((s) => s.address)).toEqual([
+      h.witness,
+    ]);
+    const parent = { number: h.number - 1, id: h.parentId, timestamp: h.timestamp - 3000 };
+    const lc = new LightClient(parseCheckpoint(testCheckpoint(parent, order)));
+    ok(lc, h);
+    const chain = new SignedChain({ number: h.number, id: h.id, timestamp: h.timestamp }, order);
+    const final: number[] = [];
+    for (let i = 0; i < 30; i++) for (const f of ok(lc, chain.next())) final.push(f.number);
+    expect(final[0]).toBe(REAL);
+    // The devnet blocks miss the real SR's slots: 26 of every 27.
+    expect(chain.tip.timestamp - h.timestamp).toBe(3000 * (30 + 1));
+    // Without the real SR in the set, the real block is refused.
+    const without = new LightClient(parseCheckpoint(testCheckpoint(parent, DEVNET_SRS)));
+    expect(refusal(() => without.submit(h)).code).toBe('outside-set');
   });
 
   it('a real header with one bit changed recovers another signer', () => {
@@ -389,6 +439,45 @@ describe('lying modes', () => {
     const e = refusal(() => lc.submit(later.next()));
     expect(e.code).toBe('stale-checkpoint');
     expect(e.halt).toBe(true);
+  });
+});
+
+describe('what ingest hands the light client', () => {
+  it('the real block 79,072,107: the same signed header from its exact gRPC bytes and from JSON, no rotation', () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
+    const exact = parseExactBlock(
+      readFileSync(path.join(chainDir(), `blockext-${REAL}.bin`)),
+      'extention',
+    ) as ExactBlock;
+    const fromExact = signedHeaderOf(block, exact);
+    expect(fromExact.id).toBe(signedHeaderOf(block).id);
+    expect(Buffer.from(fromExact.raw).equals(Buffer.from(signedHeaderOf(block).raw))).toBe(true);
+    expect(keyRotationsOfBlock(block, exact)).toEqual([]);
+    expect(keyRotationsOfBlock(block)).toEqual([]);
+    // Exact bytes of another block are refused.
+    const other = (parseNodeJson(fixtureText(HEADERS)) as BlockJson[])[0] as BlockJson;
+    expect(() => signedHeaderOf(other, exact)).toThrow(HeaderError);
+  });
+
+  it('reads a type-46 rotation from the signed transaction bytes, JSON or exact, and skips a failed one', () => {
+    const sr = DEVNET_SRS[22] as DevnetSr;
+    const key = makeSr('ingest rotation').signingKey;
+    const raw = accountPermissionUpdate(sr.address, key);
+    const base = syntheticBlock({ seed: 3, firstBlock: 100, txPerBlock: 4 }, 100).block;
+    const tx = (contractRet: string) => ({
+      txID: createHash('sha256').update(raw).digest('hex'),
+      raw_data_hex: Buffer.from(raw).toString('hex'),
+      ret: [{ contractRet }],
+    });
+    const withRotation = { ...base, transactions: [...(base.transactions ?? []), tx('SUCCESS')] };
+    expect(keyRotationsOfBlock(withRotation)).toEqual([{ owner: sr.address, signingKey: key }]);
+    expect(keyRotationsOfBlock(base)).toEqual([]);
+    const failed = { ...base, transactions: [tx('REVERT')] };
+    expect(keyRotationsOfBlock(failed)).toEqual([]);
+    const ret = new PbWriter().varint(3, 1).finish();
+    const whole = new PbWriter().bytes(1, raw).bytes(5, ret).finish();
+    const exact = { headerRaw: new Uint8Array(0), transactions: [whole] };
+    expect(keyRotationsOfBlock(base, exact)).toEqual([{ owner: sr.address, signingKey: key }]);
   });
 });
 

@@ -117,6 +117,25 @@ export interface LightClientStatus {
   nextMaintenanceTime: number;
 }
 
+/**
+ * What a light client must keep across a restart (JSON-safe): its checkpoint, its last final block
+ * and the SR sets of the epochs from the one before it on. Blocks above the final one are not kept:
+ * after a restart they are read again (ingest resumes from the final block).
+ */
+export interface LightClientSnapshot {
+  version: 1;
+  checkpoint: Checkpoint;
+  final: FinalBlock & { parentId: string; maintenance: boolean };
+  epochs: Array<{
+    index: number;
+    nextMaintenanceTime: number;
+    members: Array<{ address: string; key: string; known: boolean }>;
+    slots: Array<[number, string]>;
+    newcomers: string[];
+  }>;
+  candidateKeys: Array<[string, string]>;
+}
+
 interface Member {
   key: string;
   /** Counts toward finality (checkpoint SRs, SRs of earlier epochs, and admitted newcomers). */
@@ -204,6 +223,66 @@ export class LightClient {
       rotations: [],
     };
     this.rememberFinal(this.final.id);
+  }
+
+  /** The state to store with the cursor (see LightClientSnapshot). */
+  snapshot(): LightClientSnapshot {
+    const f = this.final;
+    return {
+      version: 1,
+      checkpoint: this.checkpoint,
+      final: {
+        number: f.number,
+        id: f.id,
+        timestamp: f.timestamp,
+        witness: f.witness,
+        epoch: f.epoch,
+        parentId: f.parentId,
+        maintenance: f.maintenance,
+      },
+      epochs: [...this.epochs.values()]
+        .filter((e) => e.index <= f.epoch + 1)
+        .map((e) => ({
+          index: e.index,
+          nextMaintenanceTime: e.nextMaintenanceTime,
+          members: [...e.members].map(([address, m]) => ({ address, key: m.key, known: m.known })),
+          slots: [...e.slots],
+          newcomers: [...e.newcomers],
+        })),
+      candidateKeys: [...this.candidateKeys],
+    };
+  }
+
+  /**
+   * A light client as it was when `snapshot` was taken (at its final block).
+   * @throws Error when the snapshot is of another version or lacks the final block's epoch.
+   */
+  static restore(snapshot: LightClientSnapshot): LightClient {
+    if (snapshot.version !== 1)
+      throw new Error(`light client snapshot version ${snapshot.version}`);
+    const lc = new LightClient(snapshot.checkpoint);
+    lc.epochs.clear();
+    for (const e of snapshot.epochs) {
+      const members = new Map<string, Member>();
+      for (const m of e.members) members.set(m.address, { key: m.key, known: m.known });
+      const slots = new Map(e.slots);
+      const slotOf = new Map<string, number>();
+      for (const [i, a] of e.slots) slotOf.set(a, i);
+      lc.epochs.set(e.index, {
+        index: e.index,
+        nextMaintenanceTime: e.nextMaintenanceTime,
+        members,
+        slots,
+        slotOf,
+        newcomers: new Set(e.newcomers),
+      });
+    }
+    const f = snapshot.final;
+    if (!lc.epochs.has(f.epoch)) throw new Error(`light client snapshot lacks epoch ${f.epoch}`);
+    lc.final = { ...f, rotations: [] };
+    lc.rememberFinal(f.id);
+    for (const [a, k] of snapshot.candidateKeys) lc.candidateKeys.set(a, k);
+    return lc;
   }
 
   /** The last block proven final (the checkpoint's until one is). */
