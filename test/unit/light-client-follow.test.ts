@@ -68,6 +68,13 @@ describe('ChainFollower', () => {
     expect(await drain(f)).toEqual(Array.from({ length: 20 }, (_, i) => 4082 + i));
   });
 
+  it('catching up, reads 16 heights at once and hands out the same blocks, each read once', async () => {
+    const src = new MemorySource(synth, 4099);
+    const f = new ChainFollower(new LightClient(syntheticCheckpoint(CHAIN)), src, noKeys, 16);
+    expect(await drain(f)).toEqual(Array.from({ length: 100 - 18 }, (_, i) => 4000 + i));
+    for (let n = 4000; n <= 4099; n++) expect(src.reads.get(n)).toBe(1);
+  });
+
   it('follows a fork above finality by re-reading downwards, and never hands out the dead branch', async () => {
     const fork = 4040;
     const base = syntheticBlock(CHAIN, fork).block.block_header?.raw_data;

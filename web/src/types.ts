@@ -23,11 +23,20 @@ import type {
   EventWithDelivery as ServerEventWithDelivery,
 } from '../../src/events/event';
 import type {
+  AlertChannelView,
+  AlertChannelKind as ServerAlertChannelKind,
+  AlertSettings as ServerAlertSettings,
+} from '../../src/watches/alert-channels';
+import type {
   Watch as ServerWatch,
   WatchWithHealth as ServerWatchWithHealth,
 } from '../../src/watches/schema';
 
 export type Watch = ServerWatch;
+/** GET /console/api/alert-settings (issue 29 item 1). */
+export type AlertSettings = ServerAlertSettings;
+export type AlertChannel = AlertChannelView;
+export type AlertChannelKind = ServerAlertChannelKind;
 export type WatchWithHealth = ServerWatchWithHealth;
 export type WatchHealth = NonNullable<WatchWithHealth['health']>;
 

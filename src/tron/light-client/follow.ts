@@ -151,13 +151,41 @@ export class ChainFollower {
 
   /**
    * @param keyOf an SR's signing key agreed by the providers' quorum (witnessKeyFromProviders).
+   * @param readAhead heights read at once while catching up (1 = one at a time). Default 1.
    */
   constructor(
     private readonly lc: LightClient,
     private readonly source: BlockSource,
     private readonly keyOf: (address: string, signal?: AbortSignal) => Promise<string>,
+    private readonly readAhead = 1,
   ) {
     this.next = lc.finalBlock.number + 1;
+  }
+
+  /** Blocks read ahead by height (catching up), consumed in order; cleared after a fork. */
+  private readonly ahead = new Map<number, Promise<ReadBlock | undefined>>();
+
+  /**
+   * Block `n`, reading up to `readAhead` heights at once while catching up (a missing height
+   * ends the batch: what is above it is asked again later).
+   */
+  private async fetch(n: number, signal?: AbortSignal): Promise<ReadBlock | undefined> {
+    if (!this.ahead.has(n)) {
+      for (let k = n; k < n + this.readAhead; k++) {
+        if (!this.ahead.has(k)) this.ahead.set(k, this.source.blockByNumber(k, signal));
+      }
+    }
+    const p = this.ahead.get(n) as Promise<ReadBlock | undefined>;
+    this.ahead.delete(n);
+    const got = await p;
+    if (!got) this.dropAhead();
+    return got;
+  }
+
+  /** Forget the blocks read ahead (their height is asked again), rejections included. */
+  private dropAhead(): void {
+    for (const p of this.ahead.values()) p.catch(() => undefined);
+    this.ahead.clear();
   }
 
   /** The next height to read. */
@@ -172,7 +200,7 @@ export class ChainFollower {
    */
   async step(signal?: AbortSignal): Promise<'read' | 'none'> {
     const n = this.next;
-    const got = await this.source.blockByNumber(n, signal);
+    const got = await this.fetch(n, signal);
     if (!got) return 'none';
     const header = signedHeaderOf(got.block, got.exact);
     if (header.number !== n) {
@@ -201,6 +229,7 @@ export class ChainFollower {
       // client refuses it when that goes under the final block).
       this.heldTop = Math.max(this.heldTop, n);
       this.next = n - 1;
+      this.dropAhead();
       return 'read';
     }
     if (r.status === 'verified') {
