@@ -401,6 +401,27 @@ describe('lying modes', () => {
     expect(lc.finalBlock.number).toBeGreaterThan(newcomerBlock);
   });
 
+  it('an SR silent for a whole observed epoch is not carried past the maintenance: it returns as a newcomer', () => {
+    const silent = DEVNET_SRS[26] as DevnetSr;
+    const cpNext = TIP.timestamp + 3000 * 120;
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, [...DEVNET_SRS].reverse());
+    const asked: string[] = [];
+    for (let i = 0; i < 160; i++) {
+      // SR 26 misses every slot before the maintenance, then produces again.
+      const h = chain.next((s) => s !== silent || chain.tip.timestamp >= cpNext);
+      let r = lc.submit(h);
+      if (r.status === 'need-key') {
+        asked.push(r.witness);
+        lc.addCandidateKey(r.witness, silent.signingKey);
+        r = lc.submit(h);
+      }
+      expect(r.status).toBe('verified');
+    }
+    expect(asked).toEqual([silent.address]);
+    expect(lc.status().epoch).toBe(1);
+  });
+
   it('a maintenance with 9 new SRs halts with an alert', () => {
     const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`new ${i}`));
     const cpNext = TIP.timestamp + 3000 * 40;

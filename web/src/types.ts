@@ -65,6 +65,8 @@ export interface WatchAlert {
   kind: 'failing' | 'auto_paused';
   since: string | null;
   reason: string;
+  /** Failed attempts in a row now (older servers: absent). */
+  consecutive_failures?: number;
 }
 export type DeliveryStatus = DeliveryState['status'];
 export type WatchStatus = Watch['status'];
@@ -79,6 +81,8 @@ export interface Config {
   signed_in?: boolean;
   /** E-mail is on (SMTP_URL): invitations and password resets go by e-mail. */
   email: boolean;
+  /** Plain http:// webhooks are admitted inside WEBHOOK_ALLOW_CIDRS (older servers: absent). */
+  local_http?: boolean;
   /** `tronwatch dev`: the local mailbox page capturing every e-mail sent (else null or absent). */
   dev_mailbox?: string | null;
 }
@@ -193,6 +197,8 @@ export interface EventDetail {
   event: TransferEvent;
   payload: string;
   channel: 'webhook' | 'telegram';
+  /** The label of the event's watch (null: none; absent from older servers). */
+  watch_label?: string | null;
   /** A chat watch's delivery: the bound chat and the message sent (Bot API HTML). */
   telegram: {
     chat: { id: string; title: string | null; type: string | null } | null;
