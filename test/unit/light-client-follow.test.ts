@@ -7,12 +7,14 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { startSrNode } from '../../src/devnet/sr-node.js';
 import {
   DEVNET_SRS,
   syntheticBlock,
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
+import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
 import { LightClient } from '../../src/tron/light-client/finality.js';
 import {
   type BlockSource,
@@ -22,7 +24,7 @@ import {
 } from '../../src/tron/light-client/follow.js';
 import { PbWriter } from '../../src/tron/protobuf.js';
 import type { BlockJson } from '../../src/tron/types.js';
-import { blockJsonOf, SignedChain } from '../helpers/sr-chain.js';
+import { blockJsonOf, makeSr, SignedChain } from '../helpers/sr-chain.js';
 
 const CHAIN = { seed: 29, firstBlock: 4000, txPerBlock: 2 };
 const synth = (n: number): ReadBlock => ({ block: syntheticBlock(CHAIN, n).block });
@@ -126,6 +128,47 @@ describe('ChainFollower', () => {
     src.withheld.clear();
     const rest = await drain(f);
     expect(rest).toEqual(Array.from({ length: 4060 - 18 - (4029 - 18) }, (_, i) => 4012 + i));
+  });
+
+  it("through a maintenance, a new SR's key comes from two providers over HTTP, and finality goes on", async () => {
+    const newcomer = makeSr('voted in', true);
+    const cp = syntheticCheckpoint(CHAIN);
+    const next = cp.block.timestamp + 3000 * 50;
+    const order = [...DEVNET_SRS.slice(0, 26), newcomer].reverse();
+    const chain = new SignedChain(cp.block, DEVNET_SRS, next, order);
+    const blocks = new Map<number, BlockJson>();
+    for (let n = cp.block.number + 1; n <= cp.block.number + 140; n++) {
+      blocks.set(n, blockJsonOf(chain.next()));
+    }
+    const nodes = [
+      await startSrNode({ chain: CHAIN, head: 4010, accounts: [newcomer] }),
+      await startSrNode({ chain: CHAIN, head: 4010, accounts: [newcomer] }),
+    ];
+    try {
+      const providers = nodes.map((n, i) => ({ url: n.url, name: `p${i}` }));
+      const asked: string[] = [];
+      const keyOf = async (a: string) => {
+        asked.push(a);
+        return witnessKeyFromProviders(providers, a, { quorum: 2 });
+      };
+      const lc = new LightClient({
+        ...cp,
+        nextMaintenanceTime: next,
+        maintenanceIntervalMs: 21_600_000,
+      });
+      const src = new MemorySource(
+        (n) => ({ block: blocks.get(n) as BlockJson }),
+        cp.block.number + 140,
+      );
+      const f = new ChainFollower(lc, src, keyOf);
+      const finals = await drain(f);
+      expect(asked).toEqual([newcomer.address]);
+      expect(finals).toEqual(Array.from({ length: 140 - 18 }, (_, i) => cp.block.number + 1 + i));
+      expect(lc.status().epoch).toBe(1);
+      expect(nodes.every((n) => n.requests.get('/wallet/getaccount') === 1)).toBe(true);
+    } finally {
+      await Promise.all(nodes.map((n) => n.close()));
+    }
   });
 
   it('refuses a key rotation in a JSON transaction list that its header does not prove', async () => {
