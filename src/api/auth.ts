@@ -58,10 +58,6 @@ import type { App } from './types.js';
 export { type AuthContext, KeyCache } from './key-cache.js';
 
 declare module 'fastify' {
-  interface FastifyRequest {
-    /** The caller of a `/v1/*` request (null elsewhere). */
-    auth: AuthContext | null;
-  }
   interface FastifyContextConfig {
     /**
      * The route's own statement checks that `request.auth.keyId` is not revoked, so the guard
@@ -85,6 +81,11 @@ export function isV1(url: string): boolean {
     url.startsWith('/mcp/') ||
     url.startsWith('/mcp?')
   );
+}
+
+/** True for the MCP endpoint's path (`/mcp`, with or without a query). */
+export function isMcpPath(url: string): boolean {
+  return url === '/mcp' || url.startsWith('/mcp?');
 }
 
 /**
@@ -351,8 +352,10 @@ export function registerV1Guard(
     }
     request.auth = auth;
     void usage.touch(auth.keyId);
-    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER).
-    if (inner) return;
+    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER); `/mcp` itself
+    // counts in its route, once its JSON-RPC message is read: session set-up is not charged
+    // (src/mcp/route.ts).
+    if (inner || isMcpPath(request.url)) return;
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,

@@ -8,6 +8,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
+import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
 import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
@@ -117,7 +118,8 @@ const NAV: { href: string; label: string; match: (p: string) => boolean; needs?:
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
   { href: '/security', label: 'Security', match: (p) => p.startsWith('/security') },
-  // The audit log is an admin's (the page says so to others; the link is not offered).
+  // Alerts and the audit log are an admin's (the pages say so to others; no link is offered).
+  { href: '/alerts', label: 'Alerts', match: (p) => p.startsWith('/alerts'), needs: 'admin' },
   { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit'), needs: 'admin' },
 ];
 
@@ -208,6 +210,7 @@ function Shell({ children }: { children: ComponentChildren }) {
               API docs
             </a>
           </li>
+          <DevMailboxLink />
         </ul>
         <div class="nav-footer">
           <NetworkBadge />
@@ -221,6 +224,19 @@ function Shell({ children }: { children: ComponentChildren }) {
         {children}
       </main>
     </div>
+  );
+}
+
+/** `tronwatch dev` only: the local mailbox capturing every e-mail the service sends. */
+function DevMailboxLink() {
+  const { config } = useApp();
+  if (!config.dev_mailbox) return null;
+  return (
+    <li>
+      <a href={config.dev_mailbox} class="nav-link" target="_blank" rel="noopener">
+        E-mail (dev mailbox)
+      </a>
+    </li>
   );
 }
 
@@ -248,6 +264,7 @@ function Routes() {
   if (path.startsWith('/account')) return <AccountPage />;
   if (path.startsWith('/security')) return <SecurityPage />;
   if (path.startsWith('/audit')) return <AuditPage />;
+  if (path.startsWith('/alerts')) return <AlertsPage />;
   return (
     <section>
       <h1 tabIndex={-1} data-page-title>
