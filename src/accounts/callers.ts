@@ -8,6 +8,7 @@
  * read who is calling without importing an HTTP layer (test/unit/layout.test.ts). Types only.
  */
 import type {} from 'fastify';
+import type { ApiKeyScope } from './keys.js';
 import type { Plan, PlanLimits } from './plans.js';
 import type { Role } from './users.js';
 
@@ -24,6 +25,8 @@ export interface AuthContext {
    * (src/api/auth.ts, module doc).
    */
   verified: boolean;
+  /** What the key may do: `full` (also when absent), or `read` (GET only; read-only MCP tools). */
+  scope?: ApiKeyScope;
 }
 
 /** A console session as listed (never its token): a row of `console_sessions`. */

@@ -31,6 +31,14 @@ const DISPLAY_CHARS = 4;
  */
 const KEY_RE = /^(tw_live_|tw_test_)([1-9A-HJ-NP-Za-km-z]{20,64})$/;
 
+/**
+ * What a key may do (issue 31 item 3): `full`, every operation its account may do; `read`, GET
+ * requests only (and, over MCP, only the read-only tools): for agents and dashboards that must
+ * not change anything. Enforced by the `/v1` guard (src/api/auth.ts), so by every route and tool.
+ */
+export type ApiKeyScope = 'full' | 'read';
+export const API_KEY_SCOPES: readonly ApiKeyScope[] = ['full', 'read'];
+
 /** An `api_keys` row without the hash. */
 export interface ApiKeyInfo {
   /** `key_…` */
@@ -45,6 +53,7 @@ export interface ApiKeyInfo {
   revoked_at: Date | null;
   /** When the key was last used, to the minute (KeyUsage); null if never. */
   last_used_at: Date | null;
+  scope: ApiKeyScope;
 }
 
 /** What createApiKey returns: the key itself, which exists nowhere else afterwards. */
@@ -56,6 +65,7 @@ export interface CreatedApiKey {
   network: KeyNetwork;
   name: string | null;
   created_at: Date;
+  scope: ApiKeyScope;
 }
 
 /** SHA-256 of the whole key, lowercase hex: the value stored in `api_keys.key_hash`. */
@@ -73,24 +83,26 @@ export function keyNetwork(key: string): KeyNetwork | null {
 /**
  * Issue a key for an account.
  * @param opts.network the network the key is for (its prefix); default `mainnet` (`tw_live_`).
+ * @param opts.scope what it may do (ApiKeyScope); default `full`.
  * @returns the key (shown once) and its metadata.
  * @throws the database error when the account does not exist (foreign key violation 23503).
  */
 export async function createApiKey(
   db: Queryable,
   accountId: string,
-  opts: { name?: string; network?: KeyNetwork } = {},
+  opts: { name?: string; network?: KeyNetwork; scope?: ApiKeyScope } = {},
 ): Promise<CreatedApiKey> {
   const network = opts.network ?? 'mainnet';
+  const scope = opts.scope ?? 'full';
   const body = base58.encode(randomBytes(KEY_RANDOM_BYTES));
   const prefix = KEY_PREFIXES[network];
   const key = `${prefix}${body}`;
   const display = `${prefix}${body.slice(0, DISPLAY_CHARS)}`;
   const { rows } = await db.query<{ id: string; created_at: Date }>(
-    `INSERT INTO api_keys (id, account_id, key_hash, key_prefix, network, name)
-     VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO api_keys (id, account_id, key_hash, key_prefix, network, name, scope)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
      RETURNING id, created_at`,
-    [newId('key'), accountId, hashApiKey(key), display, network, opts.name ?? null],
+    [newId('key'), accountId, hashApiKey(key), display, network, opts.name ?? null, scope],
   );
   const row = rows[0];
   if (!row) throw new Error('INSERT … RETURNING returned no row');
@@ -101,11 +113,12 @@ export async function createApiKey(
     network,
     name: opts.name ?? null,
     created_at: row.created_at,
+    scope,
   };
 }
 
 const INFO_COLUMNS =
-  'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at, last_used_at';
+  'id, account_id, key_prefix AS prefix, network, name, created_at, revoked_at, last_used_at, scope';
 
 /** The account's keys, newest first, revoked ones included. Never the key or its hash. */
 export async function listApiKeys(db: Queryable, accountId: string): Promise<ApiKeyInfo[]> {
@@ -139,6 +152,7 @@ export interface ApiKeyLookup {
   plan: Plan;
   rate_limit_per_min: number | null;
   watch_quota: number | null;
+  scope: ApiKeyScope;
 }
 
 /** The key whose SHA-256 is `keyHash`, joined with its account, or undefined (unknown key). */
@@ -147,7 +161,7 @@ export async function findKeyByHash(
   keyHash: string,
 ): Promise<ApiKeyLookup | undefined> {
   const { rows } = await db.query<ApiKeyLookup>(
-    `SELECT k.id AS key_id, k.account_id, k.network, k.revoked_at,
+    `SELECT k.id AS key_id, k.account_id, k.network, k.revoked_at, k.scope,
             a.plan, a.rate_limit_per_min, a.watch_quota
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
       WHERE k.key_hash = $1`,

@@ -217,6 +217,7 @@ export async function authenticate(
     plan: found.plan,
     limits: limitsFor(found),
     verified: true,
+    scope: found.scope,
   };
   cache?.set(keyHash, auth);
   return auth;
@@ -355,14 +356,25 @@ export function registerV1Guard(
     // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER); `/mcp` itself
     // counts in its route, once its JSON-RPC message is read: session set-up is not charged
     // (src/mcp/route.ts).
-    if (inner || isMcpPath(request.url)) return;
-    // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
-    await enforceRateLimit(
-      deps.rateLimiter,
-      reply,
-      `key:${auth.keyId}`,
-      auth.limits.requestsPerMinute,
-    );
+    const mcp = isMcpPath(request.url);
+    if (!inner && !mcp) {
+      // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
+      await enforceRateLimit(
+        deps.rateLimiter,
+        reply,
+        `key:${auth.keyId}`,
+        auth.limits.requestsPerMinute,
+      );
+    }
+    // A read-only key reads (issue 31 item 3): on every /v1 route and so, through their /v1
+    // requests, in every MCP tool. POST /mcp itself carries reads too: its tools are checked one
+    // by one (and a read-only key is only shown the read-only ones).
+    if (auth.scope === 'read' && !mcp && request.method !== 'GET' && request.method !== 'HEAD') {
+      throw ApiError.coded(
+        'read_only_key',
+        `this API key is read-only: it may not ${request.method} ${request.routeOptions.url ?? request.url} (create a full key in the console)`,
+      );
+    }
   });
   // After parsing, before validation: a testnet request is refused as such, not as a bad field.
   app.addHook('preValidation', async (request) => {

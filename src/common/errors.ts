@@ -35,6 +35,8 @@ export const ERROR_CODES = [
   'invalid_challenge',
   'two_factor_setup_required',
   'two_factor_state',
+  // Scoped API keys (issue 31 item 3).
+  'read_only_key',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -66,6 +68,7 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   invalid_challenge: 400,
   two_factor_setup_required: 403,
   two_factor_state: 409,
+  read_only_key: 403,
 };
 
 /** One field-level problem of an invalid body, query or path (the `details` of a 400). */

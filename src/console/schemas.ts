@@ -63,7 +63,14 @@ export const MemberAlertsBody = T.Object(
   closed,
 );
 export const KeyCreateBody = T.Object(
-  { name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })) },
+  {
+    name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })),
+    scope: T.Optional(
+      StringEnum(['full', 'read'] as const, {
+        description: 'full (default), or read: GET requests only (issue 31 item 3).',
+      }),
+    ),
+  },
   closed,
 );
 export const IdParams = T.Object({ id: T.String({ minLength: 1, maxLength: 64 }) });

@@ -125,6 +125,8 @@ export interface KeyInfo {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** full, or read: GET requests only (and the read-only MCP tools). */
+  scope: 'full' | 'read';
 }
 
 export type WatchListed = WatchWithHealth & { last_event_at: string | null };

@@ -437,7 +437,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -681,7 +681,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1168,7 +1168,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1258,7 +1258,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1343,7 +1343,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1442,7 +1442,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1568,7 +1568,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1650,7 +1650,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1747,7 +1747,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1876,7 +1876,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1998,7 +1998,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2117,7 +2117,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2213,7 +2213,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2331,7 +2331,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2460,7 +2460,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2593,7 +2593,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2713,7 +2713,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];

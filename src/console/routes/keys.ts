@@ -2,7 +2,8 @@
  * The console's API keys (issue 12 item 3): issue (the key shown once), list, revoke.
  *
  *   GET    /console/api/keys       → { data: KeyInfo[] } (newest first, revoked ones included)
- *   POST   /console/api/keys       → 201 { key: KeyInfo, secret: 'tw_live_…' }
+ *   POST   /console/api/keys {name?, scope?} → 201 { key: KeyInfo, secret: 'tw_live_…' }
+ *          (scope `read`: a read-only key, GET only; KeyInfo.scope says which)
  *   DELETE /console/api/keys/{id}  → 200 KeyInfo (revoked) | 404
  *
  * Revocation is the domain's (src/accounts/keys.ts): refused from the very next /v1 request on
@@ -28,6 +29,7 @@ export function keyView(k: Omit<ApiKeyInfo, 'account_id' | 'network'>) {
     created_at: k.created_at.toISOString(),
     last_used_at: k.last_used_at?.toISOString() ?? null,
     revoked_at: k.revoked_at?.toISOString() ?? null,
+    scope: k.scope,
   };
 }
 
@@ -52,12 +54,13 @@ export function keyRoutes(app: App, deps: AppDeps): void {
       const created = await deps.db.transaction(async (tx) => {
         const k = await createApiKey(tx, ctx.accountId, {
           network: deps.config.network,
+          scope: request.body.scope ?? 'full',
           ...(name ? { name } : {}),
         });
         await recordAudit(tx, audit, {
           action: 'api_key.created',
           targetId: k.id,
-          detail: { name: k.name, prefix: k.prefix, network: k.network },
+          detail: { name: k.name, prefix: k.prefix, network: k.network, scope: k.scope },
         });
         return k;
       });

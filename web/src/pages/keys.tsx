@@ -23,6 +23,7 @@ import type { KeyInfo } from '../types';
 export function KeysPage() {
   const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
   const [name, setName] = useState('');
+  const [readOnly, setReadOnly] = useState(false);
   const [busy, setBusy] = useState(false);
   const [secret, setSecret] = useState<{ key: KeyInfo; secret: string } | null>(null);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
@@ -35,12 +36,13 @@ export function KeysPage() {
     setBusy(true);
     setMessage(null);
     try {
-      const r = await post<{ key: KeyInfo; secret: string }>(
-        '/keys',
-        name.trim() === '' ? {} : { name: name.trim() },
-      );
+      const r = await post<{ key: KeyInfo; secret: string }>('/keys', {
+        ...(name.trim() === '' ? {} : { name: name.trim() }),
+        ...(readOnly ? { scope: 'read' } : {}),
+      });
       setSecret(r);
       setName('');
+      setReadOnly(false);
       keys.setData([r.key, ...(keys.data ?? [])]);
     } catch (err) {
       setMessage({ tone: 'error', text: `Could not create the key: ${explain(err)}` });
@@ -114,6 +116,14 @@ export function KeysPage() {
                 />
               )}
             </Field>
+            <label class="check-inline">
+              <input
+                type="checkbox"
+                checked={readOnly}
+                onChange={(e) => setReadOnly(e.currentTarget.checked)}
+              />{' '}
+              Read-only (GET requests only: for dashboards and agents)
+            </label>
             <button type="submit" class="btn btn-primary" disabled={busy}>
               {busy ? 'Creating…' : 'Create key'}
             </button>
@@ -141,6 +151,7 @@ export function KeysPage() {
             <tr>
               <th scope="col">Name</th>
               <th scope="col">Key</th>
+              <th scope="col">Access</th>
               <th scope="col">Created</th>
               <th scope="col">Last used</th>
               <th scope="col">Status</th>
@@ -159,6 +170,13 @@ export function KeysPage() {
                   <code class="mono" title={k.id}>
                     {k.prefix}…
                   </code>
+                </td>
+                <td data-label="Access">
+                  {k.scope === 'read' ? (
+                    <Pill tone="gray">READ-ONLY</Pill>
+                  ) : (
+                    <span class="muted">full</span>
+                  )}
                 </td>
                 <td data-label="Created">
                   <Time iso={k.created_at} />
