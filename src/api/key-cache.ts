@@ -3,11 +3,14 @@
  * API keys (KeyCache). Why the cache can never serve a revoked key: src/api/auth.ts, module doc.
  */
 import type { Plan, PlanLimits } from '../accounts/plans.js';
+import type { Role } from '../accounts/users.js';
 
 export /** Who is calling: set on `request.auth` for every authenticated `/v1/*` request. */
 interface AuthContext {
   keyId: string;
   accountId: string;
+  /** The most the key may do (src/accounts/keys.ts): each /v1 route needs a least role. */
+  role: Role;
   plan: Plan;
   /** The limits in force for the account (plan, or the account's own for Business). */
   limits: PlanLimits;

@@ -279,6 +279,7 @@ describe.each(dbEngines)('the key cache of GET /v1/events on %s', (engine) => {
           cacheOf.set(hashApiKey(c.key), {
             keyId: c.keyId,
             accountId: c.accountId,
+            role: 'owner',
             plan: 'pro',
             limits: { name: 'Pro', requestsPerMinute: 300, activeWatches: 100 },
             verified: true,
@@ -354,6 +355,7 @@ describe('KeyCache', () => {
   const auth = (keyId: string) => ({
     keyId,
     accountId: 'acc_1',
+    role: 'owner' as const,
     plan: 'free' as const,
     limits: { name: 'Free', requestsPerMinute: 60, activeWatches: 3 },
     verified: true,
