@@ -50,6 +50,7 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import type { Resolver } from '../net/dns.js';
 import { type AlertPolicy, DEFAULT_ALERT_POLICY, refreshWatchHealth } from '../watches/health.js';
 import {
   type ClaimedNotification,
@@ -80,6 +81,11 @@ export interface DeliveryWorkerOptions {
   claimBatch?: number;
   /** Deliveries by outcome and attempt durations (src/common/metrics.ts). Default: none. */
   metrics?: Metrics;
+  /**
+   * Resolves webhook host names at connect time (default: the system resolver). Tests inject a
+   * stub (names inside the allow-list, DNS rebinding).
+   */
+  resolver?: Resolver;
 }
 
 /**
@@ -237,6 +243,7 @@ export class DeliveryWorker {
       allowCidrs: this.delivery.allowCidrs,
       caFile: this.delivery.caFile,
       connections: this.concurrency,
+      resolver: opts.resolver,
     });
   }
 
