@@ -94,6 +94,7 @@ export const AUDIT_ACTIONS = {
   'telegram.bound': 'Connected a Telegram chat',
   'telegram.unbound': 'Disconnected the Telegram chat',
   'secrets.rotated': 'Re-encrypted webhook secrets under a new key',
+  'retention.pruned': 'Deleted data older than its retention (a pruning pass)',
   'alert_channel.created': 'Added an alert channel (Slack-compatible or signed alert webhook)',
   'alert_channel.updated': 'Edited an alert channel (URL host, on or off)',
   'alert_channel.deleted': 'Removed an alert channel',

@@ -482,6 +482,11 @@ describe.each(dbEngines)('accounts and API keys on %s', (engine) => {
     const list = await keysList(h.db, { account: acc.id });
     expect(list.keys.map((k) => k.id).sort()).toEqual([byEmail.id, byId.id].sort());
     expect(JSON.stringify(list)).not.toContain(byEmail.key);
+    // Made by the operator: the CLI's, with the owner role (issue 27).
+    expect(list.keys.map((k) => [k.made_by, k.role])).toEqual([
+      ['cli', 'owner'],
+      ['cli', 'owner'],
+    ]);
 
     const revoked = await keysRevoke(h.db, { keyId: byEmail.id });
     expect(revoked.revoked_at).toMatch(/Z$/);
