@@ -1016,7 +1016,11 @@ async function timeAnchor(
 }
 
 /** A seeded blockID (below the chained range), 64 hex: 8-byte big-endian n ‖ 24 bytes of sha256. */
-function syntheticId(n: number): string {
+/**
+ * The id the replay node gives block n below its chained fillers (block 0 among them): its number
+ * and a hash of a fixed phrase. `tronwatch doctor` tells a replay node by its block 0.
+ */
+export function syntheticId(n: number): string {
   return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
 }
 
