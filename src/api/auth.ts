@@ -94,6 +94,11 @@ export function isV1(url: string): boolean {
   );
 }
 
+/** True for the MCP endpoint's path (`/mcp`, with or without a query). */
+export function isMcpPath(url: string): boolean {
+  return url === '/mcp' || url.startsWith('/mcp?');
+}
+
 /**
  * Header of a `/v1` request that the `/mcp` endpoint injects in process for one MCP tool call
  * (src/mcp/backend.ts), carrying the app's inner-request token: a random value made when the
@@ -381,8 +386,11 @@ export function registerV1Guard(
     }
     request.auth = auth;
     void usage.touch(auth.keyId);
-    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER).
+    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER): its role is the
+    // /v1 route's. `/mcp` itself counts in its route, once its JSON-RPC message is read: session
+    // set-up is not charged (src/mcp/route.ts); it needs only a viewer's key (keyRoleNeeded).
     if (inner) return checkKeyRole(request, auth);
+    if (isMcpPath(request.url)) return;
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,
