@@ -553,4 +553,18 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     );
     expect(again.statusCode).not.toBe(200);
   });
+
+  it('7b. a password change e-mails the user "your password was changed" (issue 29)', async () => {
+    h = await withMail();
+    const b = new Browser(h.app, 'localhost', '198.51.100.80');
+    await b.signUp('pw-r7b@example.com');
+    const changed = await b.post('/console/api/password', {
+      current_password: PASSWORD,
+      new_password: 'a new and long passphrase',
+    });
+    expect(changed.statusCode, changed.body).toBe(200);
+    const mail = await smtp.waitFor('pw-r7b@example.com', /password .*was changed/);
+    expect(mail.text).toContain('198.51.100.80');
+    expect(mail.text).not.toContain('a new and long passphrase');
+  });
 });
