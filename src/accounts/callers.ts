@@ -16,6 +16,8 @@ import type { Role } from './users.js';
 export interface AuthContext {
   keyId: string;
   accountId: string;
+  /** The most the key may do (src/accounts/keys.ts): each /v1 route needs a least role. */
+  role: Role;
   plan: Plan;
   /** The limits in force for the account (plan, or the account's own for Business). */
   limits: PlanLimits;

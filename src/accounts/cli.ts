@@ -64,6 +64,10 @@ export interface PrintableKey {
   name: string | null;
   created_at: string;
   revoked_at: string | null;
+  /** The most the key may do (issue 27): never more than its maker's role. */
+  role: string;
+  /** Who made it: a member's e-mail (as it was then), or `cli` (the operator). */
+  made_by: string;
   /** `full`, or `read`: GET only (src/accounts/keys.ts ApiKeyScope). */
   scope: ApiKeyScope;
 }
@@ -205,6 +209,8 @@ function printableKey(k: ApiKeyInfo): PrintableKey {
     name: k.name,
     created_at: k.created_at.toISOString(),
     revoked_at: k.revoked_at ? k.revoked_at.toISOString() : null,
+    role: k.role,
+    made_by: k.created_by_user_id === null ? 'cli' : (k.created_by_email ?? k.created_by_user_id),
     scope: k.scope,
   };
 }

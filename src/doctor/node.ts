@@ -35,8 +35,8 @@
  * theirs (Standard Webhooks: 5 minutes), and event and attempt times are ours.
  */
 import type { Config } from '../config.js';
-import { syntheticId } from '../devnet/replay-node.js';
 import { NodeClient } from '../tron/node-client.js';
+import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockRef } from '../tron/types.js';
 import { blockIdFromRaw } from '../tron/verify.js';
 import type { CheckResult } from './types.js';

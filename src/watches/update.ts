@@ -17,6 +17,8 @@ import { WATCH_COLUMNS, type WatchRow } from './watches.js';
  * Change the account's live watch `id` as `body` says (members left out stay).
  * @returns the watch after the change, or undefined when there is no such live watch of this
  *   account (the caller answers 404).
+ * @param then runs in the change's transaction with the watch before and after (the audit
+ *   entry, issue 27 item 6).
  * @throws ApiError 400 with `details` (URL refused by the policy, a label with control
  *   characters, a webhook_url for a Telegram watch, an empty body).
  */
@@ -26,6 +28,7 @@ export async function updateWatchFromRequest(
   network: string,
   id: string,
   body: UpdateWatchBody,
+  then?: (tx: Queryable, before: WatchRow, after: WatchRow) => Promise<void>,
 ): Promise<WatchRow | undefined> {
   const current = await readWatch(deps.db, accountId, network, id);
   if (!current) return undefined;
@@ -49,15 +52,22 @@ export async function updateWatchFromRequest(
   }
   const label = normaliseLabel(body.label, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
-  const { rows } = await deps.db.query<WatchRow>(
-    `UPDATE watches
-        SET webhook_url = CASE WHEN $4::boolean THEN $5 ELSE webhook_url END,
-            label = CASE WHEN $6::boolean THEN $7 ELSE label END
-      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
-      RETURNING ${WATCH_COLUMNS}`,
-    [id, accountId, network, hasUrl, hasUrl ? body.webhook_url : null, hasLabel, label],
-  );
-  return rows[0];
+  return deps.db.transaction(async (tx) => {
+    // The row as it is now (locked): what the audit entry calls "before".
+    const before = await readWatch(tx, accountId, network, id, true);
+    if (!before) return undefined;
+    const { rows } = await tx.query<WatchRow>(
+      `UPDATE watches
+          SET webhook_url = CASE WHEN $4::boolean THEN $5 ELSE webhook_url END,
+              label = CASE WHEN $6::boolean THEN $7 ELSE label END
+        WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+        RETURNING ${WATCH_COLUMNS}`,
+      [id, accountId, network, hasUrl, hasUrl ? body.webhook_url : null, hasLabel, label],
+    );
+    const after = rows[0];
+    if (after && then) await then(tx, before, after);
+    return after;
+  });
 }
 
 /** The account's live watch `id`, or undefined. */
@@ -66,10 +76,11 @@ async function readWatch(
   accountId: string,
   network: string,
   id: string,
+  lock = false,
 ): Promise<WatchRow | undefined> {
   const { rows } = await db.query<WatchRow>(
     `SELECT ${WATCH_COLUMNS} FROM watches
-      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL${lock ? ' FOR UPDATE' : ''}`,
     [id, accountId, network],
   );
   return rows[0];

@@ -437,7 +437,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -681,7 +681,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**

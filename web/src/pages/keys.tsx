@@ -1,8 +1,10 @@
 /**
  * API keys: create (shown once), list, revoke with confirmation. Creating and revoking need the
- * developer role (src/console/routes/keys.ts); below it the list is shown without them.
+ * developer role (src/console/routes/keys.ts); below it the list is shown without them. Each key
+ * shows who made it and its role (never more than its maker's, issue 27); the list filters by
+ * maker.
  */
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { del, describeError, get, post } from '../api';
 import {
   CodeBlock,
@@ -21,7 +23,25 @@ import { RoleNote, useRole } from '../roles';
 import type { KeyInfo } from '../types';
 
 export function KeysPage() {
-  const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
+  const [madeBy, setMadeBy] = useState('');
+  const keys = useLoad(
+    () =>
+      get<{ data: KeyInfo[] }>(
+        madeBy === '' ? '/keys' : `/keys?made_by=${encodeURIComponent(madeBy)}`,
+      ).then((r) => r.data),
+    [madeBy],
+  );
+  // The makers the filter offers: those of the whole list (read while unfiltered).
+  const [makers, setMakers] = useState<Map<string, string>>(new Map());
+  useEffect(() => {
+    if (madeBy !== '' || !keys.data) return;
+    const seen = new Map<string, string>();
+    for (const k of keys.data) {
+      if (k.created_by.type === 'cli') seen.set('cli', 'the CLI (operator)');
+      else seen.set(k.created_by.user_id, k.created_by.email ?? k.created_by.user_id);
+    }
+    setMakers(seen);
+  }, [keys.data, madeBy]);
   const [name, setName] = useState('');
   const [readOnly, setReadOnly] = useState(false);
   const [busy, setBusy] = useState(false);
@@ -135,6 +155,20 @@ export function KeysPage() {
       {keys.error !== undefined && (
         <Notice tone="error">Could not load keys: {describeError(keys.error)}</Notice>
       )}
+      {makers.size > 1 && (
+        <Field label="Made by">
+          {({ id }) => (
+            <select id={id} value={madeBy} onChange={(e) => setMadeBy(e.currentTarget.value)}>
+              <option value="">Anyone</option>
+              {[...makers].map(([v, label]) => (
+                <option key={v} value={v}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      )}
       {list === undefined ? (
         keys.error === undefined && <Loading label="Loading keys…" />
       ) : list.length === 0 ? (
@@ -151,6 +185,8 @@ export function KeysPage() {
             <tr>
               <th scope="col">Name</th>
               <th scope="col">Key</th>
+              <th scope="col">Made by</th>
+              <th scope="col">Role</th>
               <th scope="col">Access</th>
               <th scope="col">Created</th>
               <th scope="col">Last used</th>
@@ -171,6 +207,14 @@ export function KeysPage() {
                     {k.prefix}…
                   </code>
                 </td>
+                <td data-label="Made by">
+                  {k.created_by.type === 'cli' ? (
+                    <span class="muted">CLI (operator)</span>
+                  ) : (
+                    (k.created_by.email ?? k.created_by.user_id)
+                  )}
+                </td>
+                <td data-label="Role">{k.role}</td>
                 <td data-label="Access">
                   {k.scope === 'read' ? (
                     <Pill tone="gray">READ-ONLY</Pill>
