@@ -95,6 +95,14 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   let limitedKey: string;
   let http: Client;
   let stdio: Client;
+  let otherHttp: Client;
+  let otherStdio: Client;
+  /** Each transport with this account's client and the other account's. */
+  const transports = () =>
+    [
+      { name: 'http', c: http, other: otherHttp },
+      { name: 'stdio', c: stdio, other: otherStdio },
+    ] as const;
   const secrets = new Map<string, string>();
 
   async function httpClient(apiKey: string): Promise<Client> {
@@ -104,6 +112,26 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
         requestInit: { headers: { authorization: `Bearer ${apiKey}` } },
       }),
     );
+    cleanups.push(() => c.close());
+    return c;
+  }
+
+  /** `tronwatch mcp` spawned over stdio with this API key, connected with the SDK client. */
+  async function stdioClient(apiKey: string): Promise<Client> {
+    const c = new Client({ name: 'tronwatch-test', version: '1.0.0' });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
+      cwd: ROOT,
+      env: {
+        ...(process.env as Record<string, string>),
+        TRONWATCH_URL: base,
+        TRONWATCH_API_KEY: apiKey,
+      },
+      stderr: 'pipe',
+    });
+    // The spawned process transpiles the CLI with tsx first: slow on a loaded machine.
+    await c.connect(transport, { timeout: 300_000 });
     cleanups.push(() => c.close());
     return c;
   }
@@ -165,21 +193,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     limitedKey = (await keysCreate(service.db, { account: c.id })).key;
 
     http = await httpClient(key);
-    stdio = new Client({ name: 'tronwatch-test', version: '1.0.0' });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
-      cwd: ROOT,
-      env: {
-        ...(process.env as Record<string, string>),
-        TRONWATCH_URL: base,
-        TRONWATCH_API_KEY: key,
-      },
-      stderr: 'pipe',
-    });
-    // The spawned process transpiles the CLI with tsx first: slow on a loaded machine.
-    await stdio.connect(transport, { timeout: 300_000 });
-    cleanups.push(() => stdio.close());
+    // The other account's clients serve the scope checks (404s) over both transports.
+    [stdio, otherStdio] = await Promise.all([stdioClient(key), stdioClient(otherKey)]);
+    otherHttp = await httpClient(otherKey);
   }, 420_000);
 
   afterAll(async () => {
@@ -287,18 +303,28 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       expect(body(unknown)).toMatchObject({ status: 400 });
       expect(JSON.stringify(body(unknown))).toContain('lable');
     }
-    // The label is kept.
-    const labelled = await tool(stdio, 'create_watch', {
-      address: R,
-      asset_filter: 'USDT',
-      direction: 'outgoing',
-      webhook_url: `${receiver.origin}/hook/labelled`,
-      label: 'cold wallet',
-    });
-    expect(labelled.isError, JSON.stringify(labelled)).toBeFalsy();
-    expect(body(labelled)).toMatchObject({ label: 'cold wallet' });
-    expect(labelled.structuredContent).toMatchObject({ label: 'cold wallet', channel: 'webhook' });
-    watches.labelled = (body(labelled) as { id: string }).id;
+    // The label is kept, on both transports (one USDT direction each: a new identity each).
+    for (const { name, c } of transports()) {
+      const labelled = await tool(c, 'create_watch', {
+        address: R,
+        asset_filter: 'USDT',
+        direction: name === 'http' ? 'incoming' : 'outgoing',
+        webhook_url: `${receiver.origin}/hook/labelled-${name}`,
+        label: `cold wallet (${name})`,
+      });
+      expect(labelled.isError, JSON.stringify(labelled)).toBeFalsy();
+      expect(body(labelled)).toMatchObject({ label: `cold wallet (${name})` });
+      expect(labelled.structuredContent).toMatchObject({
+        label: `cold wallet (${name})`,
+        channel: 'webhook',
+      });
+      const id = (body(labelled) as { id: string }).id;
+      watches[`labelled-${name}`] = id;
+      const read = body(await tool(c, 'list_watches')) as {
+        data: Array<{ id: string; label: string | null }>;
+      };
+      expect(read.data.find((w) => w.id === id)?.label).toBe(`cold wallet (${name})`);
+    }
     // Quota: the limited account may hold one active watch.
     const limited = await httpClient(limitedKey);
     const one = await tool(limited, 'create_watch', {
@@ -319,15 +345,19 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     expect(listed.data.map((w) => w.id).sort()).toEqual(Object.values(watches).sort());
     // Scope: another account sees none of them, and listing their events is a 404 (not an
     // empty page); so is a malformed watch id.
-    const other = await httpClient(otherKey);
-    expect(body(await tool(other, 'list_watches'))).toEqual({ data: [] });
-    for (const watch_id of [watches.all, 'wh_not-an-id']) {
-      const hidden = await tool(other, 'list_events', { watch_id });
-      expect(hidden.isError, JSON.stringify(hidden)).toBe(true);
-      expect(body(hidden)).toMatchObject({ status: 404, error: 'watch not found' });
+    for (const { name, c, other } of transports()) {
+      expect(body(await tool(other, 'list_watches')), name).toEqual({ data: [] });
+      // Another account's watch and a malformed id, asked by that account and by the owner.
+      for (const [who, watch_id] of [
+        [other, watches.all],
+        [other, 'wh_not-an-id'],
+        [c, 'wh_not-an-id'],
+      ] as const) {
+        const hidden = await tool(who, 'list_events', { watch_id });
+        expect(hidden.isError, `${name} ${watch_id}: ${JSON.stringify(hidden)}`).toBe(true);
+        expect(body(hidden)).toMatchObject({ status: 404, error: 'watch not found' });
+      }
     }
-    const malformed = await tool(stdio, 'list_events', { watch_id: 'wh_not-an-id' });
-    expect(body(malformed)).toMatchObject({ status: 404 });
   });
 
   it('explains a transaction whose block is not solidified yet', async () => {
