@@ -49,6 +49,7 @@ import {
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
+import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { requestId } from './routes/metrics.js';
@@ -133,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   for (const s of [
     ...sharedSchemas,
     ...watchSchemas,
+    ...endpointSchemas,
     ...eventSchemas,
     ...healthSchemas,
     ...statusSchemas,
@@ -202,6 +204,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   watchRoutes(app, deps);
+  endpointRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
   auditRoutes(app, deps);
   await registerConsole(app, deps);

@@ -65,6 +65,9 @@ interface SecretRow {
 const SEALED_COLUMNS = [
   ['watches', 'secret_key_id', 'secret_ciphertext'],
   ['watches', 'previous_secret_key_id', 'previous_secret_ciphertext'],
+  // Endpoints' secrets (migration 070; issue 30), current and replaced.
+  ['endpoints', 'secret_key_id', 'secret_ciphertext'],
+  ['endpoints', 'previous_secret_key_id', 'previous_secret_ciphertext'],
   ['console_users', 'totp_key_id', 'totp_ciphertext'],
 ] as const;
 

@@ -22,7 +22,13 @@ const watchMembers = {
   asset_filter: StringEnum(ASSET_FILTERS),
   direction: StringEnum(DIRECTIONS),
   channel: StringEnum(['webhook', 'telegram'] as const),
-  webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
+  webhook_url: NullableString({
+    description: 'Null when the channel is `telegram`, or when the watch delivers to an endpoint.',
+  }),
+  endpoint_id: NullableString({
+    description:
+      'Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`.',
+  }),
   label: T.Union([T.String({ maxLength: LABEL_MAX_LENGTH }), T.Null()], {
     description:
       'Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none.',
@@ -164,6 +170,13 @@ export const CreateWatchSchema = T.Object(
           'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
       }),
     ),
+    endpoint_id: T.Optional(
+      NullableString({
+        maxLength: 64,
+        description:
+          'Additive. One target: deliver to this endpoint of yours (`ep_…`, POST /v1/endpoints), signed with its secret; the watch gets no secret of its own. Another account’s or a deleted endpoint gives 404.',
+      }),
+    ),
     label: T.Optional(
       NullableString({
         maxLength: LABEL_MAX_LENGTH,
@@ -181,7 +194,7 @@ export const CreateWatchSchema = T.Object(
   {
     $id: 'CreateWatch',
     description:
-      'Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
+      'Exactly one of `webhook_url`, `telegram: true` or `endpoint_id` (additive) must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
     // Unknown members → 400 (not ignored): a misspelt optional member would otherwise fall back
     // to its default silently (`directon: "outgoing"` → an incoming watch). See app.ts ajv options.
     additionalProperties: false,
@@ -191,6 +204,8 @@ export const CreateWatchSchema = T.Object(
 export const CREATED_NOTE_WEBHOOK =
   'Store this secret now: it is shown only once and is the key for verifying X-Signature.';
 export const CREATED_NOTE_TELEGRAM = 'Deliveries go to the chat connected in the console.';
+export const CREATED_NOTE_ENDPOINT =
+  "Deliveries go to the endpoint, signed with the endpoint's secret: this watch has none of its own.";
 
 /** A row as SPEC's Watch (no secret, no internal columns). */
 export function watchView(w: WatchRow) {
@@ -201,6 +216,7 @@ export function watchView(w: WatchRow) {
     direction: w.direction,
     channel: w.channel,
     webhook_url: w.webhook_url,
+    endpoint_id: w.endpoint_id,
     label: w.label,
     status: w.status,
     created_at: w.created_at.toISOString(),
@@ -243,7 +259,9 @@ export function watchWithHealthView(
 export function watchCreatedView(w: WatchRow, secret: string | null) {
   return {
     ...watchView(w),
-    ...(secret !== null ? { secret, note: CREATED_NOTE_WEBHOOK } : { note: CREATED_NOTE_TELEGRAM }),
+    ...(secret !== null
+      ? { secret, note: CREATED_NOTE_WEBHOOK }
+      : { note: w.endpoint_id !== null ? CREATED_NOTE_ENDPOINT : CREATED_NOTE_TELEGRAM }),
   };
 }
 
@@ -262,6 +280,13 @@ export const UpdateWatchSchema = T.Object(
       NullableString({
         maxLength: LABEL_MAX_LENGTH,
         description: 'Your name for the watch, at most 100 characters; null or empty removes it.',
+      }),
+    ),
+    endpoint_id: T.Optional(
+      T.String({
+        maxLength: 64,
+        description:
+          'Additive. Move a webhook watch onto this endpoint of yours (`ep_…`): its own URL and secret are dropped, and its deliveries, pending ones included, go to the endpoint signed with its secret from their next attempt on. A watch already on an endpoint moves to another one. Not with `webhook_url`.',
       }),
     ),
   },

@@ -190,6 +190,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
             description: 'quota_exceeded: the plan allows no more active watches on this network.',
             headers: { ...RATE_LIMIT_HEADERS },
           }),
+          404: errorResponse(
+            'Additive: `endpoint_id` names no endpoint of the caller (missing, deleted, or not yours).',
+          ),
           409: errorResponse(
             'Duplicate watch (same address, asset_filter, direction and channel).',
           ),
