@@ -54,6 +54,7 @@ import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
+import { watchBatchRoutes, watchBatchSchemas } from './routes/watch-batch.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
 import type { App, AppDeps } from './types.js';
@@ -135,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...sharedSchemas,
     ...watchSchemas,
     ...endpointSchemas,
+    ...watchBatchSchemas,
     ...eventSchemas,
     ...healthSchemas,
     ...statusSchemas,
@@ -205,6 +207,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   watchRoutes(app, deps);
   endpointRoutes(app, deps);
+  watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
   auditRoutes(app, deps);
   await registerConsole(app, deps);

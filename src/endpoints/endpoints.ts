@@ -258,7 +258,6 @@ export async function deleteEndpoint(
       throw ApiError.coded(
         'endpoint_watches_active',
         `${row.watch_count} watch${row.watch_count === 1 ? '' : 'es'} (active or paused) still target this endpoint: delete them or move them to another endpoint first`,
-        undefined,
         { watch_count: row.watch_count },
       );
     }

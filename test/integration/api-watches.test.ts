@@ -59,6 +59,7 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       direction: 'incoming',
       channel: 'webhook',
       webhook_url: 'https://hooks.example.com/tron',
+      endpoint_id: null,
       label: null,
       status: 'ACTIVE',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
