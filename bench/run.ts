@@ -16,6 +16,8 @@
  * BENCH_HOT_CLAIMS (20), BENCH_HOT_KEEP=1 (keep the database). PostgreSQL only.
  * console-docs (issue 19 item 7: the API docs page's time to usable, goal under 1.5 s, next to
  * the Overview page's; headless Chromium, `npm run build:web` first): BENCH_DOCS_RUNS (7).
+ * light-client (issue 28: witness-signature checks per second on real and devnet headers, and the
+ * light client's share of a 600-transaction block's in-process cost): BENCH_LC_BLOCKS (200).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
  */
 import { benchApi } from './api.js';
@@ -25,6 +27,7 @@ import { benchE2e } from './e2e.js';
 import { benchHotQueries } from './hot-queries.js';
 import { benchIngestRate } from './ingest-rate.js';
 import { benchIngestWatches } from './ingest-watches.js';
+import { benchLightClient } from './light-client.js';
 import { benchScan } from './scan.js';
 import { benchTelegram } from './telegram.js';
 
@@ -92,6 +95,11 @@ parts.push({
       catchUpBlocks: env('BENCH_CATCHUP_BLOCKS', 28_800),
       catchUpRps: env('BENCH_CATCHUP_RPS', 200),
     }),
+});
+
+parts.push({
+  name: 'light-client',
+  run: () => benchLightClient({ blocks: env('BENCH_LC_BLOCKS', 200) }),
 });
 
 parts.push({

@@ -1,8 +1,9 @@
 /**
  * Configuration: one schema, read once, every problem listed at start-up, typed result.
  *
- * Nothing else in tronwatch reads `process.env`. Each variable is documented in the README
- * ("Configuration"); the schema below is the source of truth for names, defaults and bounds.
+ * Nothing else in tronwatch reads `process.env`. The schema below is the source of truth for names,
+ * defaults, bounds and the text of each variable: docs/operating.md's configuration table is
+ * generated from it (`npm run docs:config`; test/unit/config-docs.test.ts fails when they differ).
  * Habit 3 of CONVENTIONS.md (Unkey `pkg/env.ts`).
  */
 import net from 'node:net';
@@ -10,8 +11,19 @@ import path from 'node:path';
 import { type Static, Type as T, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
-const Int = (opts: { minimum?: number; maximum?: number; default: number; description: string }) =>
-  T.Integer(opts);
+/**
+ * The documentation options every variable may carry besides `description` (docs/operating.md's
+ * configuration table is written from them by `npm run docs:config`, src/config-docs.ts):
+ * `unset` says what an optional variable's absence means, `defaultNote` qualifies a default.
+ */
+interface DocOptions {
+  unset?: string;
+  defaultNote?: string;
+}
+
+const Int = (
+  opts: { minimum?: number; maximum?: number; default: number; description: string } & DocOptions,
+) => T.Integer(opts);
 
 /**
  * METRICS_PORT when unset. The Prometheus exporters' range (9100-9999) is fully allocated; 9464 is
@@ -25,7 +37,8 @@ export const EnvSchema = T.Object({
   DATABASE_URL: T.Optional(
     T.String({
       minLength: 1,
-      description: 'PostgreSQL URL. Unset: embedded PGlite in DATA_DIR/pgdata.',
+      description: 'PostgreSQL URL (15 or newer).',
+      unset: 'embedded PGlite in `DATA_DIR/pgdata`',
     }),
   ),
   DATABASE_POOL_SIZE: Int({
@@ -33,26 +46,30 @@ export const EnvSchema = T.Object({
     maximum: 1_000,
     default: 10,
     description:
-      'PostgreSQL connections per process, at most (the ingest leader lock holds one more). Ignored by the embedded database.',
+      "PostgreSQL connections per process, at most (an ingest process holds one more for its leader lock); keep the sum over all processes under the server's `max_connections`. Ignored by the embedded database.",
   }),
   REDIS_URL: T.Optional(
-    T.String({ minLength: 1, description: 'Redis URL. Unset: in-process rate-limit windows.' }),
+    T.String({
+      minLength: 1,
+      description: 'Redis URL (rate-limit windows shared by replicas).',
+      unset: 'in-process windows',
+    }),
   ),
   DATA_DIR: T.String({
     default: '.tronwatch',
-    description: 'Folder for embedded state (PGlite data, generated secret key).',
+    description: 'Folder for embedded state: PGlite data, the generated secret key.',
   }),
   TRON_NODE_URL: T.String({
     default: 'https://api.trongrid.io',
     pattern: '^\\s*https?://',
     description:
-      'java-tron HTTP API base (TronGrid serves the same API), or a comma-separated list of providers in order of preference, each with optional settings in its fragment: #key=API_KEY&max_rps=N&grpc=grpc://host:port (or grpcs://).',
+      "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's gRPC API (each block is then also read as exact bytes, one more request per block, so its transaction root is checked from them). See [Trusting the node](trusting-the-node.md#trusting-the-node). Caught up, the ingester asks `/walletsolidity/getblockbynum` for the next block itself, timed to the block interval (`{}`, not solidified yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
   }),
   TRON_API_KEY: T.Optional(
     T.String({
       minLength: 1,
       description:
-        'Sent as TRON-PRO-API-KEY when set. Only with a single TRON_NODE_URL: with several, give each its own #key=.',
+        'TronGrid key, sent as `TRON-PRO-API-KEY`; only with a single `TRON_NODE_URL` (with several, each carries its own `#key=`, so a key never reaches another host).',
     }),
   ),
   TRON_NODE_QUORUM: Int({
@@ -60,72 +77,80 @@ export const EnvSchema = T.Object({
     maximum: 16,
     default: 1,
     description:
-      'Providers (of TRON_NODE_URL) that must return the same block and receipts before a block is committed; at most the number of providers.',
+      'How many providers must return the same block (same `blockID`) and the same receipts (what matching reads of them) before it is committed; at most the number of providers. The heads used are the k-th highest reported.',
   }),
   TRON_NODE_TIMEOUT_MS: Int({
     minimum: 100,
     maximum: 120_000,
     default: 10_000,
-    description: 'Deadline of one request to the node, headers and body, in ms.',
+    description: 'Deadline of one node request (connect, headers, body).',
   }),
   TRON_NODE_RETRIES: Int({
     minimum: 0,
     maximum: 100,
     default: 6,
-    description: 'Retries of one transient node failure before it surfaces (backoff with jitter).',
+    description:
+      'Retries of a transient node failure (network, timeout, 429 or 403, 5xx, empty answer) before it surfaces; backoff is exponential with full jitter.',
   }),
   TRON_NODE_CONCURRENCY: Int({
     minimum: 1,
     maximum: 64,
     default: 8,
-    description: 'Blocks fetched ahead in parallel when catching up.',
+    description: 'Blocks fetched ahead in parallel while catching up.',
   }),
   TRON_NODE_MAX_RPS: T.Optional(
     T.Integer({
       minimum: 0,
       maximum: 10_000,
       description:
-        'Requests per second to the node at most (read-ahead, head polls and retries together); 0 = no cap. Unset: 10 for a remote node, no cap for one on this machine.',
+        'Requests per second to the node at most, read-ahead, head polls and retries together (a sliding window of 1.1 s, so network jitter cannot make the provider count one more in any of its seconds); `0` = no cap. See [Node request budget](#node-request-budget).',
+      unset:
+        '`10` for a remote node, no cap for a loopback one (`localhost`, `127.x`, `[::1]`: a replay node, your own java-tron)',
     }),
   ),
   INGEST_START_BLOCK: T.Optional(
     T.Integer({
       minimum: 0,
       description:
-        'First block to ingest when no cursor exists. Unset: the solidified head at first start.',
+        'First block to ingest when no cursor exists yet: the checkpoint, the one block committed without a parent to check.',
+      unset: 'the solidified head at first start',
     }),
   ),
   TRON_BLOCK_INTERVAL_MS: Int({
     minimum: 10,
     maximum: 60_000,
     default: 3_000,
-    description: 'Block interval of the chain (3 s on mainnet); paces head polling.',
+    description:
+      "The chain's block interval (3 s on mainnet); times the asks for the next block and extrapolates a stale head.",
   }),
   SECRET_ENCRYPTION_KEY: T.Optional(
     T.String({
       minLength: 1,
       description:
-        'AES-256-GCM key for webhook secrets (64 hex digits or base64 of 32 bytes). Unset: DATA_DIR/secret.key, created on first start.',
+        'AES-256-GCM key for webhook secrets at rest (64 hex digits or base64 of 32 bytes); replicas sharing a database must share it.',
+      unset: '`DATA_DIR/secret.key`, created on first start (mode 0600)',
     }),
   ),
   SECRET_ENCRYPTION_KEYS_OLD: T.Optional(
     T.String({
       minLength: 1,
       description:
-        'Comma-separated previous SECRET_ENCRYPTION_KEYs, read-only: they decrypt webhook secrets not yet re-encrypted by `tronwatch secrets rotate-key`, never encrypt.',
+        'Comma-separated previous keys, read-only: they decrypt secrets not yet re-encrypted by `tronwatch secrets rotate-key`, never encrypt.',
     }),
   ),
   WEBHOOK_TIMEOUT_MS: Int({
     minimum: 50,
     maximum: 60_000,
     default: 10_000,
-    description: 'Total deadline of one webhook attempt, ms (SPEC: 10 s).',
+    description: 'Total deadline of one webhook attempt.',
+    defaultNote: "the contract's 10 s",
   }),
   DELIVERY_SCHEDULE_SCALE: T.Number({
     exclusiveMinimum: 0,
     maximum: 1,
     default: 1,
-    description: 'Multiplies the retry delays (tests compress the schedule; 1 = SPEC).',
+    description: 'Multiplies the retry delays, in (0, 1]; tests compress the schedule with it.',
+    defaultNote: "the contract's schedule",
   }),
   DELIVERY_CONCURRENCY: Int({
     minimum: 1,
@@ -137,136 +162,149 @@ export const EnvSchema = T.Object({
     minimum: 10,
     maximum: 60_000,
     default: 250,
-    description: 'How often an idle worker looks for due notifications, ms.',
+    description:
+      'How often an idle worker looks for due notifications (the ingester also wakes it directly).',
   }),
   WATCH_ALERT_FAILURES: Int({
     minimum: 1,
     maximum: 1_000,
     default: 5,
     description:
-      'Consecutive failed delivery attempts of a webhook watch that raise its alert (a DEAD delivery raises it too).',
+      'Consecutive failed attempts of a webhook watch that raise its alert (its first DEAD delivery raises it too); see [Endpoint health and alerts](console.md#endpoint-health-and-alerts).',
   }),
-  WATCH_ALERT_WINDOW_HOURS: T.Number({
-    exclusiveMinimum: 0,
-    maximum: 720,
-    default: 24,
-    description: 'At most one failure alert e-mail per watch within this many hours.',
+  WATCH_ALERT_PACE_MINUTES: T.Number({
+    minimum: 0,
+    maximum: 1_440,
+    default: 5,
+    description:
+      'At most one alert per watch and alert channel within this many minutes; the changes in between (a flapping endpoint) are sent as one summary.',
   }),
   WATCH_AUTO_PAUSE_DAYS: T.Number({
     minimum: 0,
     maximum: 365,
     default: 5,
     description:
-      'Pause a watch whose delivery attempts have all failed for this many days (0 = never).',
+      'Pause a watch whose delivery attempts have all failed for this many days; `0` = never.',
   }),
   WEBHOOK_ALLOW_CIDRS: T.String({
     default: '',
     description:
-      'Comma-separated CIDRs a webhook may point to although not public (development and tests only).',
+      'Comma-separated CIDRs a webhook may point to although not public: **development and tests only**; a warning is logged at start when set. It lifts only the address check (never the credential or length checks), and admits plain `http://` receivers whose every address is inside these ranges; see [Security](security.md#security).',
+    defaultNote: 'empty: every non-public address is refused',
   }),
   WEBHOOK_CA_FILE: T.Optional(
-    T.String({ minLength: 1, description: 'Extra CA certificate (PEM) trusted for webhook TLS.' }),
+    T.String({
+      minLength: 1,
+      description: 'Extra CA certificate (PEM) trusted for webhook TLS (local test receivers).',
+    }),
   ),
   METRICS_PORT: Int({
     minimum: 0,
     maximum: 65_535,
     default: DEFAULT_METRICS_PORT,
     description:
-      'Port of the metrics listener (GET /metrics), in every role; the API port does not serve /metrics. 0 = a free port (logged).',
+      'The port of the metrics listener; `0` = a free port (logged as `metrics listening`). Two processes on one machine need two ports.',
   }),
   METRICS_HOST: T.String({
     default: '127.0.0.1',
     minLength: 1,
     description:
-      'Address of the metrics listener. Loopback by default: /metrics reveals traffic volumes and key ids, so it is opened to a private network on purpose, never by accident.',
+      'The address of the metrics listener, the only place `GET /metrics` is served, in every role (api, ingest, worker; the API port answers 404 for it): see [Metrics and logs](#metrics-and-logs). Loopback by default: `/metrics` shows traffic by route and names encryption key ids, so it is opened to a monitoring network on purpose, never by accident.',
   }),
   TRUST_PROXY: T.Optional(
     T.String({
       minLength: 1,
       description:
-        'Comma-separated addresses or CIDRs of the proxies in front of the API (or loopback, linklocal, uniquelocal) whose X-Forwarded-For is believed. Unset: none (the socket peer is the client).',
+        'Comma-separated addresses or CIDRs of the proxies or load balancers in front of the API (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`), or `loopback`, `linklocal`, `uniquelocal`: an X-Forwarded-For is believed only from them. A hop count, `true` and a `/0` are refused. See [Behind a load balancer](#behind-a-load-balancer-trust_proxy).',
+      unset: "no proxy is trusted; the client is the connection's peer",
     }),
   ),
   CONSOLE_SIGNUP: T.Union([T.Literal('open'), T.Literal('closed')], {
     default: 'closed',
     description:
-      'open: anyone who reaches the console may sign up. closed: accounts come from `tronwatch accounts invite`.',
+      '`open`: anyone who reaches the console can sign up (plan Free); `closed`: accounts come from `tronwatch accounts invite`.',
   }),
   CONSOLE_SESSION_TTL_SECONDS: Int({
     minimum: 1,
     maximum: 31_536_000,
     default: 604_800,
-    description: 'Console session lifetime, seconds, moved forward at each use (SPEC: 7 days).',
+    description:
+      "Console session lifetime, moved to now + this at every use (the contract's 7-day sliding window).",
   }),
   PRUNE_INTERVAL_SECONDS: Int({
     minimum: 1,
     maximum: 86_400,
     default: 300,
     description:
-      'How often the pruning job (worker role, one process at a time) deletes what outlived its retention, seconds.',
+      'How often the pruning job runs (in the worker role, one process of the deployment at a time): see [Retention](#retention).',
   }),
   PRUNE_BATCH_SIZE: Int({
     minimum: 1,
     maximum: 100_000,
     default: 1_000,
     description:
-      'Rows one pruning statement deletes or clears at most (each batch is its own short transaction).',
+      'Rows one pruning statement deletes or clears at most; each batch is its own short transaction.',
   }),
   TOKEN_RETENTION_HOURS: Int({
     minimum: 0,
     maximum: 8_760,
     default: 24,
     description:
-      'Hours an expired or revoked console session, a used or expired invitation and a used or expired Telegram link token are kept before they are deleted.',
+      'How long an expired or revoked console session, a used or expired invitation and a used or expired Telegram link token are kept before they are deleted; `0` = at the next pass.',
   }),
   ATTEMPT_DETAIL_RETENTION_DAYS: Int({
     minimum: 1,
     maximum: 36_500,
     default: 30,
     description:
-      "Days an attempt's request headers, response headers and response body are kept; then they are cleared (the attempt's time, status, error and duration stay).",
+      "After this many days an attempt's request headers, response headers and response body are cleared (its time, status, error and duration stay).",
   }),
   EVENT_RETENTION_DAYS: T.Optional(
     T.Integer({
       minimum: 1,
       maximum: 36_500,
       description:
-        'Delete events older than this many days with their notifications and attempts, except an event whose newest notification is PENDING or DEAD. Unset: events are kept.',
+        'Delete events older than this with their notifications and attempts, except an event whose newest notification is PENDING or DEAD.',
+      unset: 'events are kept',
     }),
   ),
   AUDIT_RETENTION_DAYS: Int({
     minimum: 1,
     maximum: 36_500,
     default: 365,
-    description:
-      'Days an audit log entry is kept; older entries are deleted by the pruning job (pruneAuditLog, src/audit/audit.ts).',
+    description: 'Days an audit log entry is kept before the pruning job deletes it.',
   }),
   PUBLIC_URL: T.Optional(
     T.String({
       pattern: '^https?://[^/?#]+$',
       description:
-        'Origin where users reach this deployment (https://tronwatch.example.com): invitation links. Unset: http://localhost:PORT.',
+        'The origin users reach this deployment at (`https://tronwatch.example.com`), for invitation and password reset links.',
+      unset: '`http://localhost:PORT`',
     }),
   ),
   SMTP_URL: T.Optional(
     T.String({
       pattern: '^\\s*smtps?://',
       description:
-        "SMTP server for the console's e-mails (invitations, password resets): smtp://user:pass@host:587 (STARTTLS when offered) or smtps://…:465. Unset: e-mail is off, links are shown to an admin or printed by the CLI.",
+        "The SMTP server the console's e-mails (invitations, password resets) go through: `smtp://user:pass@host:587` (STARTTLS when offered) or `smtps://user:pass@host:465`.",
+      unset:
+        'e-mail is off (invitation links are shown to the admin who made them, or printed by the CLI; no reset by e-mail)',
     }),
   ),
   MAIL_FROM: T.Optional(
     T.String({
       minLength: 3,
-      description:
-        'Sender of those e-mails, `Name <address>` or an address. Unset: tronwatch <no-reply@HOST of PUBLIC_URL>.',
+      description: 'The sender of those e-mails, `Name <address>` or an address.',
+      unset: '`tronwatch <no-reply@HOST of PUBLIC_URL>`',
     }),
   ),
   TELEGRAM_BOT_TOKEN: T.Optional(
     T.String({
       minLength: 1,
       description:
-        'Bot API token from BotFather. Unset: no chat deliveries (the console answers 503 telegram_unavailable).',
+        "The bot's token from BotFather: enables chat deliveries (see [Telegram deliveries](integrating.md#telegram-deliveries)); checked with `getMe` in the background: the service starts without it, retrying with backoff.",
+      unset:
+        "no chat deliveries; the console's Telegram endpoints answer 503 `telegram_unavailable`",
     }),
   ),
   TELEGRAM_API_ROOT: T.String({
@@ -278,27 +316,29 @@ export const EnvSchema = T.Object({
     T.String({
       pattern: '^https://',
       description:
-        'Receive bot updates by webhook at this public https URL (served by the api role at its path). Unset: long polling by one process at a time.',
+        "Receive the bot's updates by webhook at this public https URL (the api role serves its path, checking the `secret_token` header).",
+      unset: 'long polling by one process at a time',
     }),
   ),
   TELEGRAM_POLL_TIMEOUT_SECONDS: Int({
     minimum: 0,
     maximum: 50,
     default: 30,
-    description: 'Long-polling timeout of one getUpdates, seconds.',
+    description: 'Long-polling timeout of one `getUpdates`.',
   }),
   TELEGRAM_TIMEOUT_MS: Int({
     minimum: 50,
     maximum: 60_000,
     default: 10_000,
-    description: 'Deadline of one sendMessage (a chat delivery attempt), ms.',
+    description: 'Deadline of one `sendMessage` (a chat delivery attempt).',
   }),
   TELEGRAM_PACING_SCALE: T.Number({
     exclusiveMinimum: 0,
     maximum: 1,
     default: 1,
     description:
-      'Multiplies the windows of the Bot API limits (1 message/s per chat, 20/min per group, 30/s per bot); tests and benchmarks compress them. 1 = the Bot API.',
+      'Multiplies the windows of the Bot API limits (1 message per second per chat, 20 per minute per group, 30 per second per bot), in (0, 1]; tests and benchmarks compress them.',
+    defaultNote: "the Bot API's limits",
   }),
   HOST: T.String({ default: '0.0.0.0', description: 'API listen address.' }),
   PORT: Int({ minimum: 0, maximum: 65_535, default: 8080, description: 'API listen port.' }),
@@ -312,7 +352,10 @@ export const EnvSchema = T.Object({
       T.Literal('trace'),
       T.Literal('silent'),
     ],
-    { default: 'info', description: 'pino log level.' },
+    {
+      default: 'info',
+      description: 'The pino log level; logs are JSON lines on stderr.',
+    },
   ),
 });
 
@@ -392,7 +435,7 @@ export const ConfigSchema = Group({
   }),
   alerts: Group({
     failures: V.WATCH_ALERT_FAILURES,
-    windowHours: V.WATCH_ALERT_WINDOW_HOURS,
+    paceMinutes: V.WATCH_ALERT_PACE_MINUTES,
     autoPauseDays: V.WATCH_AUTO_PAUSE_DAYS,
   }),
   http: Group({
@@ -455,7 +498,7 @@ export function shutdownDeadlineMs(cfg: Pick<Config, 'delivery'>): number {
 
 /**
  * TRON_NODE_MAX_RPS when unset: 10 for a remote node, a conservative choice for a free
- * public-node key and not a provider's documented figure (README "Node request budget"; at two
+ * public-node key and not a provider's documented figure (docs/operating.md "Node request budget"; at two
  * requests per block, 10/s, 9.1/s with the client's 1.1 s window, catches up a day of mainnet,
  * 28,800 blocks, in under 2 h); 0 (no cap) for a node on this machine (a loopback host: a
  * replay node, your own java-tron), which no provider meters.
@@ -560,7 +603,7 @@ function splitList(value: string): string[] {
 const TRUST_PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /**
- * What is wrong with TRUST_PROXY, one line per bad entry (README "Running several processes").
+ * What is wrong with TRUST_PROXY, one line per bad entry (docs/operating.md "Running several processes").
  * Accepted: an IPv4 or IPv6 address, a CIDR with a prefix of at least 1 bit, or one of
  * proxy-addr's names `loopback` (127.0.0.1/8, ::1), `linklocal` (169.254.0.0/16, fe80::/10),
  * `uniquelocal` (10/8, 172.16/12, 192.168/16, fc00::/7). Refused, because each would let a
@@ -674,7 +717,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     alerts: {
       failures: e.WATCH_ALERT_FAILURES,
-      windowHours: e.WATCH_ALERT_WINDOW_HOURS,
+      paceMinutes: e.WATCH_ALERT_PACE_MINUTES,
       autoPauseDays: e.WATCH_AUTO_PAUSE_DAYS,
     },
     http: { host: e.HOST, port: e.PORT, trustProxy: splitList(e.TRUST_PROXY ?? '') },

@@ -3,6 +3,7 @@
  *   serve | api | ingest | worker      the service's roles (serve = all three in one process)
  *   migrate | accounts | keys          operator commands
  *   demo                                the main job end to end on embedded defaults
+ *   dev                                 the console with events flowing, on this machine
  *   scan | record | replay-node | synth the chain reader and its tools
  *   doctor                              checks a deployment's configuration and dependencies
  *   mcp                                 an MCP server over stdio, a client of a running service
@@ -30,6 +31,7 @@ import { formatReport, runDoctor } from './doctor/doctor.js';
 import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
+import { buildCheckpoint } from './tron/light-client/checkpoint-build.js';
 import { nodeClientFor } from './tron/node-client.js';
 import { scan, transferLine } from './tron/scan.js';
 
@@ -284,6 +286,27 @@ program
     process.exitCode = report.ok ? 0 : 1;
   });
 
+program
+  .command('checkpoint')
+  .description(
+    "build an SR-set checkpoint (block, 27 SRs in schedule order, their signing keys, next maintenance) from TRON_NODE_URL's providers, each answer agreed by TRON_NODE_QUORUM of them and checked against the recent blocks' signatures; print it as JSON for review (see checkpoints/README.md)",
+  )
+  .option('--network <name>', 'network name written into it', 'mainnet')
+  .action(async (o: { network: string }) => {
+    const cfg = config();
+    const providers = cfg.node.providers.map((p) => ({
+      url: p.url,
+      name: p.name,
+      apiKey: p.apiKey,
+    }));
+    const cp = await buildCheckpoint(providers, {
+      quorum: cfg.node.quorum,
+      timeoutMs: cfg.node.timeoutMs,
+      network: o.network,
+    });
+    process.stdout.write(`${JSON.stringify(cp, null, 2)}\n`);
+  });
+
 /** After a clean stop, how long a handle left open may delay the exit, ms (then exit 0 anyway). */
 const EXIT_GRACE_MS = 1_000;
 
@@ -389,6 +412,30 @@ program
       await shutdown?.kill();
     },
   );
+
+program
+  .command('dev')
+  .description(
+    'the console on embedded defaults with a synthetic chain, a local receiver and mailbox, a signed-in demo account: events flowing (Ctrl-C stops)',
+  )
+  .option('--port <n>', 'port of the console and API (default 8080, or a free one)', int('--port'))
+  .option('--interval-ms <n>', 'one block every n ms (default 1000)', int('--interval-ms', 50))
+  .addOption(
+    new Option('--log-level <level>', "the service's log level (JSON lines on stderr)")
+      .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      .default('warn'),
+  )
+  .action(async (o: { port?: number; intervalMs?: number; logLevel: Config['logLevel'] }) => {
+    const shutdown = processShutdown();
+    // Imported here: the dev stack's mailbox uses development dependencies (smtp-server).
+    const { runDev } = await import('./devnet/dev.js');
+    process.exitCode = await runDev(shutdown.signal, {
+      ...(o.port !== undefined ? { port: o.port } : {}),
+      ...(o.intervalMs !== undefined ? { intervalMs: o.intervalMs } : {}),
+      logLevel: o.logLevel,
+    });
+    await shutdown.kill();
+  });
 
 /** Open the database (migrated), run `fn`, print its result as JSON, close. */
 async function withDb<T>(

@@ -38,7 +38,9 @@ import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
-import { AlertMailLoop } from './watches/alert-mail.js';
+import { AlertChannelSender } from './watches/alert-channels.js';
+import { emailAlertSender, mailerTransport } from './watches/alert-mail.js';
+import { AlertLoop } from './watches/alert-outbox.js';
 
 export type Role = 'api' | 'ingest' | 'worker';
 
@@ -90,6 +92,11 @@ export interface StartOptions {
   ingest?: Partial<Pick<IngesterOptions, 'onBlock' | 'hooks'>>;
   /** The process's shutdown registry (main.ts); default a new one, killed by stop(). */
   shutdown?: Shutdown;
+  /**
+   * `tronwatch dev` only: the local mailbox page (src/devnet/mailbox.ts) the console links to
+   * (AppDeps.devMailboxUrl). Default none.
+   */
+  devMailboxUrl?: string;
 }
 
 /**
@@ -140,7 +147,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       // The token is checked with getMe in the background (connection.ts): the service starts
       // whether or not the Bot API answers; until it does, the console's Telegram endpoints answer
       // 503 and chat notifications wait in the outbox (no chat worker yet, so no attempt).
-      const conn = new BotConnection(cfg.telegram, logger);
+      // One chat pacer per process, shared in Redis across processes: the chat worker's deliveries
+      // and the bot's own replies take their slots in the same windows.
+      const conn = new BotConnection(cfg.telegram, logger, openPacer(cfg, logger, shutdown));
       telegram = conn;
       running.push(conn.run(shutdown.signal));
     }
@@ -162,6 +171,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         started: () => started,
         refreshHead: () => heads?.refresh() ?? Promise.resolve(),
         chain: () => chain,
+        devMailboxUrl: opts.devMailboxUrl,
       }));
     }
     const m = await migrateWhenReachable(db, { logger, signal: shutdown.signal });
@@ -190,20 +200,32 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       pruner = p;
       running.push(p.start(shutdown.signal));
       shutdown.add('pruning job', () => p.stop());
-      // Watch alerts (issue 19 item 2) by e-mail when it is on; one sender across replicas.
-      if (mailer) {
-        const a = new AlertMailLoop({
-          db,
-          mailer,
-          consoleUrl: cfg.console.publicUrl,
-          logger,
-        });
-        running.push(a.start(shutdown.signal));
-        shutdown.add('alert mailer', () => a.stop());
-      }
+      // Watch alerts (issue 19 item 2, issue 29 item 1): the alert outbox, by e-mail when it is
+      // on and on the accounts' alert channels; one sender across replicas (a lease).
+      const channels = new AlertChannelSender({
+        db,
+        secrets,
+        timeoutMs: cfg.delivery.timeoutMs,
+        allowCidrs: cfg.delivery.allowCidrs,
+        caFile: cfg.delivery.caFile,
+      });
+      const a = new AlertLoop({
+        db,
+        consoleUrl: cfg.console.publicUrl,
+        paceMinutes: cfg.alerts.paceMinutes,
+        email: mailer ? emailAlertSender(db, mailerTransport(mailer)) : undefined,
+        channels: channels.send,
+        retryScale: cfg.delivery.scheduleScale,
+        logger,
+      });
+      running.push(a.start(shutdown.signal));
+      shutdown.add('alert sender', async () => {
+        await a.stop();
+        await channels.close();
+      });
       if (telegram) {
-        const pacer = openPacer(cfg, logger, shutdown);
         const conn = telegram;
+        const pacer = conn.pacer;
         const starting = conn.ready(shutdown.signal).then((bot) => {
           if (!bot || shutdown.signal.aborted) return;
           const cw = new ChatDeliveryWorker({
@@ -242,7 +264,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       running.push(
         conn.ready(shutdown.signal).then((bot) => {
           if (bot && !shutdown.signal.aborted) {
-            startTelegramUpdates(cfg, { db, logger, telegram: bot, shutdown, running });
+            startTelegramUpdates(cfg, {
+              db,
+              logger,
+              telegram: bot,
+              pacer: conn.pacer,
+              shutdown,
+              running,
+            });
           }
         }),
       );
@@ -297,6 +326,7 @@ async function startApi(
     started: () => boolean;
     refreshHead: () => Promise<void>;
     chain: () => NodeGroup | undefined;
+    devMailboxUrl: string | undefined;
   },
 ): Promise<{ app: FastifyInstance; url: string }> {
   const limits = await openRateLimits(cfg.redis.url, o.logger);
@@ -314,6 +344,7 @@ async function startApi(
     chain: o.chain,
     ...(o.telegram ? { telegram: o.telegram } : {}),
     ...(o.mailer ? { mailer: o.mailer } : {}),
+    ...(o.devMailboxUrl ? { devMailboxUrl: o.devMailboxUrl } : {}),
   });
   // Registered before listen: a failed listen still closes the app.
   o.shutdown.add('api', () => app.close());
@@ -440,6 +471,7 @@ function startTelegramUpdates(
     db: Db;
     logger: Logger;
     telegram: TelegramBot;
+    pacer: Pacer;
     shutdown: Shutdown;
     running: Promise<void>[];
   },
@@ -460,6 +492,7 @@ function startTelegramUpdates(
     {
       db: o.db,
       telegram: o.telegram,
+      pacer: o.pacer,
       logger: o.logger,
       databaseUrl: cfg.database.url,
       network: cfg.network,

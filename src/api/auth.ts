@@ -58,10 +58,6 @@ import type { App } from './types.js';
 export { type AuthContext, KeyCache } from './key-cache.js';
 
 declare module 'fastify' {
-  interface FastifyRequest {
-    /** The caller of a `/v1/*` request (null elsewhere). */
-    auth: AuthContext | null;
-  }
   interface FastifyContextConfig {
     /**
      * The route's own statement checks that `request.auth.keyId` is not revoked, so the guard

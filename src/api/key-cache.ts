@@ -1,22 +1,10 @@
 /**
- * Who is calling a `/v1/*` route (AuthContext), and the per-process cache of recently verified
+ * Who is calling a `/v1/*` route (AuthContext, src/accounts/callers.ts), and the per-process cache of recently verified
  * API keys (KeyCache). Why the cache can never serve a revoked key: src/api/auth.ts, module doc.
  */
-import type { Plan, PlanLimits } from '../accounts/plans.js';
+import type { AuthContext } from '../accounts/callers.js';
 
-export /** Who is calling: set on `request.auth` for every authenticated `/v1/*` request. */
-interface AuthContext {
-  keyId: string;
-  accountId: string;
-  plan: Plan;
-  /** The limits in force for the account (plan, or the account's own for Business). */
-  limits: PlanLimits;
-  /**
-   * True when the key was looked up in the database for this request. False when it came from
-   * the KeyCache: the route's statement must then check the key is not revoked (module doc).
-   */
-  verified: boolean;
-}
+export type { AuthContext } from '../accounts/callers.js';
 
 /**
  * Callers of keys recently found valid, by key SHA-256: positive entries only (an unknown or

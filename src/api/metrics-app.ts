@@ -1,5 +1,5 @@
 /**
- * The metrics listener's app (issue 17 item 3; README "Metrics and logs"): GET /metrics and
+ * The metrics listener's app (issue 17 item 3; docs/operating.md "Metrics and logs"): GET /metrics and
  * nothing else, served on METRICS_HOST:METRICS_PORT (127.0.0.1:9464 by default) by every role,
  * api, ingest and worker alike, so one scrape job covers every process the same way. The public
  * API app does not register /metrics (it answers 404 there like any unknown path): its samples

@@ -76,10 +76,26 @@ const errorMembers = {
     }),
   ),
   details: T.Optional(
-    T.Unknown({
-      description:
-        'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`.',
-    }),
+    T.Union(
+      [
+        T.Array(ref(FieldErrorSchema), {
+          description: 'An invalid body, query or path (400): one entry per field at fault.',
+        }),
+        T.Object(
+          {
+            revoked_at: T.String({
+              format: 'date-time',
+              description: 'When the key was revoked.',
+            }),
+          },
+          { description: 'revoked_api_key (401).' },
+        ),
+      ],
+      {
+        description:
+          'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`.',
+      },
+    ),
   ),
   watch_id: T.Optional(
     T.String({

@@ -88,4 +88,9 @@ export interface AppDeps {
    * answers 503 email_unavailable.
    */
   mailer?: Mailer;
+  /**
+   * `tronwatch dev` only (src/devnet/dev.ts): the local mailbox page where every e-mail sent is
+   * captured; the console links to it (GET /console/api/config `dev_mailbox`). Absent: null there.
+   */
+  devMailboxUrl?: string;
 }

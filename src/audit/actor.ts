@@ -3,7 +3,8 @@
  * entry's actor, account and client address from a request, so that a change of who can act
  * (users with roles, issue 18 item 3) changes this function and nothing else.
  *
- * - A console request with a session (request.console, src/console/guard.ts): actor 'user', the
+ * - A console request with a session (request.console, set by src/console/guard.ts; its shape in
+ *   src/accounts/callers.ts, below the HTTP layers): actor 'user', the
  *   signed-in member's id (`usr_…`, src/accounts/users.ts); the session is kept too.
  * - A /v1 request (request.auth, src/api/auth.ts): actor 'api_key', the key's id.
  * - A console request without a session yet (sign-up, sign-in, a failed sign-in, an invitation):
@@ -13,8 +14,7 @@
  */
 
 import type { FastifyRequest } from 'fastify';
-import type {} from '../api/auth.js';
-import type {} from '../console/guard.js';
+import type {} from '../accounts/callers.js';
 import type { AuditContext } from './audit.js';
 
 /** The login a sessionless console request is about (sign-up, sign-in, failed sign-in). */

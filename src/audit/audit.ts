@@ -91,6 +91,10 @@ export const AUDIT_ACTIONS = {
   'telegram.bound': 'Connected a Telegram chat',
   'telegram.unbound': 'Disconnected the Telegram chat',
   'secrets.rotated': 'Re-encrypted webhook secrets under a new key',
+  'alert_channel.created': 'Added an alert channel (Slack-compatible or signed alert webhook)',
+  'alert_channel.updated': 'Edited an alert channel (URL host, on or off)',
+  'alert_channel.deleted': 'Removed an alert channel',
+  'alert_channel.test_sent': 'Sent a test alert',
 } as const;
 
 export type AuditAction = keyof typeof AUDIT_ACTIONS;

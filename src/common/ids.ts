@@ -6,7 +6,19 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 
-export type IdPrefix = 'acc' | 'key' | 'wh' | 'ep' | 'ntf' | 'evt' | 'ses' | 'aud' | 'alr' | 'usr';
+export type IdPrefix =
+  | 'acc'
+  | 'key'
+  | 'wh'
+  | 'ep'
+  | 'ntf'
+  | 'evt'
+  | 'ses'
+  | 'aud'
+  | 'alr'
+  | 'als'
+  | 'ach'
+  | 'usr';
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 

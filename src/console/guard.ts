@@ -25,36 +25,21 @@
 import { timingSafeEqual } from 'node:crypto';
 import type {} from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ConsoleContext } from '../accounts/callers.js';
 import { type Role, roleAtLeast } from '../accounts/users.js';
 import type { App } from '../api/types.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
-import { newToken, type SessionRow, tokenHash, useSession } from './sessions.js';
+import { newToken, tokenHash, useSession } from './sessions.js';
 
 export const SESSION_COOKIE = 'tw_session';
 export const CSRF_COOKIE = 'tw_csrf';
 export const CSRF_HEADER = 'x-csrf-token';
 const COOKIE_PATH = '/console';
 
-/** The console caller of a request (null outside /console/api or without a session). */
-export interface ConsoleContext {
-  session: SessionRow;
-  accountId: string;
-  /** The signed-in user (`usr_…`). */
-  userId: string;
-  /** The user's role as of this request. */
-  role: Role;
-  /**
-   * The account requires a second factor and the user has none yet (issue 18 item 4): only routes
-   * marked `consoleBeforeSecondFactor` answer until one is set up.
-   */
-  secondFactorMissing: boolean;
-}
+export type { ConsoleContext } from '../accounts/callers.js';
 
 declare module 'fastify' {
-  interface FastifyRequest {
-    console: ConsoleContext | null;
-  }
   interface FastifyContextConfig {
     /** A console route that works without a session (config, session, sign-up, login, invite). */
     consolePublic?: boolean;

@@ -8,6 +8,7 @@ import cookie from '@fastify/cookie';
 import type { App, AppDeps } from '../api/types.js';
 import { registerConsoleGuard } from './guard.js';
 import { accountRoutes } from './routes/account.js';
+import { alertRoutes } from './routes/alerts.js';
 import { auditRoutes } from './routes/audit.js';
 import { consoleEndpointRoutes } from './routes/endpoints.js';
 import { consoleEventRoutes } from './routes/events.js';
@@ -38,5 +39,6 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   overviewRoutes(app, deps);
   telegramRoutes(app, deps);
   auditRoutes(app, deps);
+  alertRoutes(app, deps);
   await registerConsoleApp(app, {});
 }

@@ -6,7 +6,7 @@
  * `request.ip` (the forwarded client behind a proxy named in TRUST_PROXY), an IPv6 one by its /64
  * (clientAddressKey).
  *
- * The rule, and why (README "The console"):
+ * The rule, and why (docs/security.md "The console"):
  * - 5 failed logins per 15 minutes per (client address, e-mail): the SPEC's limit, keyed on the
  *   pair. An attacker on one address locks an e-mail out from that address only; its owner still
  *   signs in from any other.

@@ -67,6 +67,27 @@ export const KeyCreateBody = T.Object(
   closed,
 );
 export const IdParams = T.Object({ id: T.String({ minLength: 1, maxLength: 64 }) });
+/** /console/api/alert-settings/channels/{kind}: which alert channel (issue 29 item 1). */
+export const AlertChannelParams = T.Object({ kind: StringEnum(['slack', 'webhook'] as const) });
+/** PUT /console/api/alert-settings/channels/{kind}: add the channel (url needed) or edit it. */
+export const AlertChannelBody = T.Object(
+  {
+    url: T.Optional(
+      T.String({
+        minLength: 1,
+        maxLength: 2048,
+        description: 'https URL of the incoming webhook or the alert receiver.',
+      }),
+    ),
+    enabled: T.Optional(T.Boolean({ description: 'Alerts go out on this channel.' })),
+  },
+  closed,
+);
+/** POST /console/api/alert-settings/test: send a test alert on one channel now. */
+export const AlertTestBody = T.Object(
+  { target: StringEnum(['email', 'slack', 'webhook'] as const) },
+  closed,
+);
 
 const Instant = T.String({ format: 'date-time', maxLength: 40 });
 /** The filters shared by the events list and its export (issue 19 item 5). */

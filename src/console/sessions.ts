@@ -8,6 +8,7 @@
  * removed user's sessions (deleted with it) answer nothing.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { SessionRow } from '../accounts/callers.js';
 import type { Role } from '../accounts/users.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
@@ -22,18 +23,7 @@ export function newToken(): string {
   return randomBytes(32).toString('base64url');
 }
 
-/** A session as listed (never its token). */
-export interface SessionRow {
-  id: string;
-  account_id: string;
-  /** The user signed in (`usr_…`). */
-  user_id: string;
-  created_at: Date;
-  last_used_at: Date;
-  expires_at: Date;
-  user_agent: string | null;
-  ip: string | null;
-}
+export type { SessionRow } from '../accounts/callers.js';
 
 /** A session just opened: the tokens exist only here and in the cookies. */
 export interface OpenedSession {

@@ -1,6 +1,6 @@
 /**
  * Webhook secrets that cannot be decrypted (issue 14 item 3): a replica missing a key during a
- * rotation (src/common/secrets.ts, README "Secrets"), or a tampered ciphertext. Such a delivery is
+ * rotation (src/common/secrets.ts, docs/security.md "Secrets"), or a tampered ciphertext. Such a delivery is
  * not the receiver's failure and must not use up the contract's six attempts: the worker gives the
  * notification back with a backoff (holdClaims; attempts unchanged, no attempt row), logs an error
  * once per key id, counts it in a metric, and records the key id here so that GET /healthz on any

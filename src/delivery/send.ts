@@ -27,7 +27,9 @@
  * any connection); at connect time a host name is resolved by {@link guardedLookup} through the
  * injected {@link Resolver}, which refuses the connection when any address it resolves to is not
  * public (a mixed answer is refused whole), and the socket connects only to an address that was
- * checked (resolve, check, pin). The URL's host name is kept for TLS SNI and certificate
+ * checked (resolve, check, pin). A plain-http URL (admitted only inside WEBHOOK_ALLOW_CIDRS,
+ * url-policy.ts) goes through its own Agent whose lookup is stricter: every answer must be inside
+ * the allow-list, a public one included (never http across the internet). The URL's host name is kept for TLS SNI and certificate
  * verification. A name that resolved to a public address when the watch was created and to a
  * private one now (DNS rebinding) is refused here. Proxy environment variables are never
  * honoured: the Agent below connects directly (undici reads no HTTP(S)_PROXY unless an
@@ -54,7 +56,13 @@ import tls from 'node:tls';
 import { Agent, request } from 'undici';
 import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
 import { ResolveError, type Resolver, resolveBounded, systemResolver } from '../net/dns.js';
-import { answersRefusal, checkUrlForm, parseCidrs, type UrlCheck } from '../net/url-policy.js';
+import {
+  answersOutsideAllowList,
+  answersRefusal,
+  checkUrlForm,
+  parseCidrs,
+  type UrlCheck,
+} from '../net/url-policy.js';
 import { signatureHeaders } from './payload.js';
 
 /** Distinct webhook URLs whose verdict a sender remembers (~100 B each). */
@@ -153,17 +161,23 @@ function wantedFamily(family: LookupOptions['family']): 0 | 4 | 6 {
  * steered to a private one by address ordering or family selection; the socket connects to one
  * of the addresses returned, all checked. Not called for IP-literal hosts (checked before).
  * A name that does not resolve (or not in time) fails with ResolveError (ENOTFOUND, ETIMEOUT…).
+ * @param rule 'public' (https: public or allow-listed) or 'allow-list' (plain http: every answer
+ *   inside the allow-list, a public one refused too). Default 'public'.
  */
 export function guardedLookup(
   allowCidrs: readonly string[],
   resolver: Resolver = systemResolver,
   timeoutMs = 10_000,
+  rule: 'public' | 'allow-list' = 'public',
 ): LookupFunction {
   const allow = parseCidrs(allowCidrs);
   return (hostname, options, callback) => {
     resolveBounded(resolver, hostname, timeoutMs).then(
       (answers) => {
-        const refusal = answersRefusal(answers, allow);
+        const refusal =
+          rule === 'allow-list'
+            ? answersOutsideAllowList(answers, allow)
+            : answersRefusal(answers, allow);
         if (refusal) {
           callback(new AddressRefusedError(`refused: ${hostname} resolves to ${refusal}`), '', 0);
           return;
@@ -211,9 +225,14 @@ export interface WebhookSenderOptions {
  * The Agent webhook attempts go through: keep-alive connections per receiver origin, the address
  * guard on every connect, the extra CA when configured, no proxy. Exported so the benchmark's
  * baseline POST loop uses exactly the same connection settings.
+ * @param rule the lookup's rule (guardedLookup): 'public' for https (default), 'allow-list' for
+ *   the plain-http Agent.
  * @throws Error when caFile cannot be read.
  */
-export function webhookAgent(opts: WebhookSenderOptions): Agent {
+export function webhookAgent(
+  opts: WebhookSenderOptions,
+  rule: 'public' | 'allow-list' = 'public',
+): Agent {
   const extraCa = opts.caFile ? fs.readFileSync(opts.caFile, 'utf8') : undefined;
   // One secure context for every connection: built from ~150 PEM roots it costs milliseconds,
   // which tls.connect would otherwise pay again on each new connection.
@@ -229,7 +248,7 @@ export function webhookAgent(opts: WebhookSenderOptions): Agent {
     bodyTimeout: opts.timeoutMs,
     connect: {
       timeout: opts.timeoutMs,
-      lookup: guardedLookup(opts.allowCidrs, opts.resolver, opts.timeoutMs),
+      lookup: guardedLookup(opts.allowCidrs, opts.resolver, opts.timeoutMs, rule),
       ...(secureContext ? { secureContext } : {}),
     },
   });
@@ -351,6 +370,8 @@ function readBodyStart(
 export class WebhookSender {
   readonly timeoutMs: number;
   private readonly agent: Agent;
+  /** Plain-http URLs (inside the allow-list only) go through this one: its lookup is stricter. */
+  private readonly httpAgent: Agent;
   private readonly allowCidrs: readonly string[];
   /**
    * checkUrlForm's verdicts by URL string. Exact, not a cache that can go stale: the check is a
@@ -365,6 +386,7 @@ export class WebhookSender {
     this.timeoutMs = opts.timeoutMs;
     this.allowCidrs = opts.allowCidrs;
     this.agent = webhookAgent(opts);
+    this.httpAgent = webhookAgent(opts, 'allow-list');
   }
 
   /**
@@ -426,7 +448,7 @@ export class WebhookSender {
     try {
       const res = await request(check.url, {
         method: 'POST',
-        dispatcher: this.agent,
+        dispatcher: check.plainHttp ? this.httpAgent : this.agent,
         signal: sig,
         headers: requestHeaders,
         body,
@@ -488,8 +510,9 @@ export class WebhookSender {
     return verdict;
   }
 
-  /** Close the Agent's connections (idempotent). */
+  /** Close the Agents' connections (idempotent). */
   async close(): Promise<void> {
     if (!this.agent.closed) await this.agent.close();
+    if (!this.httpAgent.closed) await this.httpAgent.close();
   }
 }

@@ -97,7 +97,7 @@ export type StandardWebhookRefusal =
   | 'bad_signature';
 
 /**
- * The receiver's side (the logic the README's snippets follow): headers present, timestamp within
+ * The receiver's side (the logic docs/integrating.md's snippets follow): headers present, timestamp within
  * `toleranceSeconds` of `nowSeconds` in both directions, then any `v1,` signature in the
  * space-separated `webhook-signature` list equal in constant time to the expected one, computed
  * over the exact bytes received, before any parsing. Dedupe on `webhook-id` after this passes.

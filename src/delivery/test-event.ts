@@ -6,7 +6,7 @@
  *
  * It can never be credited: its body is a `webhook.test` (events/event.ts TestEventSchema), not a
  * `transfer.confirmed`, with `test: true`, an amount of 0 and a tx_id of 64 zeros, and the header
- * `X-Tronwatch-Test: 1` marks it too. A receiver that follows the README's snippets (check the
+ * `X-Tronwatch-Test: 1` marks it too. A receiver that follows docs/integrating.md's snippets (check the
  * signature, then the type) acknowledges it without crediting anything. Otherwise it has an
  * event's fields: the watched address on the watch's side (incoming unless outgoing-only), USDT
  * (TRX for a TRX-only watch), the newest block tronwatch has seen, event_id `evt_test_…`.

@@ -50,6 +50,7 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import type { Resolver } from '../net/dns.js';
 import { MemoryPacer, type Pacer } from '../telegram/pacing.js';
 import { type AlertPolicy, DEFAULT_ALERT_POLICY, refreshWatchHealth } from '../watches/health.js';
 import {
@@ -88,6 +89,11 @@ export interface DeliveryWorkerOptions {
    * FallbackPacer to share them with every worker replica (src/service.ts). Default: in process.
    */
   pacer?: Pacer;
+  /**
+   * Resolves webhook host names at connect time (default: the system resolver). Tests inject a
+   * stub (names inside the allow-list, DNS rebinding).
+   */
+  resolver?: Resolver;
 }
 
 /**
@@ -258,6 +264,7 @@ export class DeliveryWorker {
       allowCidrs: this.delivery.allowCidrs,
       caFile: this.delivery.caFile,
       connections: this.concurrency,
+      resolver: opts.resolver,
     });
     this.pacing = new EndpointPacing<Queued>({
       pacer: opts.pacer ?? new MemoryPacer(),

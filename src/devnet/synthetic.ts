@@ -34,8 +34,10 @@
  * that of any block below it) is a seeded id: the chain's checkpoint, where a reader must start. Block n therefore needs the
  * ids of the blocks before it: they are memoised per chain (generated in order, as the demo and
  * the tests do, each block is generated once; asked out of order, the missing ones are generated
- * to compute their ids). Not real: signatures are random bytes (the witness signature signs
- * nothing); fees use an energy price of 100 sun and a bandwidth price of 1000 sun per byte.
+ * to compute their ids). Each header is signed, as on mainnet, by the SR its time schedules
+ * (DEVNET_SRS, `(t/3000) mod 27`), with that SR's key, so the light client (tron/light-client)
+ * follows a synthetic chain from syntheticCheckpoint. Not real: transaction signatures are random
+ * bytes (they sign nothing); fees use an energy price of 100 sun and a bandwidth price of 1000 sun per byte.
  *
  * Knobs (SyntheticChainOptions): `seed` (default 1), `firstBlock` (70,000,000), `txPerBlock`
  * (600), `addresses` (10,000), `startTimestamp` (1,767,000,000,000 ms; one block every 3,000 ms),
@@ -54,6 +56,8 @@
  * as sequential access.
  */
 import { createHash } from 'node:crypto';
+import type { Checkpoint, SrEntry } from '../tron/light-client/sr-set.js';
+import { addressOfPrivateKey, signWitnessHeader } from '../tron/light-client/witness-signature.js';
 import type {
   BlockJson,
   LogJson,
@@ -186,8 +190,79 @@ const TOKENS = [labelAddress('token/0'), labelAddress('token/1'), labelAddress('
 /** One USDT pair per other token. */
 const PAIRS = TOKENS.map((_, k) => labelAddress(`pair/${k}`));
 const OPAQUE = [labelAddress('opaque/0'), labelAddress('opaque/1')];
-/** Mainnet has 27 super representatives producing blocks in turn. */
-const WITNESSES = Array.from({ length: 27 }, (_, k) => labelAddress(`witness/${k}`));
+/** One SR of the devnet: its account, the key that signs its blocks, and that key's secret. */
+export interface DevnetSr extends SrEntry {
+  /** 32-byte secp256k1 private key of `signingKey` (devnet only: derived from a public label). */
+  privateKey: Uint8Array;
+}
+
+/**
+ * The devnet's 27 super representatives, in schedule order: SR k produces the slots whose
+ * `(t/3000) mod 27` is k (sr-set.ts scheduleIndex). Like mainnet's (78,000,000–78,000,099: 20 of 27
+ * sign with their own address), SRs 0–19 sign with their own account's key and SRs 20–26 with a
+ * separate witness-permission key. Keys are derived from public labels: never use them elsewhere.
+ */
+export const DEVNET_SRS: readonly DevnetSr[] = Array.from({ length: 27 }, (_, k) => {
+  const privateKey = new Uint8Array(sha256(`tronwatch/synthetic/sr-key/${k}`));
+  const signingKey = addressOfPrivateKey(privateKey);
+  const address = k < 20 ? signingKey : labelAddress(`witness/${k}`);
+  return { address, signingKey, privateKey };
+});
+
+/**
+ * The devnet's maintenance interval: longer than any devnet run, so the SR set never changes in a
+ * synthetic chain (the maintenance rules are tested on chains built for that, test/helpers).
+ */
+export const DEVNET_MAINTENANCE_INTERVAL_MS = 2 ** 40;
+
+/**
+ * The checkpoint a light client follows a synthetic chain from: the block before `firstBlock`
+ * (the chain's seeded anchor), its time, and DEVNET_SRS in schedule order.
+ */
+export function syntheticCheckpoint(opts: SyntheticChainOptions): Checkpoint {
+  const r = resolve(opts);
+  const timestamp = r.startTimestamp - BLOCK_INTERVAL_MS;
+  const interval = DEVNET_MAINTENANCE_INTERVAL_MS;
+  return {
+    network: 'devnet',
+    block: { number: r.firstBlock - 1, id: chainedId(r, r.firstBlock - 1), timestamp },
+    witnesses: DEVNET_SRS.map((s) => ({ address: s.address, signingKey: s.signingKey })),
+    nextMaintenanceTime: (Math.floor(timestamp / interval) + 1) * interval,
+    maintenanceIntervalMs: interval,
+    source: `synthetic chain ${r.key}`,
+  };
+}
+
+/** A recorded mainnet block's producer in the devnet set: its real address is its key. */
+export interface RecordedSr extends SrEntry {
+  /** No private key: it signs only its recorded block(s); its other slots are missed. */
+  privateKey: undefined;
+}
+
+/**
+ * The devnet set around a recorded mainnet block: DEVNET_SRS with the block's real SR in the slot
+ * its timestamp schedules (`(t/3000) mod 27`), signing with its own address (block 79,072,107's
+ * does, as do 20 of mainnet's 27). The recorded block keeps its real signature; a devnet block in
+ * that SR's other slots cannot be signed, so those slots are missed, as slots are on mainnet.
+ * @param recorded the recorded block's producer (42 hex) and time (ms).
+ */
+export function devnetSrsAround(recorded: {
+  witness: string;
+  timestamp: number;
+}): ReadonlyArray<DevnetSr | RecordedSr> {
+  const k = Math.floor(recorded.timestamp / BLOCK_INTERVAL_MS) % DEVNET_SRS.length;
+  const real: RecordedSr = {
+    address: recorded.witness,
+    signingKey: recorded.witness,
+    privateKey: undefined,
+  };
+  return DEVNET_SRS.map((s, i) => (i === k ? real : s));
+}
+
+/** The devnet SR scheduled at `timestamp` (ms): DEVNET_SRS[(t/3000) mod 27]. */
+function scheduledSr(timestamp: number): DevnetSr {
+  return DEVNET_SRS[Math.floor(timestamp / BLOCK_INTERVAL_MS) % DEVNET_SRS.length] as DevnetSr;
+}
 
 const RNG_SCRATCH = Buffer.alloc(256);
 
@@ -1348,19 +1423,22 @@ function generate(r: Resolved, n: number): SyntheticBlock {
     for (const t of built.transfers) transfers.push(t);
   }
 
+  const sr = scheduledSr(ts);
   const raw = {
     number: n,
     txTrieRoot: merkleRoot(txs.map((t) => sha256(transactionBytes(t)))),
-    witness_address: WITNESSES[n % WITNESSES.length] as string,
+    witness_address: sr.address,
     parentHash: chainedId(r, n - 1),
     version: 32,
     timestamp: ts,
   };
-  const blockID = headerBlockId(raw);
+  const headerRaw = headerRawBytes(raw);
+  const blockID = n.toString(16).padStart(16, '0') + sha256(headerRaw).toString('hex', 8, 32);
   if (n >= r.firstBlock) idsOf(r).set(n, blockID);
+  const signature = Buffer.from(signWitnessHeader(headerRaw, sr.privateKey)).toString('hex');
   const block: BlockJson = {
     blockID,
-    block_header: { raw_data: raw, witness_signature: rng.hex(65) },
+    block_header: { raw_data: raw, witness_signature: signature },
   };
   if (txs.length > 0) block.transactions = txs; // java-tron omits empty lists
   return { block, infos, transfers };
@@ -1408,14 +1486,26 @@ function merkleRoot(leaves: Buffer[]): string {
  * number 7, witness_address 9, version 10): 8-byte number ‖ SHA-256(encoded raw)[8..32], hex.
  * Exported for the replay node's filler blocks.
  */
-export function headerBlockId(raw: {
+export function headerBlockId(raw: HeaderFields): string {
+  const hash = sha256(headerRawBytes(raw));
+  return raw.number.toString(16).padStart(16, '0') + hash.toString('hex', 8, 32);
+}
+
+/** The header fields a synthetic or filler block has. */
+export interface HeaderFields {
   number: number;
   txTrieRoot: string;
   witness_address: string;
   parentHash: string;
   version: number;
   timestamp: number;
-}): string {
+}
+
+/**
+ * The `BlockHeader.raw` bytes of a header (timestamp 1, txTrieRoot 2, parentHash 3, number 7,
+ * witness_address 9, version 10): what the blockID hashes and the SR signs.
+ */
+export function headerRawBytes(raw: HeaderFields): Buffer {
   const w = new PbWriter();
   w.int(1, raw.timestamp);
   w.hex(2, raw.txTrieRoot);
@@ -1423,6 +1513,15 @@ export function headerBlockId(raw: {
   w.int(7, raw.number);
   w.hex(9, raw.witness_address);
   w.int(10, raw.version);
-  const hash = sha256(w.buf.subarray(0, w.pos));
-  return raw.number.toString(16).padStart(16, '0') + hash.toString('hex', 8, 32);
+  return Buffer.from(w.buf.subarray(0, w.pos));
+}
+
+/**
+ * Sign a header as the devnet SR scheduled at its time would (DEVNET_SRS), for the replay node's
+ * filler blocks: `witness_address` must be that SR's. @returns the 65-byte signature as hex.
+ */
+export function devnetSignHeader(raw: HeaderFields): string {
+  const sr = DEVNET_SRS.find((s) => s.address === raw.witness_address);
+  if (!sr) throw new RangeError(`${raw.witness_address} is not a devnet SR`);
+  return Buffer.from(signWitnessHeader(headerRawBytes(raw), sr.privateKey)).toString('hex');
 }

@@ -1,5 +1,5 @@
 /**
- * `tronwatch doctor` (issue 20 item 5; README "Checking a deployment"): checks a deployment's
+ * `tronwatch doctor` (issue 20 item 5; docs/operating.md "Checking a deployment"): checks a deployment's
  * configuration and everything it depends on, and says for each problem what to do.
  *
  * Checks, in order (types.ts names them): `config` (the environment parses: src/config.ts, and
@@ -37,7 +37,7 @@ function checkConfig(env: Record<string, string | undefined>): {
         check: 'config',
         status: 'fail',
         detail: `invalid: ${err.problems.join('; ')}`,
-        fix: 'correct the variables named (README "Configuration" lists each with its bounds)',
+        fix: 'correct the variables named (docs/operating.md "Configuration" lists each with its bounds)',
       },
     };
   }

@@ -1,5 +1,5 @@
 /**
- * The shapes of `tronwatch doctor`'s report (src/doctor/doctor.ts; README "Checking a
+ * The shapes of `tronwatch doctor`'s report (src/doctor/doctor.ts; docs/operating.md "Checking a
  * deployment"): one {@link CheckResult} per check and per thing checked, in the order they ran.
  */
 

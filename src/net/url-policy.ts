@@ -3,7 +3,7 @@
  * DESIGN invariant 7).
  *
  * The form of a URL ({@link checkUrlForm}, synchronous): at most 2048 characters, scheme https
- * (the URL parser lowercases it, so `HTTPS:` is https), no user name or password, a host, not
+ * (the URL parser lowercases it, so `HTTPS:` is https; plain http only inside the allow-list, below), no user name or password, a host, not
  * `localhost` / `*.localhost`, a dotted name or an IP literal. The WHATWG URL parser normalises
  * every numeric host spelling first (decimal `2130706433`, octal `0177.0.0.1`, hex `0x7f.1`, short
  * `127.1`, percent-encoded and full-width digits all become `127.0.0.1`), so the literal checked
@@ -25,6 +25,12 @@
  *
  * An explicit allow-list of CIDRs (WEBHOOK_ALLOW_CIDRS, empty by default) admits local receivers
  * for development and tests: it bypasses only the address check, never the form checks.
+ *
+ * Plain `http://` (issue 29 item 5): allowed when, and only when, the address connected to is
+ * inside the allow-list: an IP literal inside it, or a name whose every answer is inside it (at
+ * creation here, and again at connect time: send.ts's lookup for http). A public address is not
+ * enough for http (the body and its signature would cross the internet in clear), `localhost` by
+ * name stays refused, and with an empty allow-list http is refused outright.
  */
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
@@ -264,6 +270,35 @@ function allowed(ip: Ip, allow: Array<[Ip, number]>): boolean {
   return allow.some(([net, bits]) => net.kind() === ip.kind() && ip.match(net, bits));
 }
 
+/**
+ * True when `ip` (textual) is inside one of `allow`; an IPv4-mapped IPv6 address is judged as
+ * its IPv4 address. The rule for plain http (module doc).
+ */
+export function insideAllowList(ip: string, allow: Array<[Ip, number]>): boolean {
+  if (net.isIP(ip) === 0) return false;
+  let addr: Ip = ipaddr.parse(ip);
+  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) {
+    addr = (addr as ipaddr.IPv6).toIPv4Address();
+  }
+  return allowed(addr, allow);
+}
+
+/**
+ * Why a resolution's answers may not receive plain-http webhooks (the first answer outside the
+ * allow-list, and how many were when not all), or null when every answer is inside it.
+ */
+export function answersOutsideAllowList(
+  answers: readonly ResolvedAddress[],
+  allow: Array<[Ip, number]>,
+): string | null {
+  const outside = answers.filter((a) => !insideAllowList(a.address, allow));
+  const first = outside[0];
+  if (first === undefined) return null;
+  const count =
+    outside.length === answers.length ? '' : ` (${outside.length} of ${answers.length} answers)`;
+  return `address ${first.address} is outside WEBHOOK_ALLOW_CIDRS${count}: http:// is only for allow-listed addresses, use https`;
+}
+
 /** One line for a refused address. */
 function describeRefusal(c: Exclude<IpClass, { public: true }>): string {
   const base = `address ${c.address} is in a non-public range (${c.range.name})`;
@@ -324,6 +359,11 @@ export type UrlCheck =
       host: string;
       /** The host is an IP literal (already checked); otherwise a name to resolve. */
       literal: boolean;
+      /**
+       * The scheme is plain http: every address connected to must be inside the allow-list
+       * (a literal already is; a name's answers are checked at creation and at connect time).
+       */
+      plainHttp: boolean;
     }
   | { ok: false; reason: string };
 
@@ -342,7 +382,15 @@ export function checkUrlForm(raw: string, policy: Pick<UrlPolicy, 'allowCidrs'>)
   } catch {
     return { ok: false, reason: 'not a valid absolute URL' };
   }
-  if (url.protocol !== 'https:') return { ok: false, reason: 'scheme must be https' };
+  const plainHttp = url.protocol === 'http:';
+  if (url.protocol !== 'https:' && !plainHttp) return { ok: false, reason: 'scheme must be https' };
+  if (plainHttp && policy.allowCidrs.length === 0) {
+    return {
+      ok: false,
+      reason:
+        'scheme must be https (http:// only to an address inside WEBHOOK_ALLOW_CIDRS, empty here)',
+    };
+  }
   if (url.username !== '' || url.password !== '') {
     return { ok: false, reason: 'credentials in the URL are not allowed' };
   }
@@ -351,8 +399,17 @@ export function checkUrlForm(raw: string, policy: Pick<UrlPolicy, 'allowCidrs'>)
   const host = bare.endsWith('.') ? bare.slice(0, -1) : bare;
   if (host === '') return { ok: false, reason: 'host is missing' };
   if (net.isIP(host) !== 0) {
-    const refusal = ipRefusal(host, parsedCidrs(policy.allowCidrs));
-    return refusal ? { ok: false, reason: refusal } : { ok: true, url, host, literal: true };
+    const allow = parsedCidrs(policy.allowCidrs);
+    if (plainHttp && !insideAllowList(host, allow)) {
+      return {
+        ok: false,
+        reason: `address ${host} is outside WEBHOOK_ALLOW_CIDRS: http:// is only for allow-listed addresses, use https`,
+      };
+    }
+    const refusal = ipRefusal(host, allow);
+    return refusal
+      ? { ok: false, reason: refusal }
+      : { ok: true, url, host, literal: true, plainHttp };
   }
   if (/^localhost$/i.test(host) || /\.localhost$/i.test(host)) {
     return { ok: false, reason: 'localhost is not a public host' };
@@ -360,14 +417,15 @@ export function checkUrlForm(raw: string, policy: Pick<UrlPolicy, 'allowCidrs'>)
   if (!host.includes('.')) {
     return { ok: false, reason: 'host must be a fully qualified domain name' };
   }
-  return { ok: true, url, host, literal: false };
+  return { ok: true, url, host, literal: false, plainHttp };
 }
 
 /**
  * Check a webhook URL against the policy, resolving a host name (creation time).
  * @returns `{ ok: true, … }` or `{ ok: false, reason }` with a reason fit for a 400 `details`:
  *   "host does not resolve" (also on a DNS timeout), or "host resolves to a non-public address: …"
- *   when any answer is not public (and not allow-listed).
+ *   when any answer is not public (and not allow-listed); for plain http, "host resolves to an
+ *   address … outside WEBHOOK_ALLOW_CIDRS …" when any answer is outside the allow-list.
  */
 export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<UrlCheck> {
   const form = checkUrlForm(raw, policy);
@@ -386,7 +444,13 @@ export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<U
       reason: timedOut ? 'host does not resolve (DNS lookup timed out)' : 'host does not resolve',
     };
   }
-  const refusal = answersRefusal(answers, parsedCidrs(policy.allowCidrs));
+  const allow = parsedCidrs(policy.allowCidrs);
+  if (form.plainHttp) {
+    const outside = answersOutsideAllowList(answers, allow);
+    if (outside) return { ok: false, reason: `host resolves to an ${outside}` };
+    return form;
+  }
+  const refusal = answersRefusal(answers, allow);
   if (refusal) return { ok: false, reason: `host resolves to a non-public address: ${refusal}` };
   return form;
 }

@@ -1,7 +1,7 @@
 /**
  * The pruning job (issue 17 item 4: bounded growth). Every PRUNE_INTERVAL_SECONDS one process of
  * the deployment (the worker role; one at a time through the lease 'prune', lease.ts) removes what
- * outlived its retention (config `retention`, README "Retention"):
+ * outlived its retention (config `retention`, docs/operating.md "Retention"):
  *
  * | kind | what | when |
  * |---|---|---|

@@ -69,13 +69,15 @@ const SEALED_COLUMNS = [
   ['endpoints', 'secret_key_id', 'secret_ciphertext'],
   ['endpoints', 'previous_secret_key_id', 'previous_secret_ciphertext'],
   ['console_users', 'totp_key_id', 'totp_ciphertext'],
+  // The signed alert webhooks' own secrets (migration 056; issue 29 item 1).
+  ['alert_channels', 'secret_key_id', 'secret_ciphertext'],
 ] as const;
 
 const asBuffer = (b: Uint8Array): Buffer => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /**
  * Re-encrypt, under `box.currentKeyId`, every secret stored under another key: webhook secrets
- * (current and previous) and console users' TOTP secrets.
+ * (current and previous), console users' TOTP secrets and the alert webhooks' secrets.
  * @param opts.batchSize rows per transaction (default {@link DEFAULT_BATCH_SIZE}).
  * @param opts.onBatch called after each committed batch with the running total.
  */

@@ -16,6 +16,7 @@ import type { Logger } from '../common/logger.js';
 import { backoffDelay, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
 import { describeTelegramError, openBot, type TelegramBot } from './bot.js';
+import type { Pacer } from './pacing.js';
 
 /** What the API needs of the bot: the bot once getMe has answered, and the configuration. */
 export interface TelegramAccess {
@@ -23,14 +24,19 @@ export interface TelegramAccess {
   readonly config: Config['telegram'];
   /** The bot once getMe has succeeded; undefined until then. */
   current(): TelegramBot | undefined;
+  /**
+   * The process's chat pacer (src/telegram/pacing.ts): every message the bot sends, deliveries
+   * and its own replies, takes its slots here.
+   */
+  readonly pacer: Pacer;
 }
 
 /** Backoff of the getMe retries, ms: 1 s doubling up to 60 s (full jitter). */
 export const GETME_BACKOFF = { baseMs: 1_000, capMs: 60_000 } as const;
 
-/** A bot already opened (tests, the benchmark): ready at once. */
-export function readyBot(bot: TelegramBot): TelegramAccess {
-  return { config: bot.config, current: () => bot };
+/** A bot already opened (tests, the benchmark): ready at once, pacing with `pacer`. */
+export function readyBot(bot: TelegramBot, pacer: Pacer): TelegramAccess {
+  return { config: bot.config, current: () => bot, pacer };
 }
 
 export class BotConnection implements TelegramAccess {
@@ -42,6 +48,7 @@ export class BotConnection implements TelegramAccess {
   constructor(
     readonly config: Config['telegram'],
     private readonly logger: Logger,
+    readonly pacer: Pacer,
     private readonly backoff: { baseMs: number; capMs: number } = GETME_BACKOFF,
   ) {}
 

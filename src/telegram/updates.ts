@@ -4,7 +4,8 @@
  *
  * - `/start <token>` (also `/start@<bot> <token>`, in a private chat or a group): bindChat; the
  *   bot answers in the chat whether the chat is now connected or the link was unknown, used or
- *   expired. `/start` alone answers how to connect.
+ *   expired. `/start` alone answers how to connect. Every answer takes its turn in the chat's
+ *   pacing windows, like a delivery (src/telegram/paced-send.ts).
  * - A message with `migrate_to_chat_id` (a group that became a supergroup): migrateChat, so
  *   deliveries follow the chat. (The delivery worker also follows a sendMessage refused with
  *   `migrate_to_chat_id`: whichever comes first.)
@@ -29,10 +30,14 @@ import type { Db } from '../db/pool.js';
 import { runWhileLeader } from '../ingest/leader.js';
 import { bindChat, type ChatType, migrateChat } from './binding.js';
 import { botSignal, describeTelegramError, type TelegramBot } from './bot.js';
+import { sendPacedMessage } from './paced-send.js';
+import type { Pacer } from './pacing.js';
 
 export interface UpdateDeps {
   db: Db;
   telegram: TelegramBot;
+  /** The process's chat pacer: the bot's replies are paced like deliveries (paced-send.ts). */
+  pacer: Pacer;
   logger: Logger;
 }
 
@@ -81,7 +86,7 @@ export async function handleUpdate(
       return 'ignored'; // a /start for another bot in the same group
     }
     if (!token) {
-      await reply(deps, chatId, HELP);
+      await reply(deps, chatId, HELP, 'reply_help');
       return 'help';
     }
     const chat = msg.chat as { id: number; type: ChatType; title?: string; first_name?: string };
@@ -103,14 +108,14 @@ export async function handleUpdate(
         ),
     );
     if (!accountId) {
-      await reply(deps, chatId, INVALID);
+      await reply(deps, chatId, INVALID, 'reply_invalid_link');
       return 'invalid_token';
     }
     deps.logger.info(
       { account_id: accountId, chat_id: chatId, chat_type: chat.type },
       'telegram chat bound',
     );
-    await reply(deps, chatId, BOUND);
+    await reply(deps, chatId, BOUND, 'reply_connected');
     return 'bound';
   } catch (err) {
     deps.logger.error(
@@ -128,21 +133,12 @@ const INVALID =
 const BOUND =
   'Connected. Confirmed transfers of your chat watches will appear in this chat (create them in the console or with “telegram”: true in POST /v1/watches).';
 
-/** Answer in the chat; a failure (bot blocked, network) is logged, not thrown. */
-async function reply(deps: UpdateDeps, chatId: string, text: string): Promise<void> {
-  try {
-    await deps.telegram.bot.api.sendMessage(
-      chatId,
-      text,
-      {},
-      botSignal(AbortSignal.timeout(deps.telegram.config.timeoutMs)),
-    );
-  } catch (err) {
-    deps.logger.warn(
-      { chat_id: chatId, err: describeTelegramError(err) },
-      'telegram reply not sent',
-    );
-  }
+/**
+ * Answer in the chat, in its turn in the chat's pacing windows (src/telegram/paced-send.ts); a
+ * failure (bot blocked, network, no slot in time) is logged, not thrown.
+ */
+async function reply(deps: UpdateDeps, chatId: string, text: string, what: string): Promise<void> {
+  await sendPacedMessage(deps, chatId, text, what);
 }
 
 /**

@@ -1,9 +1,10 @@
 /**
- * E-mailing watch alerts (issue 19 item 2) from the `watch_alerts` outbox (migration 043) that
- * src/watches/health.ts fills: a watch's deliveries started failing (at most one per watch per
- * WATCH_ALERT_WINDOW_HOURS), it recovered, or tronwatch paused it.
+ * E-mailing watch alerts (issue 19 item 2; issue 29 item 1): the e-mail target of the alert
+ * outbox (src/watches/alert-outbox.ts) that src/watches/health.ts fills: a watch's deliveries
+ * started failing (every outage), they recovered, or tronwatch paused it; several changes that
+ * waited for the pace come as one summary. The body names the receiver by its host only.
  *
- * The worker role runs {@link AlertMailLoop} when SMTP_URL is set (src/service.ts). Who gets an
+ * The worker role's alert loop uses it when SMTP_URL is set (src/service.ts). Who gets an
  * alert ({@link alertRecipients}): the account's members who have joined and opted in
  * (`console_users.alert_emails`, migration 047; each member switches it on the Members page;
  * owners and admins start opted in, developers and viewers out). When nobody has opted in, nobody
@@ -12,12 +13,10 @@
  * choose) falls back to the account's own e-mail address. Without e-mail the alerts stay in the
  * outbox, and the banner shows them.
  */
-import { randomBytes } from 'node:crypto';
-import type { Logger } from '../common/logger.js';
-import { sleep } from '../common/retry.js';
 import type { Db } from '../db/pool.js';
 import type { Mailer } from '../mail/mailer.js';
-import { releaseLease, takeLease } from '../retention/lease.js';
+import type { AlertKind } from './alert-message.js';
+import { AlertSendError, type AlertSender } from './alert-outbox.js';
 
 /** One alert e-mail to send. */
 export interface AlertMail {
@@ -26,8 +25,8 @@ export interface AlertMail {
   subject: string;
   /** Plain text body. */
   text: string;
-  /** The outbox row, for logs and links. */
-  alert: { id: string; watch_id: string; kind: 'failing' | 'recovered' | 'auto_paused' };
+  /** The alerts it carries (one, or several summed up), for logs and tests. */
+  alert: { watch_id: string; ids: string[]; kinds: AlertKind[] };
 }
 
 /** The transport: resolves once the message is accepted, throws when it was not. */
@@ -55,136 +54,49 @@ export async function alertRecipients(db: Db, accountId: string): Promise<string
   return acc.flatMap((r) => (r.email ? [r.email] : []));
 }
 
-/** The lease one alert mailer holds across replicas (maintenance_leases.name). */
-export const ALERT_MAIL_LEASE = 'alert-mail';
-
 /**
- * The worker role's alert mailer: every `intervalMs` (default 30 s) the process holding the
- * lease {@link ALERT_MAIL_LEASE} sends the pending alerts through `mailer` (one message per
- * alert, to every recipient {@link alertRecipients} names), so two workers never send the same alert together. A send that
- * fails leaves its alert pending for the next run; errors are logged, never thrown.
+ * The e-mail target of the alert outbox (src/watches/alert-outbox.ts): each composed alert goes to
+ * {@link alertRecipients} as one message through `transport`. With nobody to send to (every
+ * member opted out) it resolves without sending: the alert is done with, not kept for later.
+ * @throws AlertSendError when the transport refused (`SMTP <code>` or the error's code; never
+ *   the recipients or the body).
  */
-export class AlertMailLoop {
-  private readonly holder = `alert-mail-${randomBytes(6).toString('hex')}`;
-  private loop: Promise<void> | undefined;
-  private readonly stopping = new AbortController();
-
-  constructor(
-    private readonly o: {
-      db: Db;
-      mailer: Mailer;
-      consoleUrl: string;
-      logger: Logger;
-      intervalMs?: number;
-    },
-  ) {}
-
-  /** One run, now, if this process gets the lease. @returns alerts sent, or null without lease. */
-  async runOnce(): Promise<number | null> {
-    const { db, mailer, consoleUrl } = this.o;
-    const every = this.o.intervalMs ?? 30_000;
-    if (!(await takeLease(db, ALERT_MAIL_LEASE, this.holder, Math.max(60_000, 2 * every)))) {
-      return null;
+export function emailAlertSender(db: Db, transport: AlertMailer): AlertSender {
+  return async (m) => {
+    const to = await alertRecipients(db, m.accountId);
+    if (to.length === 0) return;
+    try {
+      await transport({
+        to,
+        subject: m.alert.subject,
+        text: m.alert.text,
+        alert: {
+          watch_id: m.watch.id,
+          ids: m.changes.map((c) => c.id),
+          kinds: m.changes.map((c) => c.kind),
+        },
+      });
+    } catch (err) {
+      const e = err as { code?: unknown; responseCode?: unknown };
+      const why =
+        typeof e.responseCode === 'number' ? `SMTP ${e.responseCode}` : String(e.code ?? 'error');
+      throw new AlertSendError(`e-mail not accepted: ${why}`);
     }
-    return mailPendingAlerts(
-      db,
-      (m) =>
-        mailer.sendNow({
-          to: m.to.join(', '),
-          subject: m.subject,
-          text: m.text,
-          html: `<pre style="font-family:inherit;white-space:pre-wrap">${escapeHtml(m.text)}</pre>`,
-          kind: `alert_${m.alert.kind}`,
-        }),
-      consoleUrl,
-    );
-  }
+  };
+}
 
-  /** Run until `signal` aborts or {@link stop}. */
-  start(signal: AbortSignal): Promise<void> {
-    const every = this.o.intervalMs ?? 30_000;
-    const both = AbortSignal.any([signal, this.stopping.signal]);
-    this.loop = (async () => {
-      while (!both.aborted) {
-        try {
-          const n = await this.runOnce();
-          if (n) this.o.logger.info({ alerts: n }, 'watch alerts mailed');
-        } catch (err) {
-          this.o.logger.warn({ err: (err as Error).message }, 'watch alerts not mailed');
-        }
-        await sleep(every, both);
-      }
-    })();
-    return this.loop;
-  }
-
-  /** Stop the loop and give the lease up. */
-  async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.loop;
-    await releaseLease(this.o.db, ALERT_MAIL_LEASE, this.holder).catch(() => undefined);
-  }
+/** The SMTP transport of {@link emailAlertSender}: the process's mailer, one message now. */
+export function mailerTransport(mailer: Mailer): AlertMailer {
+  return (m) =>
+    mailer.sendNow({
+      to: m.to.join(', '),
+      subject: m.subject,
+      text: m.text,
+      html: `<pre style="font-family:inherit;white-space:pre-wrap">${escapeHtml(m.text)}</pre>`,
+      kind: m.alert.kinds.length === 1 ? `alert_${m.alert.kinds[0]}` : 'alert_summary',
+    });
 }
 
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-const SUBJECTS = {
-  failing: 'Deliveries to your webhook are failing',
-  recovered: 'Deliveries to your webhook recovered',
-  auto_paused: 'Your watch was paused: its deliveries kept failing',
-} as const;
-
-/**
- * Send the alerts not mailed yet, oldest first, at most `limit`; each is marked mailed once the
- * mailer accepted it (one that fails stays for the next run), or at once when it has no recipient
- * (every member opted out: it is not kept to be sent later).
- * @param consoleUrl the console's public URL, for the link to the watch (config.console.publicUrl).
- * @returns how many alerts were done with (sent, or without a recipient).
- */
-export async function mailPendingAlerts(
-  db: Db,
-  mailer: AlertMailer,
-  consoleUrl: string,
-  limit = 100,
-): Promise<number> {
-  const { rows } = await db.query<{
-    id: string;
-    watch_id: string;
-    account_id: string;
-    kind: AlertMail['alert']['kind'];
-    message: string;
-    address: string;
-    label: string | null;
-    webhook_url: string | null;
-  }>(
-    `SELECT a.id, a.watch_id, a.account_id, a.kind, a.message, w.address, w.label, w.webhook_url
-       FROM watch_alerts a JOIN watches w ON w.id = a.watch_id
-      WHERE a.mailed_at IS NULL ORDER BY a.created_at, a.id LIMIT $1`,
-    [limit],
-  );
-  let sent = 0;
-  for (const r of rows) {
-    const to = await alertRecipients(db, r.account_id);
-    if (to.length > 0) {
-      const name = r.label ? `${r.label} (${r.address})` : r.address;
-      await mailer({
-        to,
-        subject: SUBJECTS[r.kind],
-        text: [
-          `Watch: ${name}`,
-          `Endpoint: ${r.webhook_url ?? 'Telegram'}`,
-          '',
-          r.message,
-          '',
-          `${consoleUrl.replace(/\/+$/, '')}/console/watches/${encodeURIComponent(r.watch_id)}`,
-        ].join('\n'),
-        alert: { id: r.id, watch_id: r.watch_id, kind: r.kind },
-      });
-    }
-    await db.query('UPDATE watch_alerts SET mailed_at = now() WHERE id = $1', [r.id]);
-    sent++;
-  }
-  return sent;
 }

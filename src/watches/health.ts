@@ -13,29 +13,38 @@
  *   watches it moved. Under the watch's row lock, it recomputes the streak from the attempts
  *   (idempotent: two workers recomputing the same watch get the same answer) and moves the alert:
  *     - opens it (alert_state 'failing') when the streak reaches `failures` consecutive failed
- *       attempts, or a delivery of the watch went DEAD; an e-mail alert is queued in the
- *       `watch_alerts` outbox unless one was queued for this watch in the last `windowHours`;
- *     - closes it on the first success, queuing one recovery e-mail when the failure was e-mailed;
+ *       attempts, or a delivery of the watch went DEAD, and queues a 'failing' alert: every
+ *       outage, the second of a day too (issue 29 item 1);
+ *     - closes it on the first success, queuing one 'recovered' alert when the outage's start was
+ *       queued (always since migration 055; not for an outage opened before it under the old
+ *       one-per-24-hours rule and never alerted);
  *     - pauses an ACTIVE watch whose attempts have all failed for `autoPauseDays` (counted from the
  *       first failure after the last success, or from its last resume), with the reason kept
  *       (`paused_reason`, `auto_paused_at`) and an e-mail queued. 0 days: never.
- *   The e-mails themselves are sent by src/watches/alert-mail.ts from the outbox.
+ *   An alert is a `watch_alerts` row plus one `alert_sends` row per target (e-mail and each
+ *   enabled alert channel of the account) in the same transaction: the worker's alert loop
+ *   (src/watches/alert-outbox.ts) sends them, paced per watch and target (a flapping endpoint gets
+ *   one summary per pace, never silence), and never in the delivery worker's way.
  */
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
+import { queueAlertSends } from './alert-outbox.js';
 
 /** What the alerts need from config (config.alerts). */
 export interface AlertPolicy {
   /** Consecutive failed attempts that open the alert (WATCH_ALERT_FAILURES). */
   failures: number;
-  /** At most one failure e-mail per watch within this many hours (WATCH_ALERT_WINDOW_HOURS). */
-  windowHours: number;
+  /**
+   * At most one alert message per watch and target within this many minutes; the changes in
+   * between are sent as one summary (WATCH_ALERT_PACE_MINUTES; read by the alert loop).
+   */
+  paceMinutes: number;
   /** Pause after this many days of failures only; 0 = never (WATCH_AUTO_PAUSE_DAYS). */
   autoPauseDays: number;
 }
 
 /** The defaults of config.alerts (src/config.ts). */
-export const DEFAULT_ALERT_POLICY: AlertPolicy = { failures: 5, windowHours: 24, autoPauseDays: 5 };
+export const DEFAULT_ALERT_POLICY: AlertPolicy = { failures: 5, paceMinutes: 5, autoPauseDays: 5 };
 
 /** One window of a watch's health. */
 export interface HealthWindow {
@@ -264,17 +273,15 @@ export async function refreshWatchHealth(
         const reason = dead.has(id)
           ? `a delivery failed all its attempts and went DEAD (${failures} failed attempts in a row)`
           : `${failures} delivery attempts in a row failed`;
-        const windowMs = policy.windowHours * 3_600_000;
-        const mail =
-          w.alert_mailed_at === null ||
-          now.getTime() - new Date(w.alert_mailed_at).getTime() >= windowMs;
+        // Every outage is alerted (issue 29 item 1); alert_mailed_at records that this one was,
+        // so its end is alerted too.
         await tx.query(
           `UPDATE watches SET alert_state = 'failing', alert_since = $2, alert_reason = $3,
-                  alert_mailed_at = CASE WHEN $4::boolean THEN $2 ELSE alert_mailed_at END
+                  alert_mailed_at = $2
             WHERE id = $1`,
-          [id, now, reason, mail],
+          [id, now, reason],
         );
-        if (mail) await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
+        await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
         changes.opened.push(id);
       }
       if (policy.autoPauseDays > 0 && w.status === 'ACTIVE' && st.first_failure) {
@@ -304,14 +311,21 @@ export async function refreshWatchHealth(
   return changes;
 }
 
+/**
+ * Queue one alert in the caller's transaction: its `watch_alerts` row and one `alert_sends` row
+ * per target (migration 055): 'email', and each enabled alert channel of the account
+ * (src/watches/alert-channels.ts). `message` is one sentence without any URL.
+ */
 async function queueAlert(
   tx: Queryable,
   w: { id: string; account_id: string },
   kind: 'failing' | 'recovered' | 'auto_paused',
   message: string,
 ): Promise<void> {
+  const alertId = newId('alr');
   await tx.query(
     `INSERT INTO watch_alerts (id, watch_id, account_id, kind, message) VALUES ($1, $2, $3, $4, $5)`,
-    [newId('alr'), w.id, w.account_id, kind, message],
+    [alertId, w.id, w.account_id, kind, message],
   );
+  await queueAlertSends(tx, alertId, w);
 }

@@ -130,20 +130,62 @@ export const WatchWithHealthSchema = T.Object(
 
 export const healthSchemas = [HealthWindowSchema, WatchHealthSchema, WatchWithHealthSchema];
 
-/** SPEC §WatchCreated. */
-export const WatchCreatedSchema = T.Object(
+const createdNote = T.Optional(T.String({ description: 'Free text.' }));
+
+/** SPEC §WatchCreated for a webhook watch: the secret is always there (and only here). */
+export const WebhookWatchCreatedSchema = T.Object(
   {
     ...watchMembers,
-    secret: T.Optional(
-      T.String({
-        pattern: '^whsec_',
-        description:
-          'Returned once, only for webhook watches: the HMAC-SHA256 key of X-Signature. Stored encrypted, never returned again.',
-      }),
-    ),
-    note: T.Optional(T.String({ description: 'Free text.' })),
+    channel: StringEnum(['webhook'] as const),
+    secret: T.String({
+      pattern: '^whsec_',
+      description:
+        'The HMAC-SHA256 key of X-Signature (and of the Standard Webhooks signature). Returned in this answer only: stored encrypted, never returned again.',
+    }),
+    note: createdNote,
   },
-  { $id: 'WatchCreated', description: 'A Watch plus its secret, shown once (SPEC §WatchCreated).' },
+  { $id: 'WebhookWatchCreated', description: 'A webhook watch just created, with its secret.' },
+);
+
+/** SPEC §WatchCreated for a Telegram watch: no secret (nothing to verify). */
+export const TelegramWatchCreatedSchema = T.Object(
+  { ...watchMembers, channel: StringEnum(['telegram'] as const), note: createdNote },
+  { $id: 'TelegramWatchCreated', description: 'A Telegram watch just created (no secret).' },
+);
+
+/** A watch just created on an endpoint (issue 30): no secret of its own, the endpoint's signs. */
+export const EndpointWatchCreatedSchema = T.Object(
+  {
+    ...watchMembers,
+    channel: StringEnum(['webhook'] as const),
+    endpoint_id: T.String({
+      description: 'The endpoint (`ep_…`) whose secret signs every delivery of this watch.',
+    }),
+    note: createdNote,
+  },
+  {
+    $id: 'EndpointWatchCreated',
+    description:
+      "A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries.",
+  },
+);
+
+/**
+ * SPEC §WatchCreated: a Watch plus its secret, shown once. One of three shapes: a webhook watch
+ * with its own URL has `secret`; one on an endpoint (additive) has `endpoint_id` and no secret;
+ * a Telegram watch neither.
+ */
+export const WatchCreatedSchema = T.Union(
+  [
+    refTo(WebhookWatchCreatedSchema),
+    refTo(EndpointWatchCreatedSchema),
+    refTo(TelegramWatchCreatedSchema),
+  ],
+  {
+    $id: 'WatchCreated',
+    description:
+      'A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook` and `endpoint_id` is null (a watch on an endpoint is signed with the endpoint’s secret).',
+  },
 );
 
 /** SPEC §Create-watch request. */
@@ -161,7 +203,7 @@ export const CreateWatchSchema = T.Object(
         format: 'uri',
         maxLength: MAX_WEBHOOK_URL_LENGTH,
         description:
-          'Public https endpoint (no credentials, no private or reserved address). One target: give this or `telegram: true`.',
+          'Public https endpoint (no credentials, no private or reserved address; plain http only to an address inside the deployment WEBHOOK_ALLOW_CIDRS). One target: give this or `telegram: true`.',
       }),
     ),
     telegram: T.Optional(
@@ -255,14 +297,29 @@ export function watchWithHealthView(
   };
 }
 
-/** A row as SPEC's WatchCreated: the Watch, the secret once (webhook watches) and a note. */
-export function watchCreatedView(w: WatchRow, secret: string | null) {
-  return {
-    ...watchView(w),
-    ...(secret !== null
-      ? { secret, note: CREATED_NOTE_WEBHOOK }
-      : { note: w.endpoint_id !== null ? CREATED_NOTE_ENDPOINT : CREATED_NOTE_TELEGRAM }),
-  };
+/**
+ * A row as SPEC's WatchCreated: the Watch, the secret once (webhook watches) and a note.
+ * @param secret the webhook watch's secret in clear; null for a Telegram or endpoint watch.
+ * @throws Error for a webhook watch without its secret (a bug, answered as a 500).
+ */
+export function watchCreatedView(
+  w: WatchRow,
+  secret: string | null,
+):
+  | Static<typeof WebhookWatchCreatedSchema>
+  | Static<typeof EndpointWatchCreatedSchema>
+  | Static<typeof TelegramWatchCreatedSchema> {
+  const view = watchView(w);
+  if (view.channel === 'telegram') {
+    return { ...view, channel: 'telegram', note: CREATED_NOTE_TELEGRAM };
+  }
+  // A watch on an endpoint has no secret of its own (issue 30): the endpoint's signs.
+  if (w.endpoint_id !== null) {
+    return { ...view, channel: 'webhook', endpoint_id: w.endpoint_id, note: CREATED_NOTE_ENDPOINT };
+  }
+  // A webhook watch is always created with its secret (src/watches/create.ts).
+  if (secret === null) throw new Error('a webhook watch was created without its secret');
+  return { ...view, channel: 'webhook', secret, note: CREATED_NOTE_WEBHOOK };
 }
 
 /** PATCH /v1/watches/{id}'s body (issue 19 item 4). */
@@ -273,7 +330,7 @@ export const UpdateWatchSchema = T.Object(
         format: 'uri',
         maxLength: MAX_WEBHOOK_URL_LENGTH,
         description:
-          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.',
+          'A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.',
       }),
     ),
     label: T.Optional(

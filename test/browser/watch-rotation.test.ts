@@ -8,7 +8,7 @@
  * the page that shows it once; a test event sent with the console's "Send test event" button
  * reaches the receiver, which verifies it with the `standardwebhooks` library under the old
  * secret AND under the new one, and checks `X-Signature` (HMAC of the body under the new secret)
- * and `X-Signature-Previous` (under the old), as README's snippets do. The grace period is then
+ * and `X-Signature-Previous` (under the old), as docs/integrating.md's snippets do. The grace period is then
  * ended early in the console, and the next test event verifies only with the new secret (no
  * `X-Signature-Previous`, one `webhook-signature` entry). The rotation form and the new-secret
  * panel are photographed at both widths, with no sideways scrolling at 390 px.
@@ -180,7 +180,7 @@ describe.skipIf(!READY)('rotating a secret in a browser, verified by a receiver'
     expect(stdVerifies(first, during)).toBe(true);
     expect(stdVerifies(second, during)).toBe(true);
     expect(String(during.headers['webhook-signature']).split(' ')).toHaveLength(2);
-    // X-Signature under the new secret, X-Signature-Previous under the old (README's snippet).
+    // X-Signature under the new secret, X-Signature-Previous under the old (docs/integrating.md's snippet).
     expect(verifySignature(second, during.body, during.headers['x-signature'])).toBe(true);
     expect(verifySignature(first, during.body, during.headers['x-signature-previous'])).toBe(true);
     expect(verifySignature(first, during.body, during.headers['x-signature'])).toBe(false);

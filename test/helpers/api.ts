@@ -21,6 +21,7 @@ import { type Resolver, stubResolver } from '../../src/net/dns.js';
 import { MemoryRateLimiter } from '../../src/rate-limit/limiter.js';
 import type { TelegramBot } from '../../src/telegram/bot.js';
 import { readyBot } from '../../src/telegram/connection.js';
+import { MemoryPacer, type Pacer } from '../../src/telegram/pacing.js';
 import { type Engine, migratedDb, type TestDb } from './db.js';
 
 /** A known mainnet address (USDT contract) in both spellings. */
@@ -67,6 +68,8 @@ export interface HarnessOptions {
   env?: Record<string, string>;
   /** The Telegram bot (default: none: the console's Telegram endpoints answer 503). */
   telegram?: TelegramBot;
+  /** The chat pacer of `telegram` (the bot's replies); default a fresh in-process one. */
+  pacer?: Pacer;
   /** The app's logger (default: silent); a test that reads the logs passes a capturing one. */
   logger?: Logger;
 }
@@ -106,7 +109,9 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     ...(opts.redisCheck ? { redisCheck: opts.redisCheck } : {}),
     resolver: opts.resolver ?? offlineResolver,
     ...(opts.keyCache ? { keyCache: opts.keyCache } : {}),
-    ...(opts.telegram ? { telegram: readyBot(opts.telegram) } : {}),
+    ...(opts.telegram
+      ? { telegram: readyBot(opts.telegram, opts.pacer ?? new MemoryPacer()) }
+      : {}),
     ...(mailer ? { mailer } : {}),
   };
   const app = await buildApp(deps);

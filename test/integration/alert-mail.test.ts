@@ -12,7 +12,8 @@ import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Mailer } from '../../src/mail/mailer.js';
 import { base58ToHex } from '../../src/tron/address.js';
-import { AlertMailLoop } from '../../src/watches/alert-mail.js';
+import { emailAlertSender, mailerTransport } from '../../src/watches/alert-mail.js';
+import { AlertLoop } from '../../src/watches/alert-outbox.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 import { insertAccount, USDT_CONTRACT } from '../helpers/outbox.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
@@ -20,6 +21,16 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 // Two more addresses (watches are unique per account and address; any valid ones do).
 const QUIET_ADDRESS = 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7';
 const CLI_ADDRESS = 'TNPeeaaFB7K9cmo4uQpcU32zGK8G1NYqeL';
+const FLAP_ADDRESS = 'TMuA6YqfCeX8EhbfYEg5y7S4DqzSJireY9';
+// A receiver URL whose path and query hold secrets: no alert may show more than its host.
+const RECEIVER_URL = 'https://93.184.216.34:8443/hooks/shop-7f3a?token=s3cr3t-t0ken';
+
+/** Every alert body shows the receiver's host, and nothing of its path or query. */
+function expectHostOnly(text: string) {
+  expect(text).toContain('Endpoint: 93.184.216.34:8443');
+  for (const leak of ['/hooks', 'shop-7f3a', 'token', 's3cr3t', '?'])
+    expect(text).not.toContain(leak);
+}
 
 describe.each(dbEngines)('alert e-mails on %s', (engine) => {
   let t: TestDb | undefined;
@@ -45,6 +56,30 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
        VALUES ($1, $2, $3, $4, CASE WHEN $5::boolean THEN now() END, $6)`,
       [newId('usr'), acc, email, role, o.joined ?? true, o.alerts ?? alertEmailsByDefault(role)],
     );
+  /** Queue one alert of `kind` for watch `watchId` of `acc`, with its e-mail send (migration 055). */
+  const queue = async (acc: string, watchId: string, kind: string, message: string) => {
+    const db = (t as TestDb).db;
+    const alertId = newId('alr');
+    await db.query(
+      `INSERT INTO watch_alerts (id, watch_id, account_id, kind, message)
+       VALUES ($1, $2, $3, $4, $5)`,
+      [alertId, watchId, acc, kind, message],
+    );
+    await db.query(
+      `INSERT INTO alert_sends (id, alert_id, watch_id, account_id, target)
+       VALUES ($1, $2, $3, $4, 'email')`,
+      [newId('als'), alertId, watchId, acc],
+    );
+  };
+  /** A loop sending e-mail through `mailer`, paced `paceMinutes`. */
+  const loopOf = (mailer: Mailer, paceMinutes = 5) =>
+    new AlertLoop({
+      db: (t as TestDb).db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes,
+      email: emailAlertSender((t as TestDb).db, mailerTransport(mailer)),
+      logger: silentLogger,
+    });
   /** A webhook watch of `acc` labelled `label`, with one pending alert; its id. */
   const watchWithAlert = async (acc: string, label: string, address = USDT_CONTRACT) => {
     const db = (t as TestDb).db;
@@ -53,14 +88,15 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
       `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                             channel, webhook_url, secret_key_id, secret_ciphertext,
                             active_from_block, label)
-       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://93.184.216.34/h',
+       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', $6,
                'k', '\\x00'::bytea, 1, $5)`,
-      [watchId, acc, address, base58ToHex(address), label],
+      [watchId, acc, address, base58ToHex(address), label, RECEIVER_URL],
     );
-    await db.query(
-      `INSERT INTO watch_alerts (id, watch_id, account_id, kind, message)
-       VALUES ($1, $2, $3, 'failing', '5 deliveries in a row failed: HTTP 500')`,
-      [newId('alr'), watchId, acc],
+    await queue(
+      acc,
+      watchId,
+      'failing',
+      'Deliveries are failing: 5 delivery attempts in a row failed.',
     );
     return watchId;
   };
@@ -82,14 +118,13 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
       from: 'tronwatch <no-reply@tw.example>',
       logger: silentLogger,
     });
-    const opts = { db, mailer, consoleUrl: 'https://tw.example', logger: silentLogger };
-    const a = new AlertMailLoop(opts);
-    const b = new AlertMailLoop(opts);
+    const a = loopOf(mailer);
+    const b = loopOf(mailer);
     try {
-      expect(await a.runOnce()).toBe(1);
+      expect(await a.runOnce()).toEqual({ sent: 1, failed: 0 });
       // Another process finds the lease held; the holder finds nothing left to send.
       expect(await b.runOnce()).toBeNull();
-      expect(await a.runOnce()).toBe(0);
+      expect(await a.runOnce()).toEqual({ sent: 0, failed: 0 });
       const got = (smtp as TestSmtp).received.filter((m) => m.subject.includes('failing'));
       expect(got).toHaveLength(1);
       expect([...(got[0]?.to ?? [])].sort()).toEqual([
@@ -100,6 +135,8 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
       expect(got[0]?.subject).toBe('Deliveries to your webhook are failing');
       expect(got[0]?.text).toContain('Shop deposits');
       expect(got[0]?.text).toContain(`https://tw.example/console/watches/${watchId}`);
+      expectHostOnly(got[0]?.text ?? '');
+      expectHostOnly(got[0]?.html ?? '');
       const { rows } = await db.query<{ mailed: boolean }>(
         'SELECT mailed_at IS NOT NULL AS mailed FROM watch_alerts WHERE watch_id = $1',
         [watchId],
@@ -135,15 +172,10 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
       from: 'tronwatch <no-reply@tw.example>',
       logger: silentLogger,
     });
-    const loop = new AlertMailLoop({
-      db,
-      mailer,
-      consoleUrl: 'https://tw.example',
-      logger: silentLogger,
-    });
+    const loop = loopOf(mailer);
     try {
       // Both alerts are done with; one message went out.
-      expect(await loop.runOnce()).toBe(2);
+      expect(await loop.runOnce()).toEqual({ sent: 2, failed: 0 });
     } finally {
       await loop.stop();
       await mailer.close();
@@ -153,8 +185,71 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
     expect(got[0]?.text).toContain('CLI shop');
     expect(got.some((m) => m.text.includes('Quiet shop'))).toBe(false);
     const { rows } = await db.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM watch_alerts WHERE mailed_at IS NULL',
+      'SELECT count(*)::int AS n FROM alert_sends WHERE sent_at IS NULL',
     );
     expect(rows).toEqual([{ n: 0 }]);
+  }, 180_000);
+
+  it('alerts every outage; a flapping endpoint gets one summary per pace, never silence', async () => {
+    const db = (t as TestDb).db;
+    const acc = await insertAccount(db);
+    await user(acc, 'oncall@example.com', 'owner');
+    const watchId = await watchWithAlert(acc, 'Flappy shop', FLAP_ADDRESS);
+    const mailer = new Mailer({
+      transport: (smtp as TestSmtp).url,
+      from: 'tronwatch <no-reply@tw.example>',
+      logger: silentLogger,
+    });
+    const loop = loopOf(mailer, 5);
+    const mine = () =>
+      (smtp as TestSmtp).received.filter((m) => m.to.includes('oncall@example.com'));
+    try {
+      // The first outage is mailed at once.
+      expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+      expect(mine().map((m) => m.subject)).toEqual(['Deliveries to your webhook are failing']);
+      // It ends, a second outage starts and ends within the pace (5 minutes): nothing yet…
+      await queue(acc, watchId, 'recovered', 'Deliveries succeed again.');
+      await queue(
+        acc,
+        watchId,
+        'failing',
+        'Deliveries are failing: 5 delivery attempts in a row failed.',
+      );
+      await queue(acc, watchId, 'recovered', 'Deliveries succeed again.');
+      expect(await loop.runOnce()).toEqual({ sent: 0, failed: 0 });
+      expect(mine()).toHaveLength(1);
+      // …and once the pace has passed (the last send moved 5 minutes back), one summary of the
+      // three changes, which says the state now.
+      await db.query(
+        `UPDATE alert_sends SET sent_at = sent_at - interval '5 minutes'
+          WHERE watch_id = $1 AND sent_at IS NOT NULL`,
+        [watchId],
+      );
+      expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+      const got = mine();
+      expect(got).toHaveLength(2);
+      const summary = got[1];
+      expect(summary?.subject).toMatch(
+        /^Deliveries to your webhook are flapping: 1 outage since .* UTC, now delivering again$/,
+      );
+      expect(summary?.text).toContain('changed state 3 times');
+      expect(summary?.text.match(/^- .* UTC {2}Deliveries (succeed|are failing)/gm)).toHaveLength(
+        3,
+      );
+      expect(summary?.text).toContain('Now: delivering again.');
+      for (const m of got) {
+        expectHostOnly(m.text);
+        expectHostOnly(m.html);
+      }
+      // Every alert of the watch is done with, each once.
+      const { rows } = await db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM watch_alerts WHERE watch_id = $1 AND mailed_at IS NOT NULL',
+        [watchId],
+      );
+      expect(rows).toEqual([{ n: 4 }]);
+    } finally {
+      await loop.stop();
+      await mailer.close();
+    }
   }, 180_000);
 });

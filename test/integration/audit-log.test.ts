@@ -28,6 +28,7 @@ import { loadConfig } from '../../src/config.js';
 import { startReceiver } from '../../src/devnet/receiver.js';
 import { startTelegramStandIn, type TelegramStandIn } from '../../src/devnet/telegram-stand-in.js';
 import { openBot } from '../../src/telegram/bot.js';
+import { MemoryPacer } from '../../src/telegram/pacing.js';
 import { handleUpdate } from '../../src/telegram/updates.js';
 import {
   ADDR2_B58,
@@ -591,9 +592,12 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
         text: `/start ${token}`,
       },
     } as unknown as Update;
-    expect(await handleUpdate({ db: h.db, telegram: bot, logger: silentLogger }, update)).toBe(
-      'bound',
-    );
+    expect(
+      await handleUpdate(
+        { db: h.db, telegram: bot, pacer: new MemoryPacer(), logger: silentLogger },
+        update,
+      ),
+    ).toBe('bound');
     expect((await b.del('/console/api/telegram')).statusCode).toBe(204);
     const entries = json<Page>(await b.get('/console/api/audit?action=telegram.*')).data;
     expect(entries.map((e) => [e.action, e.actor.type, e.actor.id, e.target_id])).toEqual([

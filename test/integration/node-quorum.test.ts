@@ -2,7 +2,7 @@
  * Several node providers (src/tron/node-group.ts) against real replay nodes serving one synthetic
  * chain, some of them lying (ReplayLies: forged blocks and receipts, wrong heads, another fork),
  * on both database engines: no event ever comes from forged data, every real event is committed
- * exactly once, and ingest fails over, stalls and resumes as the README's "Trusting the node"
+ * exactly once, and ingest fails over, stalls and resumes as docs/trusting-the-node.md
  * says. The expectation is the generator's own ground truth (test/helpers/chain.ts).
  */
 import { afterEach, describe, expect, it } from 'vitest';

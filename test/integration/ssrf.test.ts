@@ -278,7 +278,11 @@ describe('delivery refused at connect time: the receiver gets no connection', ()
     const s = sender({ caFile: r.caFile });
     const port = new URL(r.url).port;
     for (const [url, reason] of [
-      [`http://127.0.0.1:${port}/hook`, /^refused: scheme must be https$/],
+      [`ftp://127.0.0.1:${port}/hook`, /^refused: scheme must be https$/],
+      [
+        `http://127.0.0.2:${port}/hook`,
+        /^refused: address 127\.0\.0\.2 is outside WEBHOOK_ALLOW_CIDRS/,
+      ],
       [`https://u:p@127.0.0.1:${port}/hook`, /^refused: credentials/],
       [`https://10.0.0.7:${port}/hook`, /^refused: address 10\.0\.0\.7 .*\(private\)$/],
     ] as const) {

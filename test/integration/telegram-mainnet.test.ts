@@ -47,7 +47,7 @@ function utc(ms: number): string {
   return `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())} ${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())} UTC`;
 }
 
-/** The message the chat must get for one expected event (what the README promises it shows). */
+/** The message the chat must get for one expected event (what docs/integrating.md promises it shows). */
 function expectedText(e: ExpectedEvent, t: Transfer, watched: string, blockTimeMs: number): string {
   const incoming = e.direction === 'incoming';
   const counterparty = incoming ? t.from : t.to;

@@ -203,6 +203,7 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
       {
         db: harness.db,
         telegram: bot,
+        pacer: new MemoryPacer(),
         logger: silentLogger,
         databaseUrl: harness.t.url,
         network: 'mainnet',
@@ -528,6 +529,78 @@ describe.each(dbEngines)('telegram on %s', (engine) => {
     );
     expect(si.delivered('6060')).toHaveLength(8);
   });
+
+  it("paces the bot's own messages with deliveries: a group bound within the minute gets no 429 on its 21st", async () => {
+    // Windows ×0.02: per group 20 per 1.2 s on arrival. The group is bound with /start (the bot
+    // answers "Connected"), then 20 deliveries follow at once: the 21st message of the window
+    // waits for room. Before the fix the reply was sent outside the pacing and the stand-in
+    // refused the 21st with 429.
+    const { bot, cfg } = await withBot(ARRIVAL_ENV, true);
+    const si = standIn as TelegramStandIn;
+    const pacer = new MemoryPacer();
+    h = await apiHarness(engine, { env: { CONSOLE_SIGNUP: 'open' }, telegram: bot, pacer });
+    const harness = h;
+    const ac = new AbortController();
+    const polling = runUpdatePolling(
+      {
+        db: harness.db,
+        telegram: bot,
+        pacer,
+        logger: silentLogger,
+        databaseUrl: harness.t.url,
+        network: 'mainnet',
+      },
+      ac.signal,
+    );
+    const worker = new ChatDeliveryWorker({
+      db: harness.db,
+      telegram: bot,
+      pacer,
+      config: cfg,
+      logger: silentLogger,
+    });
+    const run = worker.start(ac.signal);
+    stops.push(async () => {
+      ac.abort();
+      await polling;
+      await run;
+    });
+    const s = new Session(harness.app);
+    expect((await s.signUp('group@example.com')).statusCode).toBe(201);
+    const connect = await s.request('POST', '/console/api/telegram/connect');
+    const token = /start=([A-Za-z0-9_-]+)$/.exec(json<{ link: string }>(connect).link)?.[1] ?? '';
+    const groupId = -1_002_020_020;
+    si.userSends({ id: groupId, type: 'group', title: 'Paced' }, `/start@${si.username} ${token}`);
+    await until(() => si.delivered(groupId).length === 1, 'the bot to answer in the group');
+    expect(si.delivered(groupId)[0]?.text).toMatch(/^Connected/);
+    // 20 chat deliveries to the same group, due at once.
+    const { rows } = await harness.db.query<{ id: string }>(
+      'SELECT id FROM accounts WHERE telegram_chat_id = $1',
+      [String(groupId)],
+    );
+    const accountId = rows[0]?.id ?? '';
+    const watchId = `wh_${randomBytes(8).toString('hex')}`;
+    await harness.db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
+                            channel, active_from_block)
+       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'incoming', 'telegram', 0)`,
+      [watchId, accountId, USDT_CONTRACT, USDT_CONTRACT_HEX],
+    );
+    await insertEvents(harness.db, { accountId, watchId, count: 20 });
+    await harness.db.query(`UPDATE notifications SET channel = 'telegram' WHERE watch_id = $1`, [
+      watchId,
+    ]);
+    worker.wake();
+    await until(
+      async () => (await states(harness.db)).every((n) => n.status === 'DELIVERED'),
+      '20 deliveries',
+      60_000,
+    );
+    expect(si.delivered(groupId)).toHaveLength(21);
+    expect(refusals(si)).toEqual([]);
+    expect(si.sent.filter((m) => m.status === 429)).toEqual([]);
+    expect((await states(harness.db)).every((n) => n.attempts === 1)).toBe(true);
+  }, 90_000);
 
   it('paces a burst of 200 events for one chat: no 429 on arrival, never two in one per-chat window', async () => {
     const { bot, cfg } = await withBot(ARRIVAL_ENV, true);

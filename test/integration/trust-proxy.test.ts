@@ -1,5 +1,5 @@
 /**
- * The client's address behind a proxy (issue 17 item 1; README "Running several processes",
+ * The client's address behind a proxy (issue 17 item 1; docs/operating.md "Running several processes",
  * TRUST_PROXY): every limit keyed on the client's address (the per-address window of
  * unauthenticated /v1 callers, console login failures, sign-ups, invitation tokens), the sessions
  * list and the request log use the address a TRUSTED proxy forwarded, and never an

@@ -5,13 +5,21 @@
  * document this service serves; every call below is compiled against those types (this file is
  * type-checked with the repository) and answered as they say; verifyWebhook accepts a real
  * delivery and refuses a tampered one.
+ *
+ * Issue 31 item 1: the package installs into an empty project with the one command of its
+ * README, the README's example type-checks there (`tsc --noEmit`) and runs against this service;
+ * what must not compile (unknown query keys and body members) does not; a `Headers` object's
+ * headers are sent; an error's `details` is typed; a webhook watch's `secret` is not optional.
  */
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_FILE, schemaSource } from '../../clients/typescript/scripts/generate.js';
 import {
+  API_VERSION,
   createTronwatchClient,
   type TronwatchClient,
   verifyWebhook,
@@ -27,6 +35,9 @@ import { hexToBase58 } from '../../src/tron/address.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 import { chainDir, fixtureJson } from '../helpers/fixtures.js';
 
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const CLIENT_DIR = path.join(ROOT, 'clients', 'typescript');
+const run = promisify(execFile);
 const BLOCK = 79072107;
 const engine = dbEngines.includes('postgres') ? 'postgres' : 'pglite';
 
@@ -58,6 +69,7 @@ describe(`typed client against a started service (${engine})`, () => {
   let service: Service;
   let receiver: Receiver;
   let tw: TronwatchClient;
+  let key = '';
   let secret = '';
 
   beforeAll(async () => {
@@ -98,7 +110,7 @@ describe(`typed client against a started service (${engine})`, () => {
     );
     cleanups.push(() => service.stop());
     const account = await accountsCreate(service.db, { email: 'client@example.com', plan: 'pro' });
-    const { key } = await keysCreate(service.db, { account: account.id });
+    key = (await keysCreate(service.db, { account: account.id })).key;
     tw = createTronwatchClient({ baseUrl: `${service.url}/`, apiKey: key });
   }, 180_000);
 
@@ -116,6 +128,123 @@ describe(`typed client against a started service (${engine})`, () => {
     ).toBe(true);
   });
 
+  it('sends the headers of a Headers object', async () => {
+    const withHeaders = createTronwatchClient({
+      baseUrl: service.url as string,
+      apiKey: key,
+      headers: new Headers({ 'X-Request-Id': 'client-headers-1' }),
+    });
+    const res = await withHeaders.GET('/v1/status');
+    expect(res.response.status).toBe(200);
+    expect(res.response.headers.get('x-request-id')).toBe('client-headers-1');
+    const pairs = createTronwatchClient({
+      baseUrl: service.url as string,
+      apiKey: key,
+      headers: [['X-Request-Id', 'client-headers-2']],
+    });
+    const res2 = await pairs.GET('/v1/status');
+    expect(res2.response.headers.get('x-request-id')).toBe('client-headers-2');
+  });
+
+  it('installs as its README says, and the README example compiles and runs', {
+    timeout: 300_000,
+  }, async () => {
+    const readme = fs.readFileSync(path.join(CLIENT_DIR, 'README.md'), 'utf8');
+    const pack = /```sh\n(npm run client:pack)\n```/.exec(readme)?.[1];
+    const install = /```sh\n(npm install \/path\/to\/tronwatch\/[^\n]+)\n```/.exec(readme)?.[1];
+    const example = /## Example[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    if (!pack || !install || !example) throw new Error('the README has no install line or example');
+    expect(example.trim().split('\n')).toHaveLength(5);
+    const pkg = JSON.parse(fs.readFileSync(path.join(CLIENT_DIR, 'package.json'), 'utf8')) as {
+      version: string;
+      private?: boolean;
+    };
+    // Versioned with the API: 2026-08 is 2026.8.x.
+    const [y, m] = API_VERSION.split('-').map(Number);
+    expect(pkg.version).toMatch(new RegExp(`^${y}\\.${m}\\.\\d+$`));
+    expect(pkg.private).toBeUndefined();
+
+    const project = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-client-project-'));
+    cleanups.push(() => fs.rmSync(project, { recursive: true, force: true }));
+    fs.writeFileSync(
+      path.join(project, 'package.json'),
+      JSON.stringify({ name: 'scratch', private: true, type: 'module' }),
+    );
+    fs.writeFileSync(
+      path.join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          types: ['node'],
+          outDir: 'out',
+        },
+      }),
+    );
+    // npm's cache holds what the repository's own install fetched: offline when it can be.
+    const npmEnv = { ...process.env, npm_config_prefer_offline: 'true', npm_config_audit: 'false' };
+    await run('npm', ['run', 'client:pack'], { cwd: ROOT, env: npmEnv });
+    const tarball = install.split(' ')[2]?.replace('/path/to/tronwatch', ROOT) ?? '';
+    expect(tarball).toBe(path.join(CLIENT_DIR, `tronwatch-client-${pkg.version}.tgz`));
+    await run('npm', ['install', tarball], { cwd: project, env: npmEnv });
+    await run('npm', ['install', '-D', 'typescript@5.9', '@types/node@20'], {
+      cwd: project,
+      env: npmEnv,
+    });
+    const installed = path.join(project, 'node_modules', '@tronwatch', 'client');
+    expect(fs.lstatSync(installed).isSymbolicLink()).toBe(false);
+    expect(fs.existsSync(path.join(installed, 'dist', 'index.js'))).toBe(true);
+
+    const tsc = path.join(project, 'node_modules', 'typescript', 'bin', 'tsc');
+    fs.writeFileSync(path.join(project, 'example.ts'), example);
+    await run(process.execPath, [tsc, '--noEmit', '-p', '.'], { cwd: project });
+
+    // What must not compile: a misspelt query key beside a right one, an extra body member.
+    fs.writeFileSync(
+      path.join(project, 'wrong.ts'),
+      [
+        "import { createTronwatchClient } from '@tronwatch/client';",
+        "const tw = createTronwatchClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k' });",
+        "await tw.GET('/v1/events', { params: { query: { limit: 5, watch: 'wh_1' } } });",
+        "await tw.POST('/v1/watches', { body: { address: 'T', asset_filter: 'USDT', hook: 'x' } });",
+        '',
+      ].join('\n'),
+    );
+    const wrong = await run(process.execPath, [tsc, '--noEmit', '-p', '.'], {
+      cwd: project,
+    }).then(
+      () => '',
+      (err: { stdout?: string }) => err.stdout ?? '',
+    );
+    expect(wrong).toMatch(/wrong\.ts\(3,[0-9]+\).*'watch' does not exist/);
+    expect(wrong).toMatch(/wrong\.ts\(4,[0-9]+\).*'hook' does not exist/);
+    fs.rmSync(path.join(project, 'wrong.ts'));
+
+    // The example, compiled and run against this service.
+    await run(process.execPath, [tsc, '-p', '.'], { cwd: project });
+    const out = await run(process.execPath, [path.join(project, 'out', 'example.js')], {
+      cwd: project,
+      env: {
+        ...process.env,
+        TRONWATCH_URL: service.url as string,
+        TRONWATCH_API_KEY: key,
+        WEBHOOK_URL: `${receiver.origin}/hook/readme`,
+      },
+    });
+    const [id, printed] = out.stdout.trim().split(' ');
+    expect(id).toMatch(/^wh_/);
+    expect(printed).toMatch(/^whsec_/);
+    const listed = await tw.GET('/v1/watches');
+    expect(listed.data?.data.find((w) => w.id === id)).toMatchObject({
+      address: 'TTxM1dAjyFzwH23RZwToSDtrJQyfoEREPp',
+      asset_filter: 'USDT',
+      direction: 'incoming',
+    });
+    await tw.DELETE('/v1/watches/{id}', { params: { path: { id: id as string } } });
+  });
+
   it('creates, lists, explains, pages and changes watches through typed calls', {
     timeout: 180_000,
   }, async () => {
@@ -131,8 +260,10 @@ describe(`typed client against a started service (${engine})`, () => {
     expect(created.response.headers.get('x-ratelimit-limit')).toBe('300');
     const watch = created.data;
     if (!watch) throw new Error(JSON.stringify(created.error));
-    expect(watch.secret).toMatch(/^whsec_/);
-    secret = watch.secret ?? '';
+    if (watch.channel !== 'webhook') throw new Error('a webhook watch was expected');
+    // Typed as a string (not optional) once the channel says webhook.
+    secret = watch.secret;
+    expect(secret).toMatch(/^whsec_/);
 
     // A contract error comes back typed as the error body.
     const dup = await tw.POST('/v1/watches', {
@@ -146,6 +277,15 @@ describe(`typed client against a started service (${engine})`, () => {
     expect(dup.response.status).toBe(409);
     expect(dup.data).toBeUndefined();
     expect(typeof dup.error?.error).toBe('string');
+
+    // `direction` is optional (the API defaults it); a 400's details are typed FieldErrors.
+    const invalid = await tw.POST('/v1/watches', {
+      body: { address: 'Tnot-an-address', asset_filter: 'USDT', webhook_url: 'http://x.test/' },
+    });
+    expect(invalid.response.status).toBe(400);
+    const details = invalid.error?.details;
+    const fields = Array.isArray(details) ? details.map((d) => d.field).sort() : [];
+    expect(fields).toEqual(['address', 'webhook_url']);
 
     const listed = await tw.GET('/v1/watches');
     expect(listed.data?.data.map((w) => w.id)).toEqual([watch.id]);

@@ -2,8 +2,8 @@
  * Endpoint health, alerts and the automatic pause (issue 19 items 1 and 2), on both engines,
  * through the public API, a real delivery worker (compressed schedule) and a real HTTPS receiver
  * whose answer the test switches: the health fields of GET /v1/watches and the buckets of
- * GET /v1/watches/{id}/health, the alert raised by consecutive failures and a DEAD (one e-mail per
- * window, one on recovery), and a watch paused after WATCH_AUTO_PAUSE_DAYS of failures (the
+ * GET /v1/watches/{id}/health, the alert raised by consecutive failures and a DEAD (one alert per
+ * outage, the second of the day too, one on each recovery), and a watch paused after WATCH_AUTO_PAUSE_DAYS of failures (the
  * attempts' times are moved back in the database: no test waits days), its reason in the API.
  */
 import { randomBytes } from 'node:crypto';
@@ -14,7 +14,8 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
 import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
-import { type AlertMail, mailPendingAlerts } from '../../src/watches/alert-mail.js';
+import { type AlertMail, emailAlertSender } from '../../src/watches/alert-mail.js';
+import { AlertLoop } from '../../src/watches/alert-outbox.js';
 import {
   type ApiHarness,
   apiHarness,
@@ -60,7 +61,7 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
     h = undefined;
   });
 
-  it('measures, alerts once per window and on recovery, pauses after days of failures', async () => {
+  it('measures, alerts every outage and its end, pauses after days of failures', async () => {
     let status = 500;
     r = await startReceiver({ respond: () => status });
     const rr = r;
@@ -83,7 +84,7 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
         method: 'POST',
         url: '/v1/watches',
         headers: c.headers,
-        payload: webhookWatch({ webhook_url: r.url }),
+        payload: webhookWatch({ webhook_url: `${r.url}?token=tok-health-7` }),
       }),
     );
     const watchId = created.id as string;
@@ -209,7 +210,8 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
     expect(theirs.statusCode).toBe(404);
 
     // Failing again, and the failures go back six days (WATCH_AUTO_PAUSE_DAYS = 5): the next
-    // failed attempt pauses the watch, with its reason. The reopened alert sends no e-mail (window).
+    // failed attempt pauses the watch, with its reason. The second outage is alerted too (issue 29:
+    // it was silent within WATCH_ALERT_WINDOW_HOURS).
     status = 503;
     const e4 = await event();
     await until(async () => expect(await notificationStatus(e4)).toBe('DEAD'));
@@ -227,7 +229,7 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
     });
     expect(paused.paused_reason).toMatch(/paused automatically/);
     expect(paused.auto_paused_at).toEqual(expect.any(String));
-    expect(await alerts()).toEqual(['failing', 'recovered', 'auto_paused']);
+    expect(await alerts()).toEqual(['failing', 'recovered', 'failing', 'auto_paused']);
 
     // Resuming clears the reason; the failures before it no longer count towards a pause.
     const resumed = await hh.app.inject({
@@ -245,17 +247,29 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
     await until(async () => expect((await listed()).health.consecutive_failures).toBe(18));
     expect((await listed()).status).toBe('ACTIVE');
 
-    // The outbox is e-mailed once through the mailer the lead wires (src/watches/alert-mail.ts).
+    // The outbox is e-mailed once: the four changes waited together, so they go as one summary
+    // that ends with the state now, the receiver named by its host only.
     const sent: AlertMail[] = [];
-    expect(
-      await mailPendingAlerts(hh.db, async (m) => void sent.push(m), 'https://tw.example'),
-    ).toBe(3);
-    expect(sent.map((m) => m.alert.kind)).toEqual(['failing', 'recovered', 'auto_paused']);
+    const loop = new AlertLoop({
+      db: hh.db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes: 5,
+      email: emailAlertSender(hh.db, async (m) => void sent.push(m)),
+      logger: silentLogger,
+    });
+    expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+    expect(sent.map((m) => m.alert.kinds)).toEqual([
+      ['failing', 'recovered', 'failing', 'auto_paused'],
+    ]);
     expect(sent[0]?.to).toHaveLength(1);
+    expect(sent[0]?.subject).toMatch(/flapping: 2 outages since .*, now paused$/);
     expect(sent[0]?.text).toContain(`https://tw.example/console/watches/${watchId}`);
-    expect(
-      await mailPendingAlerts(hh.db, async (m) => void sent.push(m), 'https://tw.example'),
-    ).toBe(0);
+    expect(sent[0]?.text).toContain(`Endpoint: ${new URL(rr.url).host}\n`);
+    for (const leak of [new URL(rr.url).pathname, 'tok-health-7', '?']) {
+      expect(sent[0]?.text).not.toContain(leak);
+    }
+    expect(await loop.runOnce()).toEqual({ sent: 0, failed: 0 });
+    await loop.stop();
     void rr;
   }, 300_000);
 });

@@ -3,7 +3,7 @@
  * public API (POST /v1/watches/{id}/rotate-secret, POST …/previous-secret/expire), a real delivery
  * worker and a real HTTPS receiver. During the grace period every delivery is signed with both
  * secrets, and a receiver holding either one verifies it: with the npm `standardwebhooks` library
- * and with the README's Node snippet (extracted and run as written).
+ * and with docs/integrating.md's Node snippet (extracted and run as written).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -34,9 +34,9 @@ afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 type SnippetFn = (...args: unknown[]) => boolean;
 let snippet: { verifyXSignature: SnippetFn; verifyStandardWebhook: SnippetFn };
 
-/** The README's Node snippet ("Receiving webhooks"), written to a file and imported as is. */
+/** docs/integrating.md's Node snippet ("Receiving webhooks"), written to a file and imported as is. */
 beforeAll(async () => {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const readme = fs.readFileSync(path.join(ROOT, 'docs', 'integrating.md'), 'utf8');
   const start = readme.indexOf('## Receiving webhooks');
   const end = readme.indexOf('\n## ', start + 1);
   const m = /```js\n([\s\S]*?)```/.exec(readme.slice(start, end < 0 ? undefined : end));
@@ -171,7 +171,7 @@ describe.each(dbEngines)('webhook secret rotation on %s', (engine) => {
     expect(new Webhook(firstSecret).verify(req.body.toString('utf8'), std(req.headers))).toEqual(
       payload,
     );
-    // The README's snippet, with either secret, both schemes.
+    // docs/integrating.md's snippet, with either secret, both schemes.
     expect(snippet.verifyStandardWebhook(newSecret, req.body, req.headers)).toBe(true);
     expect(snippet.verifyStandardWebhook(firstSecret, req.body, req.headers)).toBe(true);
     expect(snippet.verifyXSignature(newSecret, req.body, req.headers['x-signature'])).toBe(true);

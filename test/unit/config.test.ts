@@ -113,18 +113,18 @@ describe('loadConfig', () => {
   });
 
   it('reads the watch alert settings: defaults, values, and refuses out-of-range ones', () => {
-    expect(loadConfig({}).alerts).toEqual({ failures: 5, windowHours: 24, autoPauseDays: 5 });
+    expect(loadConfig({}).alerts).toEqual({ failures: 5, paceMinutes: 5, autoPauseDays: 5 });
     expect(
       loadConfig({
         WATCH_ALERT_FAILURES: '12',
-        WATCH_ALERT_WINDOW_HOURS: '0.5',
+        WATCH_ALERT_PACE_MINUTES: '0.5',
         WATCH_AUTO_PAUSE_DAYS: '0',
       }).alerts,
-    ).toEqual({ failures: 12, windowHours: 0.5, autoPauseDays: 0 });
+    ).toEqual({ failures: 12, paceMinutes: 0.5, autoPauseDays: 0 });
     for (const [env, re] of [
       [{ WATCH_ALERT_FAILURES: '0' }, /WATCH_ALERT_FAILURES/],
       [{ WATCH_ALERT_FAILURES: '2.5' }, /WATCH_ALERT_FAILURES/],
-      [{ WATCH_ALERT_WINDOW_HOURS: '0' }, /WATCH_ALERT_WINDOW_HOURS/],
+      [{ WATCH_ALERT_PACE_MINUTES: '-1' }, /WATCH_ALERT_PACE_MINUTES/],
       [{ WATCH_AUTO_PAUSE_DAYS: '-1' }, /WATCH_AUTO_PAUSE_DAYS/],
       [{ WATCH_AUTO_PAUSE_DAYS: 'five' }, /WATCH_AUTO_PAUSE_DAYS/],
     ] as const) {

@@ -1,7 +1,9 @@
 /**
  * The repository's documents stand on their own: every relative link in README.md and docs/*.md
- * leads to a file that exists (and an in-page anchor to a heading that exists), and docs/api.md
- * lists exactly the endpoints and error codes of the OpenAPI document the app serves.
+ * leads to a file that exists (and an anchor, in the page or in another one, to a heading that
+ * exists), README.md stays a landing page (the two commands first, at most 250 lines, a link to
+ * every page of docs/), and docs/api.md lists exactly the endpoints and error codes of the OpenAPI
+ * document the app serves.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -80,6 +82,34 @@ describe('the documents', () => {
     }
     expect(checked).toBeGreaterThan(20);
     expect(broken).toEqual([]);
+  });
+
+  it('README.md stays a landing page that leads to every page of docs/', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    expect(readme.split('\n').length).toBeLessThanOrEqual(250);
+    // The two commands come first, as CI runs them.
+    expect(readme).toMatch(/^# tronwatch\n\n```sh\nnpm ci && npm run demo .*\nnpm test .*\n```/);
+    const linked = new Set(relativeLinks(readme).map((l) => l.split('#')[0]));
+    for (const doc of DOCS.filter((d) => d.startsWith('docs/'))) {
+      expect(linked.has(doc), `README.md links to ${doc}`).toBe(true);
+    }
+  });
+
+  it('give every heading of a page its own anchor (a repeated heading is reachable only by a suffix)', () => {
+    const repeated: string[] = [];
+    for (const doc of DOCS) {
+      const seen = new Set<string>();
+      let fenced = false;
+      for (const line of fs.readFileSync(path.join(ROOT, doc), 'utf8').split('\n')) {
+        if (line.startsWith('```')) fenced = !fenced;
+        const m = fenced ? null : /^#{1,6}\s+(.*)$/.exec(line);
+        if (!m?.[1]) continue;
+        const s = slug(m[1]);
+        if (seen.has(s)) repeated.push(`${doc}: ${m[1]}`);
+        seen.add(s);
+      }
+    }
+    expect(repeated).toEqual([]);
   });
 
   it('name no file that is not in the repository (SPEC.md, DESIGN.md live outside it)', () => {

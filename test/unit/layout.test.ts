@@ -1,6 +1,9 @@
 /**
- * The import rules of the source tree (CONVENTIONS "Where things live"): the domain and the
- * reader never import the HTTP layers (api/, console/) or the simulators (devnet/), and no module
+ * The import rules of the source tree (CONVENTIONS "Where things live"): every folder below the
+ * HTTP layers (the domain, the reader, audit, secrets, mail, telegram, retention, redis, rate-limit,
+ * common, db… and any new one) and src/config.ts never import the HTTP layers (api/, console/,
+ * mcp/) or the simulators (devnet/); the console shares helpers with the API through modules
+ * below both (src/common/query.ts), not api/routes/events.ts; and no module
  * imports itself through a cycle (type-only imports included: a cycle of types is a layering
  * mistake too). Read from the files' import statements, as text.
  */
@@ -33,19 +36,70 @@ const graph = new Map(files.map((f) => [f, importsOf(f)]));
 const rel = (f: string) => path.relative(SRC, f);
 const top = (f: string) => rel(f).split(path.sep)[0];
 
+/** The folders of src/. */
+const folders = readdirSync(SRC, { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .map((d) => d.name);
+/** The HTTP layers and the simulators: the layers nothing below them may import. */
+const FORBIDDEN = ['api', 'console', 'mcp', 'devnet'];
+/** The folders above the domain: the HTTP layers (mcp/ serves POST /mcp) and the simulators. */
+const UPPER = FORBIDDEN;
+/** The files at src/'s root that compose every layer (the CLI and the service). */
+const ROOTS = ['main.ts', 'service.ts'];
+/** A file below the HTTP layers: in a folder not in UPPER, or at src/'s root but for ROOTS. */
+const isLower = (f: string) => {
+  const t = top(f) ?? '';
+  return t.endsWith('.ts') ? !ROOTS.includes(t) : !UPPER.includes(t);
+};
+
 describe('source layout', () => {
   it('finds the tree it checks', () => {
     expect(files.length).toBeGreaterThan(50);
     expect(graph.get(path.join(SRC, 'api', 'app.ts'))?.length).toBeGreaterThan(5);
   });
 
-  it('keeps the domain and the reader free of api/, console/ and devnet/', () => {
-    const lower = ['accounts', 'watches', 'events', 'ingest', 'delivery', 'tron', 'net'];
-    const upper = ['api', 'console', 'devnet'];
+  it('keeps every folder below the HTTP layers free of api/, console/, mcp/ and devnet/', () => {
+    const lower = folders.filter((d) => !UPPER.includes(d));
+    expect(isLower(path.join(SRC, 'config.ts'))).toBe(true);
+    // Every domain folder is checked, a new one too (it is lower unless named in UPPER).
+    for (const d of [
+      'accounts',
+      'audit',
+      'common',
+      'db',
+      'delivery',
+      'doctor',
+      'events',
+      'ingest',
+      'mail',
+      'net',
+      'rate-limit',
+      'redis',
+      'retention',
+      'secrets',
+      'telegram',
+      'tron',
+      'watches',
+    ]) {
+      expect(lower, d).toContain(d);
+    }
     const bad: string[] = [];
     for (const [file, deps] of graph) {
-      if (!lower.includes(top(file) ?? '')) continue;
-      for (const d of deps) if (upper.includes(top(d) ?? '')) bad.push(`${rel(file)} → ${rel(d)}`);
+      if (!isLower(file)) continue;
+      for (const d of deps)
+        if (FORBIDDEN.includes(top(d) ?? '')) bad.push(`${rel(file)} → ${rel(d)}`);
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('has the console share query helpers with the API through a module below both, not api/routes/events.ts', () => {
+    const bad: string[] = [];
+    for (const [file, deps] of graph) {
+      if (top(file) !== 'console') continue;
+      for (const d of deps) {
+        if (rel(d).startsWith(`api${path.sep}routes${path.sep}events`))
+          bad.push(`${rel(file)} → ${rel(d)}`);
+      }
     }
     expect(bad).toEqual([]);
   });

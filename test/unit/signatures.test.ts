@@ -4,7 +4,7 @@
  *  - the published known-answer vectors (docs/signature-vectors.json),
  *  - a reference verifier, npm `standardwebhooks` (its Webhook class must accept our headers),
  *  - the Standard Webhooks project's own published example,
- *  - the README's Node, Python and Go snippets, extracted from README.md and run as written
+ *  - the Node, Python and Go snippets of docs/integrating.md, extracted from it and run as written
  *    (Go: with the `go` toolchain, which .ci/run installs; skipped with a message without it).
  */
 import { execFileSync } from 'node:child_process';
@@ -48,9 +48,9 @@ interface Vector {
 const vectors = (JSON.parse(fs.readFileSync(VECTORS_FILE, 'utf8')) as { vectors: Vector[] })
   .vectors;
 
-/** The first ```lang block of README.md's "Receiving webhooks" section. */
-function readmeSnippet(lang: string): string {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+/** The first ```lang block of docs/integrating.md's "Receiving webhooks" section. */
+function docSnippet(lang: string): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'docs', 'integrating.md'), 'utf8');
   const start = readme.indexOf('## Receiving webhooks');
   expect(start).toBeGreaterThanOrEqual(0);
   const end = readme.indexOf('\n## ', start + 1);
@@ -231,7 +231,7 @@ function creditBodies(): [string, string] {
   ];
 }
 
-describe("README's Node snippet (extracted and run as written)", () => {
+describe("docs/integrating.md's Node snippet (extracted and run as written)", () => {
   let dir: string;
   let verifyXSignature: SnippetFn;
   let verifyStd: SnippetFn;
@@ -240,7 +240,7 @@ describe("README's Node snippet (extracted and run as written)", () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-'));
     const file = path.join(dir, 'verify.mjs');
-    fs.writeFileSync(file, readmeSnippet('js'));
+    fs.writeFileSync(file, docSnippet('js'));
     const mod = (await import(pathToFileURL(file).href)) as Record<string, SnippetFn>;
     verifyXSignature = mod.verifyXSignature as SnippetFn;
     verifyStd = mod.verifyStandardWebhook as SnippetFn;
@@ -330,7 +330,7 @@ function expectSnippetVerdicts(out: unknown): void {
   });
 }
 
-describe("README's Python snippet (python3, extracted and run as written)", () => {
+describe("docs/integrating.md's Python snippet (python3, extracted and run as written)", () => {
   const harness = `
 import json, sys
 doc = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -360,7 +360,7 @@ print(json.dumps(out))
       const [transfer, test] = creditBodies();
       fs.writeFileSync(
         file,
-        `${readmeSnippet('python')}\nimport json, sys\nprint(json.dumps([is_creditable_transfer(json.loads(a)) for a in sys.argv[1:]]))\n`,
+        `${docSnippet('python')}\nimport json, sys\nprint(json.dumps([is_creditable_transfer(json.loads(a)) for a in sys.argv[1:]]))\n`,
       );
       const out = execFileSync('python3', [file, transfer, test], {
         encoding: 'utf8',
@@ -376,7 +376,7 @@ print(json.dumps(out))
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-py-'));
     try {
       const file = path.join(dir, 'verify.py');
-      fs.writeFileSync(file, `${readmeSnippet('python')}\n${harness}`);
+      fs.writeFileSync(file, `${docSnippet('python')}\n${harness}`);
       const vfile = writeVectorsWithLive(dir, 'evt_py');
       expectSnippetVerdicts(
         JSON.parse(execFileSync('python3', [file, vfile], { encoding: 'utf8', timeout: 20_000 })),
@@ -397,11 +397,11 @@ const goVersion = (() => {
 })();
 if (goVersion === null)
   console.warn(
-    "skipping the README's Go snippet test: no `go` on PATH (apt-get install golang-go)",
+    "skipping docs/integrating.md's Go snippet test: no `go` on PATH (apt-get install golang-go)",
   );
 
 describe.skipIf(goVersion === null)(
-  "README's Go snippet (go run, extracted and run as written)",
+  "docs/integrating.md's Go snippet (go run, extracted and run as written)",
   () => {
     const harness = `package main
 
@@ -464,7 +464,7 @@ func main() {
       try {
         fs.writeFileSync(
           path.join(dir, 'webhook.go'),
-          readmeSnippet('go').replace(/^package webhook\n/, 'package main\n'),
+          docSnippet('go').replace(/^package webhook\n/, 'package main\n'),
         );
         fs.writeFileSync(
           path.join(dir, 'main.go'),
@@ -496,8 +496,8 @@ func main() {
     it('verifies every vector and refuses stale or tampered ones', () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-go-'));
       try {
-        const snippet = readmeSnippet('go');
-        // The README shows it as a package of the reader's own; here it is the harness's package.
+        const snippet = docSnippet('go');
+        // The page shows it as a package of the reader's own; here it is the harness's package.
         expect(snippet).toMatch(/^package webhook\n/);
         fs.writeFileSync(
           path.join(dir, 'webhook.go'),

@@ -251,7 +251,7 @@ describe('allow-list (WEBHOOK_ALLOW_CIDRS)', () => {
 
   it('bypasses only the address check: scheme, credentials, length, localhost still refused', async () => {
     for (const [url, reason] of [
-      ['http://127.0.0.1/hook', /scheme/],
+      ['ftp://127.0.0.1/hook', /scheme/],
       ['https://u:p@127.0.0.1/hook', /credentials/],
       ['https://localhost/hook', /localhost/],
       [`https://127.0.0.1/${'a'.repeat(2048)}`, /longer/],
@@ -260,6 +260,43 @@ describe('allow-list (WEBHOOK_ALLOW_CIDRS)', () => {
       const check = await checkWebhookUrl(url, allow);
       expect(check.ok ? '' : check.reason, url).toMatch(reason);
     }
+  });
+
+  it('plain http: only to addresses inside the allow-list (public ones refused), never localhost', async () => {
+    for (const url of [
+      'http://127.0.0.1:8080/hook',
+      'http://[::ffff:127.0.0.1]/hook', // judged as its IPv4
+      'http://10.200.0.1/hook',
+      'http://[fd00::1]/hook',
+      'http://loop.example.com/hook',
+      'http://private.example.com/hook',
+      'http://ula.example.com/hook',
+    ]) {
+      expect(await checkWebhookUrl(url, allow), url).toMatchObject({ ok: true, plainHttp: true });
+    }
+    expect(await checkWebhookUrl('https://127.0.0.1/hook', allow)).toMatchObject({
+      ok: true,
+      plainHttp: false,
+    });
+    for (const [url, reason] of [
+      ['http://8.8.8.8/hook', /^address 8\.8\.8\.8 is outside WEBHOOK_ALLOW_CIDRS: http:\/\//],
+      ['http://127.0.0.2/hook', /^address 127\.0\.0\.2 is outside WEBHOOK_ALLOW_CIDRS/],
+      ['http://[::1]/hook', /^address ::1 is outside WEBHOOK_ALLOW_CIDRS/],
+      [
+        'http://hooks.example.com/hook',
+        /^host resolves to an address .* outside WEBHOOK_ALLOW_CIDRS/,
+      ],
+      ['http://mixed.example.com/hook', /outside WEBHOOK_ALLOW_CIDRS \(1 of 2 answers\)/],
+      ['http://localhost/hook', /^localhost is not a public host$/],
+      ['http://LOCALHOST./hook', /^localhost is not a public host$/],
+      ['http://u:p@127.0.0.1/hook', /credentials/],
+    ] as const) {
+      const check = await checkWebhookUrl(url, allow);
+      expect(check.ok ? '' : check.reason, url).toMatch(reason);
+    }
+    // No allow-list (the default): http is refused outright.
+    const none = await checkWebhookUrl('http://127.0.0.1/hook', policy);
+    expect(none.ok ? '' : none.reason).toMatch(/^scheme must be https \(http:\/\/ only/);
   });
 
   it('rejects a malformed CIDR', () => {

@@ -208,6 +208,7 @@ function Shell({ children }: { children: ComponentChildren }) {
               API docs
             </a>
           </li>
+          <DevMailboxLink />
         </ul>
         <div class="nav-footer">
           <NetworkBadge />
@@ -221,6 +222,19 @@ function Shell({ children }: { children: ComponentChildren }) {
         {children}
       </main>
     </div>
+  );
+}
+
+/** `tronwatch dev` only: the local mailbox capturing every e-mail the service sends. */
+function DevMailboxLink() {
+  const { config } = useApp();
+  if (!config.dev_mailbox) return null;
+  return (
+    <li>
+      <a href={config.dev_mailbox} class="nav-link" target="_blank" rel="noopener">
+        E-mail (dev mailbox)
+      </a>
+    </li>
   );
 }
 

@@ -70,6 +70,8 @@ export interface Config {
   signed_in?: boolean;
   /** E-mail is on (SMTP_URL): invitations and password resets go by e-mail. */
   email: boolean;
+  /** `tronwatch dev`: the local mailbox page capturing every e-mail sent (else null or absent). */
+  dev_mailbox?: string | null;
 }
 
 export type Me = ServerMe;

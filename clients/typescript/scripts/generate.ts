@@ -22,10 +22,17 @@ const HEADER = `/**
 
 `;
 
-/** The TypeScript source of `src/schema.ts` for an OpenAPI document. */
+/**
+ * The TypeScript source of `src/schema.ts` for an OpenAPI document: its types, and
+ * `API_VERSION`, the document's `info.version` (the events' `api_version`, e.g. `2026-08`).
+ * `defaultNonNullable: false`: a member with a default (`direction`, `grace_period_seconds`) is
+ * optional in a request, as the API applies the default (no answer schema has defaults).
+ */
 export async function schemaSource(doc: unknown): Promise<string> {
-  const ast = await openapiTS(doc as OpenAPI3, { alphabetize: true });
-  return `${HEADER}${astToString(ast)}`;
+  const ast = await openapiTS(doc as OpenAPI3, { alphabetize: true, defaultNonNullable: false });
+  const version = (doc as { info?: { version?: unknown } }).info?.version;
+  if (typeof version !== 'string') throw new Error('the document has no info.version');
+  return `${HEADER}/** The API version these types describe (the document's info.version). */\nexport const API_VERSION = ${JSON.stringify(version)};\n\n${astToString(ast)}`;
 }
 
 /** The document a running service serves. @throws when it does not answer 200. */

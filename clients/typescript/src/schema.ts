@@ -3,6 +3,9 @@
  * (openapi-typescript). Do not edit: regenerate.
  */
 
+/** The API version these types describe (the document's info.version). */
+export const API_VERSION = "2026-08";
+
 export interface paths {
     "/healthz": {
         parameters: {
@@ -412,7 +415,7 @@ export interface components {
              * @default incoming
              * @enum {string}
              */
-            direction: "incoming" | "outgoing" | "both";
+            direction?: "incoming" | "outgoing" | "both";
             /** @description Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none). */
             label?: string | null;
             /**
@@ -424,7 +427,7 @@ export interface components {
             telegram?: boolean;
             /**
              * Format: uri
-             * @description Public https endpoint (no credentials, no private or reserved address). One target: give this or `telegram: true`.
+             * @description Public https endpoint (no credentials, no private or reserved address; plain http only to an address inside the deployment WEBHOOK_ALLOW_CIDRS). One target: give this or `telegram: true`.
              */
             webhook_url?: string | null;
         };
@@ -436,7 +439,13 @@ export interface components {
              */
             code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
-            details?: unknown;
+            details?: components["schemas"]["FieldError"][] | {
+                /**
+                 * Format: date-time
+                 * @description When the key was revoked.
+                 */
+                revoked_at: string;
+            };
             /** @description Human-readable message. */
             error: string;
             /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
@@ -674,7 +683,13 @@ export interface components {
              */
             code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
-            details?: unknown;
+            details?: components["schemas"]["FieldError"][] | {
+                /**
+                 * Format: date-time
+                 * @description When the key was revoked.
+                 */
+                revoked_at: string;
+            };
             /** @description Human-readable message. */
             error: string;
             /** @description The quota that was reached. */
@@ -695,7 +710,7 @@ export interface components {
              * @description How long the replaced secret keeps signing deliveries beside the new one, seconds (default 86400 = 24 h, at most 604800 = 7 days; 0 = stop at once).
              * @default 86400
              */
-            grace_period_seconds: number;
+            grace_period_seconds?: number;
         };
         /** @description The newest block whose events are all committed. */
         ScannedThrough: {
@@ -771,6 +786,40 @@ export interface components {
             scanned_through: components["schemas"]["ScannedThrough"] | null;
             /** @description The newest solidified block the ingester last saw; null before it has seen one. */
             solidified_head: number | null;
+        };
+        /** @description A Telegram watch just created (no secret). */
+        TelegramWatchCreated: {
+            /** @description TRON address as registered. */
+            address: string;
+            /** @enum {string} */
+            asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
+            /** @enum {string} */
+            channel: "telegram";
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            direction: "incoming" | "outgoing" | "both";
+            /** @description Identifier of the watch (`wh_…`). */
+            id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Free text. */
+            note?: string;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
+            /**
+             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
+             * @enum {string}
+             */
+            status: "ACTIVE" | "PAUSED";
+            /** @description Null when the channel is `telegram`. */
+            webhook_url: string | null;
         };
         /** @description A test delivery (webhook.test), sent by "Send test event": signed like a real delivery, never a transfer, never stored. */
         TestEvent: {
@@ -861,7 +910,7 @@ export interface components {
             label?: string | null;
             /**
              * Format: uri
-             * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address). The secret stays the same.
+             * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.
              */
             webhook_url?: string;
         };
@@ -897,42 +946,8 @@ export interface components {
             /** @description Null when the channel is `telegram`. */
             webhook_url: string | null;
         };
-        /** @description A Watch plus its secret, shown once (SPEC §WatchCreated). */
-        WatchCreated: {
-            /** @description TRON address as registered. */
-            address: string;
-            /** @enum {string} */
-            asset_filter: "USDT" | "TRX" | "ALL";
-            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
-            auto_paused_at: string | null;
-            /** @enum {string} */
-            channel: "webhook" | "telegram";
-            /** Format: date-time */
-            created_at: string;
-            /** @enum {string} */
-            direction: "incoming" | "outgoing" | "both";
-            /** @description Identifier of the watch (`wh_…`). */
-            id: string;
-            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
-            label: string | null;
-            /** @description Free text. */
-            note?: string;
-            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
-            paused_reason: string | null;
-            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
-            previous_secret_expires_at: string | null;
-            /** @description Returned once, only for webhook watches: the HMAC-SHA256 key of X-Signature. Stored encrypted, never returned again. */
-            secret?: string;
-            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
-            secret_rotated_at: string | null;
-            /**
-             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
-             * @enum {string}
-             */
-            status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
-            webhook_url: string | null;
-        };
+        /** @description A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook`. */
+        WatchCreated: components["schemas"]["WebhookWatchCreated"] | components["schemas"]["TelegramWatchCreated"];
         /** @description A webhook watch's endpoint health. */
         WatchHealth: {
             /** @description Open while deliveries keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise. */
@@ -1002,6 +1017,42 @@ export interface components {
             paused_reason: string | null;
             /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
             previous_secret_expires_at: string | null;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
+            /**
+             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
+             * @enum {string}
+             */
+            status: "ACTIVE" | "PAUSED";
+            /** @description Null when the channel is `telegram`. */
+            webhook_url: string | null;
+        };
+        /** @description A webhook watch just created, with its secret. */
+        WebhookWatchCreated: {
+            /** @description TRON address as registered. */
+            address: string;
+            /** @enum {string} */
+            asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
+            /** @enum {string} */
+            channel: "webhook";
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            direction: "incoming" | "outgoing" | "both";
+            /** @description Identifier of the watch (`wh_…`). */
+            id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Free text. */
+            note?: string;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description The HMAC-SHA256 key of X-Signature (and of the Standard Webhooks signature). Returned in this answer only: stored encrypted, never returned again. */
+            secret: string;
             /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
             secret_rotated_at: string | null;
             /**

@@ -9,6 +9,7 @@
  */
 import { Type as T } from '@sinclair/typebox';
 import { AuditEntrySchema, AuditQuerySchema } from '../../audit/schema.js';
+import { refuseNonDecimal } from '../../common/query.js';
 import { auditPage } from '../../console/routes/audit.js';
 import { requireAuth } from '../auth.js';
 import {
@@ -20,7 +21,6 @@ import {
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
-import { refuseNonDecimal } from './events.js';
 
 export const AuditPageSchema = T.Object(
   {

@@ -19,6 +19,7 @@ import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import { refuseNonDecimal } from '../../common/query.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { eventDetail } from '../../events/detail.js';
 import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
@@ -168,24 +169,6 @@ export const eventSchemas = [
   NotificationSchema,
   EventDetailSchema,
 ];
-
-/**
- * Refuse query members that must be decimal integers but are spelt otherwise (`0x10`, `1e1`,
- * `+5`, ` 16`, `16.0`): before validation, the query is still the raw text. 400 with `details`.
- * @throws ApiError 400 naming each such member.
- */
-export function refuseNonDecimal(query: unknown, fields: readonly string[]): void {
-  if (typeof query !== 'object' || query === null) return;
-  const q = query as Record<string, unknown>;
-  const problems: FieldError[] = [];
-  for (const field of fields) {
-    const v = q[field];
-    if (typeof v === 'string' && !/^[0-9]{1,15}$/.test(v)) {
-      problems.push({ field, message: 'must be a decimal integer (digits only)' });
-    }
-  }
-  if (problems.length > 0) throw new ApiError(400, 'invalid query parameters', undefined, problems);
-}
 
 /** Problems PostgreSQL would otherwise raise (or round away) for a date-time the format admits. */
 function checkInstant(field: string, value: string | undefined, problems: FieldError[]): void {

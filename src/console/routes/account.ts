@@ -2,7 +2,7 @@
  * The console's account routes (issue 12 items 1–2): configuration, session, sign-up, login,
  * logout, invitation, password change, and the sessions list.
  *
- *   GET    /console/api/config                 → { signup, network, telegram, bot_username } (public)
+ *   GET    /console/api/config                 → { signup, network, telegram, bot_username, signed_in, email, dev_mailbox } (public)
  *   GET    /console/api/session                → Me | 401 no_session; sets tw_csrf  (public)
  *   POST   /console/api/signup                 → 201 Me | 403 signup_closed | 409 email_taken
  *   POST   /console/api/login                  → Me | SecondFactorChallenge | 401 invalid_credentials | 429 login_rate_limited
@@ -236,6 +236,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         signed_in: Boolean(request.console),
         // E-mail is on (SMTP_URL): invitations and password resets go by e-mail.
         email: deps.mailer !== undefined,
+        // `tronwatch dev`: the local mailbox page where those e-mails are captured (else null).
+        dev_mailbox: deps.devMailboxUrl ?? null,
       };
     },
   );

@@ -6,11 +6,12 @@
  *
  * The page is src/audit/audit.ts listAuditLog, the same function as GET /v1/audit.
  */
-import { refuseNonDecimal } from '../../api/routes/events.js';
+
 import type { App, AppDeps } from '../../api/types.js';
 import { AUDIT_ACTIONS, AuditQueryError, listAuditLog } from '../../audit/audit.js';
 import { AuditQuerySchema } from '../../audit/schema.js';
 import { ApiError } from '../../common/errors.js';
+import { refuseNonDecimal } from '../../common/query.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { requireSession } from '../guard.js';
 

@@ -13,12 +13,12 @@
  * The list is the same page writer as GET /v1/events (src/events/list.ts), with two more filters.
  */
 import { Readable } from 'node:stream';
-import { refuseNonDecimal } from '../../api/routes/events.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import { refuseNonDecimal } from '../../common/query.js';
 import { isDataException } from '../../db/sqlstate.js';
 import { eventDetail } from '../../events/detail.js';
 import { exportEvents } from '../../events/export.js';

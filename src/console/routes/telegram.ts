@@ -129,7 +129,10 @@ export function telegramRoutes(app: App, deps: AppDeps): void {
       if (!bot) return reply.code(503).send({ error: 'telegram bot not ready' });
       const update = request.body as Update | undefined;
       if (update && typeof update === 'object' && typeof update.update_id === 'number') {
-        await handleUpdate({ db: deps.db, telegram: bot, logger: deps.logger }, update);
+        await handleUpdate(
+          { db: deps.db, telegram: bot, pacer: access.pacer, logger: deps.logger },
+          update,
+        );
       }
       return reply.code(200).send({});
     });

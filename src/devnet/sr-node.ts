@@ -1,0 +1,150 @@
+/**
+ * A devnet node that answers what `tronwatch checkpoint` asks (tron/light-client/
+ * checkpoint-build.ts) about a synthetic chain (synthetic.ts) and its 27 devnet SRs: the
+ * solidified head and blocks, recent blocks by range, the SR list with `isJobs`, each SR account's
+ * `witness_permission`, and the next maintenance time, in java-tron's JSON shapes (visible=false).
+ * It can lie, for tests: report another signing key for an SR, or another active set.
+ *
+ * Endpoints (POST, JSON body): `/walletsolidity/getnowblock`, `/walletsolidity/getblockbynum
+ * {num}`, `/wallet/getblockbylimitnext {startNum, endNum}` (endNum exclusive, at most 100, as
+ * java-tron), `/wallet/listwitnesses`, `/wallet/getaccount {address}`,
+ * `/wallet/getnextmaintenancetime`. Anything else: 404.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  DEVNET_SRS,
+  type SyntheticChainOptions,
+  syntheticBlock,
+  syntheticCheckpoint,
+} from './synthetic.js';
+
+/** Options of startSrNode. */
+export interface SrNodeOptions {
+  /** The synthetic chain served (its firstBlock must be ≤ head). */
+  chain: SyntheticChainOptions;
+  /** The solidified head served. */
+  head: number;
+  /** Lie: the signing key reported for an SR (return undefined for the truth). */
+  reportKey?: (address: string) => string | undefined;
+  /** Lie: drop SRs from the active list. */
+  hide?: readonly string[];
+}
+
+/** A running devnet SR node. */
+export interface SrNode {
+  url: string;
+  /** Requests answered, per path. */
+  requests: Map<string, number>;
+  close(): Promise<void>;
+}
+
+/** Two standby SRs (candidates with votes, not active), as listwitnesses also lists them. */
+const STANDBY = [`41${'aa'.repeat(20)}`, `41${'bb'.repeat(20)}`];
+
+/**
+ * Start the node on 127.0.0.1 (a free port).
+ * @returns its URL, a request count per path, and close().
+ */
+export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
+  const requests = new Map<string, number>();
+  const next = syntheticCheckpoint(opts.chain).nextMaintenanceTime;
+  const first = opts.chain.firstBlock ?? 70_000_000;
+  const block = (n: number) => syntheticBlock(opts.chain, n).block;
+
+  function answer(path: string, body: Record<string, unknown>): unknown {
+    switch (path) {
+      case '/walletsolidity/getnowblock':
+        return block(opts.head);
+      case '/walletsolidity/getblockbynum': {
+        const n = Number(body.num);
+        return Number.isSafeInteger(n) && n >= first && n <= opts.head ? block(n) : {};
+      }
+      case '/wallet/getblockbylimitnext': {
+        const start = Math.max(first, Number(body.startNum));
+        const end = Math.min(opts.head + 1, Number(body.endNum), start + 100);
+        const out = [];
+        for (let n = start; n < end; n++) out.push(block(n));
+        return { block: out };
+      }
+      case '/wallet/listwitnesses':
+        return {
+          witnesses: [
+            ...DEVNET_SRS.filter((s) => !opts.hide?.includes(s.address)).map((s, i) => ({
+              address: s.address,
+              voteCount: 1_000_000_000 - i,
+              url: `https://sr${i}.devnet.invalid`,
+              isJobs: true,
+            })),
+            ...STANDBY.map((address) => ({
+              address,
+              voteCount: 1000,
+              url: 'https://standby.invalid',
+            })),
+          ],
+        };
+      case '/wallet/getaccount': {
+        const address = String(body.address ?? '').toLowerCase();
+        const sr = DEVNET_SRS.find((s) => s.address === address);
+        if (!sr) return {};
+        const key = opts.reportKey?.(address) ?? sr.signingKey;
+        // SRs that sign with their own address have no witness-permission key half the time
+        // (java-tron then uses the address itself).
+        const own = key === address && DEVNET_SRS.indexOf(sr) % 2 === 0;
+        return {
+          address,
+          is_witness: true,
+          ...(own
+            ? {}
+            : {
+                witness_permission: {
+                  type: 'Witness',
+                  id: 1,
+                  permission_name: 'witness',
+                  threshold: 1,
+                  keys: [{ address: key, weight: 1 }],
+                },
+              }),
+        };
+      }
+      case '/wallet/getnextmaintenancetime':
+        return { num: next };
+      default:
+        return undefined;
+    }
+  }
+
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let raw = '';
+    req.on('data', (d: Buffer) => {
+      raw += d.toString();
+    });
+    req.on('end', () => {
+      const path = (req.url ?? '').split('?')[0] ?? '';
+      requests.set(path, (requests.get(path) ?? 0) + 1);
+      let body: Record<string, unknown> = {};
+      try {
+        body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+      } catch {
+        res.writeHead(400).end('{"Error":"bad json"}');
+        return;
+      }
+      const out = answer(path, body);
+      if (out === undefined) {
+        res.writeHead(404).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve, reject) =>
+        server.close((err) => (err ? reject(err) : resolve())),
+      ),
+  };
+}

@@ -1,0 +1,278 @@
+/**
+ * `tronwatch checkpoint`: a fresh SR-set checkpoint from the configured providers, checked
+ * against each other and against the chain's own signatures, for an operator to review and pin.
+ *
+ * Per provider (java-tron HTTP API, JSON with hex addresses):
+ * - `/walletsolidity/getnowblock`: its solidified head; the checkpoint block is the lowest head
+ *   any provider reports, and `/walletsolidity/getblockbynum` must give the same blockID from
+ *   every provider;
+ * - `/wallet/listwitnesses`: the SRs with `isJobs` true are the active set (java-tron sets isJobs
+ *   on the active SRs at each maintenance, `MaintenanceManager.doMaintenance`);
+ * - `/wallet/getaccount` of each active SR: its signing key, `witness_permission.keys[0].address`,
+ *   or its own address without one (`AccountCapsule.getWitnessPermissionAddress`);
+ * - `/wallet/getnextmaintenancetime`: `{num}`, ms.
+ * Every provider that answers must agree on each of these, and at least `quorum` must answer.
+ * Then the chain itself is asked: the 40 blocks up to the checkpoint block
+ * (`/wallet/getblockbylimitnext`, one provider), chained by parent hashes to the agreed blockID,
+ * must each be signed by its producer's reported key, and their slots give the schedule order
+ * (checkpoint.ts recoverSigners). A window that crosses a maintenance is refused: ask again later.
+ */
+import { request } from 'undici';
+import { parseNodeJson } from '../json.js';
+import type { BlockJson } from '../types.js';
+import { recoverSigners } from './checkpoint.js';
+import { signedHeaderFromJson } from './header.js';
+import {
+  ACTIVE_SR_COUNT,
+  type Checkpoint,
+  CheckpointError,
+  MAINTENANCE_INTERVAL_MS,
+  parseCheckpoint,
+  type SrEntry,
+} from './sr-set.js';
+
+/** A provider to ask: base URL, a name for messages, an optional TronGrid key. */
+export interface CheckpointProvider {
+  url: string;
+  name: string;
+  apiKey?: string | undefined;
+}
+
+/** Options of buildCheckpoint. */
+export interface BuildCheckpointOptions {
+  /** Providers that must answer (and agree). Default 1. */
+  quorum?: number;
+  /** Deadline of one request, ms. Default 10,000. */
+  timeoutMs?: number;
+  /** Network name written into the checkpoint. Default `mainnet`. */
+  network?: string;
+  /** Blocks read back to learn the schedule order. Default 40 (27 slots plus missed ones). */
+  window?: number;
+  signal?: AbortSignal;
+}
+
+/** How a provider's answer was read, for the error messages. */
+async function post(
+  p: CheckpointProvider,
+  path: string,
+  body: unknown,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<unknown> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (p.apiKey) headers['TRON-PRO-API-KEY'] = p.apiKey;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const res = await request(`${p.url}${path}`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify(body),
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) {
+    throw new CheckpointError(`${p.name} ${path}: HTTP ${res.statusCode}`);
+  }
+  try {
+    return parseNodeJson(text);
+  } catch {
+    throw new CheckpointError(`${p.name} ${path}: not JSON`);
+  }
+}
+
+function obj(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
+}
+
+function hex41(v: unknown): string | undefined {
+  return typeof v === 'string' && /^41[0-9a-fA-F]{40}$/.test(v) ? v.toLowerCase() : undefined;
+}
+
+function num(v: unknown): number | undefined {
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  return typeof n === 'number' && Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * The value every answering provider agrees on.
+ * @throws CheckpointError naming the disagreement, or fewer than `quorum` answers.
+ */
+function agreed<T>(what: string, answers: Array<[string, T]>, quorum: number): T {
+  if (answers.length < quorum) {
+    throw new CheckpointError(`${what}: ${answers.length} provider(s) answered, quorum ${quorum}`);
+  }
+  const first = answers[0];
+  if (!first) throw new CheckpointError(`${what}: no provider answered`);
+  const key = JSON.stringify(first[1]);
+  for (const [name, v] of answers) {
+    if (JSON.stringify(v) !== key) {
+      throw new CheckpointError(
+        `${what}: providers disagree (${first[0]}: ${key}; ${name}: ${JSON.stringify(v)})`,
+      );
+    }
+  }
+  return first[1];
+}
+
+/**
+ * An SR's signing key as the providers report it: `/wallet/getaccount` `witness_permission
+ * .keys[0].address`, or the account's own address without one
+ * (`AccountCapsule.getWitnessPermissionAddress`), agreed by every answering provider and at least
+ * `opts.quorum` of them. Used for the checkpoint and for an SR new after a maintenance.
+ * @param address the SR's account, 42 hex.
+ * @returns its key, 42 lowercase hex.
+ * @throws CheckpointError when they disagree, too few answer, or the account is missing.
+ */
+export async function witnessKeyFromProviders(
+  providers: readonly CheckpointProvider[],
+  address: string,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  const a = address.toLowerCase();
+  const answers = await Promise.all(
+    providers.map(async (p): Promise<[string, string]> => {
+      const acc = obj(
+        await post(
+          p,
+          '/wallet/getaccount',
+          { address: a, visible: false },
+          opts.timeoutMs ?? 10_000,
+          opts.signal,
+        ),
+      );
+      if (hex41(acc.address) !== a) throw new CheckpointError(`${p.name}: no account ${a}`);
+      const list = obj(acc.witness_permission).keys;
+      return [p.name, (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? a];
+    }),
+  );
+  return agreed(
+    `signing key of ${a} (/wallet/getaccount witness_permission)`,
+    answers,
+    opts.quorum ?? 1,
+  );
+}
+
+/**
+ * Build a checkpoint from `providers` (see the module doc).
+ * @returns the checked checkpoint (sr-set.ts parseCheckpoint), to print for review.
+ * @throws CheckpointError when providers disagree or too few answer, an answer is malformed, the
+ *   active set is not 27, a recent block is not signed by its producer's reported key, or the
+ *   window crosses a maintenance; network errors as undici throws them.
+ */
+export async function buildCheckpoint(
+  providers: readonly CheckpointProvider[],
+  opts: BuildCheckpointOptions = {},
+): Promise<Checkpoint> {
+  const quorum = opts.quorum ?? 1;
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const window = opts.window ?? 40;
+  const ask = (p: CheckpointProvider, path: string, body: unknown = {}) =>
+    post(p, path, body, timeoutMs, opts.signal);
+  const each = async <T>(fn: (p: CheckpointProvider) => Promise<T>): Promise<Array<[string, T]>> =>
+    Promise.all(providers.map(async (p): Promise<[string, T]> => [p.name, await fn(p)]));
+
+  // 1. The block: the lowest solidified head, the same id everywhere.
+  const heads = await each(async (p) => {
+    const b = obj(await ask(p, '/walletsolidity/getnowblock'));
+    const n = num(obj(obj(obj(b).block_header).raw_data).number);
+    if (n === undefined) throw new CheckpointError(`${p.name}: no solidified head`);
+    return n;
+  });
+  const number = Math.min(...heads.map(([, n]) => n));
+  const blocks = await each(async (p) => {
+    const b = (await ask(p, '/walletsolidity/getblockbynum', { num: number })) as BlockJson;
+    return signedHeaderFromJson(b);
+  });
+  const header = agreed(
+    `block ${number}`,
+    blocks.map(([n, h]): [string, string] => [n, h.id]),
+    quorum,
+  );
+  const anchor = blocks[0]?.[1];
+  if (!anchor || anchor.id !== header) throw new CheckpointError(`block ${number}: no answer`);
+
+  // 2. The active set, 3. their keys, 4. the next maintenance.
+  const active = agreed(
+    'active SRs (/wallet/listwitnesses isJobs)',
+    await each(async (p) => {
+      const ws = obj(await ask(p, '/wallet/listwitnesses')).witnesses;
+      if (!Array.isArray(ws)) throw new CheckpointError(`${p.name}: listwitnesses has no list`);
+      return ws
+        .filter((w) => obj(w).isJobs === true)
+        .map((w) => hex41(obj(w).address))
+        .filter((a): a is string => a !== undefined)
+        .sort();
+    }),
+    quorum,
+  );
+  if (active.length !== ACTIVE_SR_COUNT) {
+    throw new CheckpointError(`${active.length} active SRs, expected ${ACTIVE_SR_COUNT}`);
+  }
+  const keys = new Map<string, string>();
+  for (const address of active) {
+    keys.set(address, await witnessKeyFromProviders(providers, address, { ...opts, quorum }));
+  }
+  const nextMaintenanceTime = agreed(
+    'next maintenance time (/wallet/getnextmaintenancetime)',
+    await each(async (p) => {
+      const t = num(obj(await ask(p, '/wallet/getnextmaintenancetime')).num);
+      if (t === undefined) throw new CheckpointError(`${p.name}: no next maintenance time`);
+      return t;
+    }),
+    quorum,
+  );
+
+  // 5. The chain: recent blocks chained to the agreed id, each signed by its reported key.
+  const first = providers[0];
+  if (!first) throw new CheckpointError('no provider configured');
+  const list = obj(
+    await ask(first, '/wallet/getblockbylimitnext', {
+      startNum: Math.max(1, number - window + 1),
+      endNum: number + 1,
+    }),
+  ).block;
+  if (!Array.isArray(list))
+    throw new CheckpointError(`${first.name}: getblockbylimitnext: no list`);
+  const recent = (list as BlockJson[])
+    .map(signedHeaderFromJson)
+    .sort((a, b) => a.number - b.number)
+    .filter((h) => h.number <= number);
+  if (recent[recent.length - 1]?.id !== header) {
+    throw new CheckpointError(`${first.name}: recent blocks do not end at block ${number}`);
+  }
+  let recovered: ReturnType<typeof recoverSigners>;
+  try {
+    recovered = recoverSigners(recent);
+  } catch (err) {
+    if (!(err instanceof CheckpointError)) throw err;
+    throw new CheckpointError(
+      `${err.message} (the last ${window} blocks cross a maintenance?): try again in a few minutes`,
+    );
+  }
+  const { keys: signers, slots } = recovered;
+  for (const [sr, signer] of signers) {
+    if (keys.get(sr) !== signer) {
+      throw new CheckpointError(
+        `block of ${sr} signed by ${signer}, but the providers report key ${keys.get(sr) ?? 'none (not active)'}`,
+      );
+    }
+  }
+  const witnesses: SrEntry[] = [];
+  for (let i = 0; i < ACTIVE_SR_COUNT; i++) {
+    const address = slots.get(i);
+    const signingKey = address ? keys.get(address) : undefined;
+    if (!address || !signingKey) {
+      throw new CheckpointError(
+        `slot ${i} has no block in the last ${window} (a missed round or a maintenance): try again in a few minutes`,
+      );
+    }
+    witnesses.push({ address, signingKey });
+  }
+  return parseCheckpoint({
+    network: opts.network ?? 'mainnet',
+    block: { number, id: header, timestamp: anchor.timestamp },
+    witnesses,
+    nextMaintenanceTime,
+    maintenanceIntervalMs: MAINTENANCE_INTERVAL_MS,
+    source: `tronwatch checkpoint from ${providers.map((p) => p.name).join(', ')} at ${new Date().toISOString()}`,
+  });
+}

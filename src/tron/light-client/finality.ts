@@ -1,0 +1,623 @@
+/**
+ * The light client: decides, from signatures alone, which blocks are final.
+ *
+ * Glossary: a *verified* block is one whose header is chained to the last final block by parent
+ * hashes, produced in its slot by an SR of the set, and signed by that SR's signing key; a *final*
+ * block is a verified block under which tronwatch has itself seen enough SRs build.
+ *
+ * Rules and their java-tron sources (tronprotocol/java-tron, develop, 2025):
+ * 1. Signature (`BlockCapsule.validateSignature`; witness-signature.ts): the signer recovered from
+ *    `witness_signature` over SHA-256(raw) equals the producing SR's signing key
+ *    (`AccountCapsule.getWitnessPermissionAddress`). Else `bad-signature`.
+ * 2. Set (`DposService.validBlock` via `getScheduledWitness`): the producer is an SR of the epoch's
+ *    active set. Else `outside-set`.
+ * 3. Schedule (`DposService.validBlock`, `DposSlot`): the time is a multiple of 3,000 ms after the
+ *    parent's (`bad-timestamp`), and the producer holds slot `(t/3000 − skip) mod 27` (sr-set.ts).
+ *    In the checkpoint's epoch the order is the checkpoint's; after a maintenance the active list is
+ *    re-sorted by votes, which headers do not show, so the order is learned: each SR keeps the first
+ *    slot it is seen in, and a second SR in that slot, or the SR in another, is `wrong-slot`.
+ * 4. Chain: the number is the parent's + 1; a block under or at the final height that is not on
+ *    the final chain is `not-chained`; a block whose parent has not been seen is held until it
+ *    comes (a provider that withholds blocks stops finality, never fakes it).
+ * 5. Finality (`DposService.updateSolidBlock`: the solidified block is the one at position
+ *    ⌊27 × (1 − 70 %)⌋ = 8 of the SRs' latest block numbers sorted ascending, `SOLIDIFIED_THRESHOLD`
+ *    = 70): block N is final once ≥ 19 distinct counted SRs have verified blocks at heights ≥ N on
+ *    N's chain, N's own producer included. Finality of N makes its ancestors final.
+ * 6. Key rotation (`AccountPermissionUpdateActuator`, contract type 46): a rotation in a block
+ *    applies from the next block on that block's chain, and becomes part of the set when the block
+ *    is final. The caller passes rotations only from a transaction list proven against the header.
+ * 7. Maintenance (`MaintenanceManager.applyBlock`): the first block at or after the next
+ *    maintenance time is checked under the old set; from its child on a new epoch begins. SRs of the
+ *    old set stay known; an SR new in the epoch needs its key from a quorum of providers
+ *    (`need-key`, then addCandidateKey) and counts toward finality only once ≥ 19 known SRs have
+ *    built on one of its blocks. More than 8 new SRs in one epoch halts (`too-many-changes`): with
+ *    19 of 27 needed, 9 newcomers would leave the known SRs unable to vouch for them, and a sudden
+ *    change that size is not something to guess about.
+ * 8. Checkpoint: blocks are followed from the checkpoint's child. A first block that is not chained
+ *    to it and lies past the checkpoint's next maintenance time halts (`stale-checkpoint`): the
+ *    set it names may no longer be the one signing.
+ *
+ * Errors: LightClientError with `code`; `halt` true means ingest must stop and alert (a human
+ * decides), false means the block is refused like any failed check (the provider lied or erred).
+ */
+import type { SignedHeader } from './header.js';
+import {
+  ACTIVE_SR_COUNT,
+  type Checkpoint,
+  type KeyRotation,
+  nextMaintenanceTime,
+  SLOT_MS,
+  scheduleIndex,
+} from './sr-set.js';
+import { recoverWitnessSigner, WitnessSignatureError } from './witness-signature.js';
+
+/** Distinct SRs whose blocks make a block final (27 − ⌊27 × 0.3⌋ = 19; `SOLIDIFIED_THRESHOLD`). */
+export const FINALITY_THRESHOLD = ACTIVE_SR_COUNT - Math.floor((ACTIVE_SR_COUNT * 30) / 100);
+/** New SRs one maintenance may bring before ingest halts (27 − 19 = 8). */
+export const MAX_NEW_SRS_PER_MAINTENANCE = ACTIVE_SR_COUNT - FINALITY_THRESHOLD;
+
+export type LightClientCode =
+  | 'bad-signature'
+  | 'outside-set'
+  | 'wrong-slot'
+  | 'bad-timestamp'
+  | 'not-chained'
+  | 'too-many-changes'
+  | 'stale-checkpoint';
+
+/** A block refused (`halt` false) or a state that stops ingest until an operator acts (`halt` true). */
+export class LightClientError extends Error {
+  constructor(
+    readonly code: LightClientCode,
+    readonly blockNumber: number,
+    message: string,
+    readonly halt = false,
+  ) {
+    super(`block ${blockNumber}: ${message}`);
+    this.name = 'LightClientError';
+  }
+}
+
+/** A block proven final. */
+export interface FinalBlock {
+  number: number;
+  id: string;
+  timestamp: number;
+  witness: string;
+  /** Epoch of the SR set it was checked under (0 = the checkpoint's). */
+  epoch: number;
+}
+
+/** What submitting a header did. */
+export type SubmitResult =
+  | {
+      status: 'verified';
+      /** Blocks that became final, ascending (may include blocks held earlier). */
+      final: FinalBlock[];
+      /** Held blocks that were released by this one and then refused. */
+      refused: LightClientError[];
+    }
+  /** Its parent has not been seen: kept, and checked when the parent comes. */
+  | { status: 'held'; missingParent: string }
+  /** Produced by an SR new in this epoch: give its key (addCandidateKey), then submit again. */
+  | { status: 'need-key'; witness: string }
+  /** Already verified or final. */
+  | { status: 'known' };
+
+/** The light client's state, for `/v1/status`, `/healthz` and metrics. */
+export interface LightClientStatus {
+  final: { number: number; id: string; timestamp: number };
+  epoch: number;
+  /** SRs of the current epoch that count toward finality. */
+  knownSrs: number;
+  /** Verified blocks above the final one (all forks). */
+  pending: number;
+  /** Blocks held for a missing parent. */
+  held: number;
+  nextMaintenanceTime: number;
+}
+
+/**
+ * What a light client must keep across a restart (JSON-safe): its checkpoint, its last final block
+ * and the SR sets of the epochs from the one before it on. Blocks above the final one are not kept:
+ * after a restart they are read again (ingest resumes from the final block).
+ */
+export interface LightClientSnapshot {
+  version: 1;
+  checkpoint: Checkpoint;
+  final: FinalBlock & { parentId: string; maintenance: boolean };
+  epochs: Array<{
+    index: number;
+    nextMaintenanceTime: number;
+    members: Array<{ address: string; key: string; known: boolean }>;
+    slots: Array<[number, string]>;
+    newcomers: string[];
+  }>;
+  candidateKeys: Array<[string, string]>;
+}
+
+interface Member {
+  key: string;
+  /** Counts toward finality (checkpoint SRs, SRs of earlier epochs, and admitted newcomers). */
+  known: boolean;
+}
+
+interface Epoch {
+  index: number;
+  nextMaintenanceTime: number;
+  members: Map<string, Member>;
+  /** Schedule position → SR; fixed for the checkpoint's epoch, learned after a maintenance. */
+  slots: Map<number, string>;
+  slotOf: Map<string, number>;
+  /** SRs verified in this epoch that were not in the one before. */
+  newcomers: Set<string>;
+}
+
+interface Node {
+  id: string;
+  number: number;
+  timestamp: number;
+  parentId: string;
+  witness: string;
+  epoch: number;
+  /** Its time is at or after its epoch's next maintenance time: its child starts a new epoch. */
+  maintenance: boolean;
+  rotations: readonly KeyRotation[];
+}
+
+interface Held {
+  header: SignedHeader;
+  rotations: readonly KeyRotation[];
+}
+
+/** Most held (orphan) blocks kept; the oldest goes first. */
+const MAX_HELD = 2048;
+/** Recent final ids remembered, so a re-submitted final block is `known`. */
+const RECENT_FINAL = 4096;
+
+/**
+ * Follows the chain from a checkpoint and proves finality (rules in the module doc).
+ * Not thread-safe; one instance per ingest leader. Memory: the unfinal blocks (about 20 at mainnet
+ * pace, each a few hundred bytes), up to 2,048 held blocks, and the SR sets of the epochs seen.
+ */
+export class LightClient {
+  private final: Node;
+  private readonly epochs = new Map<number, Epoch>();
+  private readonly nodes = new Map<string, Node>();
+  private readonly held = new Map<string, Held[]>();
+  private heldCount = 0;
+  private readonly candidateKeys = new Map<string, string>();
+  private readonly recentFinal: string[] = [];
+  private readonly recentFinalSet = new Set<string>();
+  private readonly interval: number;
+
+  /**
+   * @param checkpoint a parsed checkpoint (parseCheckpoint): the block blocks are followed from.
+   */
+  constructor(private readonly checkpoint: Checkpoint) {
+    this.interval = checkpoint.maintenanceIntervalMs;
+    const members = new Map<string, Member>();
+    const slots = new Map<number, string>();
+    const slotOf = new Map<string, number>();
+    checkpoint.witnesses.forEach((w, i) => {
+      members.set(w.address, { key: w.signingKey, known: true });
+      slots.set(i, w.address);
+      slotOf.set(w.address, i);
+    });
+    this.epochs.set(0, {
+      index: 0,
+      nextMaintenanceTime: checkpoint.nextMaintenanceTime,
+      members,
+      slots,
+      slotOf,
+      newcomers: new Set(),
+    });
+    this.final = {
+      id: checkpoint.block.id,
+      number: checkpoint.block.number,
+      timestamp: checkpoint.block.timestamp,
+      parentId: '',
+      witness: '',
+      epoch: 0,
+      maintenance: false,
+      rotations: [],
+    };
+    this.rememberFinal(this.final.id);
+  }
+
+  /** The state to store with the cursor (see LightClientSnapshot). */
+  snapshot(): LightClientSnapshot {
+    const f = this.final;
+    return {
+      version: 1,
+      checkpoint: this.checkpoint,
+      final: {
+        number: f.number,
+        id: f.id,
+        timestamp: f.timestamp,
+        witness: f.witness,
+        epoch: f.epoch,
+        parentId: f.parentId,
+        maintenance: f.maintenance,
+      },
+      epochs: [...this.epochs.values()]
+        .filter((e) => e.index <= f.epoch + 1)
+        .map((e) => ({
+          index: e.index,
+          nextMaintenanceTime: e.nextMaintenanceTime,
+          members: [...e.members].map(([address, m]) => ({ address, key: m.key, known: m.known })),
+          slots: [...e.slots],
+          newcomers: [...e.newcomers],
+        })),
+      candidateKeys: [...this.candidateKeys],
+    };
+  }
+
+  /**
+   * A light client as it was when `snapshot` was taken (at its final block).
+   * @throws Error when the snapshot is of another version or lacks the final block's epoch.
+   */
+  static restore(snapshot: LightClientSnapshot): LightClient {
+    if (snapshot.version !== 1)
+      throw new Error(`light client snapshot version ${snapshot.version}`);
+    const lc = new LightClient(snapshot.checkpoint);
+    lc.epochs.clear();
+    for (const e of snapshot.epochs) {
+      const members = new Map<string, Member>();
+      for (const m of e.members) members.set(m.address, { key: m.key, known: m.known });
+      const slots = new Map(e.slots);
+      const slotOf = new Map<string, number>();
+      for (const [i, a] of e.slots) slotOf.set(a, i);
+      lc.epochs.set(e.index, {
+        index: e.index,
+        nextMaintenanceTime: e.nextMaintenanceTime,
+        members,
+        slots,
+        slotOf,
+        newcomers: new Set(e.newcomers),
+      });
+    }
+    const f = snapshot.final;
+    if (!lc.epochs.has(f.epoch)) throw new Error(`light client snapshot lacks epoch ${f.epoch}`);
+    lc.final = { ...f, rotations: [] };
+    lc.rememberFinal(f.id);
+    for (const [a, k] of snapshot.candidateKeys) lc.candidateKeys.set(a, k);
+    return lc;
+  }
+
+  /** The last block proven final (the checkpoint's until one is). */
+  get finalBlock(): FinalBlock {
+    const f = this.final;
+    return {
+      number: f.number,
+      id: f.id,
+      timestamp: f.timestamp,
+      witness: f.witness,
+      epoch: f.epoch,
+    };
+  }
+
+  /** State for status pages and metrics. */
+  status(): LightClientStatus {
+    const top = Math.max(...this.epochs.keys());
+    const epoch = this.epochOf(top);
+    let known = 0;
+    for (const m of epoch.members.values()) if (m.known) known++;
+    return {
+      final: { number: this.final.number, id: this.final.id, timestamp: this.final.timestamp },
+      epoch: top,
+      knownSrs: known,
+      pending: this.nodes.size,
+      held: this.heldCount,
+      nextMaintenanceTime: epoch.nextMaintenanceTime,
+    };
+  }
+
+  /**
+   * The signing key of an SR new in an epoch, as a quorum of providers reported it
+   * (`/wallet/getaccount` witness_permission, checkpoint-build.ts). Used when it produces a block.
+   * @param address the SR's account (42 hex); @param signingKey its key (42 hex).
+   */
+  addCandidateKey(address: string, signingKey: string): void {
+    this.candidateKeys.set(address.toLowerCase(), signingKey.toLowerCase());
+  }
+
+  /**
+   * Check one header and move finality.
+   * @param header decoded from the signed bytes (header.ts).
+   * @param rotations the type-46 key changes of the block's transactions (sr-set.ts), from a
+   *   transaction list proven against this header; [] when it has none.
+   * @throws LightClientError when the block is refused (`halt` false) or ingest must halt.
+   */
+  submit(header: SignedHeader, rotations: readonly KeyRotation[] = []): SubmitResult {
+    if (this.nodes.has(header.id) || this.recentFinalSet.has(header.id)) return { status: 'known' };
+    const parent = this.parentOf(header);
+    if (!parent) {
+      if (header.number <= this.final.number + 1) {
+        throw new LightClientError(
+          'not-chained',
+          header.number,
+          `parent ${header.parentId} is not on the final chain (final block ${this.final.number})`,
+        );
+      }
+      if (
+        this.final.epoch === 0 &&
+        this.final.id === this.checkpoint.block.id &&
+        this.nodes.size === 0 &&
+        header.timestamp >= this.checkpoint.nextMaintenanceTime
+      ) {
+        throw new LightClientError(
+          'stale-checkpoint',
+          header.number,
+          `the checkpoint (block ${this.checkpoint.block.number}) is older than the maintenance at ` +
+            `${new Date(this.checkpoint.nextMaintenanceTime).toISOString()} and this block is not ` +
+            'chained to it: build a fresh one with `tronwatch checkpoint` and pin it',
+          true,
+        );
+      }
+      this.hold(header, rotations);
+      return { status: 'held', missingParent: header.parentId };
+    }
+    const outcome = this.verify(header, rotations, parent);
+    if (outcome) return outcome;
+    const final = this.advance(header.id);
+    const refused: LightClientError[] = [];
+    this.release(header.id, final, refused);
+    return { status: 'verified', final, refused };
+  }
+
+  private parentOf(header: SignedHeader): Node | undefined {
+    if (header.parentId === this.final.id) return this.final;
+    return this.nodes.get(header.parentId);
+  }
+
+  private epochOf(index: number): Epoch {
+    const e = this.epochs.get(index);
+    if (!e) throw new Error(`light client: epoch ${index} is not known`);
+    return e;
+  }
+
+  /** The epoch a child of `parent` belongs to, creating it after a maintenance block. */
+  private childEpoch(parent: Node): Epoch {
+    const before = this.epochOf(parent.epoch);
+    if (!parent.maintenance) return before;
+    const existing = this.epochs.get(parent.epoch + 1);
+    if (existing) return existing;
+    const members = new Map<string, Member>();
+    for (const [a, m] of before.members) members.set(a, { key: m.key, known: m.known });
+    const e: Epoch = {
+      index: parent.epoch + 1,
+      nextMaintenanceTime: nextMaintenanceTime(
+        before.nextMaintenanceTime,
+        parent.timestamp,
+        this.interval,
+      ),
+      members,
+      slots: new Map(),
+      slotOf: new Map(),
+      newcomers: new Set(),
+    };
+    this.epochs.set(e.index, e);
+    return e;
+  }
+
+  /** The signing key of `witness` for a child of `parent`: rotations on the chain first. */
+  private keyFor(witness: string, parent: Node, epoch: Epoch): string | undefined {
+    for (let n: Node | undefined = parent; n && n !== this.final; n = this.nodes.get(n.parentId)) {
+      for (let i = n.rotations.length - 1; i >= 0; i--) {
+        const r = n.rotations[i];
+        if (r && r.owner === witness) return r.signingKey;
+      }
+    }
+    return epoch.members.get(witness)?.key;
+  }
+
+  /** Rules 1–4 and 7 for one block; records it, or returns why it waits. */
+  private verify(
+    header: SignedHeader,
+    rotations: readonly KeyRotation[],
+    parent: Node,
+  ): SubmitResult | undefined {
+    const n = header.number;
+    if (n !== parent.number + 1) {
+      throw new LightClientError(
+        'not-chained',
+        n,
+        `number is not its parent's + 1 (${parent.number})`,
+      );
+    }
+    if (header.timestamp % SLOT_MS !== 0 || header.timestamp <= parent.timestamp) {
+      throw new LightClientError(
+        'bad-timestamp',
+        n,
+        `time ${header.timestamp} is not a slot after its parent's (${parent.timestamp})`,
+      );
+    }
+    const epoch = this.childEpoch(parent);
+    const w = header.witness;
+    const member = epoch.members.get(w);
+    let key = this.keyFor(w, parent, epoch);
+    const newcomer = !member;
+    if (newcomer) {
+      if (epoch.index === 0) {
+        throw new LightClientError('outside-set', n, `producer ${w} is not an active SR`);
+      }
+      key = this.candidateKeys.get(w);
+      if (!key) return { status: 'need-key', witness: w };
+    }
+    let signer: string;
+    try {
+      signer = recoverWitnessSigner(header.raw, header.signature);
+    } catch (err) {
+      if (err instanceof WitnessSignatureError) {
+        throw new LightClientError('bad-signature', n, err.message);
+      }
+      throw err;
+    }
+    if (signer !== key) {
+      throw new LightClientError(
+        'bad-signature',
+        n,
+        `signed by ${signer}, but ${w}'s signing key is ${key}`,
+      );
+    }
+    const slot = scheduleIndex(header.timestamp, parent.maintenance);
+    const holder = epoch.slots.get(slot);
+    const own = epoch.slotOf.get(w);
+    if ((holder !== undefined && holder !== w) || (own !== undefined && own !== slot)) {
+      throw new LightClientError(
+        'wrong-slot',
+        n,
+        `producer ${w} does not hold slot ${slot} of epoch ${epoch.index}` +
+          (holder ? ` (${holder} does)` : ''),
+      );
+    }
+    if (newcomer) {
+      if (!epoch.newcomers.has(w) && epoch.newcomers.size >= MAX_NEW_SRS_PER_MAINTENANCE) {
+        throw new LightClientError(
+          'too-many-changes',
+          n,
+          `more than ${MAX_NEW_SRS_PER_MAINTENANCE} new SRs since the maintenance of epoch ` +
+            `${epoch.index} (${[...epoch.newcomers, w].join(', ')}): ingest halts; check the SR ` +
+            'set and pin a fresh checkpoint',
+          true,
+        );
+      }
+      epoch.newcomers.add(w);
+      epoch.members.set(w, { key: key as string, known: false });
+    }
+    if (holder === undefined) {
+      epoch.slots.set(slot, w);
+      epoch.slotOf.set(w, slot);
+    }
+    this.nodes.set(header.id, {
+      id: header.id,
+      number: n,
+      timestamp: header.timestamp,
+      parentId: header.parentId,
+      witness: w,
+      epoch: epoch.index,
+      maintenance: header.timestamp >= epoch.nextMaintenanceTime,
+      rotations: rotations.map((r) => ({
+        owner: r.owner.toLowerCase(),
+        signingKey: r.signingKey.toLowerCase(),
+      })),
+    });
+    return undefined;
+  }
+
+  /**
+   * Rules 5 and 7: walk down from `tipId` to the final block, admitting newcomers that ≥ 19
+   * known SRs built on, and finalise the highest block with ≥ 19 distinct counted SRs at or
+   * above it. @returns the blocks made final, ascending.
+   */
+  private advance(tipId: string): FinalBlock[] {
+    const seen = new Set<string>();
+    let target: Node | undefined;
+    for (let x = this.nodes.get(tipId); x; x = this.nodes.get(x.parentId)) {
+      const m = this.epochOf(x.epoch).members.get(x.witness);
+      if (m && !m.known && seen.size >= FINALITY_THRESHOLD) m.known = true;
+      if (m?.known) seen.add(x.witness);
+      if (seen.size >= FINALITY_THRESHOLD) {
+        target = x;
+        break;
+      }
+    }
+    if (!target) return [];
+    const path: Node[] = [];
+    for (let x: Node | undefined = target; x; x = this.nodes.get(x.parentId)) path.push(x);
+    path.reverse();
+    const out: FinalBlock[] = [];
+    for (const x of path) {
+      // ≥ 19 known SRs built on every block made final here: a newcomer that produced one is
+      // admitted (rule 7).
+      const producer = this.epochOf(x.epoch).members.get(x.witness);
+      if (producer && !producer.known) producer.known = true;
+      for (const r of x.rotations) {
+        for (const e of this.epochs.values()) {
+          const m = e.index >= x.epoch ? e.members.get(r.owner) : undefined;
+          if (m) m.key = r.signingKey;
+        }
+      }
+      this.final = x;
+      this.rememberFinal(x.id);
+      out.push({
+        number: x.number,
+        id: x.id,
+        timestamp: x.timestamp,
+        witness: x.witness,
+        epoch: x.epoch,
+      });
+    }
+    this.prune();
+    return out;
+  }
+
+  /** Drop verified blocks that are final now or not descended from the final block. */
+  private prune(): void {
+    const keep = new Set<string>([this.final.id]);
+    const sorted = [...this.nodes.values()].sort((a, b) => a.number - b.number);
+    for (const x of sorted) {
+      if (x.number > this.final.number && keep.has(x.parentId)) keep.add(x.id);
+      else this.nodes.delete(x.id);
+    }
+    for (const [k] of this.epochs) {
+      if (k < this.final.epoch - 1) this.epochs.delete(k);
+    }
+  }
+
+  private rememberFinal(id: string): void {
+    this.recentFinal.push(id);
+    this.recentFinalSet.add(id);
+    if (this.recentFinal.length > RECENT_FINAL) {
+      const old = this.recentFinal.shift();
+      if (old) this.recentFinalSet.delete(old);
+    }
+  }
+
+  private hold(header: SignedHeader, rotations: readonly KeyRotation[]): void {
+    const list = this.held.get(header.parentId) ?? [];
+    if (list.some((h) => h.header.id === header.id)) return;
+    list.push({ header, rotations });
+    this.held.set(header.parentId, list);
+    this.heldCount++;
+    while (this.heldCount > MAX_HELD) {
+      const first = this.held.keys().next();
+      if (first.done) break;
+      const dropped = this.held.get(first.value)?.length ?? 0;
+      this.held.delete(first.value);
+      this.heldCount -= dropped;
+    }
+  }
+
+  /** Check the blocks held for `parentId`, now that it is verified, and their children in turn. */
+  private release(parentId: string, final: FinalBlock[], refused: LightClientError[]): void {
+    const queue = [parentId];
+    while (queue.length > 0) {
+      const id = queue.shift() as string;
+      const list = this.held.get(id);
+      if (!list) continue;
+      this.held.delete(id);
+      this.heldCount -= list.length;
+      for (const h of list) {
+        const parent = this.parentOf(h.header);
+        if (!parent) continue;
+        try {
+          const waits = this.verify(h.header, h.rotations, parent);
+          if (waits) {
+            this.hold(h.header, h.rotations);
+            continue;
+          }
+        } catch (err) {
+          if (err instanceof LightClientError && !err.halt) {
+            refused.push(err);
+            continue;
+          }
+          throw err;
+        }
+        for (const f of this.advance(h.header.id)) final.push(f);
+        queue.push(h.header.id);
+      }
+    }
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * The light client's state in PostgreSQL (migration 065, `light_client_state`): one row per
+ * network holding a LightClientSnapshot (finality.ts) at the last block proven final. Save it in
+ * the transaction that advances the cursor (same block), so a restart resumes both together.
+ */
+import type { Queryable } from '../../db/pool.js';
+import type { LightClientSnapshot } from './finality.js';
+
+/** A stored state: the snapshot and when it was written. */
+export interface StoredLightClientState {
+  snapshot: LightClientSnapshot;
+  updatedAt: Date;
+}
+
+/**
+ * Insert or replace the state of `network`.
+ * @param q the cursor's transaction (or the pool).
+ */
+export async function saveLightClientState(
+  q: Queryable,
+  network: string,
+  snapshot: LightClientSnapshot,
+): Promise<void> {
+  await q.query(
+    `INSERT INTO light_client_state (network, final_number, final_id, checkpoint_id, epoch, snapshot)
+     VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+     ON CONFLICT (network) DO UPDATE SET final_number = EXCLUDED.final_number,
+       final_id = EXCLUDED.final_id, checkpoint_id = EXCLUDED.checkpoint_id,
+       epoch = EXCLUDED.epoch, snapshot = EXCLUDED.snapshot, updated_at = now()`,
+    [
+      network,
+      snapshot.final.number,
+      snapshot.final.id,
+      snapshot.checkpoint.block.id,
+      snapshot.final.epoch,
+      JSON.stringify(snapshot),
+    ],
+  );
+}
+
+/** The stored state of `network`, or undefined before the first final block was saved. */
+export async function loadLightClientState(
+  q: Queryable,
+  network: string,
+): Promise<StoredLightClientState | undefined> {
+  const r = await q.query<{ snapshot: LightClientSnapshot | string; updated_at: Date }>(
+    'SELECT snapshot, updated_at FROM light_client_state WHERE network = $1',
+    [network],
+  );
+  const row = r.rows[0];
+  if (!row) return undefined;
+  const snapshot =
+    typeof row.snapshot === 'string'
+      ? (JSON.parse(row.snapshot) as LightClientSnapshot)
+      : row.snapshot;
+  return { snapshot, updatedAt: row.updated_at };
+}

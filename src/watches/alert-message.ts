@@ -1,0 +1,134 @@
+/**
+ * The words of a watch alert (issue 29 item 1), the same on every channel (e-mail, a
+ * Slack-compatible incoming webhook, the signed alert webhook): one alert per change of a watch's
+ * state (an outage starts, it ends, tronwatch paused the watch), or, when several changes of one
+ * watch waited for the pace (a flapping endpoint), one summary that lists each of them.
+ *
+ * Host only: an alert names the watch's receiver by its host (and port), never its full URL, path
+ * or query, which often carry a token (`https://shop.example/hook?token=…`). The only link in an
+ * alert is the console's own page of the watch ({@link watchLink}), which carries no query.
+ */
+
+/** The kinds of watch_alerts rows (migration 043). */
+export type AlertKind = 'failing' | 'recovered' | 'auto_paused';
+
+/** One change of a watch's state, as queued by src/watches/health.ts. */
+export interface AlertChange {
+  /** watch_alerts.id (`alr_…`). */
+  id: string;
+  kind: AlertKind;
+  /** The sentence health.ts wrote (no URL in it). */
+  message: string;
+  /** When the change happened (watch_alerts.created_at). */
+  at: Date;
+}
+
+/** The watch an alert is about. */
+export interface AlertWatch {
+  id: string;
+  address: string;
+  label: string | null;
+  /** The watch's webhook URL (only its host is ever shown); null for a chat watch. */
+  webhook_url: string | null;
+}
+
+/** One composed alert: what every channel sends, in its own format. */
+export interface AlertText {
+  /** One line: an e-mail's subject, a chat message's first line. */
+  subject: string;
+  /** Plain text, several lines, ending with the console link. */
+  text: string;
+  /** The watch's state after the last change: what an on-call tool acts on. */
+  state: 'failing' | 'recovered' | 'paused';
+  /** Outages that started among the changes (kind 'failing'). */
+  outages: number;
+  /** The receiver's host (`shop.example`, `shop.example:8443`), or null for a chat watch. */
+  host: string | null;
+  /** The console page of the watch. */
+  link: string;
+}
+
+const SUBJECTS: Record<AlertKind, string> = {
+  failing: 'Deliveries to your webhook are failing',
+  recovered: 'Deliveries to your webhook recovered',
+  auto_paused: 'Your watch was paused: its deliveries kept failing',
+};
+
+const STATE: Record<AlertKind, AlertText['state']> = {
+  failing: 'failing',
+  recovered: 'recovered',
+  auto_paused: 'paused',
+};
+
+/**
+ * The host (and port, when not the scheme's default) of a webhook URL: all an alert may show of
+ * it. @returns null for null; `(invalid URL)` for a string the URL parser refuses (never the
+ * string itself, which could hold a token).
+ */
+export function receiverHost(url: string | null): string | null {
+  if (url === null) return null;
+  try {
+    return new URL(url).host;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+/** The console's page of a watch: `${consoleUrl}/console/watches/${id}` (no query, no token). */
+export function watchLink(consoleUrl: string, watchId: string): string {
+  return `${consoleUrl.replace(/\/+$/, '')}/console/watches/${encodeURIComponent(watchId)}`;
+}
+
+/** `2026-11-28 02:40:05 UTC`: an alert's times, to the second, in UTC. */
+export function alertTime(d: Date): string {
+  return `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/**
+ * Compose the alert for `changes` of one watch (oldest first, at least one).
+ * @param paceMinutes the pace (WATCH_ALERT_PACE_MINUTES), named in a summary's explanation.
+ * @throws RangeError when `changes` is empty.
+ */
+export function composeAlert(
+  watch: AlertWatch,
+  changes: readonly AlertChange[],
+  consoleUrl: string,
+  paceMinutes: number,
+): AlertText {
+  const first = changes[0];
+  const last = changes[changes.length - 1];
+  if (!first || !last) throw new RangeError('an alert needs at least one change');
+  const host = receiverHost(watch.webhook_url);
+  const link = watchLink(consoleUrl, watch.id);
+  const name = watch.label ? `${watch.label} (${watch.address})` : watch.address;
+  const head = [`Watch: ${name}`, `Endpoint: ${host ?? 'Telegram'}`, ''];
+  const outages = changes.filter((c) => c.kind === 'failing').length;
+  const state = STATE[last.kind];
+  if (changes.length === 1) {
+    return {
+      subject: SUBJECTS[first.kind],
+      text: [...head, first.message, `At: ${alertTime(first.at)}`, '', link].join('\n'),
+      state,
+      outages,
+      host,
+      link,
+    };
+  }
+  const now = { failing: 'failing', recovered: 'delivering again', paused: 'paused' }[state];
+  return {
+    subject: `Deliveries to your webhook are flapping: ${outages} ${outages === 1 ? 'outage' : 'outages'} since ${alertTime(first.at)}, now ${now}`,
+    text: [
+      ...head,
+      `The endpoint changed state ${changes.length} times since ${alertTime(first.at)} (${outages} ${outages === 1 ? 'outage' : 'outages'}). tronwatch sends at most one alert per watch and channel every ${paceMinutes} minutes and sums up the changes in between:`,
+      ...changes.map((c) => `- ${alertTime(c.at)}  ${c.message}`),
+      '',
+      `Now: ${now}.`,
+      '',
+      link,
+    ].join('\n'),
+    state,
+    outages,
+    host,
+    link,
+  };
+}

@@ -1,0 +1,512 @@
+/**
+ * The light client (src/tron/light-client/) on real mainnet signatures and on devnet-signed chains:
+ * the 100 recorded headers and block 79,072,107 verify, the shipped checkpoint is re-derived from
+ * the real signatures, and each lying mode is refused or halts as the module's rules say.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  DEVNET_SRS,
+  type DevnetSr,
+  devnetSrsAround,
+  syntheticBlock,
+  syntheticCheckpoint,
+} from '../../src/devnet/synthetic.js';
+import { parseNodeJson } from '../../src/tron/json.js';
+import { checkpointFromHeaders, recoverSigners } from '../../src/tron/light-client/checkpoint.js';
+import {
+  FINALITY_THRESHOLD,
+  type FinalBlock,
+  LightClient,
+  LightClientError,
+  type SubmitResult,
+} from '../../src/tron/light-client/finality.js';
+import { keyRotationsOfBlock, signedHeaderOf } from '../../src/tron/light-client/follow.js';
+import {
+  HeaderError,
+  type SignedHeader,
+  signedHeaderFromJson,
+} from '../../src/tron/light-client/header.js';
+import {
+  CheckpointError,
+  keyRotationsOfRawData,
+  parseCheckpoint,
+} from '../../src/tron/light-client/sr-set.js';
+import {
+  recoverWitnessSigner,
+  WitnessSignatureError,
+} from '../../src/tron/light-client/witness-signature.js';
+import { PbWriter } from '../../src/tron/protobuf.js';
+import type { BlockJson } from '../../src/tron/types.js';
+import { type ExactBlock, parseExactBlock } from '../../src/tron/verify.js';
+import { chainDir, fixtureText } from '../helpers/fixtures.js';
+import { makeSr, SignedChain, signedHeader, testCheckpoint } from '../helpers/sr-chain.js';
+
+const HEADERS = 'headers-78000000-78000099.json';
+const REAL = 79072107;
+const SHIPPED = path.join(import.meta.dirname, '../../checkpoints/mainnet-78000099.json');
+
+function realHeaders(): SignedHeader[] {
+  return (parseNodeJson(fixtureText(HEADERS)) as BlockJson[]).map(signedHeaderFromJson);
+}
+
+/** Submit and expect it verified; @returns the blocks made final. */
+function ok(lc: LightClient, h: SignedHeader): FinalBlock[] {
+  const r = lc.submit(h);
+  if (r.status !== 'verified') throw new Error(`block ${h.number}: ${JSON.stringify(r)}`);
+  return r.final;
+}
+
+function refusal(fn: () => unknown): LightClientError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof LightClientError) return err;
+    throw err;
+  }
+  throw new Error('expected a LightClientError');
+}
+
+const TIP = {
+  number: 1000,
+  id: `${(1000).toString(16).padStart(16, '0')}${'ab'.repeat(24)}`,
+  timestamp: 1_767_000_000_000,
+};
+
+describe('real mainnet signatures', () => {
+  it('recovers one constant key per SR from the 100 real headers: 27 SRs, 20 own, 7 separate', () => {
+    const { keys, slots } = recoverSigners(realHeaders());
+    expect(keys.size).toBe(27);
+    expect(slots.size).toBe(27);
+    const own = [...keys].filter(([a, k]) => a === k).length;
+    expect(own).toBe(20);
+    expect(keys.size - own).toBe(7);
+  });
+
+  it('re-derives the shipped mainnet checkpoint byte for byte from the real signatures', () => {
+    const shipped = JSON.parse(readFileSync(SHIPPED, 'utf8'));
+    const derived = checkpointFromHeaders(
+      realHeaders(),
+      shipped.nextMaintenanceTime,
+      'mainnet',
+      shipped.source,
+    );
+    expect(derived).toEqual(shipped);
+    expect(parseCheckpoint(shipped)).toEqual(shipped);
+    expect(new Date(shipped.nextMaintenanceTime).getUTCHours() % 6).toBe(0);
+  });
+
+  it('verifies headers 78,000,001–78,000,099 from a checkpoint at 78,000,000 and proves finality', () => {
+    const hs = realHeaders();
+    const first = hs[0] as SignedHeader;
+    const cp = checkpointFromHeaders(hs.slice(0, 27), 1_764_676_800_000, 'mainnet', 'test');
+    // The same SRs, anchored at the first header.
+    const lc = new LightClient({
+      ...cp,
+      block: { number: first.number, id: first.id, timestamp: first.timestamp },
+    });
+    const final: FinalBlock[] = [];
+    for (const h of hs.slice(1)) final.push(...ok(lc, h));
+    // 19 distinct SRs at or above N: N + 18 blocks later in a full round.
+    expect(lc.finalBlock.number).toBe(78_000_099 - (FINALITY_THRESHOLD - 1));
+    expect(final.map((f) => f.number)).toEqual(
+      Array.from({ length: 99 - 18 }, (_, i) => 78_000_001 + i),
+    );
+  });
+
+  it('a client restored from its snapshot (JSON) goes on exactly as one that never stopped', () => {
+    const hs = realHeaders();
+    const first = hs[0] as SignedHeader;
+    const cp = checkpointFromHeaders(hs.slice(0, 27), 1_764_676_800_000, 'mainnet', 'test');
+    const anchored = {
+      ...cp,
+      block: { number: first.number, id: first.id, timestamp: first.timestamp },
+    };
+    const straight = new LightClient(anchored);
+    const before = new LightClient(anchored);
+    const finals: number[] = [];
+    for (const h of hs.slice(1)) for (const f of ok(straight, h)) finals.push(f.number);
+    for (const h of hs.slice(1, 50)) ok(before, h);
+    const snap = JSON.parse(JSON.stringify(before.snapshot()));
+    const after = LightClient.restore(snap);
+    expect(after.finalBlock).toEqual(before.finalBlock);
+    // Ingest resumes from the final block: the blocks above it are read again.
+    const resumed: number[] = [];
+    for (const h of hs.slice(after.finalBlock.number - first.number + 1)) {
+      for (const f of ok(after, h)) resumed.push(f.number);
+    }
+    expect(after.finalBlock).toEqual(straight.finalBlock);
+    expect(resumed).toEqual(finals.filter((n) => n > before.finalBlock.number));
+  });
+
+  it('block 79,072,107 verifies: its SR signs with its own address, as the shipped checkpoint says', () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
+    const h = signedHeaderFromJson(block);
+    const signer = recoverWitnessSigner(h.raw, h.signature);
+    expect(signer).toBe(h.witness);
+    const shipped = parseCheckpoint(JSON.parse(readFileSync(SHIPPED, 'utf8')));
+    const sr = shipped.witnesses.find((w) => w.address === h.witness);
+    expect(sr?.signingKey).toBe(signer);
+  });
+
+  it('block 79,072,107, real signature kept, becomes final among devnet blocks: its SR takes its slot in the devnet set', () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
+    const h = signedHeaderFromJson(block);
+    const order = devnetSrsAround({ witness: h.witness, timestamp: h.timestamp });
+    expect(order.filter((s) => s.privateKey === undefined).map((s) => s.address)).toEqual([
+      h.witness,
+    ]);
+    const parent = { number: h.number - 1, id: h.parentId, timestamp: h.timestamp - 3000 };
+    const lc = new LightClient(parseCheckpoint(testCheckpoint(parent, order)));
+    ok(lc, h);
+    const chain = new SignedChain({ number: h.number, id: h.id, timestamp: h.timestamp }, order);
+    const final: number[] = [];
+    for (let i = 0; i < 30; i++) for (const f of ok(lc, chain.next())) final.push(f.number);
+    expect(final[0]).toBe(REAL);
+    // The devnet blocks miss the real SR's slots: 26 of every 27.
+    expect(chain.tip.timestamp - h.timestamp).toBe(3000 * (30 + 1));
+    // Without the real SR in the set, the real block is refused.
+    const without = new LightClient(parseCheckpoint(testCheckpoint(parent, DEVNET_SRS)));
+    expect(refusal(() => without.submit(h)).code).toBe('outside-set');
+  });
+
+  it('a real header with one bit changed recovers another signer', () => {
+    const h = realHeaders()[5] as SignedHeader;
+    const raw = Uint8Array.from(h.raw);
+    raw[raw.length - 1] = (raw[raw.length - 1] ?? 0) ^ 1;
+    expect(recoverWitnessSigner(raw, h.signature)).not.toBe(h.witness);
+    expect(() => recoverWitnessSigner(h.raw, h.signature.subarray(0, 64))).toThrow(
+      WitnessSignatureError,
+    );
+    const badV = Uint8Array.from(h.signature);
+    badV[64] = 5;
+    expect(() => recoverWitnessSigner(h.raw, badV)).toThrow(WitnessSignatureError);
+  });
+
+  it('refuses a JSON header whose blockID does not hash from it', () => {
+    const block = (parseNodeJson(fixtureText(HEADERS)) as BlockJson[])[0] as BlockJson;
+    expect(() => signedHeaderFromJson({ ...block, blockID: `${'0'.repeat(63)}1` })).toThrow(
+      HeaderError,
+    );
+  });
+});
+
+describe('checkpoint', () => {
+  it('refuses a checkpoint without 27 distinct SRs, with a wrong id, or at a maintenance', () => {
+    const good = testCheckpoint(TIP);
+    expect(parseCheckpoint(good).witnesses).toHaveLength(27);
+    expect(() => parseCheckpoint({ ...good, witnesses: good.witnesses.slice(1) })).toThrow(
+      /26 witnesses/,
+    );
+    const twice = [...good.witnesses.slice(1), good.witnesses[1]];
+    expect(() => parseCheckpoint({ ...good, witnesses: twice })).toThrow(/appears twice/);
+    expect(() =>
+      parseCheckpoint({ ...good, block: { ...good.block, id: 'ff'.repeat(32) } }),
+    ).toThrow(/does not start with block.number/);
+    expect(() =>
+      parseCheckpoint({ ...good, nextMaintenanceTime: good.block.timestamp + 21_600_000 }),
+    ).toThrow(/first slots after a maintenance/);
+    expect(() => parseCheckpoint({ ...good, network: '' })).toThrow(CheckpointError);
+  });
+});
+
+describe('the devnet signs', () => {
+  it('every synthetic block is signed by its scheduled devnet SR and the light client proves it final', () => {
+    const opts = { seed: 7, firstBlock: 5000, txPerBlock: 3 };
+    const lc = new LightClient(parseCheckpoint(syntheticCheckpoint(opts)));
+    let final = 0;
+    for (let n = 5000; n < 5040; n++)
+      final += ok(lc, signedHeaderFromJson(syntheticBlock(opts, n).block)).length;
+    expect(lc.finalBlock.number).toBe(5039 - 18);
+    expect(final).toBe(5039 - 18 - 4999);
+    const own = DEVNET_SRS.filter((s) => s.address === s.signingKey).length;
+    expect(own).toBe(20);
+  });
+});
+
+describe('lying modes', () => {
+  it('a bad signature is refused, and no block above it becomes final', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    ok(lc, chain.next());
+    const stranger = makeSr('stranger');
+    const forged = chain.next(undefined, { key: stranger.privateKey });
+    const e = refusal(() => lc.submit(forged));
+    expect(e.code).toBe('bad-signature');
+    expect(e.halt).toBe(false);
+    // A byte of the signature flipped.
+    const honest = new SignedChain(TIP, DEVNET_SRS);
+    honest.next();
+    const h = honest.next();
+    const sig = Uint8Array.from(h.signature);
+    sig[10] = (sig[10] ?? 0) ^ 0xff;
+    expect(refusal(() => lc.submit({ ...h, signature: sig })).code).toBe('bad-signature');
+    expect(lc.finalBlock.number).toBe(TIP.number);
+  });
+
+  it('a signer outside the set is refused, even with a valid signature of its own', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    const outsider = makeSr('outsider');
+    const h = chain.next(undefined, { key: outsider.privateKey, witness: outsider.address });
+    expect(recoverWitnessSigner(h.raw, h.signature)).toBe(outsider.address);
+    const e = refusal(() => lc.submit(h));
+    expect(e.code).toBe('outside-set');
+  });
+
+  it('an SR out of its slot is refused', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    const t = TIP.timestamp + 3000;
+    const wrong = DEVNET_SRS.find((s) => s !== chain.scheduled(t)) as DevnetSr;
+    const h = signedHeader({
+      number: TIP.number + 1,
+      timestamp: t,
+      parentId: TIP.id,
+      witness: wrong.address,
+      privateKey: wrong.privateKey,
+    });
+    expect(refusal(() => lc.submit(h)).code).toBe('wrong-slot');
+    const late = signedHeader({
+      number: TIP.number + 1,
+      timestamp: t + 1,
+      parentId: TIP.id,
+      witness: wrong.address,
+      privateKey: wrong.privateKey,
+    });
+    expect(refusal(() => lc.submit(late)).code).toBe('bad-timestamp');
+  });
+
+  it('a fork signed by 18 SRs never becomes final; the honest chain does', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const honest = new SignedChain(TIP, DEVNET_SRS);
+    const liars = new Set(DEVNET_SRS.slice(0, 18).map((s) => s.address));
+    const fork = honest.fork();
+    const forkBlocks = Array.from({ length: 200 }, () => fork.next((s) => liars.has(s.address)));
+    for (const h of forkBlocks) {
+      expect(lc.submit(h)).toEqual({ status: 'verified', final: [], refused: [] });
+    }
+    expect(lc.finalBlock.number).toBe(TIP.number);
+    // The honest chain (all 27) reaches 19 SRs and wins; the fork is pruned.
+    for (let i = 0; i < 19; i++) ok(lc, honest.next());
+    expect(lc.finalBlock.number).toBe(TIP.number + 1);
+    expect(lc.status().pending).toBe(18);
+    // The fork's first block is now beside the final chain: refused.
+    expect(refusal(() => lc.submit(forkBlocks[0] as SignedHeader)).code).toBe('not-chained');
+  });
+
+  it('a provider that withholds a block stops finality; the block, once served, releases it', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    const blocks = Array.from({ length: 40 }, () => chain.next());
+    const withheld = blocks[5] as SignedHeader;
+    for (const b of blocks.slice(0, 5)) ok(lc, b);
+    for (const b of blocks.slice(6)) {
+      expect(lc.submit(b)).toEqual({ status: 'held', missingParent: b.parentId });
+    }
+    expect(lc.finalBlock.number).toBe(TIP.number);
+    const r = lc.submit(withheld) as Extract<SubmitResult, { status: 'verified' }>;
+    expect(r.status).toBe('verified');
+    expect(r.final.map((f) => f.number)).toEqual(
+      Array.from({ length: 40 - 18 }, (_, i) => TIP.number + 1 + i),
+    );
+    expect(lc.status().held).toBe(0);
+  });
+
+  it('a key rotation (type 46) applies from the next block: old key refused after it, new key accepted', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    const sr = DEVNET_SRS[3] as DevnetSr;
+    const newKey = makeSr('rotated key');
+    // The rotation, as its signed contract bytes say it.
+    const rotations = keyRotationsOfRawData(accountPermissionUpdate(sr.address, newKey.signingKey));
+    expect(rotations).toEqual([{ owner: sr.address, signingKey: newKey.signingKey }]);
+    const b1 = chain.next();
+    expect(lc.submit(b1, rotations).status).toBe('verified');
+    const slot3 = nextSlotOf(b1.timestamp, 3);
+    const oldKey = signedHeader({
+      number: b1.number + 1,
+      timestamp: slot3,
+      parentId: b1.id,
+      witness: sr.address,
+      privateKey: sr.privateKey,
+    });
+    expect(refusal(() => lc.submit(oldKey)).code).toBe('bad-signature');
+    // The chain on, SR 3 signing with its new key: verified, and final.
+    const rotated = { ...sr, signingKey: newKey.signingKey, privateKey: newKey.privateKey };
+    const order = DEVNET_SRS.map((s, i) => (i === 3 ? rotated : s));
+    const c2 = new SignedChain(b1, order);
+    const blocks = Array.from({ length: 40 }, () => c2.next());
+    for (const h of blocks) ok(lc, h);
+    expect(lc.finalBlock.number).toBeGreaterThan(b1.number + 3);
+    // Without the rotation, SR 3's new-key block is refused (the test can fail).
+    const control = new LightClient(testCheckpoint(TIP));
+    control.submit(b1);
+    const firstBy3 = blocks.findIndex((h) => h.witness === sr.address);
+    for (const h of blocks.slice(0, firstBy3)) ok(control, h);
+    expect(refusal(() => control.submit(blocks[firstBy3] as SignedHeader)).code).toBe(
+      'bad-signature',
+    );
+    // Final now: a block on the final chain with the old key is still refused.
+    expect(
+      refusal(() =>
+        lc.submit(
+          signedHeader({
+            number: c2.tip.number + 1,
+            timestamp: nextSlotOf(c2.tip.timestamp, 3),
+            parentId: c2.tip.id,
+            witness: sr.address,
+            privateKey: sr.privateKey,
+          }),
+        ),
+      ).code,
+    ).toBe('bad-signature');
+  });
+
+  it('a maintenance with 1 new SR: its key from the providers, it counts only once 19 known SRs built on it', () => {
+    const newcomer = makeSr('newcomer', true);
+    const cpNext = TIP.timestamp + 3000 * 40;
+    // After the maintenance: a new order (re-sorted by votes), SR 26 replaced by the newcomer.
+    const nextOrder = [newcomer, ...DEVNET_SRS.slice(0, 26)].reverse();
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
+    let asked = 0;
+    let newcomerBlock = 0;
+    let admittedAt = 0;
+    for (let i = 0; i < 120; i++) {
+      const h = chain.next();
+      let r = lc.submit(h);
+      if (r.status === 'need-key') {
+        expect(r.witness).toBe(newcomer.address);
+        asked++;
+        lc.addCandidateKey(newcomer.address, newcomer.signingKey);
+        r = lc.submit(h);
+        newcomerBlock = h.number;
+      }
+      expect(r.status).toBe('verified');
+      if (r.status === 'verified' && r.final.some((f) => f.number === newcomerBlock)) {
+        admittedAt = h.number;
+      }
+    }
+    expect(asked).toBe(1);
+    expect(newcomerBlock).toBeGreaterThan(0);
+    // Final only after 19 OTHER (known) SRs built on the newcomer's block: ≥ 19 blocks above it.
+    expect(admittedAt - newcomerBlock).toBeGreaterThanOrEqual(FINALITY_THRESHOLD);
+    expect(lc.status().epoch).toBe(1);
+    expect(lc.status().knownSrs).toBe(28);
+    expect(lc.finalBlock.number).toBeGreaterThan(newcomerBlock);
+  });
+
+  it('a maintenance with 9 new SRs halts with an alert', () => {
+    const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`new ${i}`));
+    const cpNext = TIP.timestamp + 3000 * 40;
+    const nextOrder = [...newcomers, ...DEVNET_SRS.slice(0, 18)];
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
+    let halt: LightClientError | undefined;
+    for (let i = 0; i < 100 && !halt; i++) {
+      const h = chain.next();
+      try {
+        let r = lc.submit(h);
+        if (r.status === 'need-key') {
+          const sr = newcomers.find((s) => s.address === h.witness);
+          lc.addCandidateKey(h.witness, (sr as DevnetSr).signingKey);
+          r = lc.submit(h);
+        }
+      } catch (err) {
+        if (err instanceof LightClientError) halt = err;
+        else throw err;
+      }
+    }
+    expect(halt?.code).toBe('too-many-changes');
+    expect(halt?.halt).toBe(true);
+    // Nothing produced after the maintenance was made final.
+    expect(lc.finalBlock.timestamp).toBeLessThan(cpNext);
+  });
+
+  it('a stale checkpoint halts: a first block past its maintenance that is not chained to it', () => {
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, TIP.timestamp + 3000 * 10));
+    const later = new SignedChain(
+      {
+        number: TIP.number + 5000,
+        id: `${(TIP.number + 5000).toString(16).padStart(16, '0')}${'cd'.repeat(24)}`,
+        timestamp: TIP.timestamp + 3000 * 5000,
+      },
+      DEVNET_SRS,
+    );
+    const e = refusal(() => lc.submit(later.next()));
+    expect(e.code).toBe('stale-checkpoint');
+    expect(e.halt).toBe(true);
+  });
+});
+
+describe('what ingest hands the light client', () => {
+  it('the real block 79,072,107: the same signed header from its exact gRPC bytes and from JSON, no rotation', () => {
+    const block = parseNodeJson(fixtureText(`chain/block-${REAL}.json`)) as BlockJson;
+    const exact = parseExactBlock(
+      readFileSync(path.join(chainDir(), `blockext-${REAL}.bin`)),
+      'extention',
+    ) as ExactBlock;
+    const fromExact = signedHeaderOf(block, exact);
+    expect(fromExact.id).toBe(signedHeaderOf(block).id);
+    expect(Buffer.from(fromExact.raw).equals(Buffer.from(signedHeaderOf(block).raw))).toBe(true);
+    expect(keyRotationsOfBlock(block, exact)).toEqual([]);
+    expect(keyRotationsOfBlock(block)).toEqual([]);
+    // Exact bytes of another block are refused.
+    const other = (parseNodeJson(fixtureText(HEADERS)) as BlockJson[])[0] as BlockJson;
+    expect(() => signedHeaderOf(other, exact)).toThrow(HeaderError);
+  });
+
+  it('reads a type-46 rotation from the signed transaction bytes, JSON or exact, and skips a failed one', () => {
+    const sr = DEVNET_SRS[22] as DevnetSr;
+    const key = makeSr('ingest rotation').signingKey;
+    const raw = accountPermissionUpdate(sr.address, key);
+    const base = syntheticBlock({ seed: 3, firstBlock: 100, txPerBlock: 4 }, 100).block;
+    const tx = (contractRet: string) => ({
+      txID: createHash('sha256').update(raw).digest('hex'),
+      raw_data_hex: Buffer.from(raw).toString('hex'),
+      ret: [{ contractRet }],
+    });
+    const withRotation = { ...base, transactions: [...(base.transactions ?? []), tx('SUCCESS')] };
+    expect(keyRotationsOfBlock(withRotation)).toEqual([{ owner: sr.address, signingKey: key }]);
+    expect(keyRotationsOfBlock(base)).toEqual([]);
+    const failed = { ...base, transactions: [tx('REVERT')] };
+    expect(keyRotationsOfBlock(failed)).toEqual([]);
+    const ret = new PbWriter().varint(3, 1).finish();
+    const whole = new PbWriter().bytes(1, raw).bytes(5, ret).finish();
+    const exact = { headerRaw: new Uint8Array(0), transactions: [whole] };
+    expect(keyRotationsOfBlock(base, exact)).toEqual([{ owner: sr.address, signingKey: key }]);
+  });
+});
+
+/** The devnet SR at schedule position k's next slot after t. */
+function nextSlotOf(t: number, k: number): number {
+  let s = t + 3000;
+  while (Math.floor(s / 3000) % 27 !== k) s += 3000;
+  return s;
+}
+
+/**
+ * A `Transaction.raw` with one AccountPermissionUpdateContract (type 46) setting `owner`'s witness
+ * permission to one key (protocol: raw {contract 11 {type 1, parameter 2: Any {type_url 1,
+ * value 2}}}; contract {owner_address 1, witness 3: Permission {type 1, permission_name 3,
+ * threshold 4, keys 7: Key {address 1, weight 2}}}).
+ */
+function accountPermissionUpdate(owner: string, key: string): Uint8Array {
+  const k = new PbWriter().bytes(1, Buffer.from(key, 'hex')).varint(2, 1).finish();
+  const witness = new PbWriter()
+    .varint(1, 1)
+    .bytes(3, Buffer.from('witness'))
+    .varint(4, 1)
+    .bytes(7, k)
+    .finish();
+  const value = new PbWriter().bytes(1, Buffer.from(owner, 'hex')).bytes(3, witness).finish();
+  const any = new PbWriter()
+    .bytes(1, Buffer.from('type.googleapis.com/protocol.AccountPermissionUpdateContract'))
+    .bytes(2, value)
+    .finish();
+  const contract = new PbWriter().varint(1, 46).bytes(2, any).finish();
+  return new PbWriter().bytes(11, contract).finish();
+}
