@@ -128,6 +128,12 @@ export const watchBatchSchemas = [
   WatchActionResultSchema,
 ];
 
+/**
+ * Body limit of POST /v1/watches/batch, bytes: 1,000 items of up to ~4 KiB each (a 2,048-character
+ * webhook_url, a 100-character label and the rest), where a single request allows 64 KiB.
+ */
+export const BATCH_BODY_LIMIT_BYTES = MAX_BATCH_ITEMS * 4 * 1024;
+
 /** Register the batch routes. */
 export function watchBatchRoutes(app: App, deps: AppDeps): void {
   const network = deps.config.network;
@@ -140,6 +146,7 @@ export function watchBatchRoutes(app: App, deps: AppDeps): void {
   app.post(
     '/v1/watches/batch',
     {
+      bodyLimit: BATCH_BODY_LIMIT_BYTES,
       schema: {
         operationId: 'createWatchBatch',
         summary: 'Create up to 1,000 watches',

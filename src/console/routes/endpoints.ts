@@ -2,7 +2,7 @@
  * The console's endpoints (issue 30 item 4), on the same functions as /v1/endpoints
  * (src/api/routes/endpoints.ts `…Answer`): one rule set, the same answers and audit entries.
  *
- *   GET    /console/api/endpoints                → { data: Endpoint[] }
+ *   GET    /console/api/endpoints                → { data: (Endpoint & { health })[] } (last day)
  *   GET    /console/api/endpoints/{id}/watches   → { data: Watch[] } the live watches on it
  *   POST   /console/api/endpoints                → 201 EndpointCreated (the secret, once)
  *   PATCH  /console/api/endpoints/{id}           → Endpoint (url, label, enabled, pace)
@@ -21,12 +21,17 @@ import {
   rotateEndpointSecretAnswer,
   updateEndpointAnswer,
 } from '../../api/routes/endpoints.js';
-import { CreateWatchBatchSchema, createWatchBatchAnswer } from '../../api/routes/watch-batch.js';
+import {
+  BATCH_BODY_LIMIT_BYTES,
+  CreateWatchBatchSchema,
+  createWatchBatchAnswer,
+} from '../../api/routes/watch-batch.js';
 import { preventCoercion } from '../../api/schemas.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { getEndpoint, listEndpoints } from '../../endpoints/endpoints.js';
+import { endpointHealth } from '../../endpoints/health.js';
 import {
   CreateEndpointSchema,
   endpointView,
@@ -51,7 +56,11 @@ export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const rows = await listEndpoints(deps.db, ctx.accountId, network);
-      return { data: rows.map(endpointView) };
+      const health = await endpointHealth(
+        deps.db,
+        rows.map((r) => r.id),
+      );
+      return { data: rows.map((e) => ({ ...endpointView(e), health: health.get(e.id) ?? null })) };
     },
   );
 
@@ -147,6 +156,7 @@ export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
     '/console/api/watches/batch',
     {
       config: { consoleRole: 'developer' },
+      bodyLimit: BATCH_BODY_LIMIT_BYTES,
       schema: { ...hide, body: CreateWatchBatchSchema },
     },
     async (request) => {
