@@ -747,13 +747,16 @@ export interface components {
              * @enum {string}
              */
             code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
-            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
+            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
                  * Format: date-time
                  * @description When the key was revoked.
                  */
                 revoked_at: string;
+            } | {
+                /** @description Watches (active or paused) that still target the endpoint. */
+                watch_count: number;
             };
             /** @description Human-readable message. */
             error: string;
@@ -991,13 +994,16 @@ export interface components {
              * @enum {string}
              */
             code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
-            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
+            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
                  * Format: date-time
                  * @description When the key was revoked.
                  */
                 revoked_at: string;
+            } | {
+                /** @description Watches (active or paused) that still target the endpoint. */
+                watch_count: number;
             };
             /** @description Human-readable message. */
             error: string;
