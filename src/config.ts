@@ -642,6 +642,56 @@ function trustProxyProblems(value: string): string[] {
 }
 
 /**
+ * The values an enumerated variable allows (`LOG_LEVEL`: fatal, error, …), listed in its error
+ * so that a wrong value says what would be right; undefined for any other schema.
+ */
+function allowedValues(schema: TSchema): string[] | undefined {
+  const s = schema as { enum?: unknown[]; anyOf?: Array<{ const?: unknown }> };
+  if (Array.isArray(s.enum)) return s.enum.map(String);
+  if (Array.isArray(s.anyOf) && s.anyOf.length > 0 && s.anyOf.every((a) => 'const' in a)) {
+    return s.anyOf.map((a) => String(a.const));
+  }
+  return undefined;
+}
+
+/**
+ * The URL variables and the schemes each accepts. Each must parse as a URL (WHATWG, what the
+ * clients use) with a host: `redis//nope` or `postgres:/db` are refused at start rather than
+ * failing later with a connection error that does not name the variable.
+ */
+const URL_VARIABLES: ReadonlyArray<readonly [string, readonly string[]]> = [
+  ['DATABASE_URL', ['postgres:', 'postgresql:']],
+  ['REDIS_URL', ['redis:', 'rediss:']],
+  ['PUBLIC_URL', ['http:', 'https:']],
+  ['SMTP_URL', ['smtp:', 'smtps:']],
+  ['TELEGRAM_API_ROOT', ['http:', 'https:']],
+  ['TELEGRAM_WEBHOOK_URL', ['https:']],
+];
+
+/** Problems of the URL variables that are set (see URL_VARIABLES); the value is never echoed. */
+function urlProblems(raw: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  for (const [name, schemes] of URL_VARIABLES) {
+    const v = raw[name];
+    if (typeof v !== 'string') continue;
+    let u: URL;
+    try {
+      u = new URL(v.trim());
+    } catch {
+      problems.push(`${name}: not a URL: expected ${schemes[0]}//host…`);
+      continue;
+    }
+    if (!schemes.includes(u.protocol)) {
+      problems.push(`${name}: scheme ${u.protocol} is not one of ${schemes.join(', ')}`);
+    } else if (u.hostname === '' && !(name === 'DATABASE_URL' && u.searchParams.has('host'))) {
+      // (libpq's `postgresql:///db?host=/var/run/postgresql`, a Unix socket, has no host part.)
+      problems.push(`${name}: no host: expected ${schemes[0]}//host…`);
+    }
+  }
+  return problems;
+}
+
+/**
  * Parse the environment into a {@link Config}.
  * @param env a process.env-like record; empty strings count as unset.
  * @throws ConfigError listing every problem at once.
@@ -665,12 +715,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }
   }
   const withDefaults = Value.Default(EnvSchema, Value.Convert(EnvSchema, raw));
+  const schemaProblems = [...Value.Errors(EnvSchema, withDefaults)]
+    .filter((e) => !spelling.some((p) => p.startsWith(`${e.path.slice(1)}:`)))
+    .map((e) => {
+      const allowed = allowedValues(e.schema);
+      const message = allowed ? `must be one of ${allowed.join(', ')}` : e.message;
+      return `${e.path.slice(1) || '(root)'}: ${message} (got ${JSON.stringify(e.value)})`;
+    });
   const problems = [
     ...spelling,
     ...trustProxyProblems(typeof raw.TRUST_PROXY === 'string' ? raw.TRUST_PROXY : ''),
-    ...[...Value.Errors(EnvSchema, withDefaults)]
-      .filter((e) => !spelling.some((p) => p.startsWith(`${e.path.slice(1)}:`)))
-      .map((e) => `${e.path.slice(1) || '(root)'}: ${e.message} (got ${JSON.stringify(e.value)})`),
+    // One problem per variable: a URL that fails its pattern is not also reported as unparsable.
+    ...schemaProblems,
+    ...urlProblems(raw).filter(
+      (p) => !schemaProblems.some((q) => q.startsWith(p.split(':')[0] ?? '')),
+    ),
   ];
   if (problems.length > 0) throw new ConfigError(problems);
   const e = withDefaults as Env;

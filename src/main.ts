@@ -27,7 +27,7 @@ import { runDemo } from './devnet/demo.js';
 import { recordBlocks } from './devnet/record.js';
 import { runReplayNodeCli } from './devnet/replay-node.js';
 import { writeSyntheticChain } from './devnet/synth-dir.js';
-import { formatReport, runDoctor } from './doctor/doctor.js';
+import { CHECK_NAMES, formatReport, runDoctor, selects } from './doctor/doctor.js';
 import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
@@ -267,7 +267,7 @@ program
 program
   .command('doctor')
   .description(
-    'check the configuration, the database, Redis, every node, the clock, the secret key file, the public URL and the Telegram token; exit 0 only when no check fails',
+    'check the configuration, the database, Redis, every node, the clock, the secret key and the stored secrets it must decrypt, the public URL, the Telegram token and the running service (/healthz, ingest lag or stall, workers); exit 0 only when no check fails',
   )
   .option(
     '--json',
@@ -280,11 +280,40 @@ program
     int('--cert-days'),
     14,
   )
-  .action(async (o: { json?: boolean; timeoutMs: number; certDays: number }) => {
-    const report = await runDoctor(process.env, { timeoutMs: o.timeoutMs, certDays: o.certDays });
-    process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
-    process.exitCode = report.ok ? 0 : 1;
-  });
+  .option(
+    '--check <name>',
+    `run one check, or one family (node): ${CHECK_NAMES.join(', ')}`,
+    (v: string) => {
+      if (!CHECK_NAMES.some((c) => selects(v, c))) {
+        throw new InvalidArgumentError(`no check named ${v}: one of ${CHECK_NAMES.join(', ')}`);
+      }
+      return v;
+    },
+  )
+  .option('--strict', 'warnings fail too (exit 1)')
+  .option('--url <url>', 'the running service (default http://HOST:PORT, 127.0.0.1 for 0.0.0.0)')
+  .action(
+    async (o: {
+      json?: boolean;
+      timeoutMs: number;
+      certDays: number;
+      check?: string;
+      strict?: boolean;
+      url?: string;
+    }) => {
+      const report = await runDoctor(process.env, {
+        timeoutMs: o.timeoutMs,
+        certDays: o.certDays,
+        only: o.check,
+        strict: o.strict === true,
+        serviceUrl: o.url,
+      });
+      process.stdout.write(
+        o.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report, o.strict === true),
+      );
+      process.exitCode = report.ok ? 0 : 1;
+    },
+  );
 
 program
   .command('checkpoint')

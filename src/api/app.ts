@@ -214,7 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, deps);
   statusRoutes(app, deps);
   docsRoutes(app);
-  mcpRoutes(app, innerToken);
+  mcpRoutes(app, innerToken, deps.rateLimiter);
   return app;
 }
 

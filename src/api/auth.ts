@@ -83,6 +83,11 @@ export function isV1(url: string): boolean {
   );
 }
 
+/** True for the MCP endpoint's path (`/mcp`, with or without a query). */
+export function isMcpPath(url: string): boolean {
+  return url === '/mcp' || url.startsWith('/mcp?');
+}
+
 /**
  * Header of a `/v1` request that the `/mcp` endpoint injects in process for one MCP tool call
  * (src/mcp/backend.ts), carrying the app's inner-request token: a random value made when the
@@ -347,8 +352,10 @@ export function registerV1Guard(
     }
     request.auth = auth;
     void usage.touch(auth.keyId);
-    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER).
-    if (inner) return;
+    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER); `/mcp` itself
+    // counts in its route, once its JSON-RPC message is read: session set-up is not charged
+    // (src/mcp/route.ts).
+    if (inner || isMcpPath(request.url)) return;
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,

@@ -88,6 +88,7 @@ import { createLogger, type Logger } from '../common/logger.js';
 import { GET_BLOCK_BY_NUM2 } from '../tron/grpc.js';
 import { parseNodeJson } from '../tron/json.js';
 import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
+import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../tron/types.js';
 import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
 import { headerBlockId } from './synthetic.js';
@@ -1013,11 +1014,6 @@ async function timeAnchor(
     return { h: await recordedHeader(best), blocks: n - best };
   }
   return { h: await recordedHeader(source.first), blocks: n - source.first };
-}
-
-/** A seeded blockID (below the chained range), 64 hex: 8-byte big-endian n ‖ 24 bytes of sha256. */
-function syntheticId(n: number): string {
-  return n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay filler ${n}`).slice(16);
 }
 
 /**

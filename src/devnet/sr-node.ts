@@ -12,6 +12,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { SrEntry } from '../tron/light-client/sr-set.js';
 import {
   DEVNET_SRS,
   type SyntheticChainOptions,
@@ -29,6 +30,8 @@ export interface SrNodeOptions {
   reportKey?: (address: string) => string | undefined;
   /** Lie: drop SRs from the active list. */
   hide?: readonly string[];
+  /** More SR accounts `/wallet/getaccount` answers for (an SR voted in at a maintenance). */
+  accounts?: readonly SrEntry[];
 }
 
 /** A running devnet SR node. */
@@ -85,12 +88,14 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
         };
       case '/wallet/getaccount': {
         const address = String(body.address ?? '').toLowerCase();
-        const sr = DEVNET_SRS.find((s) => s.address === address);
+        const sr =
+          DEVNET_SRS.find((s) => s.address === address) ??
+          opts.accounts?.find((s) => s.address === address);
         if (!sr) return {};
         const key = opts.reportKey?.(address) ?? sr.signingKey;
         // SRs that sign with their own address have no witness-permission key half the time
         // (java-tron then uses the address itself).
-        const own = key === address && DEVNET_SRS.indexOf(sr) % 2 === 0;
+        const own = key === address && DEVNET_SRS.findIndex((d) => d.address === address) % 2 === 0;
         return {
           address,
           is_witness: true,

@@ -2,11 +2,13 @@
  * `tronwatch doctor` (issue 20 item 5; docs/operating.md "Checking a deployment"): checks a deployment's
  * configuration and everything it depends on, and says for each problem what to do.
  *
- * Checks, in order (types.ts names them): `config` (the environment parses: src/config.ts, and
+ * Checks, in order (types.ts CHECK_NAMES): `config` (the environment parses: src/config.ts, and
  * the files it names exist), then, with a valid configuration, `database`, `redis`, every
- * provider of TRON_NODE_URL (`node.*`), `clock`, `secret_key`, `public_url`, `telegram`
- * (checks.ts, node.ts: each documents its rule). Nothing is written, nothing secret is printed.
- * The run is OK, and the command exits 0, when no check failed (`warn` and `skip` do not fail).
+ * provider of TRON_NODE_URL (`node.*`), `clock`, `secret_key`, `stored_secrets`, `public_url`,
+ * `telegram`, then the running service: `service`, `service.ingest`, `service.workers`
+ * (checks.ts, node.ts, service.ts: each documents its rule). Nothing is written, nothing secret
+ * is printed. The run is OK, and the command exits 0, when no check failed (`warn` and `skip` do
+ * not fail; with `strict`, `warn` does). `only` runs one check (or one family: `node`).
  */
 import fs from 'node:fs';
 import { type Config, ConfigError, loadConfig } from '../config.js';
@@ -18,9 +20,18 @@ import {
   checkTelegram,
 } from './checks.js';
 import { checkClock, checkProvider, type NodeFindings } from './node.js';
-import type { CheckResult, DoctorOptions, DoctorReport } from './types.js';
+import {
+  checkIngest,
+  checkService,
+  checkStoredSecrets,
+  checkWorkers,
+  openStoredState,
+  serviceUrl,
+} from './service.js';
+import { CHECK_NAMES, type CheckResult, type DoctorOptions, type DoctorReport } from './types.js';
 
 export type { CheckResult, CheckStatus, DoctorOptions, DoctorReport } from './types.js';
+export { CHECK_NAMES } from './types.js';
 
 /** `config`: the environment parses, and the files it names exist. */
 function checkConfig(env: Record<string, string | undefined>): {
@@ -63,10 +74,18 @@ function checkConfig(env: Record<string, string | undefined>): {
   };
 }
 
+/** True when the `only` option selects `check` (module doc of DoctorOptions.only). */
+export function selects(only: string | undefined, check: string): boolean {
+  if (only === undefined || check === only) return true;
+  // A family (`node`) when it is not itself a check (`service` is one: only it).
+  return !(CHECK_NAMES as readonly string[]).includes(only) && check.startsWith(`${only}.`);
+}
+
 /**
- * Run every check against the configuration `env` describes.
+ * Run every check (or the one `opts.only` names) against the configuration `env` describes.
  * @param env a process.env-like record (the command passes process.env).
  * @returns the report; never throws for a failed check (each is a result).
+ * @throws RangeError when `opts.only` names no check (the message lists them).
  */
 export async function runDoctor(
   env: Record<string, string | undefined>,
@@ -74,36 +93,62 @@ export async function runDoctor(
 ): Promise<DoctorReport> {
   const timeoutMs = opts.timeoutMs ?? 5_000;
   const certDays = opts.certDays ?? 14;
+  const only = opts.only;
+  if (only !== undefined && !CHECK_NAMES.some((c) => selects(only, c))) {
+    throw new RangeError(`no check named ${only}: one of ${CHECK_NAMES.join(', ')}`);
+  }
+  const want = (check: string) => selects(only, check);
   const checks: CheckResult[] = [];
   const { result, cfg } = checkConfig(env);
-  checks.push(result);
+  if (want('config') || result.status === 'fail') checks.push(result);
   if (!cfg) {
-    for (const check of [
-      'database',
-      'redis',
-      'node',
-      'clock',
-      'secret_key',
-      'public_url',
-      'telegram',
-    ]) {
+    const skipped =
+      only === undefined
+        ? ['node', ...CHECK_NAMES.filter((c) => c !== 'config' && !c.startsWith('node.'))]
+        : only === 'config'
+          ? []
+          : [only];
+    for (const check of skipped) {
       checks.push({ check, status: 'skip', detail: 'the configuration is invalid' });
     }
     return { ok: false, checks };
   }
+  const needNodes = CHECK_NAMES.some((c) => c.startsWith('node.') && want(c)) || want('clock');
+  const needState = want('stored_secrets') || want('service.ingest') || want('service.workers');
   // Independent checks run at once; the results keep a fixed order.
-  const [database, redis, nodes, publicUrls, telegram] = await Promise.all([
-    checkDatabase(cfg, timeoutMs),
-    checkRedis(cfg, timeoutMs),
-    Promise.all(cfg.node.providers.map((p, i) => checkProvider(cfg, p, i, timeoutMs))),
-    checkPublicUrls(cfg, env, timeoutMs, certDays),
-    checkTelegram(cfg, timeoutMs),
+  const [database, redis, nodes, publicUrls, telegram, service] = await Promise.all([
+    want('database') ? checkDatabase(cfg, timeoutMs) : undefined,
+    want('redis') ? checkRedis(cfg, timeoutMs) : undefined,
+    needNodes
+      ? Promise.all(cfg.node.providers.map((p, i) => checkProvider(cfg, p, i, timeoutMs)))
+      : [],
+    want('public_url') ? checkPublicUrls(cfg, env, timeoutMs, certDays) : [],
+    want('telegram') ? checkTelegram(cfg, timeoutMs) : undefined,
+    want('service') ? checkService(serviceUrl(cfg, opts.serviceUrl), timeoutMs) : undefined,
   ]);
-  checks.push(database, redis);
-  for (const n of nodes) checks.push(...n.results);
-  const findings: NodeFindings[] = nodes.map((n) => n.findings);
-  checks.push(checkClock(cfg, findings), checkSecretKey(cfg), ...publicUrls, telegram);
-  return { ok: checks.every((c) => c.status !== 'fail'), checks };
+  // After the database check: the embedded database takes one opener at a time.
+  const state = needState ? await openStoredState(cfg, timeoutMs) : undefined;
+  try {
+    const findings: NodeFindings[] = nodes.map((n) => n.findings);
+    const add = (r: CheckResult | undefined) => {
+      if (r && want(r.check)) checks.push(r);
+    };
+    add(database);
+    add(redis);
+    for (const n of nodes) for (const r of n.results) add(r);
+    if (want('clock')) add(checkClock(cfg, findings));
+    if (want('secret_key')) add(checkSecretKey(cfg));
+    if (state && want('stored_secrets')) add(await checkStoredSecrets(cfg, state));
+    for (const r of publicUrls) add(r);
+    add(telegram);
+    add(service);
+    if (state && want('service.ingest')) add(await checkIngest(cfg, state, findings));
+    if (state && want('service.workers')) add(await checkWorkers(state));
+  } finally {
+    if (state && 'close' in state) await state.close();
+  }
+  const ok = checks.every((c) => c.status !== 'fail' && !(opts.strict && c.status === 'warn'));
+  return { ok, checks };
 }
 
 const LABEL: Record<CheckResult['status'], string> = {
@@ -114,7 +159,7 @@ const LABEL: Record<CheckResult['status'], string> = {
 };
 
 /** The report as text: one line per check, its fix indented below, a summary line. */
-export function formatReport(report: DoctorReport): string {
+export function formatReport(report: DoctorReport, strict = false): string {
   const lines = ['tronwatch doctor'];
   for (const c of report.checks) {
     const what = c.target ? `${c.check} (${c.target})` : c.check;
@@ -125,7 +170,7 @@ export function formatReport(report: DoctorReport): string {
   lines.push(
     report.ok
       ? `OK: ${count('pass')} passed, ${count('warn')} warning(s), ${count('skip')} skipped`
-      : `FAILED: ${count('fail')} check(s) failed, ${count('warn')} warning(s), ${count('pass')} passed`,
+      : `FAILED: ${count('fail')} check(s) failed, ${count('warn')} warning(s)${strict && count('warn') > 0 ? ' (--strict: warnings fail)' : ''}, ${count('pass')} passed`,
   );
   return `${lines.join('\n')}\n`;
 }

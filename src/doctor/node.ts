@@ -36,6 +36,7 @@
  */
 import type { Config } from '../config.js';
 import { NodeClient } from '../tron/node-client.js';
+import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockRef } from '../tron/types.js';
 import { blockIdFromRaw } from '../tron/verify.js';
 import type { CheckResult } from './types.js';
@@ -60,6 +61,14 @@ export const MAINNET_CHECKPOINTS: ReadonlyArray<{ number: number; id: string }> 
   { number: 78_000_099, id: '0000000004a62fe32f53b49b135166ce13fd718773406c1a367109f7742c88c1' },
   { number: 79_072_107, id: '0000000004b68b6be6d7223b1ecf2850f00f700292beeead2810c18e9e1548e2' },
 ];
+
+/**
+ * A replay node (block 0 its filler) whose solidified head is at most this many blocks below a
+ * recorded mainnet block is taken as the replay of that recording before it starts (it starts
+ * `--start-before` blocks early: 28 by default); farther below, its chain is something else (a
+ * synthetic chain) and fails as not mainnet. 10,000 blocks: about 8 hours of mainnet.
+ */
+export const REPLAY_LEAD_BLOCKS = 10_000;
 
 /** Blocks between mainnet's head and its solidified head (2/3 + 1 of 27 super representatives). */
 export const SOLIDIFICATION_LAG_BLOCKS = 19;
@@ -108,7 +117,7 @@ async function whichNetwork(
   client: NodeClient,
   solidified: number,
   signal: AbortSignal,
-): Promise<{ mainnet: 'live' | 'replay' | undefined; detail: string }> {
+): Promise<{ mainnet: 'live' | 'replay' | undefined; detail: string; pending?: boolean }> {
   const genesis = await client.getSolidifiedHeader(0, signal);
   if (genesis?.id === MAINNET_GENESIS_ID) {
     return { mainnet: 'live', detail: "block 0 is mainnet's genesis block" };
@@ -124,6 +133,19 @@ async function whichNetwork(
         detail: `block ${cp.number} is mainnet's (recorded id), block 0 is not mainnet's genesis: a replay of recorded mainnet blocks`,
       };
     }
+  }
+  const next = MAINNET_CHECKPOINTS.find((cp) => cp.number > solidified);
+  if (
+    genesis?.id === syntheticId(0) &&
+    next !== undefined &&
+    next.number - solidified <= REPLAY_LEAD_BLOCKS
+  ) {
+    // A tronwatch replay node before its recording: its served blocks are fillers so far.
+    return {
+      mainnet: 'replay',
+      pending: true,
+      detail: `a tronwatch replay node (block 0 is its filler block, not mainnet's genesis) whose recorded blocks are not solidified yet: its solidified head ${solidified} is below the recorded mainnet block ${next.number}, so nothing it serves can be checked against mainnet's ids until then`,
+    };
   }
   return {
     mainnet: undefined,
@@ -194,14 +216,21 @@ export async function checkProvider(
       const net = await whichNetwork(client, head.number, signal);
       findings.mainnet = net.mainnet;
       add(
-        net.mainnet
-          ? { check: 'node.mainnet', status: 'pass', detail: net.detail }
-          : {
+        net.pending
+          ? {
               check: 'node.mainnet',
-              status: 'fail',
-              detail: `not TRON mainnet: ${net.detail}`,
-              fix: `point ${which} at a mainnet node (https://api.trongrid.io, or your own java-tron on mainnet)`,
-            },
+              status: 'warn',
+              detail: net.detail,
+              fix: 'let the replay node reach its recorded blocks (or start it with a smaller --start-before), then run doctor again',
+            }
+          : net.mainnet
+            ? { check: 'node.mainnet', status: 'pass', detail: net.detail }
+            : {
+                check: 'node.mainnet',
+                status: 'fail',
+                detail: `not TRON mainnet: ${net.detail}`,
+                fix: `point ${which} at a mainnet node (https://api.trongrid.io, or your own java-tron on mainnet)`,
+              },
       );
     } catch (err) {
       add({

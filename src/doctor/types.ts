@@ -15,8 +15,8 @@ export type CheckStatus = 'pass' | 'warn' | 'fail' | 'skip';
 export interface CheckResult {
   /**
    * Stable name: `config`, `database`, `redis`, `node.reachable`, `node.mainnet`,
-   * `node.solidified_head`, `node.budget`, `node.grpc`, `clock`, `secret_key`, `public_url`,
-   * `telegram`.
+   * `node.solidified_head`, `node.budget`, `node.grpc`, `clock`, `secret_key`, `stored_secrets`,
+   * `public_url`, `telegram`, `service`, `service.ingest`, `service.workers` ({@link CHECK_NAMES}).
    */
   check: string;
   /** What it was about, when there can be several: a provider's origin, a URL's origin, a file. */
@@ -28,7 +28,30 @@ export interface CheckResult {
   fix?: string;
 }
 
-/** The whole run. `ok` is false when any check failed (the exit code is then 1). */
+/** Every check's name, in the order they are reported (`--check` takes one, or a prefix). */
+export const CHECK_NAMES = [
+  'config',
+  'database',
+  'redis',
+  'node.reachable',
+  'node.mainnet',
+  'node.solidified_head',
+  'node.budget',
+  'node.grpc',
+  'clock',
+  'secret_key',
+  'stored_secrets',
+  'public_url',
+  'telegram',
+  'service',
+  'service.ingest',
+  'service.workers',
+] as const;
+
+/**
+ * The whole run. `ok` is false when any check failed, or with `strict` when any warned (the exit
+ * code is then 1).
+ */
 export interface DoctorReport {
   ok: boolean;
   checks: CheckResult[];
@@ -40,4 +63,14 @@ export interface DoctorOptions {
   timeoutMs?: number;
   /** A TLS certificate that expires within this many days fails. Default 14. */
   certDays?: number;
+  /**
+   * Only this check: a name of {@link CHECK_NAMES}, or a family that is not itself a check
+   * (`node` runs every `node.*`; `service` is only `service`). `config` always runs (everything reads it); it is reported when it is asked for or
+   * fails. Default: every check.
+   */
+  only?: string;
+  /** Warnings fail the run too. Default false. */
+  strict?: boolean;
+  /** The running service's base URL. Default http://HOST:PORT (127.0.0.1 for 0.0.0.0). */
+  serviceUrl?: string;
 }

@@ -55,6 +55,8 @@ export interface EventDetail {
   payload: string;
   /** How the event's watch delivers (issue 19 item 7: a chat delivery is shown as one). */
   channel: 'webhook' | 'telegram';
+  /** The label of the event's watch, as it is now (issue 29: shown beside its id); null: none. */
+  watch_label: string | null;
   /**
    * A chat watch's delivery: the chat the account is bound to now (the one every attempt is sent
    * to: a chat that became a supergroup is followed), and the message sent, Bot API HTML
@@ -110,6 +112,7 @@ interface JoinedRow extends EventRow {
   a_response_body: string | null;
   a_throttled: boolean | null;
   w_channel: 'webhook' | 'telegram';
+  w_label: string | null;
   chat_id: string | null;
   chat_title: string | null;
   chat_type: string | null;
@@ -142,7 +145,7 @@ export async function eventDetail(
                     a.request_headers AS a_request_headers,
                     a.response_headers AS a_response_headers,
                     a.response_body AS a_response_body, a.throttled AS a_throttled,
-                    w.channel AS w_channel, acc.telegram_chat_id AS chat_id,
+                    w.channel AS w_channel, w.label AS w_label, acc.telegram_chat_id AS chat_id,
                     acc.telegram_chat_title AS chat_title, acc.telegram_chat_type AS chat_type
                FROM events e
                JOIN watches w ON w.id = e.watch_id
@@ -192,6 +195,7 @@ export async function eventDetail(
     event,
     payload: serializeEvent(event).toString('utf8'),
     channel: row.w_channel,
+    watch_label: row.w_label,
     telegram:
       row.w_channel === 'telegram'
         ? {

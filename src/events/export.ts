@@ -9,6 +9,12 @@
  * out before the next is read. Memory is one chunk whatever the number of events, and it works the
  * same on PostgreSQL and PGlite (no server-side cursor held open across a slow download, so no
  * connection or snapshot is kept for its length).
+ *
+ * Each event also carries its watch's label (issue 29: a person reads an export by label, a
+ * program by id): the CSV column `watch_label` after `watch_id`, and the additive JSON member
+ * `watch_label` (string or null) at the end of each object. Labels are read once, before the
+ * first chunk, for the account's watches of the network (deleted ones included: their events
+ * stay listed); a label edited during a long download shows as it was when the export started.
  */
 import { stringify } from 'csv-stringify/sync';
 import type { Queryable } from '../db/pool.js';
@@ -33,10 +39,20 @@ export const CSV_COLUMNS = [
   'to',
   'contract',
   'watch_id',
+  'watch_label',
   'delivery_status',
   'delivery_attempts',
   'notification_id',
 ] as const;
+
+/** The labels of the account's watches on the network, deleted ones included: id → label. */
+async function watchLabels(db: Queryable, q: ExportQuery): Promise<Map<string, string | null>> {
+  const { rows } = await db.query<{ id: string; label: string | null }>(
+    'SELECT id, label FROM watches WHERE account_id = $1 AND network = $2',
+    [q.accountId, q.network],
+  );
+  return new Map(rows.map((r) => [r.id, r.label]));
+}
 
 /** Events read per statement: a bound on memory and on one statement's time. */
 export const EXPORT_CHUNK = 500;
@@ -56,6 +72,7 @@ export async function* exportEvents(
 ): AsyncGenerator<string> {
   let before: string | undefined;
   let first = true;
+  const labels = await watchLabels(db, q);
   for (;;) {
     const page = pageQuery({ ...q, limit: chunk, ...(before !== undefined ? { before } : {}) });
     const { rows } = await db.query<{ r: string }>(page.text, page.values, { name: page.name });
@@ -67,7 +84,10 @@ export async function* exportEvents(
       const line = (rows[i] as { r: string }).r;
       const f = splitEventRow(line);
       if (format === 'json') {
-        piece += `${first && i === 0 ? '' : ','}${eventRowJson(line, f)}`;
+        // eventRowJson ends with the object's closing brace: the label is appended before it.
+        const json = eventRowJson(line, f);
+        const label = JSON.stringify(labels.get(f[1] as string) ?? null);
+        piece += `${first && i === 0 ? '' : ','}${json.slice(0, -1)},"watch_label":${label}}`;
       } else {
         const e = eventRowObject(f);
         records.push([
@@ -84,6 +104,7 @@ export async function* exportEvents(
           e.to,
           e.contract ?? '',
           e.watch_id,
+          labels.get(e.watch_id) ?? '',
           e.delivery?.status ?? '',
           e.delivery === null ? '' : String(e.delivery.attempts),
           e.delivery?.notification_id ?? '',

@@ -102,15 +102,36 @@ export async function redeliverDead(
 }
 
 /**
+ * How many events a bulk redelivery of `scope` would take now (what the console's confirmation
+ * says before the user confirms): the same selection as {@link redeliverDead}, unlocked, so at
+ * most BULK_REDELIVERY_LIMIT.
+ * @throws the database's 22007/22008 when a bound is not a timestamp PostgreSQL can hold.
+ */
+export async function countDead(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  scope: RedeliveryScope,
+): Promise<number> {
+  const q = deadSelection(accountId, network, scope, false);
+  const { rows } = await db.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM (${q.text}) AS s`,
+    q.values,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/**
  * The selection of a bulk redelivery: the account's events in `scope` whose newest notification is
- * DEAD, oldest first, at most BULK_REDELIVERY_LIMIT, locked (FOR UPDATE). It starts from the
- * account's DEAD notifications (DEAD_EVENTS_SQL, migration 023), not from every event. Exported
- * for the plan test.
+ * DEAD, oldest first, at most BULK_REDELIVERY_LIMIT, locked (FOR UPDATE) unless `lock` is false
+ * (a count). It starts from the account's DEAD notifications (DEAD_EVENTS_SQL, migration 023), not
+ * from every event. Exported for the plan test.
  */
 export function deadSelection(
   accountId: string,
   network: string,
   scope: RedeliveryScope,
+  lock = true,
 ): { text: string; values: unknown[] } {
   const values: unknown[] = [accountId, network];
   const where = ['e.account_id = $1', 'e.network = $2'];
@@ -134,8 +155,7 @@ export function deadSelection(
           AND (SELECT n.status FROM notifications n WHERE n.event_id = e.id
                 ORDER BY n.created_at DESC LIMIT 1) = 'DEAD'
         ORDER BY e.created_at
-        LIMIT ${BULK_REDELIVERY_LIMIT}
-          FOR UPDATE OF e`,
+        LIMIT ${BULK_REDELIVERY_LIMIT}${lock ? '\n          FOR UPDATE OF e' : ''}`,
     values,
   };
 }

@@ -2,7 +2,8 @@
  * Explain a transaction for a watch (issue 20 item 3): did it produce an event for the watch, and
  * if not, why. The answer is computed the way ingest computes events, not guessed:
  *
- * 1. An event of the watch for this tx id already stored → `produced` (no node request).
+ * 1. An event of the watch for this tx id already stored → `produced` (no node request): the
+ *    transfers that made its events, and the solidified head the ingester last saw.
  * 2. Otherwise the node group locates the transaction (`/wallet/gettransactioninfobyid`, the
  *    full-node view): unknown → `not_found`; in a block above the solidified head →
  *    `unsolidified` (events are made from solidified blocks only, DESIGN invariant 1).
@@ -232,20 +233,44 @@ export async function explainTransaction(
   signal?: AbortSignal,
 ): Promise<Explanation> {
   const base = { tx_id: txId, watch_id: watch.id };
-  const { rows: events } = await db.query<{ id: string; block_number: number }>(
-    `SELECT id, block_number FROM events WHERE watch_id = $1 AND tx_id = $2 ORDER BY event_index`,
+  const { rows: events } = await db.query<{
+    id: string;
+    block_number: number;
+    asset: 'USDT' | 'TRX';
+    event_index: number;
+    from_address: string;
+    to_address: string;
+    amount_raw: string;
+  }>(
+    `SELECT id, block_number, asset, event_index, from_address, to_address,
+            amount_raw::text AS amount_raw
+       FROM events WHERE watch_id = $1 AND tx_id = $2 ORDER BY event_index`,
     [watch.id, txId],
   );
   if (events.length > 0) {
+    // Answered from the stored events (no node request): their transfers, and the solidified
+    // head as the ingester last saw it (chain_head).
+    const { rows: head } = await db.query<{ solidified_block_number: number }>(
+      'SELECT solidified_block_number FROM chain_head WHERE network = $1',
+      [watch.network],
+    );
+    const solidified = head[0]?.solidified_block_number;
     return {
       ...base,
       produced_event: true,
       reason: 'produced',
       message: `It produced ${events.length === 1 ? 'an event' : `${events.length} events`} for this watch.`,
       block_number: Number(events[0]?.block_number),
-      solidified_head: null,
+      solidified_head: solidified === undefined ? null : Number(solidified),
       event_ids: events.map((e) => e.id),
-      transfers: [],
+      transfers: events.map((e) => ({
+        asset: e.asset,
+        event_index: Number(e.event_index),
+        from: e.from_address,
+        to: e.to_address,
+        amount_raw: e.amount_raw,
+        amount: formatAmount(BigInt(e.amount_raw)),
+      })),
     };
   }
   const blockNumber = await chain.getTransactionBlock(txId, signal);

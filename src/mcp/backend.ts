@@ -21,13 +21,17 @@ export interface ApiAnswer {
   body: unknown;
 }
 
+/** The methods of the `/v1` routes. */
+export type ApiMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+
 /** Sends one `/v1` request as the MCP caller. */
 export interface ApiBackend {
   /**
    * @param path absolute path with query (`/v1/events?limit=5`).
-   * @throws only when the service cannot be reached (an error answer is an ApiAnswer).
+   * @throws ServiceUnreachableError only when the service cannot be reached (an error answer is
+   *   an ApiAnswer).
    */
-  request(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<ApiAnswer>;
+  request(method: ApiMethod, path: string, body?: unknown): Promise<ApiAnswer>;
 }
 
 function parse(text: string): unknown {
@@ -39,6 +43,26 @@ function parse(text: string): unknown {
   }
 }
 
+/** The service at `url` did not answer (connection refused, DNS, TLS, timeout). */
+export class ServiceUnreachableError extends Error {
+  constructor(
+    readonly url: string,
+    cause: unknown,
+  ) {
+    const c = cause as {
+      cause?: { code?: string; message?: string };
+      message?: string;
+      name?: string;
+    };
+    const why =
+      c?.name === 'TimeoutError'
+        ? 'no answer in time'
+        : (c?.cause?.code ?? c?.cause?.message ?? c?.message ?? String(cause));
+    super(`tronwatch unreachable at ${url}: ${why}`);
+    this.name = 'ServiceUnreachableError';
+  }
+}
+
 /**
  * A client of the service at `baseUrl` (e.g. `http://127.0.0.1:8080`) with API key `apiKey`.
  * @param timeoutMs per request (default 30 s: an explain may read a block from the node).
@@ -47,16 +71,21 @@ export function httpBackend(baseUrl: string, apiKey: string, timeoutMs = 30_000)
   const base = baseUrl.replace(/\/+$/, '');
   return {
     async request(method, path, body) {
-      const res = await fetch(`${base}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${apiKey}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+      let res: Response;
+      try {
+        res = await fetch(`${base}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${apiKey}`,
+            accept: 'application/json',
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (err) {
+        throw new ServiceUnreachableError(base, err);
+      }
       return { status: res.status, body: parse(await res.text()) };
     },
   };

@@ -4,22 +4,30 @@
  * src/mcp/route.ts). Issue 20 item 3.
  *
  * Tools (every one but the two local ones is one `/v1` request through an ApiBackend, so its rules,
- * errors, scopes and rate limits are the API's):
+ * errors, scopes and rate limits are the API's; `readOnlyHint` marks those a read-only key may use):
  *   validate_address          local: is this a TRON address, both spellings (src/tron/address.ts)
  *   create_watch              POST   /v1/watches (the secret is in this answer only)
  *   list_watches              GET    /v1/watches
+ *   update_watch              PATCH  /v1/watches/{id} (webhook_url, label)
+ *   rotate_watch_secret       POST   /v1/watches/{id}/rotate-secret (the new secret, once)
+ *   get_watch_health          GET    /v1/watches/{id}/health
  *   pause_watch               POST   /v1/watches/{id}/pause
  *   resume_watch              POST   /v1/watches/{id}/resume
  *   delete_watch              DELETE /v1/watches/{id}
- *   list_events               GET    /v1/events (with scanned_through)
+ *   list_events               GET    /v1/events (with scanned_through); a watch_id that is not one
+ *                             of the caller's watches is a 404, as for every other watch tool
+ *   list_dead_letters         GET    /v1/events, pages of it: the events whose delivery is DEAD
  *   get_event                 GET    /v1/events/{event_id} (its delivery chains and attempts)
+ *   redeliver_event           POST   /v1/events/{event_id}/redeliver
  *   get_status                GET    /v1/status
  *   explain_transaction       GET    /v1/watches/{id}/transactions/{tx_id}
  *   verify_webhook_signature  local: X-Signature and the Standard Webhooks headers of a delivery
  *
- * A tool's result: the API's JSON answer as text (and as `structuredContent` when it is an object).
+ * A tool's result: the API's JSON answer as text and as `structuredContent`, which each tool's
+ * `outputSchema` describes (the members an agent relies on; answers may carry more).
  * An API error is a tool error (`isError: true`) whose text is `{ status, error, code?, details? }`:
- * the contract's error body with its HTTP status. The service unreachable is a tool error too.
+ * the contract's error body with its HTTP status. The service unreachable is a tool error too,
+ * naming the URL.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -27,8 +35,9 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { signBody } from '../delivery/payload.js';
 import { verifyStandardWebhook } from '../delivery/standard-webhooks.js';
+import { EXPLAIN_REASONS } from '../ingest/explain.js';
 import { InvalidAddressError, parseAddress, USDT_CONTRACT_BASE58 } from '../tron/address.js';
-import type { ApiAnswer, ApiBackend } from './backend.js';
+import type { ApiAnswer, ApiBackend, ApiMethod } from './backend.js';
 
 /** The server's name and version as MCP `initialize` reports them. */
 export const MCP_SERVER_INFO = { name: 'tronwatch', version: '0.1.0' } as const;
@@ -61,6 +70,9 @@ function localResult(value: Record<string, unknown>): CallToolResult {
   return { content: [{ type: 'text', text: json(value) }], structuredContent: value };
 }
 
+/** A tronwatch webhook secret: `whsec_` and the base64 of 32 random bytes (newWebhookSecret). */
+const WEBHOOK_SECRET_RE = /^whsec_[A-Za-z0-9+/]{43}=$/;
+
 /** `encodeURIComponent` for a path segment. */
 const seg = (s: string) => encodeURIComponent(s);
 
@@ -79,7 +91,9 @@ function query(params: Record<string, string | number | undefined>): string {
  * the base64 after `whsec_`, with the timestamp within 5 minutes of `nowSeconds`.
  * @param headers any case; arrays take their first value.
  * @returns each scheme's verdict (`absent` when its headers were not given) and `valid`: at least
- *   one scheme present and every present scheme valid.
+ *   one scheme present and every present scheme valid. A secret not of tronwatch's form
+ *   (`whsec_` + base64 of 32 bytes) checks nothing: `bad_secret` and an `error` saying so (never
+ *   a verdict about the timestamp or the signature, which it cannot support).
  */
 export function verifyWebhookSignature(
   body: string,
@@ -88,13 +102,23 @@ export function verifyWebhookSignature(
   nowSeconds: number,
 ): {
   valid: boolean;
-  x_signature: 'valid' | 'invalid' | 'absent';
+  x_signature: 'valid' | 'invalid' | 'absent' | 'not_checked';
   standard_webhooks: 'valid' | 'absent' | string;
+  error?: string;
 } {
   const lower: Record<string, string> = {};
   for (const [k, v] of Object.entries(headers)) {
     const value = typeof v === 'string' ? v : v?.[0];
     if (value !== undefined) lower[k.toLowerCase()] = value;
+  }
+  if (!WEBHOOK_SECRET_RE.test(secret.trim())) {
+    return {
+      valid: false,
+      x_signature: 'not_checked',
+      standard_webhooks: 'bad_secret',
+      error:
+        'the secret is not a tronwatch webhook secret: whsec_ followed by the base64 of 32 bytes, as create_watch or rotate_watch_secret returned it',
+    };
   }
   const bytes = Buffer.from(body, 'utf8');
   let x: 'valid' | 'invalid' | 'absent' = 'absent';
@@ -122,6 +146,52 @@ export function verifyWebhookSignature(
 
 const watchId = z.string().describe('Watch id (`wh_…`).');
 
+/** The members of a Watch an agent relies on (GET /v1/watches; the answers carry more). */
+const watchOut = {
+  id: z.string(),
+  address: z.string(),
+  asset_filter: z.enum(['USDT', 'TRX', 'ALL']),
+  direction: z.enum(['incoming', 'outgoing', 'both']),
+  channel: z.enum(['webhook', 'telegram']),
+  webhook_url: z.string().nullable(),
+  label: z.string().nullable(),
+  status: z.enum(['ACTIVE', 'PAUSED']),
+};
+const eventOut = z.looseObject({
+  event_id: z.string(),
+  tx_id: z.string(),
+  event_index: z.number(),
+  block_number: z.number(),
+  asset: z.enum(['USDT', 'TRX']),
+  direction: z.enum(['incoming', 'outgoing']),
+  from: z.string(),
+  to: z.string(),
+  amount: z.string(),
+  amount_raw: z.string(),
+  watch_id: z.string(),
+});
+const deliveryOut = z
+  .looseObject({ status: z.enum(['PENDING', 'DELIVERED', 'DEAD']), attempts: z.number() })
+  .nullable();
+const scannedOut = z.looseObject({ block_number: z.number() }).nullable();
+const pageOut = z.looseObject({
+  data: z.array(eventOut.extend({ delivery: deliveryOut })),
+  next_before: z.string().nullable(),
+  scanned_through: scannedOut,
+});
+
+/** A well-formed watch id (`wh_` and a time-sortable body): others name no watch. */
+const WATCH_ID_RE = /^wh_[0-9a-hjkmnp-tv-z]{26}$/;
+
+/** An API answer rather than the tool error of an unreachable service. */
+const isAnswer = (r: ApiAnswer | CallToolResult): r is ApiAnswer => !('content' in r);
+
+/** The 404 the API gives for a watch that is not the caller's. */
+const watchNotFound = (): CallToolResult => ({
+  isError: true,
+  content: [{ type: 'text', text: json({ status: 404, error: 'watch not found' }) }],
+});
+
 /**
  * A new MCP server whose tools act through `api` (module doc). One per stdio process, one per
  * `/mcp` request (stateless).
@@ -135,20 +205,33 @@ export function createMcpServer(
     instructions:
       'tronwatch watches TRON mainnet addresses for confirmed (solidified) USDT (TRC-20) and TRX transfers and notifies by signed webhook or Telegram. Amounts are decimal strings; amount_raw is in smallest units (10^-6). Credit a deposit only from an event (transfer.confirmed); to say a transfer did NOT happen up to a block, use scanned_through.',
   });
-  const call = async (
-    method: 'GET' | 'POST' | 'DELETE',
+  const request = async (
+    method: ApiMethod,
     path: string,
     body?: unknown,
-  ): Promise<CallToolResult> => {
+  ): Promise<ApiAnswer | CallToolResult> => {
     try {
-      return toolResult(await api.request(method, path, body));
+      return await api.request(method, path, body);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       return {
         isError: true,
-        content: [{ type: 'text', text: json({ error: `tronwatch unreachable: ${message}` }) }],
+        content: [{ type: 'text', text: json({ error: message }) }],
       };
     }
+  };
+  const call = async (method: ApiMethod, path: string, body?: unknown) => {
+    const r = await request(method, path, body);
+    return isAnswer(r) ? toolResult(r) : r;
+  };
+  /** 404 unless `id` is one of the caller's watches (GET /v1/watches); undefined when it is. */
+  const ownWatch = async (id: string): Promise<CallToolResult | undefined> => {
+    if (!WATCH_ID_RE.test(id)) return watchNotFound();
+    const r = await request('GET', '/v1/watches');
+    if (!isAnswer(r)) return r;
+    if (r.status !== 200) return toolResult(r);
+    const list = (r.body as { data?: Array<{ id?: unknown }> } | null)?.data ?? [];
+    return list.some((w) => w.id === id) ? undefined : watchNotFound();
   };
 
   server.registerTool(
@@ -158,6 +241,13 @@ export function createMcpServer(
       description:
         'Whether a string is a valid TRON mainnet address (base58 `T…` with its checksum, or 41-prefixed hex), and both spellings. Local: no request to the service.',
       inputSchema: { address: z.string().describe('base58 (`T…`) or hex (`41…`)') },
+      outputSchema: {
+        valid: z.boolean(),
+        base58: z.string().optional(),
+        hex: z.string().optional(),
+        is_usdt_contract: z.boolean().optional(),
+        error: z.string().optional(),
+      },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ address }) => {
@@ -181,8 +271,9 @@ export function createMcpServer(
     {
       title: 'Create a watch',
       description:
-        'Watch an address for confirmed USDT and/or TRX transfers (POST /v1/watches). Give webhook_url (HTTPS, public) or telegram: true. Matches only blocks after its creation. Errors as the API: 400 (details per field), 402 quota_exceeded, 409 duplicate. The webhook secret (whsec_…) is in this answer only: keep it to verify signatures.',
-      inputSchema: {
+        'Watch an address for confirmed USDT and/or TRX transfers (POST /v1/watches). Give webhook_url (HTTPS, public) or telegram: true. Matches only blocks after its creation. Errors as the API: 400 (details per field, an unknown member too), 402 quota_exceeded, 409 duplicate. The webhook secret (whsec_…) is in this answer only: keep it to verify signatures.',
+      // Loose: a member the API does not know reaches it and is refused there (400), never dropped.
+      inputSchema: z.looseObject({
         address: z.string().describe('TRON address, base58 or 41-hex.'),
         asset_filter: z.enum(['USDT', 'TRX', 'ALL']).describe('Which asset to report.'),
         direction: z
@@ -194,7 +285,16 @@ export function createMcpServer(
           .boolean()
           .optional()
           .describe('Notify the Telegram chat connected in the console instead of a webhook.'),
-      },
+        label: z
+          .string()
+          .nullable()
+          .optional()
+          .describe('Your name for the watch, at most 100 characters.'),
+      }),
+      outputSchema: z.looseObject({
+        ...watchOut,
+        secret: z.string().optional().describe('Webhook watches: shown this once.'),
+      }),
       annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     async (args) => call('POST', '/v1/watches', args),
@@ -205,9 +305,73 @@ export function createMcpServer(
     {
       title: 'List watches',
       description: 'Your watches, newest first (GET /v1/watches). Never includes secrets.',
+      outputSchema: { data: z.array(z.looseObject(watchOut)) },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async () => call('GET', '/v1/watches'),
+  );
+
+  server.registerTool(
+    'update_watch',
+    {
+      title: 'Update a watch',
+      description:
+        "Change a watch's webhook_url (checked as at creation; the secret stays) or label (null or empty removes it) (PATCH /v1/watches/{id}). 404 when it is not yours.",
+      inputSchema: z.looseObject({
+        watch_id: watchId,
+        webhook_url: z.string().optional().describe('New HTTPS target (webhook watches).'),
+        label: z.string().nullable().optional().describe('New label; null removes it.'),
+      }),
+      outputSchema: z.looseObject(watchOut),
+      annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
+    },
+    async ({ watch_id, ...changes }) => call('PATCH', `/v1/watches/${seg(watch_id)}`, changes),
+  );
+
+  server.registerTool(
+    'rotate_watch_secret',
+    {
+      title: "Rotate a watch's webhook secret",
+      description:
+        'Issue a new secret for a webhook watch (POST /v1/watches/{id}/rotate-secret): shown in this answer only. Until previous_secret_expires_at (grace_period_seconds, default 86400, 0 = at once) deliveries are signed with both the new and the replaced secret.',
+      inputSchema: {
+        watch_id: watchId,
+        grace_period_seconds: z
+          .number()
+          .int()
+          .optional()
+          .describe('0 to 604800 seconds; default 86400.'),
+      },
+      outputSchema: z.looseObject({
+        ...watchOut,
+        secret: z.string(),
+        previous_secret_expires_at: z.string().nullable(),
+      }),
+      annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    },
+    async ({ watch_id, grace_period_seconds }) =>
+      call(
+        'POST',
+        `/v1/watches/${seg(watch_id)}/rotate-secret`,
+        grace_period_seconds === undefined ? {} : { grace_period_seconds },
+      ),
+  );
+
+  server.registerTool(
+    'get_watch_health',
+    {
+      title: "A webhook watch's endpoint health",
+      description:
+        'Delivery attempts to the watch’s endpoint over the last hour, day or week in buckets (attempts, successes, success rate, p50/p95 latency) and its health summary (GET /v1/watches/{id}/health).',
+      inputSchema: {
+        watch_id: watchId,
+        window: z.enum(['hour', 'day', 'week']).optional().describe('Default day.'),
+      },
+      outputSchema: z.looseObject({ watch: z.looseObject({ id: z.string() }) }),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ watch_id, window }) =>
+      call('GET', `/v1/watches/${seg(watch_id)}/health${query({ window })}`),
   );
 
   for (const [name, action, description] of [
@@ -228,6 +392,7 @@ export function createMcpServer(
         title: action === 'pause' ? 'Pause a watch' : 'Resume a watch',
         description,
         inputSchema: { watch_id: watchId },
+        outputSchema: z.looseObject(watchOut),
         annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
       },
       async ({ watch_id }) => call('POST', `/v1/watches/${seg(watch_id)}/${action}`),
@@ -241,6 +406,7 @@ export function createMcpServer(
       description:
         'Delete a watch (DELETE /v1/watches/{id}): it stops matching at once; its events and pending deliveries are kept. 404 when it is not yours or already deleted.',
       inputSchema: { watch_id: watchId },
+      outputSchema: { deleted: z.boolean(), watch_id: z.string() },
       annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
     async ({ watch_id }) => {
@@ -255,16 +421,77 @@ export function createMcpServer(
     {
       title: 'List events',
       description:
-        'Matched transfers with their delivery state, newest first (GET /v1/events). `scanned_through` says how far the chain is scanned: every matching transfer in a block up to it is listed. Page back with before = next_before.',
+        'Matched transfers with their delivery state, newest first (GET /v1/events). `scanned_through` says how far the chain is scanned: every matching transfer in a block up to it is listed. Page back with before = next_before. A watch_id that is not one of yours: 404.',
       inputSchema: {
         limit: z.number().int().optional().describe('1 to 200, default 50.'),
         before: z.string().optional().describe('Exclusive upper bound: a previous next_before.'),
         since: z.string().optional().describe('Inclusive lower bound, RFC 3339 date-time.'),
         watch_id: z.string().optional().describe('Only this watch’s events.'),
       },
+      outputSchema: pageOut,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async (args) => call('GET', `/v1/events${query(args)}`),
+    async (args) => {
+      if (args.watch_id !== undefined) {
+        const missing = await ownWatch(args.watch_id);
+        if (missing) return missing;
+      }
+      return call('GET', `/v1/events${query(args)}`);
+    },
+  );
+
+  server.registerTool(
+    'list_dead_letters',
+    {
+      title: 'List dead letters',
+      description:
+        'Events whose delivery gave up (DEAD after its six attempts), newest first: reads up to `scan` events of GET /v1/events (default 1000) and keeps the DEAD ones. Continue with before = next_before while it is not null. Redeliver one with redeliver_event.',
+      inputSchema: {
+        watch_id: z.string().optional().describe('Only this watch’s events.'),
+        before: z.string().optional().describe('Start below this next_before.'),
+        scan: z
+          .number()
+          .int()
+          .min(1)
+          .max(5000)
+          .optional()
+          .describe('Events to read, default 1000.'),
+      },
+      outputSchema: z.looseObject({
+        data: z.array(eventOut.extend({ delivery: deliveryOut })),
+        scanned_events: z.number(),
+        next_before: z.string().nullable(),
+      }),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ watch_id, before, scan }) => {
+      if (watch_id !== undefined) {
+        const missing = await ownWatch(watch_id);
+        if (missing) return missing;
+      }
+      const budget = scan ?? 1000;
+      const dead: unknown[] = [];
+      let scanned = 0;
+      let cursor = before;
+      while (scanned < budget) {
+        const limit = Math.min(200, budget - scanned);
+        const r = await request('GET', `/v1/events${query({ limit, before: cursor, watch_id })}`);
+        if (!isAnswer(r)) return r;
+        if (r.status !== 200) return toolResult(r);
+        const page = r.body as {
+          data: Array<{ delivery: { status: string } | null }>;
+          next_before: string | null;
+        };
+        scanned += page.data.length;
+        for (const e of page.data) if (e.delivery?.status === 'DEAD') dead.push(e);
+        cursor = page.next_before ?? undefined;
+        if (page.next_before === null || page.data.length === 0) {
+          cursor = undefined;
+          break;
+        }
+      }
+      return localResult({ data: dead, scanned_events: scanned, next_before: cursor ?? null });
+    },
   );
 
   server.registerTool(
@@ -274,9 +501,32 @@ export function createMcpServer(
       description:
         'An event, the exact body sent, and each delivery chain with every attempt: time, duration, HTTP status or error, headers sent (GET /v1/events/{event_id}).',
       inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
+      outputSchema: z.looseObject({
+        event: eventOut,
+        payload: z.string(),
+        notifications: z.array(
+          z.looseObject({
+            status: z.enum(['PENDING', 'DELIVERED', 'DEAD']),
+            attempt_log: z.array(z.looseObject({})),
+          }),
+        ),
+      }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ event_id }) => call('GET', `/v1/events/${seg(event_id)}`),
+  );
+
+  server.registerTool(
+    'redeliver_event',
+    {
+      title: 'Redeliver an event',
+      description:
+        'Send an event again (POST /v1/events/{event_id}/redeliver): a new delivery of the same event_id and body, its attempts from 0, starting now. Receivers deduplicate on event_id.',
+      inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
+      outputSchema: { notification_id: z.string() },
+      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    async ({ event_id }) => call('POST', `/v1/events/${seg(event_id)}/redeliver`),
   );
 
   server.registerTool(
@@ -285,6 +535,7 @@ export function createMcpServer(
       title: 'Service status',
       description:
         'How far the chain is scanned (GET /v1/status): solidified head, scanned_through, lag, an ingest stall if any, node providers.',
+      outputSchema: z.looseObject({ network: z.string(), scanned_through: scannedOut }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async () => call('GET', '/v1/status'),
@@ -300,6 +551,26 @@ export function createMcpServer(
         watch_id: watchId,
         tx_id: z.string().describe('Transaction id, 64 hex characters.'),
       },
+      outputSchema: z.looseObject({
+        tx_id: z.string(),
+        watch_id: z.string(),
+        produced_event: z.boolean(),
+        reason: z.enum(EXPLAIN_REASONS),
+        message: z.string(),
+        block_number: z.number().nullable(),
+        solidified_head: z.number().nullable(),
+        event_ids: z.array(z.string()),
+        transfers: z.array(
+          z.looseObject({
+            asset: z.enum(['USDT', 'TRX']),
+            event_index: z.number(),
+            from: z.string(),
+            to: z.string(),
+            amount: z.string(),
+            amount_raw: z.string(),
+          }),
+        ),
+      }),
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
     async ({ watch_id, tx_id }) =>
@@ -311,13 +582,19 @@ export function createMcpServer(
     {
       title: 'Verify a webhook signature',
       description:
-        'Check a received delivery against its watch secret: X-Signature (hex HMAC-SHA256 of the body keyed by the whole whsec_ string) and the Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, webhook-signature). Give the body exactly as received. Local: the secret is not sent anywhere.',
+        'Check a received delivery against its watch secret: X-Signature (hex HMAC-SHA256 of the body keyed by the whole whsec_ string) and the Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, webhook-signature). Give the body exactly as received. A secret not of the form whsec_<base64 of 32 bytes> is reported as bad_secret. Local: the secret is not sent anywhere.',
       inputSchema: {
         body: z.string().describe('The raw request body, exactly as received.'),
         headers: z
           .record(z.string(), z.string())
           .describe('The request headers (X-Signature and/or webhook-*); any case.'),
         secret: z.string().describe('The watch secret, whsec_….'),
+      },
+      outputSchema: {
+        valid: z.boolean(),
+        x_signature: z.enum(['valid', 'invalid', 'absent', 'not_checked']),
+        standard_webhooks: z.string(),
+        error: z.string().optional(),
       },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

@@ -61,8 +61,8 @@ interface SecretRow {
   secret_ciphertext: Uint8Array;
 }
 
-/** Every (table, key id column, ciphertext column) sealed with the keyring. */
-const SEALED_COLUMNS = [
+/** Every (table, key id column, ciphertext column) sealed with the keyring (doctor reads it too). */
+export const SEALED_COLUMNS = [
   ['watches', 'secret_key_id', 'secret_ciphertext'],
   ['watches', 'previous_secret_key_id', 'previous_secret_ciphertext'],
   // Endpoints' secrets (migration 070; issue 30), current and replaced.

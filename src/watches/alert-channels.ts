@@ -26,8 +26,10 @@ import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { USER_AGENT, webhookAgent } from '../delivery/send.js';
 import { standardWebhookHeaders } from '../delivery/standard-webhooks.js';
+import type { Mailer } from '../mail/mailer.js';
 import type { Resolver } from '../net/dns.js';
 import { checkUrlForm, checkWebhookUrl } from '../net/url-policy.js';
+import { alertRecipients } from './alert-mail.js';
 import { type AlertText, receiverHost } from './alert-message.js';
 import { type AlertMessage, AlertSendError, type AlertSender } from './alert-outbox.js';
 
@@ -52,6 +54,19 @@ export interface AlertChannelView {
   last_error: string | null;
 }
 
+/** The console's alert settings (GET /console/api/alert-settings). */
+export interface AlertSettings {
+  /** WATCH_ALERT_PACE_MINUTES: at most one message per watch and channel in this many minutes. */
+  pace_minutes: number;
+  email: {
+    /** SMTP_URL is set: alert e-mails go out. */
+    available: boolean;
+    /** Who gets them now (members who opted in; the account's address if none has joined). */
+    recipients: string[];
+  };
+  channels: AlertChannelView[];
+}
+
 interface ChannelRow {
   id: string;
   account_id: string;
@@ -64,10 +79,13 @@ interface ChannelRow {
   updated_at: Date;
 }
 
-/** A refused change: `invalid_url` (400, with the policy's reason) or `not_found` (404). */
+/**
+ * A refused change: `invalid_url` (400, with the policy's reason), `not_found` (404), or
+ * `email_off` (a test e-mail without SMTP_URL: 503 email_unavailable).
+ */
 export class AlertChannelError extends Error {
   constructor(
-    readonly code: 'invalid_url' | 'not_found',
+    readonly code: 'invalid_url' | 'not_found' | 'email_off',
     message: string,
   ) {
     super(message);
@@ -299,16 +317,20 @@ export interface AlertChannelSenderOptions {
  */
 export class AlertChannelSender {
   private readonly agent: Agent;
+  /** Plain-http URLs (inside WEBHOOK_ALLOW_CIDRS only): every answer must be inside it. */
+  private readonly httpAgent: Agent;
 
   /** @throws Error when caFile cannot be read. */
   constructor(private readonly o: AlertChannelSenderOptions) {
-    this.agent = webhookAgent({
+    const opts = {
       timeoutMs: o.timeoutMs,
       allowCidrs: o.allowCidrs,
       caFile: o.caFile,
       resolver: o.resolver,
       connections: 4,
-    });
+    };
+    this.agent = webhookAgent(opts);
+    this.httpAgent = webhookAgent(opts, 'allow-list');
   }
 
   /** The outbox's sender for ach_… targets. */
@@ -426,7 +448,7 @@ export class AlertChannelSender {
         method: 'POST',
         headers,
         body,
-        dispatcher: this.agent,
+        dispatcher: form.plainHttp ? this.httpAgent : this.agent,
         signal: AbortSignal.timeout(this.o.timeoutMs),
       });
       status = res.statusCode;
@@ -454,5 +476,58 @@ export class AlertChannelSender {
   /** Close the connection pool. */
   async close(): Promise<void> {
     await this.agent.close();
+    await this.httpAgent.close();
   }
+}
+
+/**
+ * The Alerts page's test button: send a test alert on `target` now, outside the outbox and the
+ * pace, and record `alert_channel.test_sent` (with whether it was accepted).
+ * @returns null when accepted, else why not (one line, host only).
+ * @throws AlertChannelError not_found (no such channel), email_off (e-mail without a mailer).
+ */
+export async function sendTestAlert(
+  db: Db,
+  o: Omit<AlertChannelSenderOptions, 'db'> & { mailer?: Mailer | undefined },
+  accountId: string,
+  target: 'email' | AlertChannelKind,
+  audit: AuditContext,
+): Promise<string | null> {
+  let error: string | null = null;
+  if (target === 'email') {
+    const mailer = o.mailer;
+    if (!mailer) throw new AlertChannelError('email_off', 'e-mail is off (SMTP_URL is not set)');
+    const to = await alertRecipients(db, accountId);
+    if (to.length === 0) {
+      error = 'nobody gets alert e-mails: every member turned them off (Members page)';
+    } else {
+      const text =
+        "This is a test of your tronwatch alert e-mails. Real alerts say when a watch's deliveries start failing, when they recover, and when a watch is paused.";
+      try {
+        await mailer.sendNow({
+          to: to.join(', '),
+          subject: 'Test alert from tronwatch',
+          text,
+          html: `<p>${text.replace(/'/g, '&#39;')}</p>`,
+          kind: 'alert_test',
+        });
+      } catch (err) {
+        const e = err as { responseCode?: unknown; code?: unknown };
+        error = `e-mail not accepted: ${typeof e.responseCode === 'number' ? `SMTP ${e.responseCode}` : String(e.code ?? 'error')}`;
+      }
+    }
+  } else {
+    const sender = new AlertChannelSender({ ...o, db });
+    try {
+      error = await sender.sendTest(accountId, target);
+    } finally {
+      await sender.close();
+    }
+  }
+  await recordAudit(db, audit, {
+    action: 'alert_channel.test_sent',
+    targetId: target,
+    detail: { target, ok: error === null },
+  });
+  return error;
 }

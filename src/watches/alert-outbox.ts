@@ -120,9 +120,6 @@ interface Group {
   target: string;
   watch_id: string;
   account_id: string;
-  due: Date;
-  last_sent: Date | null;
-  now: Date;
 }
 
 /** What one run did. */
@@ -156,24 +153,33 @@ export class AlertLoop {
       return null;
     }
     const paceMs = this.o.paceMinutes * 60_000;
+    // Due groups only (their backoff over, their pace elapsed, a sender for their target), so
+    // the batch is never filled with groups that wait.
     const { rows: groups } = await db.query<Group>(
-      `SELECT s.target, s.watch_id, s.account_id, max(s.due_at) AS due, now() AS now,
-              (SELECT max(l.sent_at) FROM alert_sends l
-                WHERE l.target = s.target AND l.watch_id = s.watch_id
-                  AND l.sent_at IS NOT NULL) AS last_sent
-         FROM alert_sends s
-        WHERE s.sent_at IS NULL AND s.given_up_at IS NULL
-        GROUP BY s.target, s.watch_id, s.account_id
-        ORDER BY min(s.created_at), s.target, s.watch_id
+      `SELECT g.target, g.watch_id, g.account_id
+         FROM (SELECT s.target, s.watch_id, s.account_id, max(s.due_at) AS due,
+                      min(s.created_at) AS first,
+                      (SELECT max(l.sent_at) FROM alert_sends l
+                        WHERE l.target = s.target AND l.watch_id = s.watch_id
+                          AND l.sent_at IS NOT NULL) AS last_sent
+                 FROM alert_sends s
+                WHERE s.sent_at IS NULL AND s.given_up_at IS NULL
+                  AND ((s.target = 'email' AND $3::boolean) OR (s.target <> 'email' AND $4::boolean))
+                GROUP BY s.target, s.watch_id, s.account_id) AS g
+        WHERE g.due <= now()
+          AND (g.last_sent IS NULL OR g.last_sent + make_interval(secs => $2::float8) <= now())
+        ORDER BY g.first, g.target, g.watch_id
         LIMIT $1`,
-      [this.o.batch ?? 200],
+      [
+        this.o.batch ?? 200,
+        paceMs / 1000,
+        this.o.email !== undefined,
+        this.o.channels !== undefined,
+      ],
     );
     const result: AlertRunResult = { sent: 0, failed: 0 };
     for (const g of groups) {
       if (this.stopping.signal.aborted) break;
-      const now = new Date(g.now).getTime();
-      if (new Date(g.due).getTime() > now) continue;
-      if (g.last_sent && new Date(g.last_sent).getTime() + paceMs > now) continue;
       const send = g.target === EMAIL_TARGET ? this.o.email : this.o.channels;
       if (!send) continue;
       if (await this.sendGroup(g, send)) result.sent++;

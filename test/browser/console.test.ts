@@ -280,7 +280,17 @@ describe.skipIf(!READY)('console in a browser', () => {
     await nav('Dead letters').click();
     if (failCount > 1) {
       await page.getByRole('button', { name: 'Redeliver all' }).click();
-      await page.getByRole('dialog').getByRole('button', { name: 'Redeliver all' }).click();
+      // The confirmation says how many (issue 29).
+      const left = failCount - 1;
+      const dialog = page.getByRole('dialog', {
+        name: `Redeliver ${left} dead event${left === 1 ? '' : 's'}?`,
+      });
+      await dialog
+        .getByRole('button', {
+          name: `Redeliver ${left} event${left === 1 ? '' : 's'}`,
+          exact: true,
+        })
+        .click();
       await visible(page.getByText(/queued for redelivery/));
     }
     await reloadUntil(

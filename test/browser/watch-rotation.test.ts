@@ -195,6 +195,10 @@ describe.skipIf(!READY)('rotating a secret in a browser, verified by a receiver'
     await visible(page.getByText(/Both the new and the previous secret sign every delivery/));
     await shot(page, 'rotate-grace-1440', page.getByRole('form', { name: 'Signing secret' }));
     await page.getByRole('button', { name: 'End grace period now' }).click();
+    await page
+      .getByRole('dialog', { name: 'End the grace period now?' })
+      .getByRole('button', { name: 'End grace period', exact: true })
+      .click();
     await visible(page.getByText('Grace period ended: only the new secret signs deliveries now.'));
     await visible(page.getByText(/^Last rotated/));
 

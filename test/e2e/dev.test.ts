@@ -2,8 +2,8 @@
  * `npm run dev` (issue 29 item 5): the real CLI (`tronwatch dev`, what the npm script runs)
  * prints the console's URL, the demo account's credentials and the mailbox; signing in with them
  * through the console's API shows events flowing (delivered to the local receiver), the console
- * links to the mailbox, the mailbox page answers; SIGTERM stops everything (exit 0) and removes
- * the data folder. The time from start to the first event is printed, not asserted.
+ * links to the mailbox, and the failing receiver's alert e-mail is captured there and listed on
+ * its page; SIGTERM stops everything (exit 0) and removes the data folder. The time from start to the first event is printed, not asserted.
  */
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -103,10 +103,25 @@ describe('npm run dev', () => {
       `npm run dev: first delivered event in the console ${((Date.now() - t0) / 1000).toFixed(1)} s after start (${delivered.event_id})\n`,
     );
 
-    // The mailbox page answers (its messages: the failing receiver's alert, when it has come).
+    // E-mail captured locally and shown: the failing receiver's alert reaches the mailbox, whose
+    // page lists it with its link back to the console.
+    const alert = await until(
+      'the failing alert in the mailbox',
+      async () => {
+        const r = await fetch(`${mailbox}messages.json`);
+        const list = (await r.json()) as Array<{ to: string[]; subject: string; text: string }>;
+        return list.find((m) => /failing/i.test(m.subject));
+      },
+      120_000,
+      log,
+    );
+    expect(alert.to).toEqual(['demo@example.com']);
+    expect(alert.text).toContain(`${origin}/console/watches/`);
     const page = await fetch(mailbox as string);
     expect(page.status).toBe(200);
-    expect(await page.text()).toMatch(/Development mailbox/);
+    const html = await page.text();
+    expect(html).toMatch(/Development mailbox/);
+    expect(html).toContain(alert.subject);
 
     p.kill('SIGTERM');
     expect(await exit, log()).toBe(0);

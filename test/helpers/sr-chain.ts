@@ -17,6 +17,8 @@ import {
   addressOfPrivateKey,
   signWitnessHeader,
 } from '../../src/tron/light-client/witness-signature.js';
+import { pbBytes, pbFields, pbVarint } from '../../src/tron/protobuf.js';
+import type { BlockJson } from '../../src/tron/types.js';
 
 const sha256 = (s: string) => new Uint8Array(createHash('sha256').update(s).digest());
 
@@ -146,5 +148,25 @@ export function testCheckpoint(
     witnesses: order.map((s) => ({ address: s.address, signingKey: s.signingKey })),
     nextMaintenanceTime,
     maintenanceIntervalMs,
+  };
+}
+
+/** A header as java-tron's JSON block without transactions (visible=false). */
+export function blockJsonOf(h: SignedHeader): BlockJson {
+  const f = pbFields(h.raw);
+  const hex = (n: number) => Buffer.from(pbBytes(f, n) ?? new Uint8Array(0)).toString('hex');
+  return {
+    blockID: h.id,
+    block_header: {
+      raw_data: {
+        number: h.number,
+        txTrieRoot: hex(2),
+        witness_address: h.witness,
+        parentHash: h.parentId,
+        version: Number(pbVarint(f, 10)),
+        timestamp: h.timestamp,
+      },
+      witness_signature: Buffer.from(h.signature).toString('hex'),
+    },
   };
 }

@@ -22,8 +22,9 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { stubResolver } from '../../src/net/dns.js';
 import { base58ToHex } from '../../src/tron/address.js';
-import { AlertChannelSender } from '../../src/watches/alert-channels.js';
+import { AlertChannelSender, saveAlertChannel } from '../../src/watches/alert-channels.js';
 import { emailAlertSender, mailerTransport } from '../../src/watches/alert-mail.js';
 import { AlertLoop, queueAlertSends } from '../../src/watches/alert-outbox.js';
 import { type ApiHarness, apiHarness, json } from '../helpers/api.js';
@@ -339,4 +340,43 @@ describe.each(dbEngines)('alert channels on %s', (engine) => {
     expect(bodies.length).toBeGreaterThanOrEqual(10);
     for (const body of bodies) for (const leak of LEAKS) expect(body).not.toContain(leak);
   }, 120_000);
+
+  it('re-checks the address at every send: a name that rebinds to a private address gets no connection', async () => {
+    r = await startReceiver({ respond: () => 200 });
+    const rr = r;
+    h = await apiHarness(engine);
+    const hh = h;
+    const accountId = (await hh.caller()).accountId;
+    const port = new URL(rr.origin).port;
+    const url = `https://alerts.rebind.example:${port}${HOOK_PATH}?${HOOK_QUERY}`;
+    // Public when saved…
+    const saved = await saveAlertChannel(
+      hh.db,
+      {
+        secrets: hh.secrets,
+        allowCidrs: [],
+        resolver: stubResolver({ 'alerts.rebind.example': ['93.184.216.34'] }),
+      },
+      { accountId, kind: 'webhook', url },
+      { accountId, actor: { type: 'system', id: 'test' }, clientIp: null },
+    );
+    expect(saved.channel.host).toBe(`alerts.rebind.example:${port}`);
+    // …loopback when sent: refused at connect, nothing reaches the receiver.
+    const sender = new AlertChannelSender({
+      db: hh.db,
+      secrets: hh.secrets,
+      timeoutMs: 5_000,
+      allowCidrs: [],
+      resolver: stubResolver({ 'alerts.rebind.example': ['127.0.0.1'] }),
+    });
+    try {
+      const error = await sender.sendTest(accountId, 'webhook');
+      expect(error).toMatch(/^no answer from alerts\.rebind\.example:\d+: /);
+      for (const leak of LEAKS) expect(error).not.toContain(leak);
+    } finally {
+      await sender.close();
+    }
+    expect(rr.connections).toBe(0);
+    expect(rr.received).toHaveLength(0);
+  }, 60_000);
 });

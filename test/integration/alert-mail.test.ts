@@ -72,11 +72,12 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
     );
   };
   /** A loop sending e-mail through `mailer`, paced `paceMinutes`. */
-  const loopOf = (mailer: Mailer, paceMinutes = 5) =>
+  const loopOf = (mailer: Mailer, paceMinutes = 5, batch?: number) =>
     new AlertLoop({
       db: (t as TestDb).db,
       consoleUrl: 'https://tw.example',
       paceMinutes,
+      ...(batch === undefined ? {} : { batch }),
       email: emailAlertSender((t as TestDb).db, mailerTransport(mailer)),
       logger: silentLogger,
     });
@@ -247,6 +248,32 @@ describe.each(dbEngines)('alert e-mails on %s', (engine) => {
         [watchId],
       );
       expect(rows).toEqual([{ n: 4 }]);
+    } finally {
+      await loop.stop();
+      await mailer.close();
+    }
+  }, 180_000);
+
+  it('a watch that waits for its pace never holds up another watch (the batch is due groups only)', async () => {
+    const db = (t as TestDb).db;
+    const acc = await insertAccount(db);
+    await user(acc, 'batch@example.com', 'owner');
+    const paced = await watchWithAlert(acc, 'Paced shop', 'TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf');
+    const mailer = new Mailer({
+      transport: (smtp as TestSmtp).url,
+      from: 'tronwatch <no-reply@tw.example>',
+      logger: silentLogger,
+    });
+    // One group per run: the paced watch's older change comes first in the outbox.
+    const loop = loopOf(mailer, 5, 1);
+    try {
+      expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+      await queue(acc, paced, 'recovered', 'Deliveries succeed again.');
+      const other = await watchWithAlert(acc, 'Other shop', 'TFczxzPhnThNSqr5by8tvxsdCFRRz6cPNq');
+      expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+      const got = (smtp as TestSmtp).received.filter((m) => m.to.includes('batch@example.com'));
+      expect(got.map((m) => m.text.includes('Other shop'))).toEqual([false, true]);
+      void other;
     } finally {
       await loop.stop();
       await mailer.close();

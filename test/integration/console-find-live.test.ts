@@ -28,12 +28,18 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     h = undefined;
   });
 
+  /** The watch's label: a comma and a quote, which CSV must quote. */
+  const LABEL = 'Shop, "main" wallet';
+
   /** A signed-in account with one webhook watch and 30 events (oldest first in `ids`). */
   async function setUp() {
     h = await apiHarness(engine, { env: OPEN });
     const b = new Browser(h.app);
     expect((await b.signUp(`find-${engine}@example.com`)).statusCode).toBe(201);
-    const created = await b.post('/console/api/watches', webhookWatch({ asset_filter: 'ALL' }));
+    const created = await b.post(
+      '/console/api/watches',
+      webhookWatch({ asset_filter: 'ALL', label: LABEL }),
+    );
     expect(created.statusCode, created.body).toBe(201);
     const watchId = json<{ id: string }>(created).id;
     const { rows } = await h.db.query<{ id: string }>('SELECT id FROM accounts');
@@ -131,7 +137,7 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
   });
 
   it('exports the filtered list as CSV and JSON, streamed in chunks', async () => {
-    const { b, ids, accountId } = await setUp();
+    const { b, ids, accountId, watchId } = await setUp();
     const csv = await b.get('/console/api/events/export?format=csv&asset=USDT');
     expect(csv.statusCode, csv.body).toBe(200);
     expect(csv.headers['content-type']).toBe('text/csv; charset=utf-8');
@@ -140,17 +146,25 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     );
     const lines = csv.body.trim().split('\n');
     expect(lines[0]).toBe(
-      'event_id,block_timestamp,block_number,tx_id,event_index,direction,asset,amount,amount_raw,from,to,contract,watch_id,delivery_status,delivery_attempts,notification_id',
+      'event_id,block_timestamp,block_number,tx_id,event_index,direction,asset,amount,amount_raw,from,to,contract,watch_id,watch_label,delivery_status,delivery_attempts,notification_id',
     );
     expect(lines).toHaveLength(20);
     expect(lines[1]).toMatch(new RegExp(`^${ids[19]},2026-01-08T13:36:51.000Z,79072107,`));
     expect(lines[1]).toContain(',incoming,USDT,1.500019,1500019,');
+    // The watch's label beside its id (quoted: it holds a comma and a quote).
+    expect(lines[1]).toContain(`,${watchId},"Shop, ""main"" wallet",PENDING,`);
 
     const js = await b.get(`/console/api/events/export?format=json&q=${TX}`);
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toBe('application/json; charset=utf-8');
-    const arr = JSON.parse(js.body) as Array<{ event_id: string; delivery: { status: string } }>;
+    const arr = JSON.parse(js.body) as Array<{
+      event_id: string;
+      watch_id: string;
+      watch_label: string | null;
+      delivery: { status: string };
+    }>;
     expect(arr.map((e) => e.event_id)).toEqual([ids[3]]);
+    expect(arr[0]).toMatchObject({ watch_id: watchId, watch_label: LABEL });
     expect(arr[0]?.delivery.status).toBe('PENDING');
     const empty = await b.get('/console/api/events/export?format=json&channel=telegram');
     expect(JSON.parse(empty.body)).toEqual([]);

@@ -27,6 +27,7 @@ import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 import { chainDir, fixtureJson } from '../helpers/fixtures.js';
+import { freePort } from '../helpers/servers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const BLOCK = 79072107;
@@ -191,15 +192,24 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       'explain_transaction',
       'get_event',
       'get_status',
+      'get_watch_health',
+      'list_dead_letters',
       'list_events',
       'list_watches',
       'pause_watch',
+      'redeliver_event',
       'resume_watch',
+      'rotate_watch_secret',
+      'update_watch',
       'validate_address',
       'verify_webhook_signature',
     ];
     expect(await names(http)).toEqual(expected);
     expect(await names(stdio)).toEqual(expected);
+    // Every tool declares the shape of its answer.
+    for (const t of (await http.listTools()).tools) {
+      expect(t.outputSchema?.type, t.name).toBe('object');
+    }
   });
 
   it('validates addresses', async () => {
@@ -263,6 +273,30 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       expect(e.status).toBe(400);
       expect(e.details.map((d) => d.field).sort()).toEqual(['address', 'webhook_url']);
     }
+    for (const c of [http, stdio]) {
+      // A member the API does not know is refused as the API refuses it, never dropped.
+      const unknown = await tool(c, 'create_watch', {
+        address: R,
+        asset_filter: 'USDT',
+        webhook_url: `${receiver.origin}/hook/unknown`,
+        lable: 'typo',
+      });
+      expect(unknown.isError, JSON.stringify(unknown)).toBe(true);
+      expect(body(unknown)).toMatchObject({ status: 400 });
+      expect(JSON.stringify(body(unknown))).toContain('lable');
+    }
+    // The label is kept.
+    const labelled = await tool(stdio, 'create_watch', {
+      address: R,
+      asset_filter: 'USDT',
+      direction: 'outgoing',
+      webhook_url: `${receiver.origin}/hook/labelled`,
+      label: 'cold wallet',
+    });
+    expect(labelled.isError, JSON.stringify(labelled)).toBeFalsy();
+    expect(body(labelled)).toMatchObject({ label: 'cold wallet' });
+    expect(labelled.structuredContent).toMatchObject({ label: 'cold wallet', channel: 'webhook' });
+    watches.labelled = (body(labelled) as { id: string }).id;
     // Quota: the limited account may hold one active watch.
     const limited = await httpClient(limitedKey);
     const one = await tool(limited, 'create_watch', {
@@ -281,9 +315,17 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
 
     const listed = body(await tool(stdio, 'list_watches')) as { data: Array<{ id: string }> };
     expect(listed.data.map((w) => w.id).sort()).toEqual(Object.values(watches).sort());
-    // Scope: another account sees none of them.
+    // Scope: another account sees none of them, and listing their events is a 404 (not an
+    // empty page); so is a malformed watch id.
     const other = await httpClient(otherKey);
     expect(body(await tool(other, 'list_watches'))).toEqual({ data: [] });
+    for (const watch_id of [watches.all, 'wh_not-an-id']) {
+      const hidden = await tool(other, 'list_events', { watch_id });
+      expect(hidden.isError, JSON.stringify(hidden)).toBe(true);
+      expect(body(hidden)).toMatchObject({ status: 404, error: 'watch not found' });
+    }
+    const malformed = await tool(stdio, 'list_events', { watch_id: 'wh_not-an-id' });
+    expect(body(malformed)).toMatchObject({ status: 404 });
   });
 
   it('explains a transaction whose block is not solidified yet', async () => {
@@ -389,6 +431,16 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
         }),
       );
       expect(onlyX).toEqual({ valid: false, x_signature: 'invalid', standard_webhooks: 'absent' });
+      // A malformed secret is said to be one, whatever the timestamp (here a stale one).
+      const badSecret = body(
+        await tool(c, 'verify_webhook_signature', {
+          body: raw,
+          headers: { ...headers, 'webhook-timestamp': '1000000000' },
+          secret: 'whsec_not-base64!',
+        }),
+      );
+      expect(badSecret).toMatchObject({ valid: false, standard_webhooks: 'bad_secret' });
+      expect(String(badSecret.error)).toMatch(/not a tronwatch webhook secret/);
     }
   });
 
@@ -399,7 +451,13 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       body(await tool(c, 'explain_transaction', { watch_id: watch, tx_id: tx }));
     for (const c of [http, stdio]) {
       const produced = await explain(c, watches.all as string, T1.txId);
-      expect(produced).toMatchObject({ produced_event: true, reason: 'produced' });
+      expect(produced).toMatchObject({
+        produced_event: true,
+        reason: 'produced',
+        block_number: BLOCK,
+        transfers: [{ asset: 'TRX', to: R, from: hexToBase58(T1.from), event_index: 0 }],
+      });
+      expect(produced.solidified_head).toBeGreaterThanOrEqual(BLOCK);
       expect((produced.event_ids as string[]).length).toBe(1);
       expect(await explain(c, watches.usdt as string, T1.txId)).toMatchObject({
         produced_event: false,
@@ -468,6 +526,91 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     }
   });
 
+  it('updates a watch, rotates its secret, reads its health, lists dead letters and redelivers', {
+    timeout: 120_000,
+  }, async () => {
+    const updated = await tool(http, 'update_watch', {
+      watch_id: watches.all,
+      label: 'deposits',
+    });
+    expect(updated.isError, JSON.stringify(updated)).toBeFalsy();
+    expect(updated.structuredContent).toMatchObject({ id: watches.all, label: 'deposits' });
+    const notYours = await tool(await httpClient(otherKey), 'update_watch', {
+      watch_id: watches.all,
+      label: 'mine',
+    });
+    expect(body(notYours)).toMatchObject({ status: 404 });
+
+    const rotated = await tool(stdio, 'rotate_watch_secret', {
+      watch_id: watches.usdt,
+      grace_period_seconds: 0,
+    });
+    expect(rotated.isError, JSON.stringify(rotated)).toBeFalsy();
+    const newSecret = (body(rotated) as { secret: string }).secret;
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(secrets.get('usdt'));
+    secrets.set('usdt', newSecret);
+
+    const health = await tool(http, 'get_watch_health', { watch_id: watches.all, window: 'hour' });
+    expect(health.isError, JSON.stringify(health)).toBeFalsy();
+    expect(health.structuredContent).toMatchObject({ watch: { id: watches.all } });
+
+    // A delivery that gave up (as six failed attempts leave it): listed, then redelivered.
+    const page = body(await tool(http, 'list_events', { watch_id: watches.all })) as {
+      data: Array<{ event_id: string }>;
+    };
+    const eventId = page.data[0]?.event_id as string;
+    expect(body(await tool(stdio, 'list_dead_letters'))).toMatchObject({ data: [] });
+    await service.db.query(`UPDATE notifications SET status = 'DEAD' WHERE event_id = $1`, [
+      eventId,
+    ]);
+    for (const c of [http, stdio]) {
+      const dead = body(await tool(c, 'list_dead_letters', { watch_id: watches.all })) as {
+        data: Array<{ event_id: string; delivery: { status: string } }>;
+        scanned_events: number;
+        next_before: string | null;
+      };
+      expect(dead.data.map((e) => [e.event_id, e.delivery.status])).toEqual([[eventId, 'DEAD']]);
+      expect(dead.scanned_events).toBe(1);
+      expect(dead.next_before).toBeNull();
+    }
+    const redelivered = await tool(stdio, 'redeliver_event', { event_id: eventId });
+    expect(redelivered.isError, JSON.stringify(redelivered)).toBeFalsy();
+    expect((body(redelivered) as { notification_id: string }).notification_id).toMatch(/^ntf_/);
+    let chains: Array<{ status: string }> = [];
+    for (let i = 0; i < 300; i++) {
+      chains = (
+        body(await tool(http, 'get_event', { event_id: eventId })) as {
+          notifications: Array<{ status: string }>;
+        }
+      ).notifications;
+      if (chains.length === 2 && chains[0]?.status === 'DELIVERED') break;
+      await sleep(100);
+    }
+    expect(chains.map((n) => n.status)).toEqual(['DELIVERED', 'DEAD']);
+    expect(body(await tool(http, 'list_dead_letters'))).toMatchObject({ data: [] });
+  });
+
+  it('an HTTP session is not charged for its set-up, only for its calls', async () => {
+    const d = await accountsCreate(service.db, {
+      email: `setup-${engine}@example.com`,
+      plan: 'business',
+      rateLimit: 30,
+    });
+    const k = (await keysCreate(service.db, { account: d.id })).key;
+    // initialize, notifications/initialized and the client's GET /mcp: nothing counted.
+    const c = await httpClient(k);
+    const remaining = async () =>
+      Number(
+        (
+          await fetch(`${base}/v1/status`, { headers: { authorization: `Bearer ${k}` } })
+        ).headers.get('x-ratelimit-remaining'),
+      );
+    expect(await remaining()).toBe(29);
+    await tool(c, 'get_status');
+    expect(await remaining()).toBe(27);
+  });
+
   it('POST /mcp is authenticated and rate-limited like /v1: one count per request', {
     timeout: 120_000,
   }, async () => {
@@ -489,7 +632,12 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     });
     const anonymous = await rpc(undefined, call(1));
     expect(anonymous.status).toBe(401);
-    expect(await anonymous.json()).toMatchObject({ code: 'missing_api_key' });
+    // Errors of the endpoint are JSON-RPC errors, the API's body in `data`.
+    expect(await anonymous.json()).toMatchObject({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32001, data: { status: 401, code: 'missing_api_key' } },
+    });
     expect(anonymous.headers.get('x-ratelimit-limit')).toBe('60');
     expect(anonymous.headers.get('www-authenticate')).toMatch(/^Bearer/);
     const revokedShape = await rpc('tw_live_nope', call(1));
@@ -511,17 +659,25 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     // Batches are refused; GET and DELETE have nothing to serve.
     const batch = await rpc(limitedKey, [call(3), call(4)]);
     expect(batch.status).toBe(400);
-    expect(await batch.json()).toMatchObject({ error: expect.stringMatching(/batch/) });
+    expect(await batch.json()).toMatchObject({
+      jsonrpc: '2.0',
+      error: { code: -32600, message: expect.stringMatching(/batch/) },
+    });
     const get = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${limitedKey}` } });
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST');
+    expect(await get.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32000 } });
     // Spend the rest of the window: 429 rate_limited with Retry-After, through the SDK too.
     let refused = await rpc(limitedKey, call(10));
     for (let i = 0; i < 30 && refused.status === 200; i++)
       refused = await rpc(limitedKey, call(11 + i));
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
-    expect(await refused.json()).toMatchObject({ code: 'rate_limited' });
+    expect(await refused.json()).toMatchObject({
+      jsonrpc: '2.0',
+      id: expect.any(Number),
+      error: { code: -32029, data: { code: 'rate_limited' } },
+    });
     const sdk = new Client({ name: 'tronwatch-test', version: '1.0.0' });
     await expect(
       sdk.connect(
@@ -532,23 +688,91 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     ).rejects.toThrow(/429|rate limit/i);
   });
 
-  it('tronwatch mcp refuses to start without an API key', { timeout: 300_000 }, async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'mcp'], {
-      cwd: ROOT,
-      env: { ...process.env, TRONWATCH_API_KEY: '', TRONWATCH_URL: base },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    let stdout = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    const code = await new Promise<number | null>((r) => child.once('exit', r));
-    expect(code).toBe(2);
-    expect(stderr).toMatch(/TRONWATCH_API_KEY is unset/);
-    expect(stdout).toBe('');
+  it('tronwatch mcp checks its settings at start: no key, a refused key, no service at the URL', {
+    timeout: 300_000,
+  }, async () => {
+    const run = (env: Record<string, string>) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'mcp'], {
+        cwd: ROOT,
+        env: { ...process.env, ...env },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      let stdout = '';
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+      });
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+      });
+      return new Promise<{ code: number | null; stdout: string; stderr: string }>((r) =>
+        child.once('exit', (code) => r({ code, stdout, stderr })),
+      );
+    };
+    const nobody = `http://127.0.0.1:${await freePort()}`;
+    const [noKey, badKey, noService] = await Promise.all([
+      run({ TRONWATCH_API_KEY: '', TRONWATCH_URL: base }),
+      run({ TRONWATCH_API_KEY: `tw_live_${'x'.repeat(43)}`, TRONWATCH_URL: base }),
+      run({ TRONWATCH_API_KEY: key, TRONWATCH_URL: nobody }),
+    ]);
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toMatch(/TRONWATCH_API_KEY is unset/);
+    expect(badKey.code).toBe(2);
+    expect(badKey.stderr).toMatch(
+      new RegExp(`TRONWATCH_API_KEY was refused by ${base}: .*\\(invalid_api_key\\)`),
+    );
+    expect(badKey.stderr).not.toContain('x'.repeat(43));
+    expect(noService.code).toBe(2);
+    expect(noService.stderr).toMatch(`tronwatch unreachable at ${nobody}: ECONNREFUSED`);
+    for (const r of [noKey, badKey, noService]) expect(r.stdout).toBe('');
+  });
+
+  it('the docs’ client snippets work from this clone: Claude Desktop (stdio), VS Code (HTTP)', {
+    timeout: 400_000,
+  }, async () => {
+    if (engine !== dbEngines[0]) return; // once per run: it builds dist/
+    const docs = fs.readFileSync(path.join(ROOT, 'docs', 'integrating.md'), 'utf8');
+    const section = docs.slice(docs.indexOf('### Agents (MCP)'));
+    const blocks = [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+    const fill = (text: string) =>
+      text
+        .replaceAll('/path/to/tronwatch', ROOT)
+        .replaceAll('https://tronwatch.example.com', base)
+        .replaceAll('tw_live_…', key);
+    const desktop = JSON.parse(fill(blocks[0] ?? '')) as {
+      mcpServers: { tronwatch: { command: string; args: string[]; env: Record<string, string> } };
+    };
+    const vscode = JSON.parse(fill(blocks[1] ?? '')) as {
+      servers: { tronwatch: { type: string; url: string; headers: Record<string, string> } };
+    };
+    // The clone's dist/, as npm ci builds it, from this source.
+    await new Promise<void>((ok, fail) =>
+      spawn('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' }).once('exit', (code) =>
+        code === 0 ? ok() : fail(new Error(`npm run build: exit ${code}`)),
+      ),
+    );
+    const d = desktop.mcpServers.tronwatch;
+    expect(d.command).toBe('node');
+    const viaDesktop = new Client({ name: 'claude-desktop-snippet', version: '1.0.0' });
+    await viaDesktop.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: d.args,
+        env: { ...(process.env as Record<string, string>), ...d.env },
+        stderr: 'pipe',
+      }),
+      { timeout: 120_000 },
+    );
+    cleanups.push(() => viaDesktop.close());
+    const v = vscode.servers.tronwatch;
+    expect(v.type).toBe('http');
+    const viaVscode = new Client({ name: 'vscode-snippet', version: '1.0.0' });
+    await viaVscode.connect(
+      new StreamableHTTPClientTransport(new URL(v.url), { requestInit: { headers: v.headers } }),
+    );
+    cleanups.push(() => viaVscode.close());
+    for (const c of [viaDesktop, viaVscode]) {
+      expect(body(await tool(c, 'get_status'))).toMatchObject({ network: 'mainnet' });
+    }
   });
 });

@@ -211,7 +211,7 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
 
     // Failing again, and the failures go back six days (WATCH_AUTO_PAUSE_DAYS = 5): the next
     // failed attempt pauses the watch, with its reason. The second outage is alerted too (issue 29:
-    // it was silent within WATCH_ALERT_WINDOW_HOURS).
+    // it was silent within the old WATCH_ALERT_WINDOW_HOURS).
     status = 503;
     const e4 = await event();
     await until(async () => expect(await notificationStatus(e4)).toBe('DEAD'));

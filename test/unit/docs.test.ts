@@ -18,7 +18,9 @@ const DOCS = [
     .filter((f) => f.endsWith('.md'))
     .map((f) => `docs/${f}`),
   'test/fixtures/tron-mainnet/README.md',
-];
+  'clients/typescript/README.md',
+  'checkpoints/README.md',
+].filter((f) => fs.existsSync(path.join(ROOT, f)));
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
 function slug(heading: string): string {

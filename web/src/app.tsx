@@ -8,6 +8,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
 import { AccountPage } from './pages/account';
+import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
 import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
@@ -119,7 +120,8 @@ const NAV: { href: string; label: string; match: (p: string) => boolean; needs?:
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
   { href: '/security', label: 'Security', match: (p) => p.startsWith('/security') },
-  // The audit log is an admin's (the page says so to others; the link is not offered).
+  // Alerts and the audit log are an admin's (the pages say so to others; no link is offered).
+  { href: '/alerts', label: 'Alerts', match: (p) => p.startsWith('/alerts'), needs: 'admin' },
   { href: '/audit', label: 'Audit log', match: (p) => p.startsWith('/audit'), needs: 'admin' },
 ];
 
@@ -265,6 +267,7 @@ function Routes() {
   if (path.startsWith('/account')) return <AccountPage />;
   if (path.startsWith('/security')) return <SecurityPage />;
   if (path.startsWith('/audit')) return <AuditPage />;
+  if (path.startsWith('/alerts')) return <AlertsPage />;
   return (
     <section>
       <h1 tabIndex={-1} data-page-title>

@@ -55,6 +55,35 @@ export function utcIso(iso: string): string {
   return Number.isNaN(d.getTime()) ? iso : d.toISOString();
 }
 
+/** "1 failed attempt", "14 failed attempts": the count and the noun it agrees with. */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
+}
+
+/**
+ * A reason stored as text by the server (an alert's, an automatic pause's) made readable: ISO
+ * instants as local times, "<x> days" as a duration ("0.002 days" → "2 min 53 s"), and "1 …
+ * attempts" in the singular.
+ */
+export function readableReason(text: string): string {
+  return text
+    .replace(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z/g, (iso) => localTime(iso))
+    .replace(/\b(\d+(?:\.\d+)?) days\b/g, (_m, d: string) => seconds(Number(d) * 86_400))
+    .replace(/(^|[^\d.])1 ((?:failed |delivery )?)attempts\b/g, '$11 $2attempt');
+}
+
+/**
+ * An open alert in words, with the count as it is now (the stored reason keeps the count that
+ * opened the alert: "5 … in a row" while 14 have failed since): "14 failed attempts in a row",
+ * and when a delivery went DEAD, that too.
+ */
+export function failingNow(consecutiveFailures: number, storedReason: string): string {
+  const count = `${plural(consecutiveFailures, 'failed attempt')} in a row`;
+  return /went DEAD/.test(storedReason)
+    ? `a delivery failed all its attempts and went DEAD; ${count}`
+    : count;
+}
+
 /** "TRSqa…7Hx9": `keep` characters each side. */
 export function middle(s: string, keep = 6): string {
   return s.length <= keep * 2 + 1 ? s : `${s.slice(0, keep)}…${s.slice(-keep)}`;

@@ -25,6 +25,11 @@ import type {
   EventWithDelivery as ServerEventWithDelivery,
 } from '../../src/events/event';
 import type {
+  AlertChannelView,
+  AlertChannelKind as ServerAlertChannelKind,
+  AlertSettings as ServerAlertSettings,
+} from '../../src/watches/alert-channels';
+import type {
   Watch as ServerWatch,
   WatchWithHealth as ServerWatchWithHealth,
 } from '../../src/watches/schema';
@@ -33,6 +38,10 @@ export type Watch = ServerWatch;
 export type Endpoint = ServerEndpoint;
 /** GET /console/api/endpoints: an Endpoint and its last day of attempts (src/endpoints/health.ts). */
 export type EndpointWithHealth = Endpoint & { health: ServerEndpointHealth | null };
+/** GET /console/api/alert-settings (issue 29 item 1). */
+export type AlertSettings = ServerAlertSettings;
+export type AlertChannel = AlertChannelView;
+export type AlertChannelKind = ServerAlertChannelKind;
 export type WatchWithHealth = ServerWatchWithHealth;
 export type WatchHealth = NonNullable<WatchWithHealth['health']>;
 
@@ -61,6 +70,8 @@ export interface WatchAlert {
   kind: 'failing' | 'auto_paused';
   since: string | null;
   reason: string;
+  /** Failed attempts in a row now (older servers: absent). */
+  consecutive_failures?: number;
 }
 export type DeliveryStatus = DeliveryState['status'];
 export type WatchStatus = Watch['status'];
@@ -75,6 +86,8 @@ export interface Config {
   signed_in?: boolean;
   /** E-mail is on (SMTP_URL): invitations and password resets go by e-mail. */
   email: boolean;
+  /** Plain http:// webhooks are admitted inside WEBHOOK_ALLOW_CIDRS (older servers: absent). */
+  local_http?: boolean;
   /** `tronwatch dev`: the local mailbox page capturing every e-mail sent (else null or absent). */
   dev_mailbox?: string | null;
 }
@@ -189,6 +202,8 @@ export interface EventDetail {
   event: TransferEvent;
   payload: string;
   channel: 'webhook' | 'telegram';
+  /** The label of the event's watch (null: none; absent from older servers). */
+  watch_label?: string | null;
   /** A chat watch's delivery: the bound chat and the message sent (Bot API HTML). */
   telegram: {
     chat: { id: string; title: string | null; type: string | null } | null;

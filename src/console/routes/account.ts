@@ -236,6 +236,8 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         signed_in: Boolean(request.console),
         // E-mail is on (SMTP_URL): invitations and password resets go by e-mail.
         email: deps.mailer !== undefined,
+        // Plain http:// webhooks are admitted, inside WEBHOOK_ALLOW_CIDRS only (url-policy.ts).
+        local_http: deps.config.delivery.allowCidrs.length > 0,
         // `tronwatch dev`: the local mailbox page where those e-mails are captured (else null).
         dev_mailbox: deps.devMailboxUrl ?? null,
       };

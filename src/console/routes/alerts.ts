@@ -17,15 +17,14 @@
  */
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
-import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import {
   AlertChannelError,
-  AlertChannelSender,
-  type AlertChannelView,
+  type AlertSettings,
   deleteAlertChannel,
   listAlertChannels,
   saveAlertChannel,
+  sendTestAlert,
 } from '../../watches/alert-channels.js';
 import { alertRecipients } from '../../watches/alert-mail.js';
 import { requireSession } from '../guard.js';
@@ -33,22 +32,10 @@ import { AlertChannelBody, AlertChannelParams, AlertTestBody } from '../schemas.
 
 const hide = { hide: true } as const;
 
-/** GET /console/api/alert-settings. */
-export interface AlertSettings {
-  /** WATCH_ALERT_PACE_MINUTES: at most one message per watch and channel in this many minutes. */
-  pace_minutes: number;
-  email: {
-    /** SMTP_URL is set: alert e-mails go out. */
-    available: boolean;
-    /** Who gets them now (members who opted in; the account's address if none has joined). */
-    recipients: string[];
-  };
-  channels: AlertChannelView[];
-}
-
 function channelError(err: unknown): unknown {
   if (!(err instanceof AlertChannelError)) return err;
   if (err.code === 'not_found') return new ApiError(404, 'alert channel not found');
+  if (err.code === 'email_off') return ApiError.coded('email_unavailable', err.message);
   return new ApiError(400, 'invalid request body', undefined, [
     { field: 'url', message: err.message },
   ]);
@@ -130,53 +117,24 @@ export function alertRoutes(app: App, deps: AppDeps): void {
     { config: { consoleRole: 'admin' }, schema: { ...hide, body: AlertTestBody } },
     async (request) => {
       const ctx = requireSession(request);
-      const target = request.body.target;
-      let error: string | null = null;
-      if (target === 'email') {
-        const mailer = deps.mailer;
-        if (!mailer) {
-          throw ApiError.coded('email_unavailable', 'e-mail is off (SMTP_URL is not set)');
-        }
-        const to = await alertRecipients(deps.db, ctx.accountId);
-        if (to.length === 0) {
-          error = 'nobody gets alert e-mails: every member turned them off (Members page)';
-        } else {
-          const text =
-            "This is a test of your tronwatch alert e-mails. Real alerts say when a watch's deliveries start failing, when they recover, and when a watch is paused.";
-          try {
-            await mailer.sendNow({
-              to: to.join(', '),
-              subject: 'Test alert from tronwatch',
-              text,
-              html: `<p>${text.replace(/'/g, '&#39;')}</p>`,
-              kind: 'alert_test',
-            });
-          } catch (err) {
-            const e = err as { responseCode?: unknown; code?: unknown };
-            error = `e-mail not accepted: ${typeof e.responseCode === 'number' ? `SMTP ${e.responseCode}` : String(e.code ?? 'error')}`;
-          }
-        }
-      } else {
-        const sender = new AlertChannelSender({
-          db: deps.db,
-          secrets: deps.secrets,
-          timeoutMs: deps.config.delivery.timeoutMs,
-          allowCidrs: deps.config.delivery.allowCidrs,
-          caFile: deps.config.delivery.caFile,
-        });
-        try {
-          error = await sender.sendTest(ctx.accountId, target);
-        } catch (err) {
-          throw channelError(err);
-        } finally {
-          await sender.close();
-        }
+      let error: string | null;
+      try {
+        error = await sendTestAlert(
+          deps.db,
+          {
+            secrets: deps.secrets,
+            timeoutMs: deps.config.delivery.timeoutMs,
+            allowCidrs: deps.config.delivery.allowCidrs,
+            caFile: deps.config.delivery.caFile,
+            mailer: deps.mailer,
+          },
+          ctx.accountId,
+          request.body.target,
+          auditContextOf(request),
+        );
+      } catch (err) {
+        throw channelError(err);
       }
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'alert_channel.test_sent',
-        targetId: target,
-        detail: { target, ok: error === null },
-      });
       return { ok: error === null, error };
     },
   );

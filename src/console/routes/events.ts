@@ -9,6 +9,8 @@
  *   POST /console/api/events/{id}/redeliver  → 201 { notification_id } | 404 | 409
  *   POST /console/api/redeliver {watch_id?, since?, until?, q?, asset?, direction?, channel?}
  *                                           → { redelivered } (every DEAD one the filters show)
+ *   GET  /console/api/redeliver/count?…the same scope → { count, limit } (what "Redeliver all"
+ *                                             would take now, for its confirmation; at most limit)
  *
  * The list is the same page writer as GET /v1/events (src/events/list.ts), with two more filters.
  */
@@ -23,7 +25,12 @@ import { isDataException } from '../../db/sqlstate.js';
 import { eventDetail } from '../../events/detail.js';
 import { exportEvents } from '../../events/export.js';
 import { type EventSearch, eventsPageJson, parseEventSearch } from '../../events/list.js';
-import { redeliverDead, redeliverEvent } from '../../events/redeliver.js';
+import {
+  BULK_REDELIVERY_LIMIT,
+  countDead,
+  redeliverDead,
+  redeliverEvent,
+} from '../../events/redeliver.js';
 import { requireSession } from '../guard.js';
 import {
   ConsoleEventsQuery,
@@ -202,6 +209,35 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
         'event redelivered',
       );
       return reply.code(201).send({ notification_id: id });
+    },
+  );
+
+  app.get(
+    '/console/api/redeliver/count',
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, querystring: RedeliverBody } },
+    async (request) => {
+      const ctx = requireSession(request);
+      const b = request.query;
+      const search = searchOf(b.q);
+      checkRange(b);
+      if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) {
+        return { count: 0, limit: BULK_REDELIVERY_LIMIT };
+      }
+      try {
+        const count = await countDead(deps.db, ctx.accountId, network, {
+          watchId: b.watch_id,
+          since: b.since,
+          until: b.until,
+          search,
+          asset: b.asset,
+          direction: b.direction,
+          channel: b.channel,
+        });
+        return { count, limit: BULK_REDELIVERY_LIMIT };
+      } catch (err) {
+        if (!isDataException(err)) throw err;
+        throw badInstant((['since', 'until'] as const).filter((f) => b[f] !== undefined));
+      }
     },
   );
 

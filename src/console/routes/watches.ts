@@ -119,9 +119,10 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         alert_reason: string | null;
         paused_reason: string | null;
         auto_paused_at: Date | null;
+        consecutive_failures: number;
       }>(
         `SELECT id, address, label, alert_state, alert_since, alert_reason, paused_reason,
-              auto_paused_at
+              auto_paused_at, consecutive_failures
          FROM watches
         WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL
           AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
@@ -137,6 +138,8 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
           kind: r.paused_reason !== null ? 'auto_paused' : 'failing',
           since: (r.auto_paused_at ?? r.alert_since)?.toISOString() ?? null,
           reason: r.paused_reason ?? r.alert_reason ?? '',
+          // The count as it is now (the reason keeps the count that opened the alert).
+          consecutive_failures: Number(r.consecutive_failures),
         })),
       };
     },

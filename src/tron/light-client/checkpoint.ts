@@ -8,8 +8,8 @@
  * schedule order is read from the slots (`(t/3000) mod 27`, DposSlot.getScheduledWitness), so a
  * run of ≥ 27 consecutive headers inside one epoch gives all 27 SRs, their order and their keys.
  * What headers cannot give is the next maintenance time: it is passed in (java-tron keeps it in
- * `DynamicPropertiesStore.NEXT_MAINTENANCE_TIME`; on mainnet the genesis time is 0 and the interval
- * 6 h, so maintenances fall on multiples of 21,600,000 ms: 00:00, 06:00, 12:00, 18:00 UTC).
+ * `DynamicPropertiesStore.NEXT_MAINTENANCE_TIME`, starting from the genesis time and moving by whole
+ * intervals; the shipped checkpoint's value is an assumption, see checkpoints/README.md).
  */
 import type { SignedHeader } from './header.js';
 import {

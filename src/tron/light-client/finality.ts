@@ -32,7 +32,10 @@
  *    (`need-key`, then addCandidateKey) and counts toward finality only once ≥ 19 known SRs have
  *    built on one of its blocks. More than 8 new SRs in one epoch halts (`too-many-changes`): with
  *    19 of 27 needed, 9 newcomers would leave the known SRs unable to vouch for them, and a sudden
- *    change that size is not something to guess about.
+ *    change that size is not something to guess about. An SR of the old set that produced no block
+ *    in an epoch seen for at least 3 rounds (81 blocks) is not carried into the next one: a voted-
+ *    out SR's key (less guarded once it no longer earns) must not keep counting; if it returns, it
+ *    returns as a newcomer.
  * 8. Checkpoint: blocks are followed from the checkpoint's child. A first block that is not chained
  *    to it and lies past the checkpoint's next maintenance time halts (`stale-checkpoint`): the
  *    set it names may no longer be the one signing.
@@ -132,6 +135,8 @@ export interface LightClientSnapshot {
     members: Array<{ address: string; key: string; known: boolean }>;
     slots: Array<[number, string]>;
     newcomers: string[];
+    producers?: string[];
+    observed?: number;
   }>;
   candidateKeys: Array<[string, string]>;
 }
@@ -151,7 +156,13 @@ interface Epoch {
   slotOf: Map<string, number>;
   /** SRs verified in this epoch that were not in the one before. */
   newcomers: Set<string>;
+  /** SRs with a verified block in this epoch, and how many blocks were verified in it. */
+  producers: Set<string>;
+  observed: number;
 }
+
+/** Verified blocks an epoch needs before its silent SRs are dropped at the next (3 rounds). */
+const ROUNDS_TO_DROP = 3 * ACTIVE_SR_COUNT;
 
 interface Node {
   id: string;
@@ -211,6 +222,8 @@ export class LightClient {
       slots,
       slotOf,
       newcomers: new Set(),
+      producers: new Set(),
+      observed: 0,
     });
     this.final = {
       id: checkpoint.block.id,
@@ -248,6 +261,8 @@ export class LightClient {
           members: [...e.members].map(([address, m]) => ({ address, key: m.key, known: m.known })),
           slots: [...e.slots],
           newcomers: [...e.newcomers],
+          producers: [...e.producers],
+          observed: e.observed,
         })),
       candidateKeys: [...this.candidateKeys],
     };
@@ -275,6 +290,8 @@ export class LightClient {
         slots,
         slotOf,
         newcomers: new Set(e.newcomers),
+        producers: new Set(e.producers ?? []),
+        observed: e.observed ?? 0,
       });
     }
     const f = snapshot.final;
@@ -384,7 +401,11 @@ export class LightClient {
     const existing = this.epochs.get(parent.epoch + 1);
     if (existing) return existing;
     const members = new Map<string, Member>();
-    for (const [a, m] of before.members) members.set(a, { key: m.key, known: m.known });
+    const seenEnough = before.observed >= ROUNDS_TO_DROP;
+    for (const [a, m] of before.members) {
+      if (seenEnough && !before.producers.has(a)) continue;
+      members.set(a, { key: m.key, known: m.known });
+    }
     const e: Epoch = {
       index: parent.epoch + 1,
       nextMaintenanceTime: nextMaintenanceTime(
@@ -396,6 +417,8 @@ export class LightClient {
       slots: new Map(),
       slotOf: new Map(),
       newcomers: new Set(),
+      producers: new Set(),
+      observed: 0,
     };
     this.epochs.set(e.index, e);
     return e;
@@ -490,6 +513,8 @@ export class LightClient {
       epoch.slots.set(slot, w);
       epoch.slotOf.set(w, slot);
     }
+    epoch.producers.add(w);
+    epoch.observed++;
     this.nodes.set(header.id, {
       id: header.id,
       number: n,

@@ -3,7 +3,7 @@
  * the developer role (src/console/routes/events.ts); below it the list is shown without them.
  */
 import { useState } from 'preact/hooks';
-import { post } from '../api';
+import { get, post } from '../api';
 import {
   EventsListBody,
   FilterForm,
@@ -12,7 +12,7 @@ import {
   useWatches,
 } from '../components/events-table';
 import { ConfirmDialog, EmptyState, Notice, PageHeader } from '../components/ui';
-import { localTime, middle } from '../format';
+import { localTime, middle, plural } from '../format';
 import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
 import type { EventWithDelivery } from '../types';
@@ -22,7 +22,9 @@ export function DeadLettersPage() {
   const watches = useWatches();
   const pages = useEventPage(filters, 'DEAD');
   const basePath = `${BASE}/dead-letters`;
-  const [confirming, setConfirming] = useState(false);
+  /** The confirmation, with how many dead events the scope holds now (asked when opened). */
+  const [confirming, setConfirming] = useState<{ count: number; limit: number } | null>(null);
+  const [counting, setCounting] = useState(false);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const [busyId, setBusyId] = useState<string | null>(null);
   const { role, can, explain } = useRole();
@@ -43,19 +45,45 @@ export function DeadLettersPage() {
     .filter((s) => s !== '')
     .join(', ');
 
+  // Exactly what the filtered list shows (every page of it, not only this one).
+  const scopeBody = {
+    watch_id: filters.watch_id || undefined,
+    since: filters.since || undefined,
+    until: filters.until || undefined,
+    q: filters.q || undefined,
+    asset: filters.asset || undefined,
+    direction: filters.direction || undefined,
+    channel: filters.channel || undefined,
+  };
+
+  /** Count the scope's dead events, then ask: the confirmation says how many. */
+  const askRedeliverAll = async () => {
+    setMessage(null);
+    setCounting(true);
+    try {
+      const qs = new URLSearchParams(
+        Object.entries(scopeBody).filter((kv): kv is [string, string] => kv[1] !== undefined),
+      ).toString();
+      const r = await get<{ count: number; limit: number }>(
+        `/redeliver/count${qs ? `?${qs}` : ''}`,
+      );
+      if (r.count === 0) {
+        setMessage({ tone: 'success', text: 'Nothing to redeliver: no dead event in this scope.' });
+        await pages.page.reload();
+      } else {
+        setConfirming(r);
+      }
+    } catch (e) {
+      setMessage({ tone: 'error', text: `Could not count the dead events: ${explain(e)}` });
+    } finally {
+      setCounting(false);
+    }
+  };
+
   const redeliverAll = async () => {
     setMessage(null);
     try {
-      const r = await post<{ redelivered: number }>('/redeliver', {
-        // Exactly what the filtered list shows (every page of it, not only this one).
-        watch_id: filters.watch_id || undefined,
-        since: filters.since || undefined,
-        until: filters.until || undefined,
-        q: filters.q || undefined,
-        asset: filters.asset || undefined,
-        direction: filters.direction || undefined,
-        channel: filters.channel || undefined,
-      });
+      const r = await post<{ redelivered: number }>('/redeliver', scopeBody);
       setMessage({
         tone: 'success',
         text:
@@ -67,7 +95,7 @@ export function DeadLettersPage() {
     } catch (e) {
       setMessage({ tone: 'error', text: `Redeliver all failed: ${explain(e)}` });
     } finally {
-      setConfirming(false);
+      setConfirming(null);
     }
   };
 
@@ -96,14 +124,16 @@ export function DeadLettersPage() {
         title="Dead letters"
         description="Events whose six delivery attempts all failed. Fix the endpoint, then redeliver: the same event_id and payload are sent again."
         actions={
-          manages && (
+          // Only when there is something to redeliver (an empty list offers nothing to do).
+          manages &&
+          pages.rows.length > 0 && (
             <button
               type="button"
               class="btn btn-primary"
-              disabled={pages.rows.length === 0}
-              onClick={() => setConfirming(true)}
+              disabled={counting}
+              onClick={() => void askRedeliverAll()}
             >
-              Redeliver all
+              {counting ? 'Counting…' : 'Redeliver all'}
             </button>
           )
         }
@@ -150,14 +180,21 @@ export function DeadLettersPage() {
       />
       {confirming && (
         <ConfirmDialog
-          title="Redeliver all dead events?"
-          confirmLabel="Redeliver all"
+          title={`Redeliver ${plural(confirming.count, 'dead event')}?`}
+          confirmLabel={`Redeliver ${plural(confirming.count, 'event')}`}
           onConfirm={redeliverAll}
-          onCancel={() => setConfirming(false)}
+          onCancel={() => setConfirming(null)}
         >
           <p>
-            Every DEAD event for <strong>{scope}</strong> gets a new delivery, sent now and retried
-            on the usual schedule. Your endpoint must deduplicate on <code>event_id</code>.
+            {confirming.count >= confirming.limit
+              ? `The oldest ${confirming.limit.toLocaleString('en')} dead events`
+              : confirming.count === 1
+                ? 'The one dead event'
+                : `All ${confirming.count} dead events`}{' '}
+            for <strong>{scope}</strong> get a new delivery, sent now and retried on the usual
+            schedule. Your endpoint must deduplicate on <code>event_id</code>.
+            {confirming.count >= confirming.limit &&
+              ' More remain: run it again once these have started.'}
           </p>
         </ConfirmDialog>
       )}

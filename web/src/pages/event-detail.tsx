@@ -132,7 +132,7 @@ function EventBody({ detail }: { detail: EventDetail }) {
     <div class="stack">
       <article class="card">
         <h2 class="card-title">Transfer</h2>
-        <EventFields event={event} />
+        <EventFields event={event} label={detail.watch_label ?? null} />
       </article>
 
       <article class="card">
@@ -237,7 +237,7 @@ function Payload({ payload }: { payload: string }) {
   );
 }
 
-function EventFields({ event }: { event: TransferEvent }) {
+function EventFields({ event, label }: { event: TransferEvent; label: string | null }) {
   const rows: [string, ComponentChildren][] = [
     [
       'Amount',
@@ -272,9 +272,21 @@ function EventFields({ event }: { event: TransferEvent }) {
     ['Event id', <Mono value={event.event_id} full label="Copy event id" />],
     [
       'Watch',
-      <Link href={`${BASE}/events?watch_id=${encodeURIComponent(event.watch_id)}`}>
-        <code class="mono">{event.watch_id}</code>
-      </Link>,
+      // By its label (what a person named it), its id kept beside: the id is what the API and
+      // the logs say. The label links to the watch's page, the id to its events.
+      <span class="watch-ref">
+        {label !== null && (
+          <>
+            <Link href={`${BASE}/watches/${encodeURIComponent(event.watch_id)}`}>{label}</Link>{' '}
+          </>
+        )}
+        <Link
+          href={`${BASE}/events?watch_id=${encodeURIComponent(event.watch_id)}`}
+          aria-label={`Events of watch ${event.watch_id}`}
+        >
+          <code class="mono">{event.watch_id}</code>
+        </Link>
+      </span>,
     ],
     ['Network', event.network],
     ['Type · API version', `${event.type} · ${event.api_version}`],

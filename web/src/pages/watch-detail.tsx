@@ -10,6 +10,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { ApiError, describeError, get, patch, post } from '../api';
 import {
+  ConfirmDialog,
   Field,
   Loading,
   Mono,
@@ -20,7 +21,7 @@ import {
   StatusPill,
   Time,
 } from '../components/ui';
-import { durationMs } from '../format';
+import { durationMs, failingNow, plural, readableReason } from '../format';
 import { useLoad } from '../hooks';
 import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
@@ -94,14 +95,14 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                   on <Time iso={w.auto_paused_at} />
                 </>
               ) : null}
-              : {w.paused_reason}. Fix the endpoint, then{' '}
+              : {readableReason(w.paused_reason)}. Fix the endpoint, then{' '}
               {manages ? 'resume the watch' : 'a developer resumes the watch'} on the Watches page.
             </Notice>
           )}
           {w.health?.alert && (
             <Notice tone="warning">
               <strong>Deliveries are failing</strong> since <Time iso={w.health.alert.since} />:{' '}
-              {w.health.alert.reason}.
+              {failingNow(w.health.consecutive_failures, w.health.alert.reason)}.
             </Notice>
           )}
           <dl class="facts facts-grid watch-facts">
@@ -264,7 +265,7 @@ function HealthCard({
         {health.last_success_at ? <Time iso={health.last_success_at} rel /> : 'none yet'} ·{' '}
         {health.consecutive_failures === 0
           ? 'the newest attempt succeeded'
-          : `${health.consecutive_failures} failed attempts in a row`}
+          : `${plural(health.consecutive_failures, 'failed attempt')} in a row`}
       </p>
       <fieldset class="segmented" aria-label="Chart window">
         {WINDOWS.map(({ id, label }) => (
@@ -464,6 +465,7 @@ function RotateSecret({
 }) {
   const [grace, setGrace] = useState(86400);
   const [busy, setBusy] = useState(false);
+  const [confirmEnd, setConfirmEnd] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const { explain } = useRole();
   const failed = (err: unknown) => {
@@ -488,6 +490,7 @@ function RotateSecret({
     }
   };
   const expire = async () => {
+    setConfirmEnd(false);
     setBusy(true);
     setError(null);
     try {
@@ -516,10 +519,25 @@ function RotateSecret({
             type="button"
             class="btn btn-secondary"
             disabled={busy}
-            onClick={() => void expire()}
+            onClick={() => setConfirmEnd(true)}
           >
             End grace period now
           </button>
+          {confirmEnd && (
+            <ConfirmDialog
+              title="End the grace period now?"
+              confirmLabel="End grace period"
+              danger
+              onConfirm={expire}
+              onCancel={() => setConfirmEnd(false)}
+            >
+              <p>
+                The previous secret stops signing at once: from the next delivery on, only the new
+                secret signs. An endpoint still verifying with the previous secret will reject every
+                delivery until it uses the new one. This cannot be undone.
+              </p>
+            </ConfirmDialog>
+          )}
         </div>
       ) : (
         <p class="muted">

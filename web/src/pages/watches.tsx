@@ -20,7 +20,7 @@ import {
   StatusPill,
   Time,
 } from '../components/ui';
-import { durationMs, middle } from '../format';
+import { durationMs, failingNow, middle, readableReason } from '../format';
 import { useLoad } from '../hooks';
 import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
@@ -357,6 +357,28 @@ function HealthCell({ w }: { w: WatchListed }) {
 }
 
 /**
+ * A banner line's words: a failing watch's live count and since when; a pause's stored reason
+ * made readable (its times local, its durations in units).
+ */
+function alertText(a: WatchAlert) {
+  if (a.kind === 'auto_paused') return readableReason(a.reason);
+  const count =
+    a.consecutive_failures === undefined
+      ? readableReason(a.reason)
+      : failingNow(a.consecutive_failures, a.reason);
+  return (
+    <>
+      {count}
+      {a.since && (
+        <>
+          , since <Time iso={a.since} rel />
+        </>
+      )}
+    </>
+  );
+}
+
+/**
  * The console-wide banner (issue 19 item 2): watches whose deliveries are failing now, and those
  * tronwatch paused, each linked to its page. Reloaded on every route change.
  */
@@ -369,10 +391,10 @@ export function AlertBanner({ path }: { path: string }) {
       {list.slice(0, 3).map((a) => (
         <Notice key={a.watch_id} tone={a.kind === 'auto_paused' ? 'error' : 'warning'}>
           <strong>{a.kind === 'auto_paused' ? 'Watch paused: ' : 'Deliveries failing: '}</strong>
-          <Link href={`${BASE}/watches/${encodeURIComponent(a.watch_id)}`}>
+          <Link href={`${BASE}/watches/${encodeURIComponent(a.watch_id)}`} class="alert-watch">
             {a.label ?? middle(a.address, 8)}
           </Link>{' '}
-          — {a.reason}
+          — {alertText(a)}
         </Notice>
       ))}
       {list.length > 3 && <p class="muted">and {list.length - 3} more on the Watches page.</p>}
@@ -443,7 +465,11 @@ function CreateWatchForm({
     setGeneric(null);
     setDuplicateOf(null);
     // The console's own messages, in plain words, before asking the server.
-    const problems = localProblems(address.trim(), target === 'webhook' ? url.trim() : null);
+    const problems = localProblems(
+      address.trim(),
+      target === 'webhook' ? url.trim() : null,
+      config.local_http === true,
+    );
     setLocal(problems);
     if (problems.address || problems.webhook_url) {
       setGeneric('Check the highlighted fields.');
@@ -700,6 +726,8 @@ const ADDRESS_FORM = /^(T[1-9A-HJ-NP-Za-km-z]{33}|41[0-9a-fA-F]{40})$/;
 export function localProblems(
   address: string,
   url: string | null,
+  /** The deployment admits plain http inside WEBHOOK_ALLOW_CIDRS (config `local_http`). */
+  allowHttp = false,
 ): { address?: string; webhook_url?: string } {
   const out: { address?: string; webhook_url?: string } = {};
   if (address === '') out.address = 'Enter the TRON address to watch.';
@@ -710,7 +738,11 @@ export function localProblems(
   if (url !== null) {
     if (url === '') out.webhook_url = 'Enter the URL tronwatch should POST each transfer to.';
     else if (url.length > 2048) out.webhook_url = urlTooLong(url.length);
-    else if (!/^https:\/\//i.test(url)) out.webhook_url = 'The URL must start with https://.';
+    else if (allowHttp ? !/^https?:\/\//i.test(url) : !/^https:\/\//i.test(url)) {
+      out.webhook_url = allowHttp
+        ? 'The URL must start with https:// (or http:// for an address this deployment allows).'
+        : 'The URL must start with https://.';
+    }
   }
   return out;
 }
