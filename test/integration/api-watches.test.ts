@@ -107,6 +107,7 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
         direction: 'incoming',
         channel: 'webhook',
         webhook_url: 'https://hooks.example.com/tron',
+        endpoint_id: null,
         label: null,
         status: 'ACTIVE',
         created_at: w.created_at,

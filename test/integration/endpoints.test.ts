@@ -334,8 +334,10 @@ describe.each(dbEngines)('endpoints on %s', (engine) => {
       expect(verifySignature(ep.secret, q.body, q.headers['x-signature'])).toBe(false);
       expect(q.headers['x-signature-previous']).toBeUndefined();
     }
-    // Exactly once each (no duplicate across the 2,100 deliveries).
-    expect(receiver.received).toHaveLength(2_100);
+    // Every event reached the receiver (at least once: a loaded machine may retry one whose lease
+    // ran out, SPEC §Events "at-least-once"), and every request verified.
+    expect(new Set(receiver.received.map((q) => q.eventId)).size).toBe(2_100);
+    expect(receiver.received.every((q) => q.verified)).toBe(true);
   }, 1_200_000);
 
   it('holds deliveries for a switched-off endpoint in the outbox without using attempts, and moves a webhook watch onto an endpoint', async () => {
