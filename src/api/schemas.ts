@@ -196,7 +196,9 @@ export function commonV1Responses() {
         },
       },
     ),
-    403: errorResponse('wrong_network: the key is for another network; use a tw_live_ key.'),
+    403: errorResponse(
+      'wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET).',
+    ),
     429: errorResponse('rate_limited: requests per minute exceeded.', RETRY_AFTER_HEADER),
     500: errorResponse(
       'Internal error: body `{"error":"internal server error"}`; retry with backoff.',

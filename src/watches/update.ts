@@ -19,6 +19,8 @@ import { lockLiveEndpoint, WATCH_COLUMNS, type WatchRow } from './watches.js';
  * Change the account's live watch `id` as `body` says (members left out stay).
  * @returns the watch after the change, or undefined when there is no such live watch of this
  *   account (the caller answers 404).
+ * @param then runs in the change's transaction with the watch before and after (the audit
+ *   entry, issue 27 item 6).
  * @throws ApiError 400 with `details` (URL refused by the policy, a label with control
  *   characters, a webhook_url for a Telegram or endpoint watch, an endpoint_id for a Telegram
  *   watch, an empty body); 404 when endpoint_id is not the account's live endpoint.
@@ -29,6 +31,7 @@ export async function updateWatchFromRequest(
   network: string,
   id: string,
   body: UpdateWatchBody,
+  then?: (tx: Queryable, before: WatchRow, after: WatchRow) => Promise<void>,
 ): Promise<WatchRow | undefined> {
   const current = await readWatch(deps.db, accountId, network, id);
   if (!current) return undefined;
@@ -72,6 +75,9 @@ export async function updateWatchFromRequest(
   // watches_one_target): the endpoint's sign from the next attempt on.
   return deps.db.transaction(async (tx) => {
     if (endpointId !== null) await lockLiveEndpoint(tx, accountId, network, endpointId);
+    // The row as it is now (locked): what the audit entry calls "before".
+    const before = await readWatch(tx, accountId, network, id, true);
+    if (!before) return undefined;
     const { rows } = await tx.query<WatchRow>(
       `UPDATE watches
           SET webhook_url = CASE WHEN $8::boolean THEN NULL
@@ -101,7 +107,9 @@ export async function updateWatchFromRequest(
         endpointId,
       ],
     );
-    return rows[0];
+    const after = rows[0];
+    if (after && then) await then(tx, before, after);
+    return after;
   });
 }
 
@@ -111,10 +119,11 @@ async function readWatch(
   accountId: string,
   network: string,
   id: string,
+  lock = false,
 ): Promise<WatchRow | undefined> {
   const { rows } = await db.query<WatchRow>(
     `SELECT ${WATCH_COLUMNS} FROM watches
-      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL${lock ? ' FOR UPDATE' : ''}`,
     [id, accountId, network],
   );
   return rows[0];

@@ -90,6 +90,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   let receiver: Receiver;
   let base: string;
   let key: string;
+  let accountId = '';
   let otherKey: string;
   let limitedKey: string;
   let http: Client;
@@ -151,6 +152,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     cleanups.push(() => service.stop());
     base = service.url as string;
     const a = await accountsCreate(service.db, { email: 'mcp@example.com', plan: 'pro' });
+    accountId = a.id;
     key = (await keysCreate(service.db, { account: a.id })).key;
     const b = await accountsCreate(service.db, { email: 'other@example.com', plan: 'free' });
     otherKey = (await keysCreate(service.db, { account: b.id })).key;
@@ -609,6 +611,59 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     expect(await remaining()).toBe(29);
     await tool(c, 'get_status');
     expect(await remaining()).toBe(27);
+  });
+
+  it('a read-only key: only the read-only tools over HTTP; a write over stdio is refused (403)', {
+    timeout: 300_000,
+  }, async () => {
+    const ro = (await keysCreate(service.db, { account: accountId, scope: 'read' })).key;
+    const c = await httpClient(ro);
+    const names = (await c.listTools()).tools.map((t) => t.name).sort();
+    expect(names).toEqual([
+      'explain_transaction',
+      'get_event',
+      'get_status',
+      'get_watch_health',
+      'list_dead_letters',
+      'list_events',
+      'list_watches',
+      'validate_address',
+      'verify_webhook_signature',
+    ]);
+    const listed = body(await tool(c, 'list_watches')) as { data: unknown[] };
+    expect(listed.data.length).toBeGreaterThan(0);
+    const hidden = await c
+      .callTool({ name: 'pause_watch', arguments: { watch_id: watches.all } })
+      .then(
+        (r) => r as ToolResult,
+        (err: unknown) => String(err),
+      );
+    expect(JSON.stringify(hidden)).toMatch(/not found/i);
+    // The stdio server cannot know the key's scope before a call: the API refuses the write.
+    const viaStdio = new Client({ name: 'tronwatch-test-ro', version: '1.0.0' });
+    await viaStdio.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
+        cwd: ROOT,
+        env: {
+          ...(process.env as Record<string, string>),
+          TRONWATCH_URL: base,
+          TRONWATCH_API_KEY: ro,
+        },
+        stderr: 'pipe',
+      }),
+      { timeout: 300_000 },
+    );
+    cleanups.push(() => viaStdio.close());
+    const refused = await tool(viaStdio, 'pause_watch', { watch_id: watches.all });
+    expect(refused.isError).toBe(true);
+    expect(body(refused)).toMatchObject({ status: 403, code: 'read_only_key' });
+    expect(body(await tool(viaStdio, 'list_watches'))).toMatchObject({ data: expect.any(Array) });
+    const after = body(await tool(http, 'list_watches')) as {
+      data: Array<{ id: string; status: string }>;
+    };
+    expect(after.data.find((x) => x.id === watches.all)?.status).toBe('ACTIVE');
   });
 
   it('POST /mcp is authenticated and rate-limited like /v1: one count per request', {

@@ -7,6 +7,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
+import { takeStreamEndNotice } from './live';
 import { AccountPage } from './pages/account';
 import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
@@ -33,6 +34,8 @@ type Boot =
 
 export function App() {
   const [boot, setBoot] = useState<Boot>({ state: 'loading' });
+  // Why the server ended the live stream before this load (removed, signed out, a new role).
+  const [endNotice] = useState(takeStreamEndNotice);
 
   const load = async () => {
     try {
@@ -77,6 +80,7 @@ export function App() {
     return (
       <SignedOut
         config={config}
+        notice={endNotice}
         onSignedIn={(m) => {
           if (location.pathname === `${BASE}/reset`) navigate(`${BASE}/`, true);
           setMe(m);
@@ -87,6 +91,7 @@ export function App() {
   return (
     <AppContext.Provider value={{ config, me, setMe }}>
       <Shell>
+        {endNotice && <Notice tone="info">{endNotice}</Notice>}
         <Routes />
       </Shell>
     </AppContext.Provider>
@@ -95,7 +100,15 @@ export function App() {
 
 const AUTH_PATHS = new Set(['/login', '/signup', '/invite', '/forgot', '/reset']);
 
-function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me) => void }) {
+function SignedOut({
+  config,
+  onSignedIn,
+  notice,
+}: {
+  config: Config;
+  onSignedIn: (me: Me) => void;
+  notice: string | null;
+}) {
   const { path } = useLocation();
   const done = (me: Me) => {
     // After signing in from /login (or sign-up, invite) go to the overview; from any other
@@ -107,7 +120,7 @@ function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me
   if (path === '/forgot') return <ForgotPage config={config} />;
   if (path === '/reset') return <ResetPage onSignedIn={done} />;
   if (path === '/signup' && config.signup === 'open') return <SignupPage onSignedIn={done} />;
-  return <LoginPage config={config} onSignedIn={done} />;
+  return <LoginPage config={config} onSignedIn={done} notice={notice} />;
 }
 
 const NAV: { href: string; label: string; match: (p: string) => boolean; needs?: Role }[] = [

@@ -130,6 +130,14 @@ export interface KeyInfo {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** The most the key may do: never more than its maker's role (issue 27). */
+  role: 'owner' | 'admin' | 'developer' | 'viewer';
+  /** Who made it: a member (their e-mail then) or the operator's CLI. */
+  created_by:
+    | { type: 'user'; user_id: string; email: string | null }
+    | { type: 'cli'; user_id: null; email: null };
+  /** full, or read: GET requests only (and the read-only MCP tools). */
+  scope: 'full' | 'read';
 }
 
 export type WatchListed = WatchWithHealth & { last_event_at: string | null };

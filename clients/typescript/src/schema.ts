@@ -746,7 +746,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -993,7 +993,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1557,7 +1557,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1639,7 +1639,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1725,7 +1725,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1832,7 +1832,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1926,7 +1926,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2059,7 +2059,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2177,7 +2177,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2299,7 +2299,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2422,7 +2422,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2507,7 +2507,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2606,7 +2606,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2732,7 +2732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2814,7 +2814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2911,7 +2911,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3051,7 +3051,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3173,7 +3173,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3292,7 +3292,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3388,7 +3388,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3506,7 +3506,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3635,7 +3635,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3768,7 +3768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3888,7 +3888,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3998,7 +3998,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4106,7 +4106,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4214,7 +4214,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4322,7 +4322,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
