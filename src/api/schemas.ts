@@ -90,10 +90,19 @@ const errorMembers = {
           },
           { description: 'revoked_api_key (401).' },
         ),
+        T.Object(
+          {
+            watch_count: T.Integer({
+              minimum: 1,
+              description: 'Watches (active or paused) that still target the endpoint.',
+            }),
+          },
+          { description: 'endpoint_watches_active (409; additive).' },
+        ),
       ],
       {
         description:
-          'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`.',
+          'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`.',
       },
     ),
   ),

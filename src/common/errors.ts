@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   'csrf_mismatch',
   'telegram_watches_active',
   'login_rate_limited',
+  // API (issue 30): deleting an endpoint that live watches still target.
+  'endpoint_watches_active',
   // Console (additive): sign-up, login and invitations.
   'invalid_credentials',
   'signup_closed',
@@ -56,6 +58,7 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   wrong_network: 403,
   csrf_mismatch: 403,
   telegram_watches_active: 409,
+  endpoint_watches_active: 409,
   rate_limited: 429,
   login_rate_limited: 429,
   telegram_unavailable: 503,

@@ -13,6 +13,7 @@ import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
 import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
+import { EndpointsPage } from './pages/endpoints';
 import { EventDetailPage } from './pages/event-detail';
 import { EventsPage } from './pages/events';
 import { KeysPage } from './pages/keys';
@@ -127,6 +128,7 @@ const NAV: { href: string; label: string; match: (p: string) => boolean; needs?:
   { href: '/events', label: 'Events', match: (p) => p.startsWith('/events') },
   { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
   { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
+  { href: '/endpoints', label: 'Endpoints', match: (p) => p.startsWith('/endpoints') },
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
@@ -272,6 +274,7 @@ function Routes() {
   const wh = /^\/watches\/([^/]+)\/?$/.exec(path);
   if (wh?.[1]) return <WatchDetailPage watchId={decodeURIComponent(wh[1])} />;
   if (path.startsWith('/watches')) return <WatchesPage />;
+  if (path.startsWith('/endpoints')) return <EndpointsPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/members')) return <MembersPage />;
   if (path.startsWith('/account')) return <AccountPage />;

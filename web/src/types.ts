@@ -17,6 +17,8 @@ import type {
   SecondFactorChallenge as ServerSecondFactorChallenge,
   TwoFactorSetup as ServerTwoFactorSetup,
 } from '../../src/console/schemas';
+import type { EndpointHealth as ServerEndpointHealth } from '../../src/endpoints/health';
+import type { Endpoint as ServerEndpoint } from '../../src/endpoints/schema';
 import type {
   DeliveryState,
   Event as ServerEvent,
@@ -33,6 +35,9 @@ import type {
 } from '../../src/watches/schema';
 
 export type Watch = ServerWatch;
+export type Endpoint = ServerEndpoint;
+/** GET /console/api/endpoints: an Endpoint and its last day of attempts (src/endpoints/health.ts). */
+export type EndpointWithHealth = Endpoint & { health: ServerEndpointHealth | null };
 /** GET /console/api/alert-settings (issue 29 item 1). */
 export type AlertSettings = ServerAlertSettings;
 export type AlertChannel = AlertChannelView;

@@ -35,6 +35,7 @@ import {
 } from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
+  EndpointWatchCreatedSchema,
   healthSchemas,
   RotateSecretSchema,
   SecretRotatedSchema,
@@ -164,6 +165,7 @@ export const watchSchemas = [
   WatchHealthSeriesSchema,
   WatchSchema,
   WebhookWatchCreatedSchema,
+  EndpointWatchCreatedSchema,
   TelegramWatchCreatedSchema,
   WatchCreatedSchema,
   CreateWatchSchema,
@@ -198,6 +200,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
             description: 'quota_exceeded: the plan allows no more active watches on this network.',
             headers: { ...RATE_LIMIT_HEADERS },
           }),
+          404: errorResponse(
+            'Additive: `endpoint_id` names no endpoint of the caller (missing, deleted, or not yours).',
+          ),
           409: errorResponse(
             'Duplicate watch (same address, asset_filter, direction and channel).',
           ),
