@@ -538,8 +538,15 @@ keys
   .description('issue an API key for an account; the key is printed once')
   .requiredOption('--account <idOrEmail>', 'account id (acc_…) or e-mail')
   .option('--name <name>', 'a label for the key')
-  .action((o: { account: string; name?: string }) =>
-    withDb((db) => keysCreate(db, { account: o.account, ...(o.name ? { name: o.name } : {}) })),
+  .option('--read-only', 'a read-only key: GET requests only (and the read-only MCP tools)')
+  .action((o: { account: string; name?: string; readOnly?: boolean }) =>
+    withDb((db) =>
+      keysCreate(db, {
+        account: o.account,
+        ...(o.name ? { name: o.name } : {}),
+        scope: o.readOnly ? 'read' : 'full',
+      }),
+    ),
   );
 keys
   .command('list')

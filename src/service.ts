@@ -178,7 +178,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     if (m.applied.length)
       logger.info({ applied: m.applied, version: m.version }, 'migrations applied');
     if (opts.roles.includes('worker')) {
-      const w = new DeliveryWorker({ db, secrets, config: cfg, logger, metrics });
+      const w = new DeliveryWorker({
+        db,
+        secrets,
+        config: cfg,
+        logger,
+        metrics,
+        pacer: openEndpointPacer(cfg, logger, shutdown),
+      });
       worker = w;
       running.push(w.start(shutdown.signal));
       shutdown.add('delivery worker', () => w.stop());
@@ -439,6 +446,18 @@ function openPacer(cfg: Config, logger: Logger, shutdown: Shutdown): Pacer {
   const redis = createRedis(cfg.redis.url, { logger });
   shutdown.add('pacing redis', () => closeRedis(redis));
   return new FallbackPacer(new RedisPacer(redis), logger);
+}
+
+/**
+ * The endpoints' pacing windows (issue 30 item 3; src/delivery/endpoint-pacing.ts): in Redis when
+ * REDIS_URL is set, shared by every worker replica (in process while Redis is unreachable: each
+ * replica then paces alone), else in process. Keys `tw:ep:{ep_…}:rate|conc`.
+ */
+function openEndpointPacer(cfg: Config, logger: Logger, shutdown: Shutdown): Pacer {
+  if (!cfg.redis.url) return new MemoryPacer();
+  const redis = createRedis(cfg.redis.url, { logger });
+  shutdown.add('endpoint pacing redis', () => closeRedis(redis));
+  return new FallbackPacer(new RedisPacer(redis, { prefix: 'tw:ep:' }), logger);
 }
 
 /**

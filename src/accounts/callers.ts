@@ -8,6 +8,7 @@
  * read who is calling without importing an HTTP layer (test/unit/layout.test.ts). Types only.
  */
 import type {} from 'fastify';
+import type { ApiKeyScope } from './keys.js';
 import type { Plan, PlanLimits } from './plans.js';
 import type { Role } from './users.js';
 
@@ -15,6 +16,8 @@ import type { Role } from './users.js';
 export interface AuthContext {
   keyId: string;
   accountId: string;
+  /** The most the key may do (src/accounts/keys.ts): each /v1 route needs a least role. */
+  role: Role;
   plan: Plan;
   /** The limits in force for the account (plan, or the account's own for Business). */
   limits: PlanLimits;
@@ -24,6 +27,8 @@ export interface AuthContext {
    * (src/api/auth.ts, module doc).
    */
   verified: boolean;
+  /** What the key may do: `full` (also when absent), or `read` (GET only; read-only MCP tools). */
+  scope?: ApiKeyScope;
 }
 
 /** A console session as listed (never its token): a row of `console_sessions`. */

@@ -17,7 +17,13 @@ import { isId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { type AccountRow, createAccount, findAccount, findAccountByEmail } from './accounts.js';
 import { createInvite, INVITE_TTL_SECONDS } from './credentials.js';
-import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+import {
+  type ApiKeyInfo,
+  type ApiKeyScope,
+  createApiKey,
+  listApiKeys,
+  revokeApiKey,
+} from './keys.js';
 import { disableTwoFactor } from './two-factor.js';
 import {
   createUser,
@@ -58,6 +64,12 @@ export interface PrintableKey {
   name: string | null;
   created_at: string;
   revoked_at: string | null;
+  /** The most the key may do (issue 27): never more than its maker's role. */
+  role: string;
+  /** Who made it: a member's e-mail (as it was then), or `cli` (the operator). */
+  made_by: string;
+  /** `full`, or `read`: GET only (src/accounts/keys.ts ApiKeyScope). */
+  scope: ApiKeyScope;
 }
 
 /** `keys create` output: the key appears here and nowhere else, ever. */
@@ -69,6 +81,7 @@ export interface PrintableNewKey {
   network: string;
   name: string | null;
   created_at: string;
+  scope: ApiKeyScope;
   note: string;
 }
 
@@ -105,16 +118,22 @@ export interface KeysCreateArgs {
   /** Account id (`acc_…`) or e-mail address. */
   account: string;
   name?: string;
+  /** `read` for a read-only key; default `full`. */
+  scope?: ApiKeyScope;
 }
 
 /** `tronwatch keys create`: issues a `tw_live_` key. @throws CliError (unknown account). */
 export async function keysCreate(db: Queryable, args: KeysCreateArgs): Promise<PrintableNewKey> {
   const acc = await requireAccount(db, args.account);
-  const k = await createApiKey(db, acc.id, { name: args.name, network: 'mainnet' });
+  const k = await createApiKey(db, acc.id, {
+    name: args.name,
+    network: 'mainnet',
+    scope: args.scope ?? 'full',
+  });
   await audit(db, acc.id, {
     action: 'api_key.created',
     targetId: k.id,
-    detail: { name: k.name, prefix: k.prefix, network: k.network },
+    detail: { name: k.name, prefix: k.prefix, network: k.network, scope: k.scope },
   });
   return {
     id: k.id,
@@ -124,6 +143,7 @@ export async function keysCreate(db: Queryable, args: KeysCreateArgs): Promise<P
     network: k.network,
     name: k.name,
     created_at: k.created_at.toISOString(),
+    scope: k.scope,
     note: 'Store this key now: it is shown only once (only its SHA-256 is kept).',
   };
 }
@@ -189,6 +209,9 @@ function printableKey(k: ApiKeyInfo): PrintableKey {
     name: k.name,
     created_at: k.created_at.toISOString(),
     revoked_at: k.revoked_at ? k.revoked_at.toISOString() : null,
+    role: k.role,
+    made_by: k.created_by_user_id === null ? 'cli' : (k.created_by_email ?? k.created_by_user_id),
+    scope: k.scope,
   };
 }
 

@@ -18,6 +18,16 @@
  *   wrong code as a failed sign-in too).
  *
  * Codes are checked in a window of one step either side (clock drift of up to 30 s).
+ *
+ * Guessing is bounded per user, whatever the client address (issue 27 item 3): every wrong code
+ * (sign-in step, turning the factor off, new recovery codes) counts in the user's own window
+ * (`console_users.code_failures*`, migration 050); CODE_FAILURES_PER_USER wrong codes within
+ * CODE_FAILURE_WINDOW_SECONDS lock the user's code step for CODE_LOCK_SECONDS, during which every
+ * code is refused, a right one included. The arithmetic (README/docs "Security"): each lock costs
+ * at least CODE_LOCK_SECONDS, so an attacker who has the password tries at most
+ * 5 codes per hour, 120 per day; 3 of the 10^6 codes are accepted at any instant (the window of
+ * one step either side), so a day of guessing succeeds with probability at most
+ * 120 × 3 / 10^6 = 3.6 × 10^-4, and the user is e-mailed at the first lock (at most once a day).
  */
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
@@ -38,6 +48,14 @@ export const CHALLENGE_TTL_SECONDS = 300;
 export const CHALLENGE_FAILURES = 5;
 /** The issuer shown in authenticator apps. */
 export const TOTP_ISSUER = 'tronwatch';
+/** Wrong codes a user's code step takes within CODE_FAILURE_WINDOW_SECONDS before it locks. */
+export const CODE_FAILURES_PER_USER = 5;
+/** The window wrong codes are counted in, seconds (15 minutes, as the login limits). */
+export const CODE_FAILURE_WINDOW_SECONDS = 15 * 60;
+/** How long a locked code step refuses every code, seconds (1 hour). */
+export const CODE_LOCK_SECONDS = 60 * 60;
+/** The user is e-mailed about a lock at most once per this many seconds (a day). */
+export const CODE_LOCK_NOTICE_SECONDS = 24 * 3600;
 
 /** A two-factor operation refused because of the user's state. */
 export class TwoFactorError extends Error {
@@ -181,6 +199,7 @@ async function acceptTotp(
   code: string,
   enabled: boolean,
   nowMs = Date.now(),
+  info?: SecondFactorInfo,
 ): Promise<boolean> {
   const s = await secretOf(db, box, userId);
   if (!s || s.enabled !== enabled) return false;
@@ -196,13 +215,21 @@ async function acceptTotp(
         AND (totp_last_step IS NULL OR totp_last_step < $2)`,
     [userId, step, enabled],
   );
+  // A code of the right step already accepted once: the user is told so, not "wrong".
+  if (rowCount === 0 && info) info.reused = true;
   return rowCount === 1;
+}
+
+/** Filled in by a second-factor check that failed. */
+export interface SecondFactorInfo {
+  /** The code was right but its 30-second step was already used (RFC 6238 §5.2): "already used". */
+  reused?: boolean;
 }
 
 /**
  * Confirm an enrolment with a code from the app: the second factor is on from now, and ten
- * recovery codes replace any earlier ones. @returns the recovery codes (shown once), or
- * undefined when the code is wrong.
+ * recovery codes replace any earlier ones; `then` runs in its transaction (the audit entry).
+ * @returns the recovery codes (shown once), or undefined when the code is wrong.
  * @throws TwoFactorError no_enrolment (nothing to confirm) or already_enabled.
  */
 export async function confirmEnrolment(
@@ -211,6 +238,7 @@ export async function confirmEnrolment(
   userId: string,
   code: string,
   nowMs = Date.now(),
+  then?: (tx: Queryable) => Promise<void>,
 ): Promise<string[] | undefined> {
   const s = await secretOf(db, box, userId);
   if (!s) throw new TwoFactorError('no_enrolment', 'start the set-up first: no secret to confirm');
@@ -227,7 +255,10 @@ export async function confirmEnrolment(
     if (rowCount === 0) {
       throw new TwoFactorError('already_enabled', 'the second factor is already on');
     }
-    return replaceRecoveryCodes(tx, userId);
+    const codes = await replaceRecoveryCodes(tx, userId);
+    // The audit entry commits with the change (issue 27 item 6).
+    if (then) await then(tx);
+    return codes;
   });
 }
 
@@ -254,9 +285,10 @@ export async function verifySecondFactor(
   userId: string,
   code: string,
   nowMs = Date.now(),
+  info?: SecondFactorInfo,
 ): Promise<'totp' | 'recovery_code' | false> {
   if (looksLikeTotp(code)) {
-    return (await acceptTotp(db, box, userId, code, true, nowMs)) ? 'totp' : false;
+    return (await acceptTotp(db, box, userId, code, true, nowMs, info)) ? 'totp' : false;
   }
   const norm = normaliseRecoveryCode(code);
   if (!/^[a-z2-7]{10}$/.test(norm)) return false;
@@ -294,13 +326,38 @@ export async function twoFactorEnabled(db: Queryable, userId: string): Promise<b
   return rows[0]?.on === true;
 }
 
-/** Open the code step of a sign-in for the user. @returns its token (for the page, once). */
-export async function openLoginChallenge(db: Queryable, userId: string): Promise<string> {
+/**
+ * What a password reset waits for the code with: nothing of it happens before the code (issue 27
+ * item 1). `passwordHash`: the new password's argon2id hash; `resetTokenHash`: the reset link's
+ * SHA-256, used up only when the code is right.
+ */
+export interface PendingReset {
+  passwordHash: string;
+  resetTokenHash: string;
+}
+
+/**
+ * Open the code step of a sign-in for the user, or of a password reset (`reset`).
+ * @returns its token (for the page, once).
+ */
+export async function openLoginChallenge(
+  db: Queryable,
+  userId: string,
+  reset?: PendingReset,
+): Promise<string> {
   const token = randomBytes(32).toString('base64url');
   await db.query(
-    `INSERT INTO console_login_challenges (token_hash, user_id, expires_at)
-     VALUES ($1, $2, now() + make_interval(secs => $3))`,
-    [sha256(token), userId, CHALLENGE_TTL_SECONDS],
+    `INSERT INTO console_login_challenges
+       (token_hash, user_id, expires_at, purpose, password_hash, reset_token_hash)
+     VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5, $6)`,
+    [
+      sha256(token),
+      userId,
+      CHALLENGE_TTL_SECONDS,
+      reset ? 'reset' : 'login',
+      reset?.passwordHash ?? null,
+      reset?.resetTokenHash ?? null,
+    ],
   );
   return token;
 }
@@ -311,6 +368,8 @@ export interface LoginChallenge {
   email: string;
   accountId: string;
   failures: number;
+  /** A password reset waiting for the code, or undefined for a sign-in. */
+  reset?: PendingReset;
 }
 
 /** The live challenge of `token`, or undefined. */
@@ -323,14 +382,97 @@ export async function findLoginChallenge(
     email: string;
     account_id: string;
     failures: number;
+    purpose: string;
+    password_hash: string | null;
+    reset_token_hash: string | null;
   }>(
-    `SELECT c.user_id, u.email, u.account_id, c.failures
+    `SELECT c.user_id, u.email, u.account_id, c.failures, c.purpose, c.password_hash,
+            c.reset_token_hash
        FROM console_login_challenges c JOIN console_users u ON u.id = c.user_id
       WHERE c.token_hash = $1 AND c.used_at IS NULL AND c.expires_at > now() AND c.failures < $2`,
     [sha256(token), CHALLENGE_FAILURES],
   );
   const r = rows[0];
-  return r && { userId: r.user_id, email: r.email, accountId: r.account_id, failures: r.failures };
+  if (!r) return undefined;
+  const found: LoginChallenge = {
+    userId: r.user_id,
+    email: r.email,
+    accountId: r.account_id,
+    failures: r.failures,
+  };
+  if (r.purpose === 'reset' && r.password_hash !== null && r.reset_token_hash !== null) {
+    found.reset = { passwordHash: r.password_hash, resetTokenHash: r.reset_token_hash };
+  }
+  return found;
+}
+
+/**
+ * When the user's code step is locked until (module doc), or null when it takes codes.
+ */
+export async function codeLockedUntil(db: Queryable, userId: string): Promise<Date | null> {
+  const { rows } = await db.query<{ lock_end: Date | null }>(
+    `SELECT CASE WHEN code_locked_until > now() THEN code_locked_until END AS lock_end
+       FROM console_users WHERE id = $1`,
+    [userId],
+  );
+  return rows[0]?.lock_end ?? null;
+}
+
+/** What one wrong code did to the user's window. */
+export interface CodeFailure {
+  /** Wrong codes the window still takes before the lock (0 when this one locked it). */
+  left: number;
+  /** Set when this wrong code locked the code step: until when. */
+  lockedUntil: Date | null;
+  /** This lock is the first in CODE_LOCK_NOTICE_SECONDS: e-mail the user. */
+  notify: boolean;
+}
+
+/**
+ * Count a wrong code against the user (module doc), atomically; the one that reaches
+ * CODE_FAILURES_PER_USER locks the code step for CODE_LOCK_SECONDS and starts a new window.
+ */
+export async function countCodeFailure(db: Queryable, userId: string): Promise<CodeFailure> {
+  const { rows } = await db.query<{ n: number }>(
+    `UPDATE console_users
+        SET code_failures = CASE WHEN code_failures_since IS NULL
+                                   OR code_failures_since <= now() - make_interval(secs => $2)
+                                 THEN 1 ELSE code_failures + 1 END,
+            code_failures_since = CASE WHEN code_failures_since IS NULL
+                                         OR code_failures_since <= now() - make_interval(secs => $2)
+                                       THEN now() ELSE code_failures_since END
+      WHERE id = $1 RETURNING code_failures AS n`,
+    [userId, CODE_FAILURE_WINDOW_SECONDS],
+  );
+  const n = rows[0]?.n ?? 0;
+  if (n < CODE_FAILURES_PER_USER) {
+    return { left: CODE_FAILURES_PER_USER - n, lockedUntil: null, notify: false };
+  }
+  const { rows: locked } = await db.query<{ lock_end: Date; notify: boolean }>(
+    `UPDATE console_users u
+        SET code_locked_until = now() + make_interval(secs => $2),
+            code_failures = 0, code_failures_since = NULL,
+            code_lock_notified_at = CASE
+              WHEN u.code_lock_notified_at IS NULL
+                OR u.code_lock_notified_at <= now() - make_interval(secs => $3)
+              THEN now() ELSE u.code_lock_notified_at END
+       FROM console_users before
+      WHERE u.id = $1 AND before.id = u.id
+      RETURNING u.code_locked_until AS lock_end,
+                u.code_lock_notified_at IS DISTINCT FROM before.code_lock_notified_at AS notify`,
+    [userId, CODE_LOCK_SECONDS, CODE_LOCK_NOTICE_SECONDS],
+  );
+  const r = locked[0];
+  return { left: 0, lockedUntil: r?.lock_end ?? null, notify: r?.notify === true };
+}
+
+/** A right code clears the user's count of wrong ones. */
+export async function clearCodeFailures(db: Queryable, userId: string): Promise<void> {
+  await db.query(
+    `UPDATE console_users SET code_failures = 0, code_failures_since = NULL
+      WHERE id = $1 AND code_failures <> 0`,
+    [userId],
+  );
 }
 
 /** Count a wrong code against the challenge. @returns wrong codes it may still take. */

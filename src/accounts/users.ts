@@ -202,6 +202,8 @@ async function lockTarget(
 /**
  * Change a member's role. An owner may set any role; an admin any role but owner, on members who
  * are not owners; anyone may lower their own role (not raise it).
+ * @param then runs in the change's transaction with the user before and after (its audit entry,
+ *   its keys narrowed: src/accounts/membership.ts).
  * @returns the updated user.
  * @throws MemberError not_found, insufficient_role, last_owner (the account's only owner would
  *   stop being one).
@@ -212,6 +214,7 @@ export async function changeRole(
   actor: Actor,
   userId: string,
   role: Role,
+  then?: (tx: Queryable, before: UserRow, after: UserRow) => Promise<void>,
 ): Promise<UserRow> {
   return db.transaction(async (tx) => {
     const { target, owners } = await lockTarget(tx, accountId, actor, userId);
@@ -228,7 +231,9 @@ export async function changeRole(
       `UPDATE console_users SET role = $2 WHERE id = $1 RETURNING ${COLUMNS}`,
       [userId, role],
     );
-    return rows[0] as UserRow;
+    const after = rows[0] as UserRow;
+    if (then) await then(tx, target, after);
+    return after;
   });
 }
 
@@ -242,6 +247,7 @@ export async function removeUser(
   accountId: string,
   actor: Actor,
   userId: string,
+  then?: (tx: Queryable, removed: UserRow) => Promise<void>,
 ): Promise<UserRow> {
   return db.transaction(async (tx) => {
     const { target, owners } = await lockTarget(tx, accountId, actor, userId);
@@ -252,6 +258,7 @@ export async function removeUser(
       );
     }
     await tx.query('DELETE FROM console_users WHERE id = $1', [userId]);
+    if (then) await then(tx, target);
     return target;
   });
 }

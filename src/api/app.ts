@@ -49,10 +49,12 @@ import {
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
+import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
+import { watchBatchRoutes, watchBatchSchemas } from './routes/watch-batch.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
 import type { App, AppDeps } from './types.js';
@@ -133,6 +135,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   for (const s of [
     ...sharedSchemas,
     ...watchSchemas,
+    ...endpointSchemas,
+    ...watchBatchSchemas,
     ...eventSchemas,
     ...healthSchemas,
     ...statusSchemas,
@@ -202,6 +206,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   watchRoutes(app, deps);
+  endpointRoutes(app, deps);
+  watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
   auditRoutes(app, deps);
   await registerConsole(app, deps);

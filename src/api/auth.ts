@@ -32,6 +32,10 @@
  * GET /v1/events (the hot path) is such a route: one database round trip per request instead of
  * two (measured on 2 cores: ~1,400 → ~2,000 pages of 50 per second).
  *
+ * Role (issue 27 item 2): a key can do at most what its maker's role can. Each route needs a least
+ * role (`config.keyRole`; default viewer to read, developer to change; GET /v1/audit needs admin);
+ * a key below it gets 403 insufficient_role, after its request is counted.
+ *
  * Rate limit: an authenticated request counts against its key at the account's rate; one that
  * fails authentication counts against the client IP at the Free rate, and when that is exhausted
  * the answer is 429 instead of the 401/403 (a key-guessing client is slowed down like any other).
@@ -49,6 +53,7 @@ import {
   keyNetwork,
 } from '../accounts/keys.js';
 import { limitsFor, PLAN_LIMITS } from '../accounts/plans.js';
+import { type Role, roleAtLeast } from '../accounts/users.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
 import { clientAddressKey, type RateLimiter } from '../rate-limit/limiter.js';
@@ -64,6 +69,12 @@ declare module 'fastify' {
      * may take the caller from the KeyCache (module doc). Default false.
      */
     keyCheckedInQuery?: boolean;
+    /**
+     * The least role a key needs for this /v1 route (issue 27 item 2; src/accounts/keys.ts).
+     * Default: `viewer` for GET and HEAD (and the /mcp endpoint, whose tool calls are checked
+     * one by one as the /v1 requests they are), `developer` for anything that changes state.
+     */
+    keyRole?: Role;
   }
 }
 
@@ -214,9 +225,11 @@ export async function authenticate(
   const auth: AuthContext = {
     keyId: found.key_id,
     accountId: found.account_id,
+    role: found.role,
     plan: found.plan,
     limits: limitsFor(found),
     verified: true,
+    scope: found.scope,
   };
   cache?.set(keyHash, auth);
   return auth;
@@ -298,6 +311,41 @@ export async function enforceCallerRateLimit(
   );
 }
 
+/** The least role a key needs for `request`'s route (see FastifyContextConfig.keyRole). */
+export function keyRoleNeeded(request: FastifyRequest): Role {
+  const declared = request.routeOptions.config?.keyRole;
+  if (declared !== undefined) return declared;
+  const route = request.routeOptions.url ?? '';
+  if (request.method === 'GET' || request.method === 'HEAD' || route.startsWith('/mcp')) {
+    return 'viewer';
+  }
+  return 'developer';
+}
+
+/** @throws ApiError 403 insufficient_role when the key's role is below the route's. */
+function checkKeyRole(request: FastifyRequest, auth: AuthContext): void {
+  const needed = keyRoleNeeded(request);
+  if (!roleAtLeast(auth.role, needed)) {
+    throw ApiError.coded(
+      'insufficient_role',
+      `this needs a key with the ${needed} role or higher; this key's is ${auth.role} (a key is never more than the member who made it)`,
+    );
+  }
+}
+
+/**
+ * A read-only key reads (issue 31 item 3): one more cap beside the role, on every /v1 route and
+ * so, through their /v1 requests, in every MCP tool.
+ * @throws ApiError 403 read_only_key for any method but GET and HEAD.
+ */
+function checkKeyScope(request: FastifyRequest, auth: AuthContext): void {
+  if (auth.scope !== 'read' || request.method === 'GET' || request.method === 'HEAD') return;
+  throw ApiError.coded(
+    'read_only_key',
+    `this API key is read-only: it may not ${request.method} ${request.routeOptions.url ?? request.url} (use a key with full access)`,
+  );
+}
+
 /** The caller of an authenticated route. @throws Error when the guard did not run (a bug). */
 export function requireAuth(request: FastifyRequest): AuthContext {
   if (request.auth === null) throw new Error(`no auth context on ${request.url}`);
@@ -352,10 +400,15 @@ export function registerV1Guard(
     }
     request.auth = auth;
     void usage.touch(auth.keyId);
-    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER); `/mcp` itself
-    // counts in its route, once its JSON-RPC message is read: session set-up is not charged
-    // (src/mcp/route.ts).
-    if (inner || isMcpPath(request.url)) return;
+    // A tool call of an `/mcp` request already counted (INNER_REQUEST_HEADER): its role (and
+    // scope) is the /v1 route's. `/mcp` itself counts in its route, once its JSON-RPC message is
+    // read: session set-up is not charged (src/mcp/route.ts); it needs only a viewer's key
+    // (keyRoleNeeded), and a read-only key may use it (its tools are checked one by one).
+    if (inner) {
+      checkKeyRole(request, auth);
+      return checkKeyScope(request, auth);
+    }
+    if (isMcpPath(request.url)) return;
     // (A 429 to a cached caller is checked like any error answer: src/api/error-handler.ts.)
     await enforceRateLimit(
       deps.rateLimiter,
@@ -363,6 +416,8 @@ export function registerV1Guard(
       `key:${auth.keyId}`,
       auth.limits.requestsPerMinute,
     );
+    checkKeyRole(request, auth);
+    checkKeyScope(request, auth);
   });
   // After parsing, before validation: a testnet request is refused as such, not as a bad field.
   app.addHook('preValidation', async (request) => {

@@ -90,10 +90,19 @@ const errorMembers = {
           },
           { description: 'revoked_api_key (401).' },
         ),
+        T.Object(
+          {
+            watch_count: T.Integer({
+              minimum: 1,
+              description: 'Watches (active or paused) that still target the endpoint.',
+            }),
+          },
+          { description: 'endpoint_watches_active (409; additive).' },
+        ),
       ],
       {
         description:
-          'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`.',
+          'For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`.',
       },
     ),
   ),
@@ -187,7 +196,9 @@ export function commonV1Responses() {
         },
       },
     ),
-    403: errorResponse('wrong_network: the key is for another network; use a tw_live_ key.'),
+    403: errorResponse(
+      'wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET).',
+    ),
     429: errorResponse('rate_limited: requests per minute exceeded.', RETRY_AFTER_HEADER),
     500: errorResponse(
       'Internal error: body `{"error":"internal server error"}`; retry with backoff.',

@@ -31,6 +31,12 @@ export interface AuditActor {
   id: string;
   /** The console session the user acted through (`ses_…`), when there is one. */
   sessionId?: string | null;
+  /**
+   * A name for people, kept with the entry as it is when they act (issue 29 item 2): default the
+   * user's e-mail or the key's prefix and name, read in the INSERT; given when the actor is gone
+   * by then (a member who leaves).
+   */
+  label?: string | null;
 }
 
 /** The who and where of an entry. */
@@ -68,10 +74,12 @@ export const AUDIT_ACTIONS = {
   'two_factor.recovery_codes_regenerated': 'Made new recovery codes (the old ones stopped working)',
   'two_factor.recovery_code_used': 'Signed in with a recovery code',
   'two_factor.reset_for_member': "Turned a member's second factor off (lost device)",
+  'two_factor.code_locked': "Locked a user's code step after wrong codes",
   'account.two_factor_required': 'Required a second factor of every member',
   'account.two_factor_not_required': 'Stopped requiring a second factor of every member',
   'api_key.created': 'Created an API key',
   'api_key.revoked': 'Revoked an API key',
+  'api_key.narrowed': "Narrowed an API key to its maker's lowered role",
   'watch.created': 'Created a watch',
   'watch.deleted': 'Deleted a watch',
   'watch.paused': 'Paused a watch',
@@ -80,12 +88,18 @@ export const AUDIT_ACTIONS = {
   'watch.updated': 'Edited a watch (webhook URL or label)',
   'watch.secret_rotated': "Rotated a watch's webhook secret",
   'watch.previous_secret_expired': "Ended a secret rotation's grace period",
+  'endpoint.created': 'Created an endpoint',
+  'endpoint.updated': 'Edited an endpoint (URL, label, on/off or pace)',
+  'endpoint.deleted': 'Deleted an endpoint',
+  'endpoint.secret_rotated': "Rotated an endpoint's secret",
+  'endpoint.previous_secret_expired': "Ended an endpoint secret rotation's grace period",
   'event.redelivered': 'Redelivered an event',
   'event.bulk_redelivered': 'Redelivered dead events in bulk',
   'telegram.link_created': 'Created a Telegram connect link',
   'telegram.bound': 'Connected a Telegram chat',
   'telegram.unbound': 'Disconnected the Telegram chat',
   'secrets.rotated': 'Re-encrypted webhook secrets under a new key',
+  'retention.pruned': 'Deleted data older than its retention (a pruning pass)',
   'alert_channel.created': 'Added an alert channel (Slack-compatible or signed alert webhook)',
   'alert_channel.updated': 'Edited an alert channel (URL host, on or off)',
   'alert_channel.deleted': 'Removed an alert channel',
@@ -165,8 +179,13 @@ export async function recordAudit(
   const target = entry.targetId ?? null;
   await db.query(
     `INSERT INTO audit_log (id, account_id, actor_type, actor_id, session_id, action, target_id,
-                            detail, client_ip)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)`,
+                            detail, client_ip, actor_label)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9,
+             coalesce($10::text, CASE $3::text
+               WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = $4::text)
+               WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
+                                      FROM api_keys k WHERE k.id = $4::text)
+               ELSE $4::text END))`,
     [
       newId('aud'),
       ctx.accountId,
@@ -177,6 +196,7 @@ export async function recordAudit(
       target === null ? null : CREDENTIAL_VALUE.test(target) ? REDACTED : target.slice(0, 128),
       JSON.stringify(cleanDetail(entry.detail)),
       ctx.clientIp?.slice(0, 64) ?? null,
+      ctx.actor.label ?? null,
     ],
   );
 }
@@ -191,6 +211,17 @@ export type InTransaction<T> = (tx: Queryable, result: T) => Promise<void>;
 /** The system actors. */
 export const CLI_ACTOR: AuditActor = { type: 'system', id: 'cli' };
 export const TELEGRAM_ACTOR: AuditActor = { type: 'system', id: 'telegram' };
+/**
+ * tronwatch itself acting (issue 29 item 2): `login` (a code step locked), `members` (keys revoked
+ * or narrowed with their maker's removal or role change), `watch_health` (auto-pause and
+ * auto-resume), `retention` (a pruning run).
+ */
+export const SYSTEM_ACTORS = {
+  login: { type: 'system', id: 'login' },
+  members: { type: 'system', id: 'members' },
+  watchHealth: { type: 'system', id: 'watch_health' },
+  retention: { type: 'system', id: 'retention' },
+} as const satisfies Record<string, AuditActor>;
 
 /** An entry as the console and GET /v1/audit show it. */
 export interface AuditEntryView {
@@ -318,12 +349,12 @@ export async function listAuditLog(
   const { rows } = await db.query<AuditRow>(
     `SELECT a.id, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
             a.actor_type, a.actor_id, a.session_id, a.action, a.target_id, a.detail, a.client_ip,
-            CASE a.actor_type
+            coalesce(a.actor_label, CASE a.actor_type
               WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = a.actor_id)
               WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
                                      FROM api_keys k WHERE k.id = a.actor_id)
               ELSE a.actor_id
-            END AS actor_label
+            END) AS actor_label
        FROM audit_log a
       WHERE ${where.join(' AND ')}
       ORDER BY a.at DESC, a.id DESC

@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   'csrf_mismatch',
   'telegram_watches_active',
   'login_rate_limited',
+  // API (issue 30): deleting an endpoint that live watches still target.
+  'endpoint_watches_active',
   // Console (additive): sign-up, login and invitations.
   'invalid_credentials',
   'signup_closed',
@@ -35,6 +37,11 @@ export const ERROR_CODES = [
   'invalid_challenge',
   'two_factor_setup_required',
   'two_factor_state',
+  // Console (issue 27): the user's code step locked after wrong codes; too many live streams.
+  'code_locked',
+  'too_many_streams',
+  // Scoped API keys (issue 31 item 3).
+  'read_only_key',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -51,6 +58,7 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   wrong_network: 403,
   csrf_mismatch: 403,
   telegram_watches_active: 409,
+  endpoint_watches_active: 409,
   rate_limited: 429,
   login_rate_limited: 429,
   telegram_unavailable: 503,
@@ -66,6 +74,9 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   invalid_challenge: 400,
   two_factor_setup_required: 403,
   two_factor_state: 409,
+  code_locked: 429,
+  too_many_streams: 429,
+  read_only_key: 403,
 };
 
 /** One field-level problem of an invalid body, query or path (the `details` of a 400). */

@@ -10,6 +10,7 @@ export type IdPrefix =
   | 'acc'
   | 'key'
   | 'wh'
+  | 'ep'
   | 'ntf'
   | 'evt'
   | 'ses'

@@ -10,6 +10,7 @@ import { registerConsoleGuard } from './guard.js';
 import { accountRoutes } from './routes/account.js';
 import { alertRoutes } from './routes/alerts.js';
 import { auditRoutes } from './routes/audit.js';
+import { consoleEndpointRoutes } from './routes/endpoints.js';
 import { consoleEventRoutes } from './routes/events.js';
 import { keyRoutes } from './routes/keys.js';
 import { consoleLiveRoutes } from './routes/live.js';
@@ -32,6 +33,7 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   memberRoutes(app, deps);
   securityRoutes(app, deps);
   consoleWatchRoutes(app, deps);
+  consoleEndpointRoutes(app, deps);
   consoleEventRoutes(app, deps);
   consoleLiveRoutes(app, deps);
   overviewRoutes(app, deps);

@@ -26,6 +26,8 @@ export const InviteAcceptBody = T.Object(
   { token: T.String({ minLength: 1, maxLength: 128 }), password: Password },
   closed,
 );
+/** GET /console/api/invite?token=…: what an invitation link says. */
+export const InviteQuery = T.Object({ token: T.String({ minLength: 1, maxLength: 128 }) }, closed);
 export const PasswordChangeBody = T.Object(
   { current_password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), new_password: Password },
   closed,
@@ -50,6 +52,11 @@ export const TwoFactorSetupBody = T.Object(
   closed,
 );
 export const TwoFactorEnableBody = T.Object({ code: Code }, closed);
+/** New recovery codes: the password and a current code (issue 27 item 7). */
+export const RecoveryCodesBody = T.Object(
+  { password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), code: Code },
+  closed,
+);
 export const TwoFactorDisableBody = T.Object(
   { password: T.String({ minLength: 1, maxLength: PASSWORD_MAX }), code: Code },
   closed,
@@ -64,7 +71,20 @@ export const MemberAlertsBody = T.Object(
   closed,
 );
 export const KeyCreateBody = T.Object(
-  { name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })) },
+  {
+    name: T.Optional(T.String({ maxLength: 100, description: 'A label for the key.' })),
+    role: T.Optional(RoleSchema),
+    scope: T.Optional(
+      StringEnum(['full', 'read'] as const, {
+        description: 'full (default), or read: GET requests only (issue 31 item 3).',
+      }),
+    ),
+  },
+  closed,
+);
+/** GET /console/api/keys?made_by=usr_…|cli: only the keys that member (or the CLI) made. */
+export const KeyListQuery = T.Object(
+  { made_by: T.Optional(T.String({ minLength: 1, maxLength: 64 })) },
   closed,
 );
 export const IdParams = T.Object({ id: T.String({ minLength: 1, maxLength: 64 }) });

@@ -69,6 +69,23 @@ export interface ClaimedNotification {
    * migrated is followed), null when none is bound (a failed attempt). Null for webhooks.
    */
   chatId: string | null;
+  /**
+   * The endpoint the watch delivers to (migration 070; issue 30), as it is at the claim: webhookUrl
+   * and the secrets above are then the endpoint's. Null: the watch's own URL, or a chat.
+   */
+  endpoint: ClaimedEndpoint | null;
+}
+
+/** An endpoint's on/off and pace, read with the claim. */
+export interface ClaimedEndpoint {
+  /** ep_… */
+  id: string;
+  /** False: the delivery waits in the outbox, no attempt used (worker.ts). */
+  enabled: boolean;
+  /** Deliveries per second at most, across workers; null: none of its own. */
+  ratePerSecond: number | null;
+  /** Deliveries in flight at most, across workers; null: none of its own. */
+  maxConcurrency: number | null;
 }
 
 /** Margin added to the webhook timeout to form the lease, ms: time to record the attempt. */
@@ -104,6 +121,10 @@ interface ClaimRow extends EventRow {
   previous_secret_key_id: string | null;
   previous_secret_ciphertext: Buffer | Uint8Array | null;
   chat_id: string | null;
+  endpoint_id: string | null;
+  endpoint_enabled: boolean | null;
+  endpoint_rate_limit_per_second: number | null;
+  endpoint_max_concurrency: number | null;
   /** The row is a lost attempt, recorded and rescheduled (or DEAD), not claimed. */
   lost: boolean;
   /** Claimed again: its previous lease ran out before its attempt started. */
@@ -150,15 +171,28 @@ WITH due AS (
          attempt_started_at = NULL,
          last_status = CASE WHEN due.lost THEN NULL ELSE n.last_status END,
          last_error = CASE WHEN due.lost THEN $5::text ELSE n.last_error END
-    FROM due, events AS e, watches AS w
+    FROM due, events AS e, watches AS w LEFT JOIN endpoints AS ep ON ep.id = w.endpoint_id
    WHERE n.id = due.id AND e.id = n.event_id AND w.id = n.watch_id
   RETURNING n.id AS notification_id, n.attempts, n.lease_token, n.status, due.lost,
             due.reclaimed, due.lost_started_at, due.due_at,
-            w.webhook_url, w.secret_key_id, w.secret_ciphertext,
-            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id
+            -- A watch on an endpoint (migration 070) delivers to the endpoint's URL, signed with
+            -- the endpoint's secrets; any other webhook watch with its own.
+            CASE WHEN ep.id IS NULL THEN w.webhook_url ELSE ep.url END AS webhook_url,
+            CASE WHEN ep.id IS NULL THEN w.secret_key_id ELSE ep.secret_key_id END
+              AS secret_key_id,
+            CASE WHEN ep.id IS NULL THEN w.secret_ciphertext ELSE ep.secret_ciphertext END
+              AS secret_ciphertext,
+            CASE WHEN ep.id IS NULL AND w.previous_secret_expires_at > now()
+                 THEN w.previous_secret_key_id
+                 WHEN ep.previous_secret_expires_at > now() THEN ep.previous_secret_key_id
             END AS previous_secret_key_id,
-            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_ciphertext
+            CASE WHEN ep.id IS NULL AND w.previous_secret_expires_at > now()
+                 THEN w.previous_secret_ciphertext
+                 WHEN ep.previous_secret_expires_at > now() THEN ep.previous_secret_ciphertext
             END AS previous_secret_ciphertext,
+            ep.id AS endpoint_id, ep.enabled AS endpoint_enabled,
+            ep.rate_limit_per_second AS endpoint_rate_limit_per_second,
+            ep.max_concurrency AS endpoint_max_concurrency,
             CASE WHEN n.channel = 'telegram'
                  THEN (SELECT a.telegram_chat_id FROM accounts AS a WHERE a.id = n.account_id)
             END AS chat_id,
@@ -325,6 +359,15 @@ function toClaimed(r: ClaimRow): ClaimedNotification {
     chatId: r.chat_id,
     secret: encrypted(r.secret_key_id, r.secret_ciphertext),
     previousSecret: encrypted(r.previous_secret_key_id, r.previous_secret_ciphertext),
+    endpoint:
+      r.endpoint_id === null
+        ? null
+        : {
+            id: r.endpoint_id,
+            enabled: r.endpoint_enabled !== false,
+            ratePerSecond: r.endpoint_rate_limit_per_second,
+            maxConcurrency: r.endpoint_max_concurrency,
+          },
     event: {
       id: r.id,
       account_id: r.account_id,

@@ -69,14 +69,23 @@ export async function sendTestEvent(
     previous_secret_ciphertext: Uint8Array | null;
     head: number | null;
   }>(
-    `SELECT w.address_hex, w.asset_filter, w.direction, w.webhook_url, w.secret_key_id,
-            w.secret_ciphertext,
-            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id
+    `SELECT w.address_hex, w.asset_filter, w.direction,
+            -- A watch on an endpoint (migration 070): the endpoint's URL and secrets.
+            COALESCE(ep.url, w.webhook_url) AS webhook_url,
+            CASE WHEN ep.id IS NULL THEN w.secret_key_id ELSE ep.secret_key_id END
+              AS secret_key_id,
+            CASE WHEN ep.id IS NULL THEN w.secret_ciphertext ELSE ep.secret_ciphertext END
+              AS secret_ciphertext,
+            CASE WHEN ep.id IS NULL AND w.previous_secret_expires_at > now()
+                 THEN w.previous_secret_key_id
+                 WHEN ep.previous_secret_expires_at > now() THEN ep.previous_secret_key_id
             END AS previous_secret_key_id,
-            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_ciphertext
+            CASE WHEN ep.id IS NULL AND w.previous_secret_expires_at > now()
+                 THEN w.previous_secret_ciphertext
+                 WHEN ep.previous_secret_expires_at > now() THEN ep.previous_secret_ciphertext
             END AS previous_secret_ciphertext,
             (SELECT h.head_block_number FROM chain_head h WHERE h.network = w.network) AS head
-       FROM watches w
+       FROM watches w LEFT JOIN endpoints ep ON ep.id = w.endpoint_id
       WHERE w.id = $1 AND w.account_id = $2 AND w.network = $3 AND w.deleted_at IS NULL
         AND w.channel = 'webhook'`,
     [watchId, accountId, network],

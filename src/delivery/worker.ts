@@ -51,6 +51,7 @@ import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../com
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
+import { MemoryPacer, type Pacer } from '../telegram/pacing.js';
 import { type AlertPolicy, DEFAULT_ALERT_POLICY, refreshWatchHealth } from '../watches/health.js';
 import {
   type ClaimedNotification,
@@ -60,8 +61,10 @@ import {
   startClaims,
 } from './claim.js';
 import { type Completion, completeAttempts, releaseClaims } from './complete.js';
+import { EndpointPacing, endpointWindows, type GrantedSlot } from './endpoint-pacing.js';
 import { clearSecretProblem, holdClaims, recordSecretProblem } from './secret-problems.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
+import { deferClaims } from './throttle.js';
 
 export interface DeliveryWorkerOptions {
   db: Db;
@@ -82,6 +85,11 @@ export interface DeliveryWorkerOptions {
   /** Deliveries by outcome and attempt durations (src/common/metrics.ts). Default: none. */
   metrics?: Metrics;
   /**
+   * The endpoints' pacing windows (issue 30 item 3; endpoint-pacing.ts): a RedisPacer behind a
+   * FallbackPacer to share them with every worker replica (src/service.ts). Default: in process.
+   */
+  pacer?: Pacer;
+  /**
    * Resolves webhook host names at connect time (default: the system resolver). Tests inject a
    * stub (names inside the allow-list, DNS rebinding).
    */
@@ -93,6 +101,13 @@ export interface DeliveryWorkerOptions {
  * is slow to answer (a loaded server): measured in bench/delivery.ts.
  */
 const MAX_CLAIMS_IN_FLIGHT = 2;
+
+/**
+ * How long a notification for a switched-off endpoint waits in the outbox before it is looked at
+ * again, ms (× schedule scale): 60 s, so a re-enabled endpoint gets its backlog within a minute
+ * while a long-disabled one costs a claim per notification per minute. Not an attempt.
+ */
+const DISABLED_ENDPOINT_RECHECK_MS = 60_000;
 
 /** How long a notification whose secret does not decrypt is held back, ms (× schedule scale). */
 export const SECRET_HOLD_MS = 60_000;
@@ -139,6 +154,8 @@ export class DeliveryWorker {
   startRounds = 0;
   /** Claimed notifications given back unattempted (stopping, or queued too long). */
   released = 0;
+  /** Claimed notifications put back unattempted for a while (their endpoint is switched off). */
+  deferred = 0;
   /** Database errors survived (claims, completions, releases). */
   dbErrors = 0;
 
@@ -203,6 +220,10 @@ export class DeliveryWorker {
   /** performance.now() before which no claim starts unless woken (idle poll or backoff). */
   private pauseUntil = 0;
   private queue: Queued[] = [];
+  /** Claims of paced endpoints waiting for a slot of their endpoint (issue 30 item 3). */
+  private readonly pacing: EndpointPacing<Queued>;
+  /** Endpoint slots granted, by notification id, until the attempt's send is over. */
+  private readonly slots = new Map<string, GrantedSlot>();
   private readonly idle = new Set<() => void>();
   private readonly releasing = new Set<Promise<void>>();
   private pending: Completion[] = [];
@@ -245,6 +266,36 @@ export class DeliveryWorker {
       connections: this.concurrency,
       resolver: opts.resolver,
     });
+    this.pacing = new EndpointPacing<Queued>({
+      pacer: opts.pacer ?? new MemoryPacer(),
+      // A send ends within its deadline; 5 s of slack for the answer to be read and released.
+      flightMs: this.delivery.timeoutMs + 5_000,
+      maxWaitMs: this.maxQueueWaitMs,
+      logger: this.logger,
+      canStart: () =>
+        !this.stopping &&
+        this.inflight + this.markingCount + this.starting.length < this.concurrency,
+      onGranted: (q, slot) => {
+        this.slots.set(q.claim.notificationId, slot);
+        this.starting.push(q);
+        this.markStarted();
+      },
+      onDefer: (items) =>
+        this.deferLater(items.map(({ item, delayMs }) => ({ claim: item.claim, delayMs }))),
+    });
+  }
+
+  /** Claims of paced endpoints given back to the outbox unattempted (their lane was full or slow). */
+  get paceDeferred(): number {
+    return this.pacing.deferred;
+  }
+
+  /** Give back the endpoint slot of a claim that will not be (or was not) sent by this worker. */
+  private dropSlot(notificationId: string, answered: boolean): void {
+    const slot = this.slots.get(notificationId);
+    if (!slot) return;
+    this.slots.delete(notificationId);
+    this.pacing.release(slot, answered);
   }
 
   /**
@@ -435,6 +486,7 @@ export class DeliveryWorker {
   private pump(): void {
     if (this.stopping) return;
     const tooOld: ClaimedNotification[] = [];
+    const disabled: ClaimedNotification[] = [];
     const now = performance.now();
     while (
       this.inflight + this.markingCount + this.starting.length < this.concurrency &&
@@ -442,12 +494,28 @@ export class DeliveryWorker {
     ) {
       const q = this.queue.shift() as Queued;
       if (now - q.claimedAt > this.maxQueueWaitMs) tooOld.push(q.claim);
+      else if (q.claim.endpoint !== null && !q.claim.endpoint.enabled) disabled.push(q.claim);
       else if (q.claim.secret === null || this.decryptable(q.claim, q.claim.secret)) {
-        this.starting.push(q);
+        const windows = q.claim.endpoint === null ? [] : endpointWindows(q.claim.endpoint);
+        // A paced endpoint's claim waits in its lane, outside this worker's slots, until its
+        // endpoint grants a slot (onGranted puts it in `starting`).
+        if (
+          q.claim.endpoint !== null &&
+          windows.length > 0 &&
+          !this.slots.has(q.claim.notificationId)
+        ) {
+          this.pacing.offer(q, q.claim.endpoint, windows, q.claimedAt);
+        } else this.starting.push(q);
       }
     }
     if (tooOld.length > 0) this.releaseLater(tooOld);
+    if (disabled.length > 0) {
+      const delayMs = DISABLED_ENDPOINT_RECHECK_MS * this.delivery.scheduleScale;
+      this.deferLater(disabled.map((claim) => ({ claim, delayMs })));
+    }
     this.markStarted();
+    // Slots may have freed: lanes waiting for room try again.
+    this.pacing.poke();
     if (this.waiting === 'room' && this.room() >= this.claimThreshold) this.poke();
   }
 
@@ -474,7 +542,10 @@ export class DeliveryWorker {
     const tooOld = this.starting.filter((q) => now - q.claimedAt > this.maxQueueWaitMs);
     const batch = this.starting.filter((q) => now - q.claimedAt <= this.maxQueueWaitMs);
     this.starting = [];
-    if (tooOld.length > 0) this.releaseLater(tooOld.map((q) => q.claim));
+    if (tooOld.length > 0) {
+      for (const q of tooOld) this.dropSlot(q.claim.notificationId, true);
+      this.releaseLater(tooOld.map((q) => q.claim));
+    }
     if (batch.length === 0) return;
     this.markingCount = batch.length;
     this.marking = startClaims(
@@ -489,14 +560,17 @@ export class DeliveryWorker {
           const late: ClaimedNotification[] = [];
           const markedAt = performance.now();
           for (const { claim, claimedAt } of batch) {
-            if (!held.has(claim.notificationId)) this.superseded++;
-            else if (this.stopping) gone.push(claim);
+            if (!held.has(claim.notificationId)) {
+              this.superseded++;
+              this.dropSlot(claim.notificationId, true);
+            } else if (this.stopping) gone.push(claim);
             // A slow mark (the database stalled) can leave too little of the lease for the
             // attempt: given back unattempted, as the chat worker does (the next claim clears
             // the mark), rather than sent with a lease that may run out mid-attempt.
             else if (markedAt - claimedAt > this.maxQueueWaitMs) late.push(claim);
             else this.launch(claim);
           }
+          for (const c of gone.concat(late)) this.dropSlot(c.notificationId, true);
           // Stopping meanwhile: marked but not sent, given back (the release clears the lease).
           if (gone.length > 0) this.releaseLater(gone, 'worker stopping');
           if (late.length > 0) {
@@ -506,6 +580,8 @@ export class DeliveryWorker {
         (err: unknown) => {
           this.markErrors++;
           this.dbErrors++;
+          // Back to the head of the queue; their endpoint slots are given back (taken again).
+          for (const q of batch) this.dropSlot(q.claim.notificationId, true);
           this.queue = batch.concat(this.queue);
           const delay = backoffDelay(this.markErrors, { baseMs: 250, capMs: 10_000 });
           this.markPauseUntil = performance.now() + delay;
@@ -527,6 +603,8 @@ export class DeliveryWorker {
     this.inflight++;
     void this.attempt(c).then((result) => {
       this.inflight--;
+      // The endpoint's slot: its send is over (answered or not).
+      this.dropSlot(c.notificationId, result.status !== undefined);
       this.meanAttemptMs += (Math.max(1, result.durationMs) - this.meanAttemptMs) / 32;
       this.metrics?.attemptDuration.observe(result.durationMs / 1000);
       this.pending.push({
@@ -667,6 +745,36 @@ export class DeliveryWorker {
     this.releasing.add(p);
   }
 
+  /**
+   * Put claimed, unattempted notifications back in the outbox, each due after its delay, ms,
+   * attempts unchanged and nothing recorded (throttle.ts deferClaims): an endpoint that is
+   * switched off, or one whose pace leaves no slot for them soon (issue 30). A failure only logs: the leases expire, unstarted, and the next claim
+   * takes them again without counting an attempt (claim.ts).
+   */
+  private deferLater(items: Array<{ claim: ClaimedNotification; delayMs: number }>): void {
+    const claims = items.map((i) => i.claim);
+    const p = deferClaims(
+      this.db,
+      items.map(({ claim, delayMs }) => ({
+        notificationId: claim.notificationId,
+        leaseToken: claim.leaseToken,
+        delayMs,
+      })),
+    )
+      .then((n) => {
+        this.deferred += n;
+      })
+      .catch((err: unknown) => {
+        this.dbErrors++;
+        this.logger.warn(
+          { err: errorText(err), count: claims.length },
+          'deferring claims failed; their leases will expire',
+        );
+      })
+      .finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
+  }
+
   /** Give claimed, unattempted notifications back (due at once); a failure only logs. */
   private async release(claims: ClaimedNotification[], why: string): Promise<void> {
     if (claims.length === 0) return;
@@ -790,7 +898,8 @@ export class DeliveryWorker {
     while (this.marking) await this.marking;
     if (this.markTimer) clearTimeout(this.markTimer);
     this.markTimer = null;
-    const queued = this.starting.concat(this.queue).map((q) => q.claim);
+    const queued = this.starting.concat(this.queue, this.pacing.stop()).map((q) => q.claim);
+    for (const c of queued) this.dropSlot(c.notificationId, true);
     this.queue = [];
     this.starting = [];
     const released = this.release(queued, 'worker stopping');

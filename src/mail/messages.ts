@@ -64,12 +64,42 @@ export function passwordResetMessage(o: { to: string; link: string }): MailMessa
   };
 }
 
+/**
+ * To an address that already has a console user, invited again (issue 27 item 4): the inviter is
+ * answered as for any invitation, and the user is told here instead of getting a link. No link:
+ * one mailbox signs in to one account.
+ */
+export function inviteExistingMessage(o: {
+  to: string;
+  role: string;
+  accountEmail: string;
+  invitedBy?: string;
+  consoleUrl: string;
+}): MailMessage {
+  const who = o.invitedBy ?? 'A member';
+  const intro = `${who} invited this address to the tronwatch console of ${o.accountEmail}, as ${o.role}. This address already signs in to a tronwatch console, and one address belongs to one account, so no invitation link was made.`;
+  const how =
+    'If you want to join, ask them to invite another address of yours. If you did not expect this, ignore this e-mail: nothing changed for your user.';
+  const link = `${o.consoleUrl}/console/`;
+  return {
+    kind: 'invite_existing',
+    to: o.to,
+    subject: 'An invitation to a tronwatch console for an address that already has a user',
+    text: `${intro}\n\n${how}\n\n${link}\n`,
+    html: html([intro, how], { href: link, label: 'Open the console' }, ''),
+  };
+}
+
 /** What changed in a user's sign-in protection (issue 18 item 4): each is e-mailed to the user. */
 export type SecurityEvent =
   | 'two_factor_enabled'
   | 'two_factor_disabled'
   | 'two_factor_reset'
-  | 'recovery_code_used';
+  | 'recovery_code_used'
+  | 'recovery_codes_regenerated'
+  | 'code_locked'
+  | 'password_changed'
+  | 'password_reset';
 
 const SECURITY_TEXT: Record<SecurityEvent, { subject: string; what: string }> = {
   two_factor_enabled: {
@@ -87,6 +117,22 @@ const SECURITY_TEXT: Record<SecurityEvent, { subject: string; what: string }> = 
   recovery_code_used: {
     subject: 'A recovery code was used to sign in to tronwatch',
     what: 'One of your recovery codes was just used to sign in to your tronwatch console user. It cannot be used again.',
+  },
+  recovery_codes_regenerated: {
+    subject: 'New recovery codes were made for your tronwatch console user',
+    what: 'A new set of recovery codes was made for your tronwatch console user: the earlier codes no longer work.',
+  },
+  code_locked: {
+    subject: 'Wrong sign-in codes for your tronwatch console user: code step locked for an hour',
+    what: 'Several wrong two-factor codes were typed after your right password, so the code step of your tronwatch console user is locked for an hour. Whoever typed them knows your password.',
+  },
+  password_changed: {
+    subject: 'The password of your tronwatch console user was changed',
+    what: 'The password of your tronwatch console user was just changed; every other session of yours was signed out.',
+  },
+  password_reset: {
+    subject: 'The password of your tronwatch console user was reset',
+    what: 'The password of your tronwatch console user was just reset from an e-mailed link; every session of yours was signed out.',
   },
 };
 

@@ -114,7 +114,6 @@ export function mcpRoutes(app: App, innerToken: string, rateLimiter: RateLimiter
     '/mcp',
     { schema: { hide: true, body: T.Unknown() }, onSend },
     async (request, reply) => {
-      requireAuth(request);
       const body: unknown = request.body;
       if (Array.isArray(body)) {
         throw new ApiError(
@@ -125,6 +124,7 @@ export function mcpRoutes(app: App, innerToken: string, rateLimiter: RateLimiter
       if (typeof body !== 'object' || body === null) {
         throw new ApiError(400, 'the body must be one JSON-RPC message (a JSON object)');
       }
+      const auth = requireAuth(request);
       await charge(request, reply, isSetUp((body as { method?: unknown }).method));
       const api = injectBackend(
         app as unknown as FastifyInstance,
@@ -132,7 +132,8 @@ export function mcpRoutes(app: App, innerToken: string, rateLimiter: RateLimiter
         request.ip,
         innerToken,
       );
-      const server = createMcpServer(api);
+      // A read-only key is shown the read-only tools only (the API refuses the others anyway).
+      const server = createMcpServer(api, undefined, { readOnly: auth.scope === 'read' });
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: undefined,
         enableJsonResponse: true,

@@ -30,7 +30,7 @@
  * naming the URL.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, type RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { signBody } from '../delivery/payload.js';
@@ -196,11 +196,20 @@ const watchNotFound = (): CallToolResult => ({
  * A new MCP server whose tools act through `api` (module doc). One per stdio process, one per
  * `/mcp` request (stateless).
  * @param now clock of verify_webhook_signature, unix seconds (tests pass their own).
+ * @param opts.readOnly only the read-only tools (`readOnlyHint`), for a read-only key: the others
+ *   would be refused by the API anyway (403 read_only_key).
  */
 export function createMcpServer(
   api: ApiBackend,
   now: () => number = () => Date.now() / 1000,
+  opts: { readOnly?: boolean } = {},
 ): McpServer {
+  /** Tools with their readOnlyHint: a read-only key's server keeps only the read-only ones. */
+  const tracked: RegisteredTool[] = [];
+  const track = (t: RegisteredTool) => {
+    tracked.push(t);
+    return t;
+  };
   const server = new McpServer(MCP_SERVER_INFO, {
     instructions:
       'tronwatch watches TRON mainnet addresses for confirmed (solidified) USDT (TRC-20) and TRX transfers and notifies by signed webhook or Telegram. Amounts are decimal strings; amount_raw is in smallest units (10^-6). Credit a deposit only from an event (transfer.confirmed); to say a transfer did NOT happen up to a block, use scanned_through.',
@@ -234,144 +243,156 @@ export function createMcpServer(
     return list.some((w) => w.id === id) ? undefined : watchNotFound();
   };
 
-  server.registerTool(
-    'validate_address',
-    {
-      title: 'Validate a TRON address',
-      description:
-        'Whether a string is a valid TRON mainnet address (base58 `T…` with its checksum, or 41-prefixed hex), and both spellings. Local: no request to the service.',
-      inputSchema: { address: z.string().describe('base58 (`T…`) or hex (`41…`)') },
-      outputSchema: {
-        valid: z.boolean(),
-        base58: z.string().optional(),
-        hex: z.string().optional(),
-        is_usdt_contract: z.boolean().optional(),
-        error: z.string().optional(),
+  track(
+    server.registerTool(
+      'validate_address',
+      {
+        title: 'Validate a TRON address',
+        description:
+          'Whether a string is a valid TRON mainnet address (base58 `T…` with its checksum, or 41-prefixed hex), and both spellings. Local: no request to the service.',
+        inputSchema: { address: z.string().describe('base58 (`T…`) or hex (`41…`)') },
+        outputSchema: {
+          valid: z.boolean(),
+          base58: z.string().optional(),
+          hex: z.string().optional(),
+          is_usdt_contract: z.boolean().optional(),
+          error: z.string().optional(),
+        },
+        annotations: { readOnlyHint: true, openWorldHint: false },
       },
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ address }) => {
-      try {
-        const a = parseAddress(address.trim());
-        return localResult({
-          valid: true,
-          base58: a.base58,
-          hex: a.hex,
-          is_usdt_contract: a.base58 === USDT_CONTRACT_BASE58,
-        });
-      } catch (err) {
-        if (!(err instanceof InvalidAddressError)) throw err;
-        return localResult({ valid: false, error: err.message });
-      }
-    },
-  );
-
-  server.registerTool(
-    'create_watch',
-    {
-      title: 'Create a watch',
-      description:
-        'Watch an address for confirmed USDT and/or TRX transfers (POST /v1/watches). Give webhook_url (HTTPS, public) or telegram: true. Matches only blocks after its creation. Errors as the API: 400 (details per field, an unknown member too), 402 quota_exceeded, 409 duplicate. The webhook secret (whsec_…) is in this answer only: keep it to verify signatures.',
-      // Loose: a member the API does not know reaches it and is refused there (400), never dropped.
-      inputSchema: z.looseObject({
-        address: z.string().describe('TRON address, base58 or 41-hex.'),
-        asset_filter: z.enum(['USDT', 'TRX', 'ALL']).describe('Which asset to report.'),
-        direction: z
-          .enum(['incoming', 'outgoing', 'both'])
-          .optional()
-          .describe('Default incoming.'),
-        webhook_url: z.string().optional().describe('HTTPS URL that receives the events.'),
-        telegram: z
-          .boolean()
-          .optional()
-          .describe('Notify the Telegram chat connected in the console instead of a webhook.'),
-        label: z
-          .string()
-          .nullable()
-          .optional()
-          .describe('Your name for the watch, at most 100 characters.'),
-      }),
-      outputSchema: z.looseObject({
-        ...watchOut,
-        secret: z.string().optional().describe('Webhook watches: shown this once.'),
-      }),
-      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
-    },
-    async (args) => call('POST', '/v1/watches', args),
-  );
-
-  server.registerTool(
-    'list_watches',
-    {
-      title: 'List watches',
-      description: 'Your watches, newest first (GET /v1/watches). Never includes secrets.',
-      outputSchema: { data: z.array(z.looseObject(watchOut)) },
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async () => call('GET', '/v1/watches'),
-  );
-
-  server.registerTool(
-    'update_watch',
-    {
-      title: 'Update a watch',
-      description:
-        "Change a watch's webhook_url (checked as at creation; the secret stays) or label (null or empty removes it) (PATCH /v1/watches/{id}). 404 when it is not yours.",
-      inputSchema: z.looseObject({
-        watch_id: watchId,
-        webhook_url: z.string().optional().describe('New HTTPS target (webhook watches).'),
-        label: z.string().nullable().optional().describe('New label; null removes it.'),
-      }),
-      outputSchema: z.looseObject(watchOut),
-      annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
-    },
-    async ({ watch_id, ...changes }) => call('PATCH', `/v1/watches/${seg(watch_id)}`, changes),
-  );
-
-  server.registerTool(
-    'rotate_watch_secret',
-    {
-      title: "Rotate a watch's webhook secret",
-      description:
-        'Issue a new secret for a webhook watch (POST /v1/watches/{id}/rotate-secret): shown in this answer only. Until previous_secret_expires_at (grace_period_seconds, default 86400, 0 = at once) deliveries are signed with both the new and the replaced secret.',
-      inputSchema: {
-        watch_id: watchId,
-        grace_period_seconds: z
-          .number()
-          .int()
-          .optional()
-          .describe('0 to 604800 seconds; default 86400.'),
+      async ({ address }) => {
+        try {
+          const a = parseAddress(address.trim());
+          return localResult({
+            valid: true,
+            base58: a.base58,
+            hex: a.hex,
+            is_usdt_contract: a.base58 === USDT_CONTRACT_BASE58,
+          });
+        } catch (err) {
+          if (!(err instanceof InvalidAddressError)) throw err;
+          return localResult({ valid: false, error: err.message });
+        }
       },
-      outputSchema: z.looseObject({
-        ...watchOut,
-        secret: z.string(),
-        previous_secret_expires_at: z.string().nullable(),
-      }),
-      annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    },
-    async ({ watch_id, grace_period_seconds }) =>
-      call(
-        'POST',
-        `/v1/watches/${seg(watch_id)}/rotate-secret`,
-        grace_period_seconds === undefined ? {} : { grace_period_seconds },
-      ),
+    ),
   );
 
-  server.registerTool(
-    'get_watch_health',
-    {
-      title: "A webhook watch's endpoint health",
-      description:
-        'Delivery attempts to the watch’s endpoint over the last hour, day or week in buckets (attempts, successes, success rate, p50/p95 latency) and its health summary (GET /v1/watches/{id}/health).',
-      inputSchema: {
-        watch_id: watchId,
-        window: z.enum(['hour', 'day', 'week']).optional().describe('Default day.'),
+  track(
+    server.registerTool(
+      'create_watch',
+      {
+        title: 'Create a watch',
+        description:
+          'Watch an address for confirmed USDT and/or TRX transfers (POST /v1/watches). Give webhook_url (HTTPS, public) or telegram: true. Matches only blocks after its creation. Errors as the API: 400 (details per field, an unknown member too), 402 quota_exceeded, 409 duplicate. The webhook secret (whsec_…) is in this answer only: keep it to verify signatures.',
+        // Loose: a member the API does not know reaches it and is refused there (400), never dropped.
+        inputSchema: z.looseObject({
+          address: z.string().describe('TRON address, base58 or 41-hex.'),
+          asset_filter: z.enum(['USDT', 'TRX', 'ALL']).describe('Which asset to report.'),
+          direction: z
+            .enum(['incoming', 'outgoing', 'both'])
+            .optional()
+            .describe('Default incoming.'),
+          webhook_url: z.string().optional().describe('HTTPS URL that receives the events.'),
+          telegram: z
+            .boolean()
+            .optional()
+            .describe('Notify the Telegram chat connected in the console instead of a webhook.'),
+          label: z
+            .string()
+            .nullable()
+            .optional()
+            .describe('Your name for the watch, at most 100 characters.'),
+        }),
+        outputSchema: z.looseObject({
+          ...watchOut,
+          secret: z.string().optional().describe('Webhook watches: shown this once.'),
+        }),
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
       },
-      outputSchema: z.looseObject({ watch: z.looseObject({ id: z.string() }) }),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ watch_id, window }) =>
-      call('GET', `/v1/watches/${seg(watch_id)}/health${query({ window })}`),
+      async (args) => call('POST', '/v1/watches', args),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'list_watches',
+      {
+        title: 'List watches',
+        description: 'Your watches, newest first (GET /v1/watches). Never includes secrets.',
+        outputSchema: { data: z.array(z.looseObject(watchOut)) },
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async () => call('GET', '/v1/watches'),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'update_watch',
+      {
+        title: 'Update a watch',
+        description:
+          "Change a watch's webhook_url (checked as at creation; the secret stays) or label (null or empty removes it) (PATCH /v1/watches/{id}). 404 when it is not yours.",
+        inputSchema: z.looseObject({
+          watch_id: watchId,
+          webhook_url: z.string().optional().describe('New HTTPS target (webhook watches).'),
+          label: z.string().nullable().optional().describe('New label; null removes it.'),
+        }),
+        outputSchema: z.looseObject(watchOut),
+        annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
+      },
+      async ({ watch_id, ...changes }) => call('PATCH', `/v1/watches/${seg(watch_id)}`, changes),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'rotate_watch_secret',
+      {
+        title: "Rotate a watch's webhook secret",
+        description:
+          'Issue a new secret for a webhook watch (POST /v1/watches/{id}/rotate-secret): shown in this answer only. Until previous_secret_expires_at (grace_period_seconds, default 86400, 0 = at once) deliveries are signed with both the new and the replaced secret.',
+        inputSchema: {
+          watch_id: watchId,
+          grace_period_seconds: z
+            .number()
+            .int()
+            .optional()
+            .describe('0 to 604800 seconds; default 86400.'),
+        },
+        outputSchema: z.looseObject({
+          ...watchOut,
+          secret: z.string(),
+          previous_secret_expires_at: z.string().nullable(),
+        }),
+        annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ watch_id, grace_period_seconds }) =>
+        call(
+          'POST',
+          `/v1/watches/${seg(watch_id)}/rotate-secret`,
+          grace_period_seconds === undefined ? {} : { grace_period_seconds },
+        ),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'get_watch_health',
+      {
+        title: "A webhook watch's endpoint health",
+        description:
+          'Delivery attempts to the watch’s endpoint over the last hour, day or week in buckets (attempts, successes, success rate, p50/p95 latency) and its health summary (GET /v1/watches/{id}/health).',
+        inputSchema: {
+          watch_id: watchId,
+          window: z.enum(['hour', 'day', 'week']).optional().describe('Default day.'),
+        },
+        outputSchema: z.looseObject({ watch: z.looseObject({ id: z.string() }) }),
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async ({ watch_id, window }) =>
+        call('GET', `/v1/watches/${seg(watch_id)}/health${query({ window })}`),
+    ),
   );
 
   for (const [name, action, description] of [
@@ -386,221 +407,242 @@ export function createMcpServer(
       'Resume a paused watch (POST /v1/watches/{id}/resume): it matches blocks from now on. 402 quota_exceeded when no slot is free.',
     ],
   ] as const) {
-    server.registerTool(
-      name,
-      {
-        title: action === 'pause' ? 'Pause a watch' : 'Resume a watch',
-        description,
-        inputSchema: { watch_id: watchId },
-        outputSchema: z.looseObject(watchOut),
-        annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
-      },
-      async ({ watch_id }) => call('POST', `/v1/watches/${seg(watch_id)}/${action}`),
+    track(
+      server.registerTool(
+        name,
+        {
+          title: action === 'pause' ? 'Pause a watch' : 'Resume a watch',
+          description,
+          inputSchema: { watch_id: watchId },
+          outputSchema: z.looseObject(watchOut),
+          annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
+        },
+        async ({ watch_id }) => call('POST', `/v1/watches/${seg(watch_id)}/${action}`),
+      ),
     );
   }
 
-  server.registerTool(
-    'delete_watch',
-    {
-      title: 'Delete a watch',
-      description:
-        'Delete a watch (DELETE /v1/watches/{id}): it stops matching at once; its events and pending deliveries are kept. 404 when it is not yours or already deleted.',
-      inputSchema: { watch_id: watchId },
-      outputSchema: { deleted: z.boolean(), watch_id: z.string() },
-      annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    },
-    async ({ watch_id }) => {
-      const r = await call('DELETE', `/v1/watches/${seg(watch_id)}`);
-      if (r.isError) return r;
-      return localResult({ deleted: true, watch_id });
-    },
+  track(
+    server.registerTool(
+      'delete_watch',
+      {
+        title: 'Delete a watch',
+        description:
+          'Delete a watch (DELETE /v1/watches/{id}): it stops matching at once; its events and pending deliveries are kept. 404 when it is not yours or already deleted.',
+        inputSchema: { watch_id: watchId },
+        outputSchema: { deleted: z.boolean(), watch_id: z.string() },
+        annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ watch_id }) => {
+        const r = await call('DELETE', `/v1/watches/${seg(watch_id)}`);
+        if (r.isError) return r;
+        return localResult({ deleted: true, watch_id });
+      },
+    ),
   );
 
-  server.registerTool(
-    'list_events',
-    {
-      title: 'List events',
-      description:
-        'Matched transfers with their delivery state, newest first (GET /v1/events). `scanned_through` says how far the chain is scanned: every matching transfer in a block up to it is listed. Page back with before = next_before. A watch_id that is not one of yours: 404.',
-      inputSchema: {
-        limit: z.number().int().optional().describe('1 to 200, default 50.'),
-        before: z.string().optional().describe('Exclusive upper bound: a previous next_before.'),
-        since: z.string().optional().describe('Inclusive lower bound, RFC 3339 date-time.'),
-        watch_id: z.string().optional().describe('Only this watch’s events.'),
+  track(
+    server.registerTool(
+      'list_events',
+      {
+        title: 'List events',
+        description:
+          'Matched transfers with their delivery state, newest first (GET /v1/events). `scanned_through` says how far the chain is scanned: every matching transfer in a block up to it is listed. Page back with before = next_before. A watch_id that is not one of yours: 404.',
+        inputSchema: {
+          limit: z.number().int().optional().describe('1 to 200, default 50.'),
+          before: z.string().optional().describe('Exclusive upper bound: a previous next_before.'),
+          since: z.string().optional().describe('Inclusive lower bound, RFC 3339 date-time.'),
+          watch_id: z.string().optional().describe('Only this watch’s events.'),
+        },
+        outputSchema: pageOut,
+        annotations: { readOnlyHint: true, openWorldHint: false },
       },
-      outputSchema: pageOut,
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async (args) => {
-      if (args.watch_id !== undefined) {
-        const missing = await ownWatch(args.watch_id);
-        if (missing) return missing;
-      }
-      return call('GET', `/v1/events${query(args)}`);
-    },
-  );
-
-  server.registerTool(
-    'list_dead_letters',
-    {
-      title: 'List dead letters',
-      description:
-        'Events whose delivery gave up (DEAD after its six attempts), newest first: reads up to `scan` events of GET /v1/events (default 1000) and keeps the DEAD ones. Continue with before = next_before while it is not null. Redeliver one with redeliver_event.',
-      inputSchema: {
-        watch_id: z.string().optional().describe('Only this watch’s events.'),
-        before: z.string().optional().describe('Start below this next_before.'),
-        scan: z
-          .number()
-          .int()
-          .min(1)
-          .max(5000)
-          .optional()
-          .describe('Events to read, default 1000.'),
-      },
-      outputSchema: z.looseObject({
-        data: z.array(eventOut.extend({ delivery: deliveryOut })),
-        scanned_events: z.number(),
-        next_before: z.string().nullable(),
-      }),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ watch_id, before, scan }) => {
-      if (watch_id !== undefined) {
-        const missing = await ownWatch(watch_id);
-        if (missing) return missing;
-      }
-      const budget = scan ?? 1000;
-      const dead: unknown[] = [];
-      let scanned = 0;
-      let cursor = before;
-      while (scanned < budget) {
-        const limit = Math.min(200, budget - scanned);
-        const r = await request('GET', `/v1/events${query({ limit, before: cursor, watch_id })}`);
-        if (!isAnswer(r)) return r;
-        if (r.status !== 200) return toolResult(r);
-        const page = r.body as {
-          data: Array<{ delivery: { status: string } | null }>;
-          next_before: string | null;
-        };
-        scanned += page.data.length;
-        for (const e of page.data) if (e.delivery?.status === 'DEAD') dead.push(e);
-        cursor = page.next_before ?? undefined;
-        if (page.next_before === null || page.data.length === 0) {
-          cursor = undefined;
-          break;
+      async (args) => {
+        if (args.watch_id !== undefined) {
+          const missing = await ownWatch(args.watch_id);
+          if (missing) return missing;
         }
-      }
-      return localResult({ data: dead, scanned_events: scanned, next_before: cursor ?? null });
-    },
-  );
-
-  server.registerTool(
-    'get_event',
-    {
-      title: 'One event with its attempts',
-      description:
-        'An event, the exact body sent, and each delivery chain with every attempt: time, duration, HTTP status or error, headers sent (GET /v1/events/{event_id}).',
-      inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
-      outputSchema: z.looseObject({
-        event: eventOut,
-        payload: z.string(),
-        notifications: z.array(
-          z.looseObject({
-            status: z.enum(['PENDING', 'DELIVERED', 'DEAD']),
-            attempt_log: z.array(z.looseObject({})),
-          }),
-        ),
-      }),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ event_id }) => call('GET', `/v1/events/${seg(event_id)}`),
-  );
-
-  server.registerTool(
-    'redeliver_event',
-    {
-      title: 'Redeliver an event',
-      description:
-        'Send an event again (POST /v1/events/{event_id}/redeliver): a new delivery of the same event_id and body, its attempts from 0, starting now. Receivers deduplicate on event_id.',
-      inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
-      outputSchema: { notification_id: z.string() },
-      annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
-    },
-    async ({ event_id }) => call('POST', `/v1/events/${seg(event_id)}/redeliver`),
-  );
-
-  server.registerTool(
-    'get_status',
-    {
-      title: 'Service status',
-      description:
-        'How far the chain is scanned (GET /v1/status): solidified head, scanned_through, lag, an ingest stall if any, node providers.',
-      outputSchema: z.looseObject({ network: z.string(), scanned_through: scannedOut }),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async () => call('GET', '/v1/status'),
-  );
-
-  server.registerTool(
-    'explain_transaction',
-    {
-      title: 'Explain a transaction for a watch',
-      description:
-        'Did this transaction produce an event for this watch, and if not why: not_found, unsolidified, failed, not_usdt_or_trx, address_not_involved, asset_filtered, direction_filtered, before_activation, watch_paused, not_scanned_yet, not_recorded (GET /v1/watches/{id}/transactions/{tx_id}; reads the block through the node as ingest does).',
-      inputSchema: {
-        watch_id: watchId,
-        tx_id: z.string().describe('Transaction id, 64 hex characters.'),
+        return call('GET', `/v1/events${query(args)}`);
       },
-      outputSchema: z.looseObject({
-        tx_id: z.string(),
-        watch_id: z.string(),
-        produced_event: z.boolean(),
-        reason: z.enum(EXPLAIN_REASONS),
-        message: z.string(),
-        block_number: z.number().nullable(),
-        solidified_head: z.number().nullable(),
-        event_ids: z.array(z.string()),
-        transfers: z.array(
-          z.looseObject({
-            asset: z.enum(['USDT', 'TRX']),
-            event_index: z.number(),
-            from: z.string(),
-            to: z.string(),
-            amount: z.string(),
-            amount_raw: z.string(),
-          }),
-        ),
-      }),
-      annotations: { readOnlyHint: true, openWorldHint: true },
-    },
-    async ({ watch_id, tx_id }) =>
-      call('GET', `/v1/watches/${seg(watch_id)}/transactions/${seg(tx_id)}`),
+    ),
   );
 
-  server.registerTool(
-    'verify_webhook_signature',
-    {
-      title: 'Verify a webhook signature',
-      description:
-        'Check a received delivery against its watch secret: X-Signature (hex HMAC-SHA256 of the body keyed by the whole whsec_ string) and the Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, webhook-signature). Give the body exactly as received. A secret not of the form whsec_<base64 of 32 bytes> is reported as bad_secret. Local: the secret is not sent anywhere.',
-      inputSchema: {
-        body: z.string().describe('The raw request body, exactly as received.'),
-        headers: z
-          .record(z.string(), z.string())
-          .describe('The request headers (X-Signature and/or webhook-*); any case.'),
-        secret: z.string().describe('The watch secret, whsec_….'),
+  track(
+    server.registerTool(
+      'list_dead_letters',
+      {
+        title: 'List dead letters',
+        description:
+          'Events whose delivery gave up (DEAD after its six attempts), newest first: reads up to `scan` events of GET /v1/events (default 1000) and keeps the DEAD ones. Continue with before = next_before while it is not null. Redeliver one with redeliver_event.',
+        inputSchema: {
+          watch_id: z.string().optional().describe('Only this watch’s events.'),
+          before: z.string().optional().describe('Start below this next_before.'),
+          scan: z
+            .number()
+            .int()
+            .min(1)
+            .max(5000)
+            .optional()
+            .describe('Events to read, default 1000.'),
+        },
+        outputSchema: z.looseObject({
+          data: z.array(eventOut.extend({ delivery: deliveryOut })),
+          scanned_events: z.number(),
+          next_before: z.string().nullable(),
+        }),
+        annotations: { readOnlyHint: true, openWorldHint: false },
       },
-      outputSchema: {
-        valid: z.boolean(),
-        x_signature: z.enum(['valid', 'invalid', 'absent', 'not_checked']),
-        standard_webhooks: z.string(),
-        error: z.string().optional(),
+      async ({ watch_id, before, scan }) => {
+        if (watch_id !== undefined) {
+          const missing = await ownWatch(watch_id);
+          if (missing) return missing;
+        }
+        const budget = scan ?? 1000;
+        const dead: unknown[] = [];
+        let scanned = 0;
+        let cursor = before;
+        while (scanned < budget) {
+          const limit = Math.min(200, budget - scanned);
+          const r = await request('GET', `/v1/events${query({ limit, before: cursor, watch_id })}`);
+          if (!isAnswer(r)) return r;
+          if (r.status !== 200) return toolResult(r);
+          const page = r.body as {
+            data: Array<{ delivery: { status: string } | null }>;
+            next_before: string | null;
+          };
+          scanned += page.data.length;
+          for (const e of page.data) if (e.delivery?.status === 'DEAD') dead.push(e);
+          cursor = page.next_before ?? undefined;
+          if (page.next_before === null || page.data.length === 0) {
+            cursor = undefined;
+            break;
+          }
+        }
+        return localResult({ data: dead, scanned_events: scanned, next_before: cursor ?? null });
       },
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ body, headers, secret }) =>
-      localResult(verifyWebhookSignature(body, headers, secret, now())),
+    ),
   );
 
+  track(
+    server.registerTool(
+      'get_event',
+      {
+        title: 'One event with its attempts',
+        description:
+          'An event, the exact body sent, and each delivery chain with every attempt: time, duration, HTTP status or error, headers sent (GET /v1/events/{event_id}).',
+        inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
+        outputSchema: z.looseObject({
+          event: eventOut,
+          payload: z.string(),
+          notifications: z.array(
+            z.looseObject({
+              status: z.enum(['PENDING', 'DELIVERED', 'DEAD']),
+              attempt_log: z.array(z.looseObject({})),
+            }),
+          ),
+        }),
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async ({ event_id }) => call('GET', `/v1/events/${seg(event_id)}`),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'redeliver_event',
+      {
+        title: 'Redeliver an event',
+        description:
+          'Send an event again (POST /v1/events/{event_id}/redeliver): a new delivery of the same event_id and body, its attempts from 0, starting now. Receivers deduplicate on event_id.',
+        inputSchema: { event_id: z.string().describe('Event id (`evt_…`).') },
+        outputSchema: { notification_id: z.string() },
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
+      },
+      async ({ event_id }) => call('POST', `/v1/events/${seg(event_id)}/redeliver`),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'get_status',
+      {
+        title: 'Service status',
+        description:
+          'How far the chain is scanned (GET /v1/status): solidified head, scanned_through, lag, an ingest stall if any, node providers.',
+        outputSchema: z.looseObject({ network: z.string(), scanned_through: scannedOut }),
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async () => call('GET', '/v1/status'),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'explain_transaction',
+      {
+        title: 'Explain a transaction for a watch',
+        description:
+          'Did this transaction produce an event for this watch, and if not why: not_found, unsolidified, failed, not_usdt_or_trx, address_not_involved, asset_filtered, direction_filtered, before_activation, watch_paused, not_scanned_yet, not_recorded (GET /v1/watches/{id}/transactions/{tx_id}; reads the block through the node as ingest does).',
+        inputSchema: {
+          watch_id: watchId,
+          tx_id: z.string().describe('Transaction id, 64 hex characters.'),
+        },
+        outputSchema: z.looseObject({
+          tx_id: z.string(),
+          watch_id: z.string(),
+          produced_event: z.boolean(),
+          reason: z.enum(EXPLAIN_REASONS),
+          message: z.string(),
+          block_number: z.number().nullable(),
+          solidified_head: z.number().nullable(),
+          event_ids: z.array(z.string()),
+          transfers: z.array(
+            z.looseObject({
+              asset: z.enum(['USDT', 'TRX']),
+              event_index: z.number(),
+              from: z.string(),
+              to: z.string(),
+              amount: z.string(),
+              amount_raw: z.string(),
+            }),
+          ),
+        }),
+        annotations: { readOnlyHint: true, openWorldHint: true },
+      },
+      async ({ watch_id, tx_id }) =>
+        call('GET', `/v1/watches/${seg(watch_id)}/transactions/${seg(tx_id)}`),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'verify_webhook_signature',
+      {
+        title: 'Verify a webhook signature',
+        description:
+          'Check a received delivery against its watch secret: X-Signature (hex HMAC-SHA256 of the body keyed by the whole whsec_ string) and the Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, webhook-signature). Give the body exactly as received. A secret not of the form whsec_<base64 of 32 bytes> is reported as bad_secret. Local: the secret is not sent anywhere.',
+        inputSchema: {
+          body: z.string().describe('The raw request body, exactly as received.'),
+          headers: z
+            .record(z.string(), z.string())
+            .describe('The request headers (X-Signature and/or webhook-*); any case.'),
+          secret: z.string().describe('The watch secret, whsec_….'),
+        },
+        outputSchema: {
+          valid: z.boolean(),
+          x_signature: z.enum(['valid', 'invalid', 'absent', 'not_checked']),
+          standard_webhooks: z.string(),
+          error: z.string().optional(),
+        },
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async ({ body, headers, secret }) =>
+        localResult(verifyWebhookSignature(body, headers, secret, now())),
+    ),
+  );
+
+  if (opts.readOnly) {
+    for (const t of tracked) if (t.annotations?.readOnlyHint !== true) t.remove();
+  }
   return server;
 }

@@ -24,6 +24,7 @@
  * for "delete rows whose timestamp columns are older than a retention", counted under its kind.
  */
 import { randomBytes } from 'node:crypto';
+import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import { sleep } from '../common/retry.js';
@@ -305,6 +306,13 @@ export class Pruner {
       metrics?.prunePass('ran');
       if (Object.values(pruned).some((n) => n > 0)) {
         this.o.logger.info({ pruned, steps }, 'pruned');
+        // A pass that deleted something is the system's act in the audit log (issue 29 item 2):
+        // deployment-wide, as the CLI's secret rotation, with what it deleted of each kind.
+        await recordAudit(
+          db,
+          { accountId: null, actor: SYSTEM_ACTORS.retention, clientIp: null },
+          { action: 'retention.pruned', detail: { ...pruned, steps } },
+        );
       }
       return { pruned, steps };
     } catch (err) {

@@ -65,6 +65,9 @@ interface SecretRow {
 export const SEALED_COLUMNS = [
   ['watches', 'secret_key_id', 'secret_ciphertext'],
   ['watches', 'previous_secret_key_id', 'previous_secret_ciphertext'],
+  // Endpoints' secrets (migration 070; issue 30), current and replaced.
+  ['endpoints', 'secret_key_id', 'secret_ciphertext'],
+  ['endpoints', 'previous_secret_key_id', 'previous_secret_ciphertext'],
   ['console_users', 'totp_key_id', 'totp_ciphertext'],
   // The signed alert webhooks' own secrets (migration 056; issue 29 item 1).
   ['alert_channels', 'secret_key_id', 'secret_ciphertext'],

@@ -205,7 +205,9 @@ export class AlertLoop {
       [g.target, g.watch_id],
     );
     const { rows: ws } = await db.query<AlertWatch>(
-      'SELECT id, address, label, webhook_url FROM watches WHERE id = $1',
+      // A watch on an endpoint (issue 30) delivers to the endpoint's URL: that is its receiver.
+      `SELECT w.id, w.address, w.label, COALESCE(ep.url, w.webhook_url) AS webhook_url
+         FROM watches w LEFT JOIN endpoints ep ON ep.id = w.endpoint_id WHERE w.id = $1`,
       [g.watch_id],
     );
     const watch = ws[0];

@@ -6,6 +6,7 @@
  */
 import type { InTransaction } from '../audit/audit.js';
 import { ApiError, type FieldError } from '../common/errors.js';
+import { isId } from '../common/ids.js';
 import type { SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
@@ -57,8 +58,10 @@ export interface WatchDeps {
  * Create a watch for `accountId` from a CreateWatch body already validated against its schema.
  * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and the plaintext secret (webhook watches; to show once) or null.
- * @throws ApiError 400 invalid_target (zero or two targets), 400 with `details` (bad address,
- *   webhook URL refused by the policy), and createWatch's 400 telegram_not_bound, 402, 409, 503.
+ * @throws ApiError 400 invalid_target (not exactly one of webhook_url, telegram: true,
+ *   endpoint_id), 400 with `details` (bad address, webhook URL refused by the policy), 404 (the
+ *   endpoint is not the account's live endpoint), and createWatch's 400 telegram_not_bound, 402,
+ *   409, 503.
  */
 export async function createWatchFromRequest(
   deps: WatchDeps,
@@ -68,13 +71,19 @@ export async function createWatchFromRequest(
 ): Promise<{ watch: WatchRow; secret: string | null }> {
   const hasUrl = typeof body.webhook_url === 'string';
   const hasTelegram = body.telegram === true;
-  if (hasUrl === hasTelegram) {
+  const endpointId = typeof body.endpoint_id === 'string' ? body.endpoint_id : null;
+  const targets = Number(hasUrl) + Number(hasTelegram) + Number(endpointId !== null);
+  if (targets !== 1) {
     throw ApiError.coded(
       'invalid_target',
-      hasUrl
-        ? 'give exactly one target: webhook_url or telegram: true, not both'
-        : 'give exactly one target: webhook_url or telegram: true',
+      targets === 0
+        ? 'give exactly one target: webhook_url, telegram: true or endpoint_id'
+        : 'give exactly one target: webhook_url, telegram: true or endpoint_id, not several',
     );
+  }
+  // A malformed id names no endpoint of the caller: 404 like another account's.
+  if (endpointId !== null && !isId(endpointId, 'ep')) {
+    throw new ApiError(404, 'endpoint not found');
   }
   const problems: FieldError[] = [];
   let addressHex = '';
@@ -106,8 +115,9 @@ export async function createWatchFromRequest(
       addressHex,
       assetFilter: body.asset_filter,
       direction: body.direction ?? 'incoming',
-      channel: url !== null ? 'webhook' : 'telegram',
+      channel: url !== null || endpointId !== null ? 'webhook' : 'telegram',
       webhookUrl: url,
+      endpointId,
       label,
       blockIntervalMs: deps.config.ingest.blockIntervalMs,
     },

@@ -26,6 +26,7 @@
  *   (src/watches/alert-outbox.ts) sends them, paced per watch and target (a flapping endpoint gets
  *   one summary per pace, never silence), and never in the delivery worker's way.
  */
+import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { queueAlertSends } from './alert-outbox.js';
@@ -296,6 +297,16 @@ export async function refreshWatchHealth(
             `UPDATE watches SET status = 'PAUSED', paused_reason = $2, auto_paused_at = $3
               WHERE id = $1`,
             [id, reason, now],
+          );
+          // In the audit log as the system's act (issue 29 item 2), with the pause.
+          await recordAudit(
+            tx,
+            { accountId: w.account_id, actor: SYSTEM_ACTORS.watchHealth, clientIp: null },
+            {
+              action: 'watch.paused',
+              targetId: id,
+              detail: { automatic: true, failures, days },
+            },
           );
           await queueAlert(
             tx,

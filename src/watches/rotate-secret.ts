@@ -55,27 +55,38 @@ export async function rotateWatchSecret(
   const sealed = box.encrypt(secret);
   // The current secret becomes the previous one (the old previous one, if any, is dropped);
   // with no grace the previous columns are cleared.
+  // "webhook" below: a watch with its own URL and secret (not Telegram, not on an endpoint).
   const { rows } = await db.query<WatchRow & { is_webhook: boolean }>(
-    `UPDATE watches AS w
-        SET previous_secret_key_id = CASE WHEN $6::int > 0 AND w.channel = 'webhook'
+    `WITH own AS (
+       SELECT id AS own_id, channel = 'webhook' AND endpoint_id IS NULL AS own_secret FROM watches
+        WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+     )
+     UPDATE watches AS w
+        SET previous_secret_key_id = CASE WHEN $6::int > 0 AND own.own_secret
                                           THEN w.secret_key_id END,
-            previous_secret_ciphertext = CASE WHEN $6::int > 0 AND w.channel = 'webhook'
+            previous_secret_ciphertext = CASE WHEN $6::int > 0 AND own.own_secret
                                               THEN w.secret_ciphertext END,
-            previous_secret_expires_at = CASE WHEN $6::int > 0 AND w.channel = 'webhook'
+            previous_secret_expires_at = CASE WHEN $6::int > 0 AND own.own_secret
                                               THEN now() + make_interval(secs => $6::int) END,
-            secret_key_id = CASE WHEN w.channel = 'webhook' THEN $4 ELSE w.secret_key_id END,
-            secret_ciphertext = CASE WHEN w.channel = 'webhook' THEN $5::bytea
+            secret_key_id = CASE WHEN own.own_secret THEN $4 ELSE w.secret_key_id END,
+            secret_ciphertext = CASE WHEN own.own_secret THEN $5::bytea
                                      ELSE w.secret_ciphertext END,
-            secret_rotated_at = CASE WHEN w.channel = 'webhook' THEN now()
+            secret_rotated_at = CASE WHEN own.own_secret THEN now()
                                      ELSE w.secret_rotated_at END
-      WHERE w.id = $1 AND w.account_id = $2 AND w.network = $3 AND w.deleted_at IS NULL
-      RETURNING ${WATCH_COLUMNS}, w.channel = 'webhook' AS is_webhook`,
+       FROM own
+      WHERE w.id = own.own_id
+      RETURNING ${WATCH_COLUMNS}, own.own_secret AS is_webhook`,
     [id, accountId, network, sealed.keyId, sealed.ciphertext, graceSeconds],
   );
   const row = rows[0];
   if (!row) return undefined;
   if (!row.is_webhook) {
-    throw new ApiError(400, 'this watch delivers to Telegram: only webhook watches have a secret');
+    throw new ApiError(
+      400,
+      row.endpoint_id !== null
+        ? "this watch delivers to an endpoint: its deliveries are signed with the endpoint's secret (POST /v1/endpoints/{id}/rotate-secret)"
+        : 'this watch delivers to Telegram: only webhook watches have a secret',
+    );
   }
   const { is_webhook: _, ...watch } = row;
   return { watch, secret };

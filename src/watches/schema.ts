@@ -22,7 +22,13 @@ const watchMembers = {
   asset_filter: StringEnum(ASSET_FILTERS),
   direction: StringEnum(DIRECTIONS),
   channel: StringEnum(['webhook', 'telegram'] as const),
-  webhook_url: NullableString({ description: 'Null when the channel is `telegram`.' }),
+  webhook_url: NullableString({
+    description: 'Null when the channel is `telegram`, or when the watch delivers to an endpoint.',
+  }),
+  endpoint_id: NullableString({
+    description:
+      'Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`.',
+  }),
   label: T.Union([T.String({ maxLength: LABEL_MAX_LENGTH }), T.Null()], {
     description:
       'Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none.',
@@ -147,16 +153,38 @@ export const TelegramWatchCreatedSchema = T.Object(
   { $id: 'TelegramWatchCreated', description: 'A Telegram watch just created (no secret).' },
 );
 
+/** A watch just created on an endpoint (issue 30): no secret of its own, the endpoint's signs. */
+export const EndpointWatchCreatedSchema = T.Object(
+  {
+    ...watchMembers,
+    channel: StringEnum(['webhook'] as const),
+    endpoint_id: T.String({
+      description: 'The endpoint (`ep_…`) whose secret signs every delivery of this watch.',
+    }),
+    note: createdNote,
+  },
+  {
+    $id: 'EndpointWatchCreated',
+    description:
+      "A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries.",
+  },
+);
+
 /**
- * SPEC §WatchCreated: a Watch plus its secret, shown once. One of two shapes told apart by
- * `channel`, so a typed client knows `secret` is present exactly when `channel` is `webhook`.
+ * SPEC §WatchCreated: a Watch plus its secret, shown once. One of three shapes: a webhook watch
+ * with its own URL has `secret`; one on an endpoint (additive) has `endpoint_id` and no secret;
+ * a Telegram watch neither.
  */
 export const WatchCreatedSchema = T.Union(
-  [refTo(WebhookWatchCreatedSchema), refTo(TelegramWatchCreatedSchema)],
+  [
+    refTo(WebhookWatchCreatedSchema),
+    refTo(EndpointWatchCreatedSchema),
+    refTo(TelegramWatchCreatedSchema),
+  ],
   {
     $id: 'WatchCreated',
     description:
-      'A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook`.',
+      'A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook` and `endpoint_id` is null (a watch on an endpoint is signed with the endpoint’s secret).',
   },
 );
 
@@ -184,6 +212,13 @@ export const CreateWatchSchema = T.Object(
           'True: deliver to the chat connected in the console. One target: give this or `webhook_url`.',
       }),
     ),
+    endpoint_id: T.Optional(
+      NullableString({
+        maxLength: 64,
+        description:
+          'Additive. One target: deliver to this endpoint of yours (`ep_…`, POST /v1/endpoints), signed with its secret; the watch gets no secret of its own. Another account’s or a deleted endpoint gives 404.',
+      }),
+    ),
     label: T.Optional(
       NullableString({
         maxLength: LABEL_MAX_LENGTH,
@@ -201,7 +236,7 @@ export const CreateWatchSchema = T.Object(
   {
     $id: 'CreateWatch',
     description:
-      'Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
+      'Exactly one of `webhook_url`, `telegram: true` or `endpoint_id` (additive) must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean).',
     // Unknown members → 400 (not ignored): a misspelt optional member would otherwise fall back
     // to its default silently (`directon: "outgoing"` → an incoming watch). See app.ts ajv options.
     additionalProperties: false,
@@ -211,6 +246,8 @@ export const CreateWatchSchema = T.Object(
 export const CREATED_NOTE_WEBHOOK =
   'Store this secret now: it is shown only once and is the key for verifying X-Signature.';
 export const CREATED_NOTE_TELEGRAM = 'Deliveries go to the chat connected in the console.';
+export const CREATED_NOTE_ENDPOINT =
+  "Deliveries go to the endpoint, signed with the endpoint's secret: this watch has none of its own.";
 
 /** A row as SPEC's Watch (no secret, no internal columns). */
 export function watchView(w: WatchRow) {
@@ -221,6 +258,7 @@ export function watchView(w: WatchRow) {
     direction: w.direction,
     channel: w.channel,
     webhook_url: w.webhook_url,
+    endpoint_id: w.endpoint_id,
     label: w.label,
     status: w.status,
     created_at: w.created_at.toISOString(),
@@ -261,16 +299,23 @@ export function watchWithHealthView(
 
 /**
  * A row as SPEC's WatchCreated: the Watch, the secret once (webhook watches) and a note.
- * @param secret the webhook watch's secret in clear; null for a Telegram watch.
+ * @param secret the webhook watch's secret in clear; null for a Telegram or endpoint watch.
  * @throws Error for a webhook watch without its secret (a bug, answered as a 500).
  */
 export function watchCreatedView(
   w: WatchRow,
   secret: string | null,
-): Static<typeof WebhookWatchCreatedSchema> | Static<typeof TelegramWatchCreatedSchema> {
+):
+  | Static<typeof WebhookWatchCreatedSchema>
+  | Static<typeof EndpointWatchCreatedSchema>
+  | Static<typeof TelegramWatchCreatedSchema> {
   const view = watchView(w);
   if (view.channel === 'telegram') {
     return { ...view, channel: 'telegram', note: CREATED_NOTE_TELEGRAM };
+  }
+  // A watch on an endpoint has no secret of its own (issue 30): the endpoint's signs.
+  if (w.endpoint_id !== null) {
+    return { ...view, channel: 'webhook', endpoint_id: w.endpoint_id, note: CREATED_NOTE_ENDPOINT };
   }
   // A webhook watch is always created with its secret (src/watches/create.ts).
   if (secret === null) throw new Error('a webhook watch was created without its secret');
@@ -292,6 +337,13 @@ export const UpdateWatchSchema = T.Object(
       NullableString({
         maxLength: LABEL_MAX_LENGTH,
         description: 'Your name for the watch, at most 100 characters; null or empty removes it.',
+      }),
+    ),
+    endpoint_id: T.Optional(
+      T.String({
+        maxLength: 64,
+        description:
+          'Additive. Move a webhook watch onto this endpoint of yours (`ep_…`): its own URL and secret are dropped, and its deliveries, pending ones included, go to the endpoint signed with its secret from their next attempt on. A watch already on an endpoint moves to another one. Not with `webhook_url`.',
       }),
     ),
   },

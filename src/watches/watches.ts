@@ -11,7 +11,8 @@
  *   last slot. A PAUSED or deleted watch holds no slot.
  * - Activation: `active_from_block` = the chain head now (activationBlock); the watch matches
  *   strictly later blocks only. No head known yet → 503 with Retry-After.
- * - Secret: `whsec_…`, AES-256-GCM at rest (SecretBox), returned to the caller once.
+ * - Secret: `whsec_…`, AES-256-GCM at rest (SecretBox), returned to the caller once. A watch on
+ *   an endpoint (`endpoint_id`, issue 30) has none of its own: the endpoint's signs its deliveries.
  * - Delete: sets deleted_at; the watch stops matching at once and frees its slot; its events and
  *   pending notifications are kept and keep their schedule.
  */
@@ -43,6 +44,8 @@ export interface WatchRow {
   direction: WatchDirection;
   channel: Channel;
   webhook_url: string | null;
+  /** The endpoint it delivers to (migration 070; issue 30); null: its own webhook_url, or Telegram. */
+  endpoint_id: string | null;
   status: WatchStatus;
   active_from_block: number;
   created_at: Date;
@@ -75,8 +78,13 @@ export interface NewWatch {
   assetFilter: AssetFilter;
   direction: WatchDirection;
   channel: Channel;
-  /** Already checked against the URL policy; null for telegram watches. */
+  /** Already checked against the URL policy; null for telegram and endpoint watches. */
   webhookUrl: string | null;
+  /**
+   * The endpoint it delivers to (channel 'webhook', no URL or secret of its own): checked live and
+   * the account's in the creation's transaction (404 otherwise). Null or absent: none.
+   */
+  endpointId?: string | null;
   /** Already normalised (normaliseLabel); null: none. */
   label?: string | null;
   /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
@@ -88,7 +96,7 @@ export interface NewWatch {
  * previous_secret_expires_at reads NULL once the grace period is over.
  */
 export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
-  channel, webhook_url, label, status, active_from_block, created_at, secret_rotated_at,
+  channel, webhook_url, endpoint_id, label, status, active_from_block, created_at, secret_rotated_at,
   CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
   END AS previous_secret_expires_at, paused_reason, auto_paused_at, last_success_at,
   consecutive_failures, failing_since, alert_state, alert_since, alert_reason`;
@@ -109,7 +117,8 @@ export async function createWatch(
   w: NewWatch,
   inTx?: InTransaction<WatchRow>,
 ): Promise<{ watch: WatchRow; secret: string | null }> {
-  const secret = w.channel === 'webhook' ? newWebhookSecret() : null;
+  const endpointId = w.endpointId ?? null;
+  const secret = w.channel === 'webhook' && endpointId === null ? newWebhookSecret() : null;
   const sealed = secret === null ? null : secrets.encrypt(secret);
   try {
     const watch = await db.transaction(async (tx) => {
@@ -120,6 +129,7 @@ export async function createWatch(
           'no chat is connected to this account: connect one in the console, or give a webhook_url',
         );
       }
+      if (endpointId !== null) await lockLiveEndpoint(tx, w.accountId, w.network, endpointId);
       const dup = await findDuplicate(tx, w);
       if (dup) {
         throw new ApiError(
@@ -144,8 +154,8 @@ export async function createWatch(
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                               channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
-                              label)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                              label, endpoint_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          RETURNING ${WATCH_COLUMNS}`,
         [
           newId('wh'),
@@ -161,6 +171,7 @@ export async function createWatch(
           sealed?.ciphertext ?? null,
           fromBlock,
           w.label ?? null,
+          endpointId,
         ],
       );
       const row = rows[0];
@@ -213,6 +224,27 @@ async function lockAccount(tx: Queryable, accountId: string): Promise<LockedAcco
   const row = rows[0];
   if (!row) throw new Error(`account ${accountId} vanished`);
   return row;
+}
+
+/**
+ * Check that `endpointId` is a live endpoint of the account on the network and hold its row (FOR
+ * SHARE) until the transaction ends, so it cannot be deleted under a watch being created on it
+ * (src/endpoints/endpoints.ts deleteEndpoint locks it FOR UPDATE).
+ * @throws ApiError 404 "endpoint not found" (missing, deleted, another account's: alike).
+ */
+export async function lockLiveEndpoint(
+  tx: Queryable,
+  accountId: string,
+  network: string,
+  endpointId: string,
+): Promise<void> {
+  const { rows } = await tx.query<{ id: string }>(
+    `SELECT id FROM endpoints
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+      FOR SHARE`,
+    [endpointId, accountId, network],
+  );
+  if (!rows[0]) throw new ApiError(404, 'endpoint not found');
 }
 
 /** The id of a live watch with the same identity, or undefined. */

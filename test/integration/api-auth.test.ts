@@ -279,6 +279,7 @@ describe.each(dbEngines)('the key cache of GET /v1/events on %s', (engine) => {
           cacheOf.set(hashApiKey(c.key), {
             keyId: c.keyId,
             accountId: c.accountId,
+            role: 'owner',
             plan: 'pro',
             limits: { name: 'Pro', requestsPerMinute: 300, activeWatches: 100 },
             verified: true,
@@ -354,6 +355,7 @@ describe('KeyCache', () => {
   const auth = (keyId: string) => ({
     keyId,
     accountId: 'acc_1',
+    role: 'owner' as const,
     plan: 'free' as const,
     limits: { name: 'Free', requestsPerMinute: 60, activeWatches: 3 },
     verified: true,
@@ -480,6 +482,11 @@ describe.each(dbEngines)('accounts and API keys on %s', (engine) => {
     const list = await keysList(h.db, { account: acc.id });
     expect(list.keys.map((k) => k.id).sort()).toEqual([byEmail.id, byId.id].sort());
     expect(JSON.stringify(list)).not.toContain(byEmail.key);
+    // Made by the operator: the CLI's, with the owner role (issue 27).
+    expect(list.keys.map((k) => [k.made_by, k.role])).toEqual([
+      ['cli', 'owner'],
+      ['cli', 'owner'],
+    ]);
 
     const revoked = await keysRevoke(h.db, { keyId: byEmail.id });
     expect(revoked.revoked_at).toMatch(/Z$/);

@@ -250,11 +250,19 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
     expect(Object.keys(paths).sort()).toEqual([
       '/healthz',
       '/v1/audit',
+      '/v1/endpoints',
+      '/v1/endpoints/{id}',
+      '/v1/endpoints/{id}/previous-secret/expire',
+      '/v1/endpoints/{id}/rotate-secret',
       '/v1/events',
       '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
       '/v1/watches',
+      '/v1/watches/batch',
+      '/v1/watches/batch/delete',
+      '/v1/watches/batch/pause',
+      '/v1/watches/batch/resume',
       '/v1/watches/{id}',
       '/v1/watches/{id}/health',
       '/v1/watches/{id}/pause',
@@ -267,7 +275,14 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       [
         '/v1/watches',
         'post',
-        ['201', '400', '401', '402', '403', '409', '413', '415', '429', '500', '503'],
+        ['201', '400', '401', '402', '403', '404', '409', '413', '415', '429', '500', '503'],
+      ],
+      ['/v1/endpoints', 'post', ['201', '400', '401', '403', '413', '415', '429', '500']],
+      ['/v1/endpoints', 'get', ['200', '400', '401', '403', '429', '500']],
+      [
+        '/v1/endpoints/{id}',
+        'delete',
+        ['204', '400', '401', '403', '404', '409', '413', '415', '429', '500'],
       ],
       ['/v1/watches', 'get', ['200', '400', '401', '403', '429', '500']],
       [
@@ -342,6 +357,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'direction',
       'webhook_url',
       'telegram',
+      // Additive (issue 30): a shared endpoint as the target.
+      'endpoint_id',
       'label',
       'network',
     ]);
@@ -355,6 +372,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'direction',
       'channel',
       'webhook_url',
+      // Additive (issue 30).
+      'endpoint_id',
       'label',
       'status',
       'created_at',

@@ -533,8 +533,20 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect(json<Page>(await b.get(`/console/api/audit?actor=user:${userId}`)).data).toHaveLength(8);
     expect(json<Page>(await b.get('/console/api/audit?actor=api_key')).data).toHaveLength(0);
 
-    // Time: the newest three entries by their own times.
-    const [n0, , n2] = everything;
+    // Time: the newest three entries by their own times. Entries written in one microsecond
+    // share a time (`until` is exclusive, so a tie with the newest would drop out): give the
+    // account's entries distinct times one second apart, in their order, so the range below is
+    // exactly the two entries between the third newest (inclusive) and the newest (exclusive).
+    await h.db.query(
+      `UPDATE audit_log a SET at = timestamptz '2026-01-01T00:00:00Z' + o.n * interval '1 second'
+         FROM (SELECT id, row_number() OVER (ORDER BY at, id) AS n FROM audit_log
+                WHERE account_id = $1) o
+        WHERE a.id = o.id`,
+      [accountId],
+    );
+    const timed = await allPages(b, 'limit=50');
+    expect(timed.map((e) => e.id)).toEqual(everything.map((e) => e.id));
+    const [n0, , n2] = timed;
     const range = json<Page>(
       await b.get(
         `/console/api/audit?since=${encodeURIComponent(n2?.at ?? '')}&until=${encodeURIComponent(
@@ -542,7 +554,8 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
         )}`,
       ),
     ).data;
-    expect(range.map((e) => e.id)).toEqual([everything[1]?.id, n2?.id]);
+    expect(range.map((e) => e.id)).toEqual([timed[1]?.id, n2?.id]);
+    expect(new Set(timed.slice(0, 3).map((e) => e.at)).size).toBe(3);
 
     // Malformed filters: 400 naming the member, never a 500.
     for (const [q, field] of [

@@ -90,10 +90,19 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   let receiver: Receiver;
   let base: string;
   let key: string;
+  let accountId = '';
   let otherKey: string;
   let limitedKey: string;
   let http: Client;
   let stdio: Client;
+  let otherHttp: Client;
+  let otherStdio: Client;
+  /** Each transport with this account's client and the other account's. */
+  const transports = () =>
+    [
+      { name: 'http', c: http, other: otherHttp },
+      { name: 'stdio', c: stdio, other: otherStdio },
+    ] as const;
   const secrets = new Map<string, string>();
 
   async function httpClient(apiKey: string): Promise<Client> {
@@ -103,6 +112,26 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
         requestInit: { headers: { authorization: `Bearer ${apiKey}` } },
       }),
     );
+    cleanups.push(() => c.close());
+    return c;
+  }
+
+  /** `tronwatch mcp` spawned over stdio with this API key, connected with the SDK client. */
+  async function stdioClient(apiKey: string): Promise<Client> {
+    const c = new Client({ name: 'tronwatch-test', version: '1.0.0' });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
+      cwd: ROOT,
+      env: {
+        ...(process.env as Record<string, string>),
+        TRONWATCH_URL: base,
+        TRONWATCH_API_KEY: apiKey,
+      },
+      stderr: 'pipe',
+    });
+    // The spawned process transpiles the CLI with tsx first: slow on a loaded machine.
+    await c.connect(transport, { timeout: 300_000 });
     cleanups.push(() => c.close());
     return c;
   }
@@ -151,6 +180,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     cleanups.push(() => service.stop());
     base = service.url as string;
     const a = await accountsCreate(service.db, { email: 'mcp@example.com', plan: 'pro' });
+    accountId = a.id;
     key = (await keysCreate(service.db, { account: a.id })).key;
     const b = await accountsCreate(service.db, { email: 'other@example.com', plan: 'free' });
     otherKey = (await keysCreate(service.db, { account: b.id })).key;
@@ -163,21 +193,9 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     limitedKey = (await keysCreate(service.db, { account: c.id })).key;
 
     http = await httpClient(key);
-    stdio = new Client({ name: 'tronwatch-test', version: '1.0.0' });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
-      cwd: ROOT,
-      env: {
-        ...(process.env as Record<string, string>),
-        TRONWATCH_URL: base,
-        TRONWATCH_API_KEY: key,
-      },
-      stderr: 'pipe',
-    });
-    // The spawned process transpiles the CLI with tsx first: slow on a loaded machine.
-    await stdio.connect(transport, { timeout: 300_000 });
-    cleanups.push(() => stdio.close());
+    // The other account's clients serve the scope checks (404s) over both transports.
+    [stdio, otherStdio] = await Promise.all([stdioClient(key), stdioClient(otherKey)]);
+    otherHttp = await httpClient(otherKey);
   }, 420_000);
 
   afterAll(async () => {
@@ -285,18 +303,28 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       expect(body(unknown)).toMatchObject({ status: 400 });
       expect(JSON.stringify(body(unknown))).toContain('lable');
     }
-    // The label is kept.
-    const labelled = await tool(stdio, 'create_watch', {
-      address: R,
-      asset_filter: 'USDT',
-      direction: 'outgoing',
-      webhook_url: `${receiver.origin}/hook/labelled`,
-      label: 'cold wallet',
-    });
-    expect(labelled.isError, JSON.stringify(labelled)).toBeFalsy();
-    expect(body(labelled)).toMatchObject({ label: 'cold wallet' });
-    expect(labelled.structuredContent).toMatchObject({ label: 'cold wallet', channel: 'webhook' });
-    watches.labelled = (body(labelled) as { id: string }).id;
+    // The label is kept, on both transports (one USDT direction each: a new identity each).
+    for (const { name, c } of transports()) {
+      const labelled = await tool(c, 'create_watch', {
+        address: R,
+        asset_filter: 'USDT',
+        direction: name === 'http' ? 'incoming' : 'outgoing',
+        webhook_url: `${receiver.origin}/hook/labelled-${name}`,
+        label: `cold wallet (${name})`,
+      });
+      expect(labelled.isError, JSON.stringify(labelled)).toBeFalsy();
+      expect(body(labelled)).toMatchObject({ label: `cold wallet (${name})` });
+      expect(labelled.structuredContent).toMatchObject({
+        label: `cold wallet (${name})`,
+        channel: 'webhook',
+      });
+      const id = (body(labelled) as { id: string }).id;
+      watches[`labelled-${name}`] = id;
+      const read = body(await tool(c, 'list_watches')) as {
+        data: Array<{ id: string; label: string | null }>;
+      };
+      expect(read.data.find((w) => w.id === id)?.label).toBe(`cold wallet (${name})`);
+    }
     // Quota: the limited account may hold one active watch.
     const limited = await httpClient(limitedKey);
     const one = await tool(limited, 'create_watch', {
@@ -317,15 +345,19 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     expect(listed.data.map((w) => w.id).sort()).toEqual(Object.values(watches).sort());
     // Scope: another account sees none of them, and listing their events is a 404 (not an
     // empty page); so is a malformed watch id.
-    const other = await httpClient(otherKey);
-    expect(body(await tool(other, 'list_watches'))).toEqual({ data: [] });
-    for (const watch_id of [watches.all, 'wh_not-an-id']) {
-      const hidden = await tool(other, 'list_events', { watch_id });
-      expect(hidden.isError, JSON.stringify(hidden)).toBe(true);
-      expect(body(hidden)).toMatchObject({ status: 404, error: 'watch not found' });
+    for (const { name, c, other } of transports()) {
+      expect(body(await tool(other, 'list_watches')), name).toEqual({ data: [] });
+      // Another account's watch and a malformed id, asked by that account and by the owner.
+      for (const [who, watch_id] of [
+        [other, watches.all],
+        [other, 'wh_not-an-id'],
+        [c, 'wh_not-an-id'],
+      ] as const) {
+        const hidden = await tool(who, 'list_events', { watch_id });
+        expect(hidden.isError, `${name} ${watch_id}: ${JSON.stringify(hidden)}`).toBe(true);
+        expect(body(hidden)).toMatchObject({ status: 404, error: 'watch not found' });
+      }
     }
-    const malformed = await tool(stdio, 'list_events', { watch_id: 'wh_not-an-id' });
-    expect(body(malformed)).toMatchObject({ status: 404 });
   });
 
   it('explains a transaction whose block is not solidified yet', async () => {
@@ -609,6 +641,59 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     expect(await remaining()).toBe(29);
     await tool(c, 'get_status');
     expect(await remaining()).toBe(27);
+  });
+
+  it('a read-only key: only the read-only tools over HTTP; a write over stdio is refused (403)', {
+    timeout: 300_000,
+  }, async () => {
+    const ro = (await keysCreate(service.db, { account: accountId, scope: 'read' })).key;
+    const c = await httpClient(ro);
+    const names = (await c.listTools()).tools.map((t) => t.name).sort();
+    expect(names).toEqual([
+      'explain_transaction',
+      'get_event',
+      'get_status',
+      'get_watch_health',
+      'list_dead_letters',
+      'list_events',
+      'list_watches',
+      'validate_address',
+      'verify_webhook_signature',
+    ]);
+    const listed = body(await tool(c, 'list_watches')) as { data: unknown[] };
+    expect(listed.data.length).toBeGreaterThan(0);
+    const hidden = await c
+      .callTool({ name: 'pause_watch', arguments: { watch_id: watches.all } })
+      .then(
+        (r) => r as ToolResult,
+        (err: unknown) => String(err),
+      );
+    expect(JSON.stringify(hidden)).toMatch(/not found/i);
+    // The stdio server cannot know the key's scope before a call: the API refuses the write.
+    const viaStdio = new Client({ name: 'tronwatch-test-ro', version: '1.0.0' });
+    await viaStdio.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'mcp'],
+        cwd: ROOT,
+        env: {
+          ...(process.env as Record<string, string>),
+          TRONWATCH_URL: base,
+          TRONWATCH_API_KEY: ro,
+        },
+        stderr: 'pipe',
+      }),
+      { timeout: 300_000 },
+    );
+    cleanups.push(() => viaStdio.close());
+    const refused = await tool(viaStdio, 'pause_watch', { watch_id: watches.all });
+    expect(refused.isError).toBe(true);
+    expect(body(refused)).toMatchObject({ status: 403, code: 'read_only_key' });
+    expect(body(await tool(viaStdio, 'list_watches'))).toMatchObject({ data: expect.any(Array) });
+    const after = body(await tool(http, 'list_watches')) as {
+      data: Array<{ id: string; status: string }>;
+    };
+    expect(after.data.find((x) => x.id === watches.all)?.status).toBe('ACTIVE');
   });
 
   it('POST /mcp is authenticated and rate-limited like /v1: one count per request', {

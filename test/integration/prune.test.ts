@@ -260,8 +260,21 @@ describe.each(dbEngines)('pruning on %s', (engine) => {
       metrics,
     }).runOnce();
     expect(r?.pruned.audit_log).toBe(3);
-    const { rows } = await db.query<{ id: string }>('SELECT id FROM audit_log ORDER BY id');
+    const { rows } = await db.query<{ id: string }>(
+      "SELECT id FROM audit_log WHERE id LIKE 'aud_test%' ORDER BY id",
+    );
     expect(rows.map((x) => x.id)).toEqual(['aud_test3', 'aud_test4']);
+    // The pass itself is an entry by the system (issue 29 item 2), the only other one.
+    const pass = await db.query<{ actor_type: string; actor_id: string; detail: unknown }>(
+      "SELECT actor_type, actor_id, detail FROM audit_log WHERE id NOT LIKE 'aud_test%'",
+    );
+    expect(pass.rows).toEqual([
+      {
+        actor_type: 'system',
+        actor_id: 'retention',
+        detail: expect.objectContaining({ audit_log: 3 }),
+      },
+    ]);
     expect((await prunedSamples(metrics)).audit_log).toBe(3);
   });
 

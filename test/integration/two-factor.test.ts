@@ -181,6 +181,8 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     });
     expect(replay.statusCode).toBe(401);
     expect(json(replay).code).toBe('invalid_code');
+    // …and said to be already used, not wrong (issue 29).
+    expect(json(replay)).toMatchObject({ reason: 'code_already_used' });
     // A recovery code works once, typed in upper case with spaces around.
     const rec = await other.post('/console/api/login/second-factor', {
       challenge: c2,
@@ -206,7 +208,7 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     expect(audit.rows.map((r) => [r.action, r.detail.second_factor ?? r.detail.reason])).toEqual([
       ['session.sign_in_failed', 'wrong_code'],
       ['session.signed_in', 'totp'],
-      ['session.sign_in_failed', 'wrong_code'],
+      ['session.sign_in_failed', 'code_already_used'],
       ['two_factor.recovery_code_used', undefined],
       ['session.signed_in', 'recovery_code'],
       ['session.sign_in_failed', 'wrong_code'],
@@ -224,12 +226,19 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     const wrongCode = right === '111111' ? '222222' : '111111';
     const c = await passwordStep(b, 'tf3@example.com');
     const left: number[] = [];
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 4; i++) {
       const r = await b.post('/console/api/login/second-factor', { challenge: c, code: wrongCode });
       expect(r.statusCode).toBe(401);
       left.push(json<{ attempts_left: number }>(r).attempts_left);
     }
-    expect(left).toEqual([4, 3, 2, 1, 0]);
+    expect(left).toEqual([4, 3, 2, 1]);
+    // The fifth wrong code locks the user's code step (issue 27 item 3), whatever the address.
+    const fifth = await b.post('/console/api/login/second-factor', {
+      challenge: c,
+      code: wrongCode,
+    });
+    expect(fifth.statusCode).toBe(429);
+    expect(json(fifth).code).toBe('code_locked');
     // The step is void after 5 wrong codes, even with the right one.
     const dead = await b.post('/console/api/login/second-factor', { challenge: c, code: right });
     expect(dead.statusCode).toBe(400);
@@ -239,9 +248,20 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     const locked = await b.login('tf3@example.com');
     expect(locked.statusCode).toBe(429);
     expect(json(locked).code).toBe('login_rate_limited');
-    // From another address the user still signs in.
+    // From another address the password still opens the code step, but the code step is locked
+    // for the user everywhere until the lock ends: the right code too.
     const elsewhere = new Browser(h.app, 'localhost', '198.51.100.30');
     const c2 = await passwordStep(elsewhere, 'tf3@example.com');
+    const refused = await elsewhere.post('/console/api/login/second-factor', {
+      challenge: c2,
+      code: right,
+    });
+    expect(refused.statusCode, refused.body).toBe(429);
+    expect(json(refused).code).toBe('code_locked');
+    // When the lock has ended (moved into the past here), the right code signs in.
+    await h.db.query(
+      "UPDATE console_users SET code_locked_until = now() - interval '1 second' WHERE email = 'tf3@example.com'",
+    );
     const ok = await elsewhere.post('/console/api/login/second-factor', {
       challenge: c2,
       code: right,
@@ -263,8 +283,11 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     });
     expect(noCode.statusCode).toBe(401);
     expect(json(noCode).code).toBe('invalid_code');
-    // New recovery codes need the password; the old ones stop working.
-    const regen = await b.post('/console/api/two-factor/recovery-codes', { password: PASSWORD });
+    // New recovery codes need the password and a code (issue 27 item 7); the old ones stop working.
+    const regen = await b.post('/console/api/two-factor/recovery-codes', {
+      password: PASSWORD,
+      code: codes[1],
+    });
     expect(regen.statusCode, regen.body).toBe(200);
     const fresh = json<{ recovery_codes: string[] }>(regen).recovery_codes;
     expect(fresh).toHaveLength(10);
@@ -385,22 +408,21 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
     const body = json<{ second_factor_required: boolean; challenge: string }>(res);
     expect(body.second_factor_required).toBe(true);
     expect(other.jar.has('tw_session')).toBe(false);
-    // Every earlier session ended with the reset.
-    expect((await b.get('/console/api/keys')).statusCode).toBe(401);
+    // Nothing changed before the code (issue 27 item 1): the earlier session stands.
+    expect((await b.get('/console/api/keys')).statusCode).toBe(200);
     const ok = await other.post('/console/api/login/second-factor', {
       challenge: body.challenge,
       code: codeOf(secret, 1),
     });
     expect(ok.statusCode, ok.body).toBe(200);
-    // The reset is in the log even though its sign-in waited for the code, and then the sign-in.
+    // With the code: every earlier session ended with the reset.
+    expect((await b.get('/console/api/keys')).statusCode).toBe(401);
+    // The reset is recorded with the session it opened, once the code was right.
     const audit = await h.db.query<{ action: string }>(
       `SELECT action FROM audit_log WHERE action IN ('account.password_reset', 'session.signed_in')
         ORDER BY at, id`,
     );
-    expect(audit.rows.map((r) => r.action)).toEqual([
-      'account.password_reset',
-      'session.signed_in',
-    ]);
+    expect(audit.rows.map((r) => r.action)).toEqual(['account.password_reset']);
   });
 
   it('the operator turns off a lost second factor from the CLI (audited); the password alone then signs in', async () => {
@@ -462,7 +484,10 @@ describe.each(dbEngines)('two-factor sign-in on %s', (engine) => {
       (await b.post('/console/api/login/second-factor', { challenge: c1, code: right })).statusCode,
     ).toBe(200);
     const fresh = json<{ recovery_codes: string[] }>(
-      await b.post('/console/api/two-factor/recovery-codes', { password: PASSWORD }),
+      await b.post('/console/api/two-factor/recovery-codes', {
+        password: PASSWORD,
+        code: codes[0],
+      }),
     ).recovery_codes;
     await b.post('/console/api/two-factor/disable', { password: PASSWORD, code: fresh[0] });
     const text = lines.join('');

@@ -7,11 +7,13 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError, get, onSignedOut, post } from './api';
 import { Loading, Notice } from './components/ui';
+import { takeStreamEndNotice } from './live';
 import { AccountPage } from './pages/account';
 import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
 import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
+import { EndpointsPage } from './pages/endpoints';
 import { EventDetailPage } from './pages/event-detail';
 import { EventsPage } from './pages/events';
 import { KeysPage } from './pages/keys';
@@ -32,6 +34,8 @@ type Boot =
 
 export function App() {
   const [boot, setBoot] = useState<Boot>({ state: 'loading' });
+  // Why the server ended the live stream before this load (removed, signed out, a new role).
+  const [endNotice] = useState(takeStreamEndNotice);
 
   const load = async () => {
     try {
@@ -76,6 +80,7 @@ export function App() {
     return (
       <SignedOut
         config={config}
+        notice={endNotice}
         onSignedIn={(m) => {
           if (location.pathname === `${BASE}/reset`) navigate(`${BASE}/`, true);
           setMe(m);
@@ -86,6 +91,7 @@ export function App() {
   return (
     <AppContext.Provider value={{ config, me, setMe }}>
       <Shell>
+        {endNotice && <Notice tone="info">{endNotice}</Notice>}
         <Routes />
       </Shell>
     </AppContext.Provider>
@@ -94,7 +100,15 @@ export function App() {
 
 const AUTH_PATHS = new Set(['/login', '/signup', '/invite', '/forgot', '/reset']);
 
-function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me) => void }) {
+function SignedOut({
+  config,
+  onSignedIn,
+  notice,
+}: {
+  config: Config;
+  onSignedIn: (me: Me) => void;
+  notice: string | null;
+}) {
   const { path } = useLocation();
   const done = (me: Me) => {
     // After signing in from /login (or sign-up, invite) go to the overview; from any other
@@ -106,7 +120,7 @@ function SignedOut({ config, onSignedIn }: { config: Config; onSignedIn: (me: Me
   if (path === '/forgot') return <ForgotPage config={config} />;
   if (path === '/reset') return <ResetPage onSignedIn={done} />;
   if (path === '/signup' && config.signup === 'open') return <SignupPage onSignedIn={done} />;
-  return <LoginPage config={config} onSignedIn={done} />;
+  return <LoginPage config={config} onSignedIn={done} notice={notice} />;
 }
 
 const NAV: { href: string; label: string; match: (p: string) => boolean; needs?: Role }[] = [
@@ -114,6 +128,7 @@ const NAV: { href: string; label: string; match: (p: string) => boolean; needs?:
   { href: '/events', label: 'Events', match: (p) => p.startsWith('/events') },
   { href: '/dead-letters', label: 'Dead letters', match: (p) => p.startsWith('/dead-letters') },
   { href: '/watches', label: 'Watches', match: (p) => p.startsWith('/watches') },
+  { href: '/endpoints', label: 'Endpoints', match: (p) => p.startsWith('/endpoints') },
   { href: '/keys', label: 'API keys', match: (p) => p.startsWith('/keys') },
   { href: '/members', label: 'Members', match: (p) => p.startsWith('/members') },
   { href: '/account', label: 'Account', match: (p) => p.startsWith('/account') },
@@ -259,6 +274,7 @@ function Routes() {
   const wh = /^\/watches\/([^/]+)\/?$/.exec(path);
   if (wh?.[1]) return <WatchDetailPage watchId={decodeURIComponent(wh[1])} />;
   if (path.startsWith('/watches')) return <WatchesPage />;
+  if (path.startsWith('/endpoints')) return <EndpointsPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/members')) return <MembersPage />;
   if (path.startsWith('/account')) return <AccountPage />;

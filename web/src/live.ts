@@ -22,6 +22,31 @@ export type LiveMode = 'connecting' | 'live' | 'polling';
 type Sub = (c: LiveChange | null) => void;
 
 export const POLL_MS = 5000;
+/** sessionStorage key of the reason the server ended the stream (read once after the reload). */
+const STREAM_END_KEY = 'tw_stream_end';
+
+const END_TEXT: Record<string, string> = {
+  removed: 'You were removed from this account: your sessions ended.',
+  signed_out: 'This session was signed out (here or from another device).',
+  expired: 'Your session expired: sign in again.',
+  role_changed: 'Your role in this account changed: the console now shows what it allows.',
+  two_factor_required: 'This account now requires a second factor: set one up to continue.',
+};
+
+/**
+ * Why the server ended the live stream before this page load, in words, once (then forgotten),
+ * or null.
+ */
+export function takeStreamEndNotice(): string | null {
+  try {
+    const r = sessionStorage.getItem(STREAM_END_KEY);
+    if (r === null) return null;
+    sessionStorage.removeItem(STREAM_END_KEY);
+    return END_TEXT[r] ?? 'The console was signed out by the server.';
+  } catch {
+    return null;
+  }
+}
 const RETRY_MS = 30_000;
 
 const subs = new Set<Sub>();
@@ -83,6 +108,26 @@ function open(): void {
     } catch {
       emit(null);
     }
+  });
+  // The server ended the stream because of its session (issue 27 item 5): removed, signed out,
+  // expired, a new role. The page loads again after saying why (app.tsx shows streamEndNotice).
+  es.addEventListener('end', (e) => {
+    es.close();
+    if (source === es) source = null;
+    let reason = '';
+    try {
+      reason = String(
+        (JSON.parse((e as MessageEvent<string>).data) as { reason?: unknown }).reason,
+      );
+    } catch {
+      reason = '';
+    }
+    try {
+      sessionStorage.setItem(STREAM_END_KEY, reason);
+    } catch {
+      // storage off: the page still loads again
+    }
+    location.reload();
   });
   es.onerror = () => {
     if (es.readyState === EventSource.CLOSED) {

@@ -17,6 +17,8 @@ import type {
   SecondFactorChallenge as ServerSecondFactorChallenge,
   TwoFactorSetup as ServerTwoFactorSetup,
 } from '../../src/console/schemas';
+import type { EndpointHealth as ServerEndpointHealth } from '../../src/endpoints/health';
+import type { Endpoint as ServerEndpoint } from '../../src/endpoints/schema';
 import type {
   DeliveryState,
   Event as ServerEvent,
@@ -33,6 +35,9 @@ import type {
 } from '../../src/watches/schema';
 
 export type Watch = ServerWatch;
+export type Endpoint = ServerEndpoint;
+/** GET /console/api/endpoints: an Endpoint and its last day of attempts (src/endpoints/health.ts). */
+export type EndpointWithHealth = Endpoint & { health: ServerEndpointHealth | null };
 /** GET /console/api/alert-settings (issue 29 item 1). */
 export type AlertSettings = ServerAlertSettings;
 export type AlertChannel = AlertChannelView;
@@ -125,6 +130,14 @@ export interface KeyInfo {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** The most the key may do: never more than its maker's role (issue 27). */
+  role: 'owner' | 'admin' | 'developer' | 'viewer';
+  /** Who made it: a member (their e-mail then) or the operator's CLI. */
+  created_by:
+    | { type: 'user'; user_id: string; email: string | null }
+    | { type: 'cli'; user_id: null; email: null };
+  /** full, or read: GET requests only (and the read-only MCP tools). */
+  scope: 'full' | 'read';
 }
 
 export type WatchListed = WatchWithHealth & { last_event_at: string | null };

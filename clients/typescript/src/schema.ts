@@ -47,6 +47,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List endpoints
+         * @description The caller's endpoints on this network, newest first. Never returns secrets.
+         */
+        get: operations["listEndpoints"];
+        put?: never;
+        /**
+         * Create an endpoint
+         * @description A receiver that many watches share (`endpoint_id` at watch creation): its URL (checked like a watch’s webhook_url), an optional pace (rate limit per second, concurrency cap) and its secret, returned in this answer only.
+         */
+        post: operations["createEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an endpoint */
+        get: operations["getEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an endpoint
+         * @description Refused (409 endpoint_watches_active, `details.watch_count`) while any watch, active or paused, targets it. Deliveries created before its deletion are still delivered and signed with its secret.
+         */
+        delete: operations["deleteEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Edit an endpoint
+         * @description Changes the members given: `url` (checked as at creation; deliveries already created go to it from their next attempt on), `label`, `enabled` (false holds its deliveries in the outbox, no attempt used), `rate_limit_per_second`, `max_concurrency` (null removes a limit).
+         */
+        patch: operations["updateEndpoint"];
+        trace?: never;
+    };
+    "/v1/endpoints/{id}/previous-secret/expire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End an endpoint secret rotation's grace period now */
+        post: operations["expirePreviousEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/endpoints/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an endpoint's secret
+         * @description Issues a new secret, returned once. For the grace period (`grace_period_seconds`, default 24 h) every delivery of every watch on the endpoint is signed with both secrets: `X-Signature` with the new one, `X-Signature-Previous` with the replaced one, and `webhook-signature` lists both `v1,` signatures.
+         */
+        post: operations["rotateEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -295,6 +381,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/watches/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create up to 1,000 watches
+         * @description Each item is a CreateWatch, checked and created on its own in order (the rules, quota and answers of POST /v1/watches); the answer lists each item’s result. The rate limit counts every item as one request: items past the window’s room get 429 rate_limited and are not created.
+         */
+        post: operations["createWatchBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/watches/batch/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete watches by ids or label
+         * @description Deletes each selected watch as DELETE /v1/watches/{id} does.
+         */
+        post: operations["deleteWatchBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/watches/batch/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause watches by ids or label
+         * @description Pauses each selected watch as POST /v1/watches/{id}/pause does.
+         */
+        post: operations["pauseWatchBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/watches/batch/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume watches by ids or label
+         * @description Resumes each selected watch as POST /v1/watches/{id}/resume does (a free quota slot each, else that watch’s 402).
+         */
+        post: operations["resumeWatchBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "transfer.confirmed": {
@@ -405,7 +571,26 @@ export interface components {
             /** @description Pass as `cursor` for the next page of older entries; null on the last page. */
             next_cursor: string | null;
         };
-        /** @description Exactly one of `webhook_url` or `telegram: true` must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean). */
+        /** @description A new endpoint. Unknown members are rejected (400). */
+        CreateEndpoint: {
+            /**
+             * @description Default true.
+             * @default true
+             */
+            enabled?: boolean;
+            /** @description Your name for it, at most 100 characters. */
+            label?: string | null;
+            /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
+            max_concurrency?: number | null;
+            /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
+            rate_limit_per_second?: number | null;
+            /**
+             * Format: uri
+             * @description Public https endpoint (no credentials, no private or reserved address): the rules of a watch’s `webhook_url`.
+             */
+            url: string;
+        };
+        /** @description Exactly one of `webhook_url`, `telegram: true` or `endpoint_id` (additive) must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean). */
         CreateWatch: {
             /** @description TRON address: base58 (starts with `T`) or hex with prefix `41`. */
             address: string;
@@ -416,6 +601,8 @@ export interface components {
              * @enum {string}
              */
             direction?: "incoming" | "outgoing" | "both";
+            /** @description Additive. One target: deliver to this endpoint of yours (`ep_…`, POST /v1/endpoints), signed with its secret; the watch gets no secret of its own. Another account’s or a deleted endpoint gives 404. */
+            endpoint_id?: string | null;
             /** @description Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none). */
             label?: string | null;
             /**
@@ -431,20 +618,145 @@ export interface components {
              */
             webhook_url?: string | null;
         };
+        /** @description Watches to create, in order. Each item is checked and created on its own, like POST /v1/watches: an invalid or refused item never stops the others. */
+        CreateWatchBatch: {
+            /** @description 1 to 1,000 CreateWatch bodies. */
+            items: unknown[];
+        };
+        /** @description A receiver shared by many watches: its URL, secret (never returned but once), pace and on/off. Every delivery of every watch that targets it (`endpoint_id`) is signed with its secret. */
+        Endpoint: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
+            enabled: boolean;
+            /** @description Identifier of the endpoint (`ep_…`). */
+            id: string;
+            /** @description Your name for the endpoint; null: none. */
+            label: string | null;
+            /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
+            max_concurrency: number | null;
+            /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
+            rate_limit_per_second: number | null;
+            /** @description When the current secret was issued by a rotation; null: the one from creation. */
+            secret_rotated_at: string | null;
+            /** @description Where every delivery of its watches is POSTed. */
+            url: string;
+            /** @description Watches (active or paused) that target it. */
+            watch_count: number;
+        };
+        /** @description A new endpoint with its secret (shown once). */
+        EndpointCreated: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
+            enabled: boolean;
+            /** @description Identifier of the endpoint (`ep_…`). */
+            id: string;
+            /** @description Your name for the endpoint; null: none. */
+            label: string | null;
+            /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
+            max_concurrency: number | null;
+            /** @description Free text. */
+            note: string;
+            /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
+            rate_limit_per_second: number | null;
+            /** @description Returned once: the HMAC-SHA256 key of X-Signature (and of `webhook-signature`) for every delivery of every watch on this endpoint. Stored encrypted, never returned again. */
+            secret: string;
+            /** @description When the current secret was issued by a rotation; null: the one from creation. */
+            secret_rotated_at: string | null;
+            /** @description Where every delivery of its watches is POSTed. */
+            url: string;
+            /** @description Watches (active or paused) that target it. */
+            watch_count: number;
+        };
+        /** @description The caller's endpoints on this network, newest first. */
+        EndpointList: {
+            data: components["schemas"]["Endpoint"][];
+        };
+        /** @description The endpoint after a rotation, with its new secret (shown once). */
+        EndpointSecretRotated: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
+            enabled: boolean;
+            /** @description Identifier of the endpoint (`ep_…`). */
+            id: string;
+            /** @description Your name for the endpoint; null: none. */
+            label: string | null;
+            /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
+            max_concurrency: number | null;
+            /** @description Free text. */
+            note: string;
+            /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
+            rate_limit_per_second: number | null;
+            /** @description The new secret. Returned once: the HMAC-SHA256 key of X-Signature (and of `webhook-signature`) for every delivery of every watch on this endpoint. Stored encrypted, never returned again. */
+            secret: string;
+            /** @description When the current secret was issued by a rotation; null: the one from creation. */
+            secret_rotated_at: string | null;
+            /** @description Where every delivery of its watches is POSTed. */
+            url: string;
+            /** @description Watches (active or paused) that target it. */
+            watch_count: number;
+        };
+        /** @description A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries. */
+        EndpointWatchCreated: {
+            /** @description TRON address as registered. */
+            address: string;
+            /** @enum {string} */
+            asset_filter: "USDT" | "TRX" | "ALL";
+            /** @description Additive. When tronwatch paused the watch automatically; null otherwise. */
+            auto_paused_at: string | null;
+            /** @enum {string} */
+            channel: "webhook";
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            direction: "incoming" | "outgoing" | "both";
+            /** @description The endpoint (`ep_…`) whose secret signs every delivery of this watch. */
+            endpoint_id: string;
+            /** @description Identifier of the watch (`wh_…`). */
+            id: string;
+            /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
+            label: string | null;
+            /** @description Free text. */
+            note?: string;
+            /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
+            paused_reason: string | null;
+            /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
+            previous_secret_expires_at: string | null;
+            /** @description Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch. */
+            secret_rotated_at: string | null;
+            /**
+             * @description PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.
+             * @enum {string}
+             */
+            status: "ACTIVE" | "PAUSED";
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
+            webhook_url: string | null;
+        };
         /** @description Every error answer (SPEC §Error body). */
         ErrorBody: {
             /**
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
-            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
                  * Format: date-time
                  * @description When the key was revoked.
                  */
                 revoked_at: string;
+            } | {
+                /** @description Watches (active or paused) that still target the endpoint. */
+                watch_count: number;
             };
             /** @description Human-readable message. */
             error: string;
@@ -691,14 +1003,17 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state";
-            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. */
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
                  * Format: date-time
                  * @description When the key was revoked.
                  */
                 revoked_at: string;
+            } | {
+                /** @description Watches (active or paused) that still target the endpoint. */
+                watch_count: number;
             };
             /** @description Human-readable message. */
             error: string;
@@ -713,6 +1028,14 @@ export interface components {
             };
             /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
             watch_id?: string;
+        };
+        /** @description Optional body of an endpoint secret rotation. */
+        RotateEndpointSecret: {
+            /**
+             * @description How long the replaced secret keeps signing beside the new one, seconds (default 86400 = 24 h, at most 604800 = 7 days; 0 = stop at once).
+             * @default 86400
+             */
+            grace_period_seconds?: number;
         };
         /** @description Optional body of a secret rotation. Unknown members are rejected. */
         RotateSecret: {
@@ -745,6 +1068,8 @@ export interface components {
             created_at: string;
             /** @enum {string} */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`. */
+            endpoint_id: string | null;
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
@@ -764,7 +1089,7 @@ export interface components {
              * @enum {string}
              */
             status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
             webhook_url: string | null;
         };
         /** @description How far tronwatch has looked at the chain. */
@@ -811,6 +1136,8 @@ export interface components {
             created_at: string;
             /** @enum {string} */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`. */
+            endpoint_id: string | null;
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
@@ -828,7 +1155,7 @@ export interface components {
              * @enum {string}
              */
             status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
             webhook_url: string | null;
         };
         /** @description A test delivery (webhook.test), sent by "Send test event": signed like a real delivery, never a transfer, never stored. */
@@ -919,8 +1246,26 @@ export interface components {
             tx_id: string;
             watch_id: string;
         };
+        /** @description The members to change; members left out stay as they are. The secret changes only by rotation. */
+        UpdateEndpoint: {
+            /** @description False holds its deliveries in the outbox; true resumes them. */
+            enabled?: boolean;
+            /** @description Your name for it; null or empty removes it. */
+            label?: string | null;
+            /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
+            max_concurrency?: number | null;
+            /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
+            rate_limit_per_second?: number | null;
+            /**
+             * Format: uri
+             * @description Public https endpoint (no credentials, no private or reserved address): the rules of a watch’s `webhook_url`.
+             */
+            url?: string;
+        };
         /** @description The members to change; members left out stay as they are. Unknown members are rejected (the address, assets, direction and channel are the watch's identity: create another watch to change them). */
         UpdateWatch: {
+            /** @description Additive. Move a webhook watch onto this endpoint of yours (`ep_…`): its own URL and secret are dropped, and its deliveries, pending ones included, go to the endpoint signed with its secret from their next attempt on. A watch already on an endpoint moves to another one. Not with `webhook_url`. */
+            endpoint_id?: string;
             /** @description Your name for the watch, at most 100 characters; null or empty removes it. */
             label?: string | null;
             /**
@@ -943,6 +1288,8 @@ export interface components {
             created_at: string;
             /** @enum {string} */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`. */
+            endpoint_id: string | null;
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
@@ -958,11 +1305,42 @@ export interface components {
              * @enum {string}
              */
             status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
             webhook_url: string | null;
         };
-        /** @description A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook`. */
-        WatchCreated: components["schemas"]["WebhookWatchCreated"] | components["schemas"]["TelegramWatchCreated"];
+        /** @description What happened to each selected watch. */
+        WatchActionResult: {
+            failed: number;
+            /** @description One per selected watch, in order. */
+            results: {
+                /** @description The item's error body, as POST /v1/watches would have answered it alone (SPEC §Error body: `error`, `code`, `details`, and `usage` for quota_exceeded, `watch_id` for a duplicate). */
+                error?: unknown;
+                id: string;
+                /** @description 200 (paused or resumed), 204 (deleted), or the error status (404 not yours or missing, 402 quota_exceeded on resume). */
+                status: number;
+                watch?: components["schemas"]["Watch"];
+            }[];
+            succeeded: number;
+        };
+        /** @description What happened to each item. Secrets of created webhook watches are in this answer only. */
+        WatchBatchResult: {
+            /** @description Items created. */
+            created: number;
+            /** @description Items not created. */
+            failed: number;
+            /** @description One per item, in order. */
+            results: {
+                /** @description The item's error body, as POST /v1/watches would have answered it alone (SPEC §Error body: `error`, `code`, `details`, and `usage` for quota_exceeded, `watch_id` for a duplicate). */
+                error?: unknown;
+                /** @description Position of the item in `items`. */
+                index: number;
+                /** @description 201: created. Otherwise the status the item alone would have got (400, 402 quota_exceeded, 404 endpoint, 409 duplicate, 429 rate_limited: every later item too). */
+                status: number;
+                watch?: components["schemas"]["WatchCreated"];
+            }[];
+        };
+        /** @description A Watch plus its secret, shown once (SPEC §WatchCreated): `secret` is present exactly when `channel` is `webhook` and `endpoint_id` is null (a watch on an endpoint is signed with the endpoint’s secret). */
+        WatchCreated: components["schemas"]["WebhookWatchCreated"] | components["schemas"]["EndpointWatchCreated"] | components["schemas"]["TelegramWatchCreated"];
         /** @description A webhook watch's endpoint health. */
         WatchHealth: {
             /** @description Open while deliveries keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise. */
@@ -1008,6 +1386,13 @@ export interface components {
         WatchList: {
             data: components["schemas"]["WatchWithHealth"][];
         };
+        /** @description Exactly one of `ids` or `label`. */
+        WatchSelection: {
+            /** @description Watch ids (`wh_…`), 1 to 1,000. */
+            ids?: string[];
+            /** @description Every live watch carrying exactly this label (at most 10,000). */
+            label?: string;
+        };
         /** @description A Watch and its endpoint health (GET /v1/watches). */
         WatchWithHealth: {
             /** @description TRON address as registered. */
@@ -1022,6 +1407,8 @@ export interface components {
             created_at: string;
             /** @enum {string} */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`. */
+            endpoint_id: string | null;
             /** @description Additive. The endpoint health of a webhook watch; null for a Telegram watch. */
             health: components["schemas"]["WatchHealth"] | null;
             /** @description Identifier of the watch (`wh_…`). */
@@ -1039,7 +1426,7 @@ export interface components {
              * @enum {string}
              */
             status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
             webhook_url: string | null;
         };
         /** @description A webhook watch just created, with its secret. */
@@ -1056,6 +1443,8 @@ export interface components {
             created_at: string;
             /** @enum {string} */
             direction: "incoming" | "outgoing" | "both";
+            /** @description Additive. The endpoint (`ep_…`) its deliveries go to, signed with the endpoint’s secret; null: its own webhook_url (and secret), or Telegram. Channel `webhook`. */
+            endpoint_id: string | null;
             /** @description Identifier of the watch (`wh_…`). */
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
@@ -1075,7 +1464,7 @@ export interface components {
              * @enum {string}
              */
             status: "ACTIVE" | "PAUSED";
-            /** @description Null when the channel is `telegram`. */
+            /** @description Null when the channel is `telegram`, or when the watch delivers to an endpoint. */
             webhook_url: string | null;
         };
     };
@@ -1183,8 +1572,783 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    listEndpoints: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointList"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateEndpoint"];
+            };
+        };
+        responses: {
+            /** @description Created. The secret is in this answer only. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointCreated"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    getEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Endpoint"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. No body. */
+            204: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description endpoint_watches_active: watches still target it (`details.watch_count`). */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    updateEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEndpoint"];
+            };
+        };
+        responses: {
+            /** @description The endpoint after the change. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Endpoint"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    expirePreviousEndpointSecret: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint after the change. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Endpoint"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rotateEndpointSecret: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateEndpointSecret"];
+            };
+        };
+        responses: {
+            /** @description Rotated. The new secret is in this answer only. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointSecretRotated"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
@@ -1275,7 +2439,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1360,7 +2524,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1459,7 +2623,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1585,7 +2749,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1667,7 +2831,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1764,8 +2928,19 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Additive: `endpoint_id` names no endpoint of the caller (missing, deleted, or not yours). */
+            404: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
@@ -1893,7 +3068,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2015,7 +3190,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2134,7 +3309,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2230,7 +3405,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2348,7 +3523,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2477,7 +3652,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2610,7 +3785,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2730,7 +3905,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. */
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2780,6 +3955,438 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying. */
                     "Retry-After": number;
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createWatchBatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWatchBatch"];
+            };
+        };
+        responses: {
+            /** @description One result per item. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WatchBatchResult"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    deleteWatchBatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WatchSelection"];
+            };
+        };
+        responses: {
+            /** @description One result per selected watch. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WatchActionResult"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pauseWatchBatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WatchSelection"];
+            };
+        };
+        responses: {
+            /** @description One result per selected watch. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WatchActionResult"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    resumeWatchBatch: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WatchSelection"];
+            };
+        };
+        responses: {
+            /** @description One result per selected watch. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WatchActionResult"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     [name: string]: unknown;

@@ -51,6 +51,8 @@ export function auditRoutes(app: App, deps: AppDeps): void {
   app.get(
     '/v1/audit',
     {
+      // Admin-only, as in the console (issue 27 item 2): it names every member and address.
+      config: { keyRole: 'admin' },
       preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
       schema: {
         operationId: 'listAuditLog',

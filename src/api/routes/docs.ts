@@ -39,6 +39,10 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
       },
       tags: [
         { name: 'watches', description: 'Addresses to watch and where to notify.' },
+        {
+          name: 'endpoints',
+          description: 'Receivers shared by many watches: one URL, one secret, one pace.',
+        },
         { name: 'events', description: 'Matched transfers and their delivery state.' },
         { name: 'audit', description: 'Who changed what in the account, and when.' },
         { name: 'health', description: 'Service health.' },

@@ -28,9 +28,14 @@ import type { Queryable } from '../../db/pool.js';
 import { EXPLAIN_REASONS, explainTransaction } from '../../ingest/explain.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import { type HealthWindowName, healthSeries, healthSummaries } from '../../watches/health.js';
-import { expirePreviousSecret, rotateWatchSecret } from '../../watches/rotate-secret.js';
+import {
+  DEFAULT_GRACE_SECONDS,
+  expirePreviousSecret,
+  rotateWatchSecret,
+} from '../../watches/rotate-secret.js';
 import {
   CreateWatchSchema,
+  EndpointWatchCreatedSchema,
   healthSchemas,
   RotateSecretSchema,
   SecretRotatedSchema,
@@ -160,6 +165,7 @@ export const watchSchemas = [
   WatchHealthSeriesSchema,
   WatchSchema,
   WebhookWatchCreatedSchema,
+  EndpointWatchCreatedSchema,
   TelegramWatchCreatedSchema,
   WatchCreatedSchema,
   CreateWatchSchema,
@@ -194,6 +200,9 @@ export function watchRoutes(app: App, deps: AppDeps): void {
             description: 'quota_exceeded: the plan allows no more active watches on this network.',
             headers: { ...RATE_LIMIT_HEADERS },
           }),
+          404: errorResponse(
+            'Additive: `endpoint_id` names no endpoint of the caller (missing, deleted, or not yours).',
+          ),
           409: errorResponse(
             'Duplicate watch (same address, asset_filter, direction and channel).',
           ),
@@ -630,24 +639,27 @@ export async function rotateSecretAnswer(
   graceSeconds: number | undefined,
 ): Promise<ReturnType<typeof secretRotatedView>> {
   if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-  const r = await rotateWatchSecret(
-    deps.db,
-    deps.secrets,
-    accountId,
-    network,
-    id,
-    ...(graceSeconds !== undefined ? [graceSeconds] : []),
-  );
+  const audit = auditContextOf(request);
+  const grace = graceSeconds ?? DEFAULT_GRACE_SECONDS;
+  // The rotation and its audit entry commit together (issue 27 item 6).
+  const r = await deps.db.transaction(async (tx) => {
+    const rotated = await rotateWatchSecret(tx, deps.secrets, accountId, network, id, grace);
+    if (rotated) {
+      await recordAudit(tx, audit, {
+        action: 'watch.secret_rotated',
+        targetId: id,
+        detail: {
+          grace_period_seconds: grace,
+          previous_secret_expires_at:
+            rotated.watch.previous_secret_expires_at?.toISOString() ?? null,
+        },
+      });
+    }
+    return rotated;
+  });
   if (!r) throw new ApiError(404, 'watch not found');
   // Never log the answer: it holds the secret.
   request.log.info({ watch_id: id, account_id: accountId }, 'watch secret rotated');
-  await recordAudit(deps.db, auditContextOf(request), {
-    action: 'watch.secret_rotated',
-    targetId: id,
-    detail: {
-      previous_secret_expires_at: r.watch.previous_secret_expires_at?.toISOString() ?? null,
-    },
-  });
   return secretRotatedView(r.watch, r.secret);
 }
 
@@ -662,15 +674,32 @@ export async function expirePreviousSecretAnswer(
   network: string,
   id: string,
 ): Promise<ReturnType<typeof watchView>> {
-  const watch = isId(id, 'wh')
-    ? await expirePreviousSecret(deps.db, accountId, network, id)
-    : undefined;
+  const audit = auditContextOf(request);
+  // The change and its audit entry commit together (issue 27 item 6); the entry says when the
+  // grace period was to end.
+  const watch = !isId(id, 'wh')
+    ? undefined
+    : await deps.db.transaction(async (tx) => {
+        const { rows } = await tx.query<{ previous_secret_expires_at: Date | null }>(
+          `SELECT previous_secret_expires_at FROM watches
+            WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL FOR UPDATE`,
+          [id, accountId, network],
+        );
+        const w = await expirePreviousSecret(tx, accountId, network, id);
+        if (w) {
+          await recordAudit(tx, audit, {
+            action: 'watch.previous_secret_expired',
+            targetId: id,
+            detail: {
+              previous_grace_ends_at: rows[0]?.previous_secret_expires_at?.toISOString() ?? null,
+              grace_ends_at: null,
+            },
+          });
+        }
+        return w;
+      });
   if (!watch) throw new ApiError(404, 'watch not found');
   request.log.info({ watch_id: id, account_id: accountId }, 'previous secret expired');
-  await recordAudit(deps.db, auditContextOf(request), {
-    action: 'watch.previous_secret_expired',
-    targetId: id,
-  });
   return watchView(watch);
 }
 
@@ -687,15 +716,41 @@ export async function updateWatchAnswer(
   id: string,
   body: UpdateWatchBody,
 ): Promise<ReturnType<typeof watchView>> {
+  const audit = auditContextOf(request);
+  // The change and its audit entry commit together (issue 27 item 6), with the label's and the
+  // webhook host's before and after (issue 29 item 2): the host only, never a path, query or
+  // credentials of a URL.
   const watch = isId(id, 'wh')
-    ? await updateWatchFromRequest(deps, accountId, network, id, body)
+    ? await updateWatchFromRequest(deps, accountId, network, id, body, (tx, before, after) =>
+        recordAudit(tx, audit, {
+          action: 'watch.updated',
+          targetId: id,
+          detail: {
+            changed: Object.keys(body).sort().join(','),
+            ...(body.label !== undefined
+              ? { previous_label: before.label, label: after.label }
+              : {}),
+            ...(typeof body.webhook_url === 'string'
+              ? {
+                  previous_webhook_host: hostOf(before.webhook_url),
+                  webhook_host: hostOf(after.webhook_url),
+                }
+              : {}),
+          },
+        }),
+      )
     : undefined;
   if (!watch) throw new ApiError(404, 'watch not found');
   request.log.info({ watch_id: id, account_id: accountId }, 'watch updated');
-  await recordAudit(deps.db, auditContextOf(request), {
-    action: 'watch.updated',
-    targetId: id,
-    detail: { changed: Object.keys(body).sort().join(',') },
-  });
   return watchView(watch);
+}
+
+/** The host (and port) of a webhook URL, never its path, query or credentials; null if none. */
+function hostOf(url: string | null): string | null {
+  if (url === null) return null;
+  try {
+    return new URL(url).host;
+  } catch {
+    return null;
+  }
 }

@@ -45,21 +45,29 @@ import {
 } from '../../accounts/accounts.js';
 import {
   createPasswordReset,
+  inviteInfo,
   inviteUsable,
+  linkTokenHash,
   passwordHashByEmail,
   passwordHashById,
   RESET_TTL_SECONDS,
   resetUsable,
+  resetUser,
+  setFirstPassword,
   setPasswordHash,
   useInvite,
-  useReset,
+  useResetByHash,
 } from '../../accounts/credentials.js';
 import { limitsFor } from '../../accounts/plans.js';
 import {
   CHALLENGE_TTL_SECONDS,
+  clearCodeFailures,
+  codeLockedUntil,
   failLoginChallenge,
   findLoginChallenge,
   openLoginChallenge,
+  type PendingReset,
+  type SecondFactorInfo,
   twoFactorEnabled,
   twoFactorState,
   useLoginChallenge,
@@ -76,6 +84,7 @@ import { auditContextOf } from '../../audit/actor.js';
 import { type AuditAction, recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
+import type { Queryable } from '../../db/pool.js';
 import { passwordResetMessage } from '../../mail/messages.js';
 import {
   clearSessionCookies,
@@ -97,6 +106,7 @@ import {
   CredentialsBody,
   IdParams,
   InviteAcceptBody,
+  InviteQuery,
   LoginBody,
   type Me,
   PasswordChangeBody,
@@ -106,7 +116,7 @@ import {
   type SecondFactorChallenge,
 } from '../schemas.js';
 import { listSessions, openSession, revokeOtherSessions, revokeSession } from '../sessions.js';
-import { sendSecurityNotice } from './security.js';
+import { codeLockedError, noteCodeFailure, sendSecurityNotice } from './security.js';
 
 const hide = { hide: true } as const;
 
@@ -154,8 +164,11 @@ async function signIn(
   status: number,
   action: AuditAction,
   detail: Record<string, unknown> = {},
+  change?: (tx: Queryable) => Promise<Record<string, unknown>>,
 ): Promise<Me> {
   const opened = await deps.db.transaction(async (tx) => {
+    // The change the sign-in completes (an invitation's password, a reset) commits with it.
+    const more = change ? await change(tx) : {};
     const o = await openSession(tx, {
       userId,
       ttlSeconds: deps.config.console.sessionTtlSeconds,
@@ -169,7 +182,11 @@ async function signIn(
         userId,
         sessionId: o.session.id,
       }),
-      { action, targetId: o.session.id, detail: { user_agent: o.session.user_agent, ...detail } },
+      {
+        action,
+        targetId: o.session.id,
+        detail: { user_agent: o.session.user_agent, ...detail, ...more },
+      },
     );
     return o;
   });
@@ -183,31 +200,20 @@ async function signIn(
 }
 
 /**
- * After a right password (login, invitation, reset): sign in, or, when the user has a second
- * factor, open the code step instead (two-factor.ts): the page then posts the code with the
- * challenge to POST /console/api/login/second-factor. No session exists before the code.
+ * After a right password (login) or a reset link: sign in, or, when the user has a second factor,
+ * open the code step instead (two-factor.ts): the page then posts the code with the challenge to
+ * POST /console/api/login/second-factor. No session exists before the code, and a reset changes
+ * nothing before it either (`reset`: the password and sessions change only with the code).
  */
 async function signInOrChallenge(
   deps: AppDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   userId: string,
-  status: number,
-  action: AuditAction,
+  reset?: PendingReset,
 ): Promise<Me | SecondFactorChallenge> {
   if (await twoFactorEnabled(deps.db, userId)) {
-    const challenge = await openLoginChallenge(deps.db, userId);
-    // An invitation accepted or a password reset happened whether or not the code follows: its
-    // entry is written now (the sign-in, if the code is right, gets its own).
-    if (action !== 'session.signed_in') {
-      const u = await findUserById(deps.db, userId);
-      if (u) {
-        await recordAudit(deps.db, auditContextOf(request, { accountId: u.account_id, userId }), {
-          action,
-          detail: { second_factor_required: true },
-        });
-      }
-    }
+    const challenge = await openLoginChallenge(deps.db, userId, reset);
     reply.code(200);
     return {
       second_factor_required: true,
@@ -215,8 +221,56 @@ async function signInOrChallenge(
       expires_in_seconds: CHALLENGE_TTL_SECONDS,
     };
   }
-  return signIn(deps, request, reply, userId, status, action);
+  if (reset) return completeReset(deps, request, reply, userId, reset, {});
+  return signIn(deps, request, reply, userId, 200, 'session.signed_in');
 }
+
+/**
+ * A password reset, done: in one transaction the reset link is used up (refused when it was
+ * used, cancelled or expired meanwhile: 400 invalid_reset), the password set (which cancels every
+ * other link), every session of the user revoked, and a new one opened with its audit entry. The
+ * user is e-mailed that their password changed.
+ */
+async function completeReset(
+  deps: AppDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  userId: string,
+  reset: PendingReset,
+  detail: Record<string, unknown>,
+): Promise<Me> {
+  const out = await signIn(
+    deps,
+    request,
+    reply,
+    userId,
+    200,
+    'account.password_reset',
+    detail,
+    async (tx) => {
+      if ((await useResetByHash(tx, reset.resetTokenHash)) !== userId) throw invalidReset();
+      await setPasswordHash(tx, userId, reset.passwordHash);
+      // Every session of the user ends: whoever knew the old password is out.
+      const revoked = await revokeOtherSessions(tx, userId, undefined);
+      request.log.info({ user_id: userId, revoked_sessions: revoked }, 'password reset');
+      return { revoked_sessions: revoked };
+    },
+  );
+  sendSecurityNotice(deps, out.user.email, 'password_reset', request.ip);
+  return out;
+}
+
+const invalidReset = () =>
+  ApiError.coded(
+    'invalid_reset',
+    'this reset link is unknown, already used or expired: ask for a new one',
+  );
+
+const invalidInvite = () =>
+  ApiError.coded(
+    'invalid_invite',
+    'this invitation link is unknown, already used or expired: ask for a new one',
+  );
 
 /** Register the account routes. */
 export function accountRoutes(app: App, deps: AppDeps): void {
@@ -338,7 +392,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
             : { attempts_left: info.remaining, window_seconds: LOGIN_WINDOW_MS / 1000 },
         );
       }
-      return signInOrChallenge(deps, request, reply, userId, 200, 'session.signed_in');
+      return signInOrChallenge(deps, request, reply, userId);
     },
   );
 
@@ -354,7 +408,12 @@ export function accountRoutes(app: App, deps: AppDeps): void {
           'this sign-in step expired or took too many wrong codes: sign in again',
         );
       }
+      // The user's code step is locked after too many wrong codes from any address (issue 27
+      // item 3): every code is refused until the lock ends, a right one included.
+      const lockedUntil = await codeLockedUntil(deps.db, found.userId);
+      if (lockedUntil) throw codeLockedError(lockedUntil);
       const info: AttemptInfo = {};
+      const sf: SecondFactorInfo = {};
       let kind: 'totp' | 'recovery_code' | false = false;
       // A wrong code counts as a failed sign-in in the login's windows (login-limits.ts), under
       // the user's e-mail, before it is checked.
@@ -363,7 +422,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         request.ip,
         found.email,
         async () => {
-          kind = await verifySecondFactor(deps.db, deps.secrets, found.userId, code);
+          kind = await verifySecondFactor(deps.db, deps.secrets, found.userId, code, undefined, sf);
           return kind !== false;
         },
         info,
@@ -374,16 +433,23 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         request.log.info({ client_ip: request.ip }, 'console second factor failed');
         await recordAudit(deps.db, audit, {
           action: 'session.sign_in_failed',
-          detail: { reason: 'wrong_code' },
+          detail: { reason: sf.reused ? 'code_already_used' : 'wrong_code' },
         });
-        const attemptsLeft = Math.min(left, info.remaining ?? left);
+        const failure = await noteCodeFailure(deps, request, found);
+        const attemptsLeft = Math.min(left, info.remaining ?? left, failure.left);
         throw ApiError.coded(
           'invalid_code',
-          attemptsLeft === 0
-            ? 'wrong code, and no tries are left for this sign-in: sign in again'
-            : 'wrong code: type the 6 digits your authenticator app shows now, or a recovery code',
+          sf.reused
+            ? 'this code was already used: wait for the next code your authenticator app shows'
+            : attemptsLeft === 0
+              ? 'wrong code, and no tries are left for this sign-in: sign in again'
+              : 'wrong code: type the 6 digits your authenticator app shows now, or a recovery code',
           undefined,
-          { attempts_left: attemptsLeft, window_seconds: LOGIN_WINDOW_MS / 1000 },
+          {
+            attempts_left: attemptsLeft,
+            window_seconds: LOGIN_WINDOW_MS / 1000,
+            ...(sf.reused ? { reason: 'code_already_used' } : {}),
+          },
         );
       }
       if (!(await useLoginChallenge(deps.db, challenge))) {
@@ -392,9 +458,15 @@ export function accountRoutes(app: App, deps: AppDeps): void {
           'this sign-in step was already used: sign in again',
         );
       }
+      await clearCodeFailures(deps.db, found.userId);
       if (kind === 'recovery_code') {
         await recordAudit(deps.db, audit, { action: 'two_factor.recovery_code_used' });
         sendSecurityNotice(deps, found.email, 'recovery_code_used', request.ip);
+      }
+      if (found.reset) {
+        return completeReset(deps, request, reply, found.userId, found.reset, {
+          second_factor: kind,
+        });
       }
       return signIn(deps, request, reply, found.userId, 200, 'session.signed_in', {
         second_factor: kind,
@@ -427,24 +499,54 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       const usable = await countInviteAttempt(deps.rateLimiter, request.ip, () =>
         inviteUsable(deps.db, request.body.token),
       );
-      if (!usable) {
-        throw ApiError.coded(
-          'invalid_invite',
-          'this invitation link is unknown, already used or expired: ask for a new one',
-        );
-      }
+      if (!usable) throw invalidInvite();
+      const info = await inviteInfo(deps.db, request.body.token);
+      const invited = info && (await findUserByEmail(deps.db, info.email));
+      if (!invited) throw invalidInvite();
       const hash = await hashPassword(request.body.password);
-      const userId = await useInvite(deps.db, request.body.token);
-      if (!userId) {
-        throw ApiError.coded(
-          'invalid_invite',
-          'this invitation link is unknown, already used or expired: ask for a new one',
-        );
-      }
-      await setPasswordHash(deps.db, userId, hash);
-      // Whoever held the user's sessions before the password was (re)set loses them.
-      await revokeOtherSessions(deps.db, userId, undefined);
-      return signInOrChallenge(deps, request, reply, userId, 200, 'account.invite_accepted');
+      // The link is used and the password set in one transaction with the session, and only for
+      // a user who has not joined (credentials.ts): an invitation never sets a joined user's
+      // password, so an old link cannot take a login over (issue 27 item 1).
+      return signIn(
+        deps,
+        request,
+        reply,
+        invited.id,
+        200,
+        'account.invite_accepted',
+        {},
+        async (tx) => {
+          const userId = await useInvite(tx, request.body.token);
+          if (userId !== invited.id || !(await setFirstPassword(tx, userId, hash))) {
+            throw invalidInvite();
+          }
+          return {};
+        },
+      );
+    },
+  );
+
+  app.get(
+    '/console/api/invite',
+    { config: { consolePublic: true }, schema: { ...hide, querystring: InviteQuery } },
+    async (request) => {
+      // What the invitation page shows before the password is chosen (issue 29): who invited
+      // whom, to which account, with which role. Counted like a wrong token when unknown.
+      const token = request.query.token;
+      let info: Awaited<ReturnType<typeof inviteInfo>>;
+      await countInviteAttempt(deps.rateLimiter, request.ip, async () => {
+        info = await inviteInfo(deps.db, token);
+        return info !== undefined;
+      });
+      const found = info;
+      if (!found) throw invalidInvite();
+      return {
+        email: found.email,
+        role: found.role,
+        account_email: found.account_email,
+        invited_by: found.invited_by,
+        expires_at: found.expires_at.toISOString(),
+      };
     },
   );
 
@@ -479,6 +581,7 @@ export function accountRoutes(app: App, deps: AppDeps): void {
         { account_id: ctx.accountId, user_id: ctx.userId, revoked_sessions: revoked },
         'password changed',
       );
+      sendSecurityNotice(deps, user.email, 'password_changed', request.ip);
       return { revoked_sessions: revoked };
     },
   );
@@ -579,25 +682,20 @@ export function accountRoutes(app: App, deps: AppDeps): void {
     '/console/api/password-reset/confirm',
     { config: { consolePublic: true }, schema: { ...hide, body: ResetConfirmBody } },
     async (request, reply) => {
-      const invalid = () =>
-        ApiError.coded(
-          'invalid_reset',
-          'this reset link is unknown, already used or expired: ask for a new one',
-        );
       // A wrong token counts against the client address, before any hashing (login-limits.ts).
       const usable = await countResetAttempt(deps.rateLimiter, request.ip, () =>
         resetUsable(deps.db, request.body.token),
       );
-      if (!usable) throw invalid();
+      if (!usable) throw invalidReset();
       const hash = await hashPassword(request.body.password);
-      const userId = await useReset(deps.db, request.body.token);
-      if (!userId) throw invalid();
-      await setPasswordHash(deps.db, userId, hash);
-      // Every session of the user ends: whoever knew the old password is out.
-      const revoked = await revokeOtherSessions(deps.db, userId, undefined);
-      request.log.info({ user_id: userId, revoked_sessions: revoked }, 'password reset');
-      // A reset proves the mailbox, not the second factor: a user who has one still types a code.
-      return signInOrChallenge(deps, request, reply, userId, 200, 'account.password_reset');
+      const userId = await resetUser(deps.db, request.body.token);
+      if (!userId) throw invalidReset();
+      // A reset proves the mailbox, not the second factor: a user who has one types a code, and
+      // nothing (password, sessions, the link) changes before it is right (issue 27 item 1).
+      return signInOrChallenge(deps, request, reply, userId, {
+        passwordHash: hash,
+        resetTokenHash: linkTokenHash(request.body.token),
+      });
     },
   );
 }

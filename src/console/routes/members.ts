@@ -5,10 +5,10 @@
  * owner, nobody grants more than they hold, the last owner stays).
  *
  *   GET    /console/api/members             → { data: Member[] }                       (viewer)
- *   POST   /console/api/members             → 201 InviteResult | 409 email_taken         (admin)
- *   POST   /console/api/members/{id}/invite → InviteResult | 404 | 409 (already joined)  (admin)
- *   POST   /console/api/members/{id}/role   → Member | 403 insufficient_role | 409 last_owner
- *   DELETE /console/api/members/{id}        → 204 | 403 insufficient_role | 409 last_owner
+ *   POST   /console/api/members             → 201 InviteResult | 409 email_taken (a member already) | 429 (admin)
+ *   POST   /console/api/members/{id}/invite → InviteResult | 404 | 409 (already joined) | 429  (admin)
+ *   POST   /console/api/members/{id}/role   → Member & { keys_narrowed } | 403 insufficient_role | 409 last_owner
+ *   DELETE /console/api/members/{id}        → 200 { keys_revoked } | 403 insufficient_role | 409 last_owner
  *   PUT    /console/api/members/me/alerts   → Member (the signed-in user)               (viewer)
  *
  * Alert e-mails (issue 19 item 2, src/watches/alert-mail.ts) are each member's own choice: the
@@ -18,17 +18,32 @@
  * role or leave; acting on someone else needs admin (owner for an owner), checked by the domain.
  * An invitation goes by e-mail when SMTP_URL is set (the link is then never shown); when e-mail is
  * off, the answer carries the link for the admin to pass on. A removed member's sessions end at
- * once (deleted with the user). Audit hook: the lead records member actions here after merge.
+ * once (deleted with the user), and so do their live streams (src/console/routes/live.ts).
+ *
+ * Issue 27: a role change or removal, the member's links cancelled, their keys narrowed or
+ * revoked and every audit entry commit together (src/accounts/membership.ts); the answer lists
+ * the keys so the page tells the owner. Inviting an address that already has a user (of another
+ * account) answers as any invitation, and that user is e-mailed instead; invitations are limited
+ * per account (INVITES_PER_ACCOUNT) and per client address (INVITES_PER_ADDRESS) per hour.
  */
+import { randomBytes } from 'node:crypto';
 import { AccountInputError, findAccountById } from '../../accounts/accounts.js';
 import { createInvite, INVITE_TTL_SECONDS } from '../../accounts/credentials.js';
 import {
-  changeRole,
-  createUser,
+  changeMemberRole,
+  findDecoy,
+  inviteMember,
+  listDecoys,
+  removeDecoy,
+  removeMember,
+  setDecoyRole,
+} from '../../accounts/membership.js';
+import {
+  findUserByEmail,
   findUserById,
   listUsers,
   MemberError,
-  removeUser,
+  roleAtLeast,
   setAlertEmails,
   type UserRow,
 } from '../../accounts/users.js';
@@ -37,7 +52,8 @@ import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
-import { inviteMessage } from '../../mail/messages.js';
+import { inviteExistingMessage, inviteMessage } from '../../mail/messages.js';
+import { clientAddressKey } from '../../rate-limit/limiter.js';
 import { type ConsoleContext, clearSessionCookies, requireSession } from '../guard.js';
 import {
   IdParams,
@@ -49,6 +65,12 @@ import {
 } from '../schemas.js';
 
 const hide = { hide: true } as const;
+
+/** Invitations (new or sent again) per account per hour. */
+export const INVITES_PER_ACCOUNT = 20;
+/** Invitations per client address per hour, whatever the account. */
+export const INVITES_PER_ADDRESS = 20;
+const INVITE_WINDOW_MS = 60 * 60_000;
 
 function memberView(u: UserRow, ctx: ConsoleContext): Member {
   return {
@@ -78,22 +100,58 @@ function memberError(err: unknown): unknown {
 }
 
 export function memberRoutes(app: App, deps: AppDeps): void {
-  /** Make an invitation link for `user`, e-mail it when e-mail is on. */
-  async function invite(user: UserRow, ctx: ConsoleContext): Promise<InviteResult> {
-    const token = await createInvite(deps.db, user.id);
-    const link = `${deps.config.console.publicUrl}/console/invite#token=${token}`;
+  /**
+   * Count an invitation against the account's and the client's hourly windows.
+   * @throws ApiError 429 rate_limited with Retry-After.
+   */
+  async function countInvitation(ip: string, accountId: string): Promise<void> {
+    for (const [id, limit] of [
+      [`invite-acc:${accountId}`, INVITES_PER_ACCOUNT],
+      [`invite-new-ip:${clientAddressKey(ip)}`, INVITES_PER_ADDRESS],
+    ] as const) {
+      const r = await deps.rateLimiter.hit(id, limit, undefined, INVITE_WINDOW_MS);
+      if (!r.allowed) {
+        throw new ApiError(
+          429,
+          `too many invitations: try again in ${r.retryAfterSeconds} s`,
+          'rate_limited',
+          undefined,
+          {},
+          { 'Retry-After': String(r.retryAfterSeconds) },
+        );
+      }
+    }
+  }
+
+  /**
+   * What an invitation answers, and its e-mail: the link to a new member, or, to an address that
+   * already has a user, a notice without a link (`token` null). Both answer alike.
+   */
+  async function invited(
+    user: UserRow,
+    token: string | null,
+    ctx: ConsoleContext,
+  ): Promise<InviteResult> {
+    // A placeholder's link looks like a link and works for nobody (e-mail off: the admin passes
+    // on a link that answers invalid_invite, as an expired one would).
+    const shown = token ?? randomBytes(32).toString('base64url');
+    const link = `${deps.config.console.publicUrl}/console/invite#token=${shown}`;
     const account = await findAccountById(deps.db, ctx.accountId);
     const inviter = await findUserById(deps.db, ctx.userId);
     if (deps.mailer) {
-      deps.mailer.send(
-        inviteMessage({
-          to: user.email,
-          link,
-          role: user.role,
-          accountEmail: account?.email ?? ctx.accountId,
-          ...(inviter ? { invitedBy: inviter.email } : {}),
-        }),
-      );
+      const common = {
+        to: user.email,
+        role: user.role,
+        accountEmail: account?.email ?? ctx.accountId,
+        ...(inviter ? { invitedBy: inviter.email } : {}),
+      };
+      const existing = token === null ? await findUserByEmail(deps.db, user.email) : undefined;
+      if (token !== null) deps.mailer.send(inviteMessage({ ...common, link }));
+      else if (existing) {
+        deps.mailer.send(
+          inviteExistingMessage({ ...common, consoleUrl: deps.config.console.publicUrl }),
+        );
+      }
     }
     return {
       member: memberView(user, ctx),
@@ -109,7 +167,8 @@ export function memberRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const users = await listUsers(deps.db, ctx.accountId);
-      return { data: users.map((u) => memberView(u, ctx)) };
+      const decoys = await listDecoys(deps.db, ctx.accountId);
+      return { data: [...users, ...decoys].map((u) => memberView(u, ctx)) };
     },
   );
 
@@ -122,9 +181,16 @@ export function memberRoutes(app: App, deps: AppDeps): void {
       if (role === 'owner' && ctx.role !== 'owner') {
         throw ApiError.coded('insufficient_role', 'only an owner invites an owner');
       }
-      let user: UserRow;
+      await countInvitation(request.ip, ctx.accountId);
+      const inviter = await findUserById(deps.db, ctx.userId);
+      let made: Awaited<ReturnType<typeof inviteMember>>;
       try {
-        user = await createUser(deps.db, { accountId: ctx.accountId, email, role });
+        made = await inviteMember(
+          deps.db,
+          ctx.accountId,
+          { email, role, invitedBy: inviter?.email ?? ctx.userId },
+          auditContextOf(request),
+        );
       } catch (err) {
         if (err instanceof AccountInputError) {
           throw new ApiError(400, 'invalid request body', undefined, [
@@ -134,15 +200,10 @@ export function memberRoutes(app: App, deps: AppDeps): void {
         throw memberError(err);
       }
       request.log.info(
-        { account_id: ctx.accountId, user_id: user.id, role, by: ctx.userId },
+        { account_id: ctx.accountId, user_id: made.member.id, role, by: ctx.userId },
         'member invited',
       );
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'member.invited',
-        targetId: user.id,
-        detail: { email: user.email, role },
-      });
-      return reply.code(201).send(await invite(user, ctx));
+      return reply.code(201).send(await invited(made.member, made.token, ctx));
     },
   );
 
@@ -152,15 +213,26 @@ export function memberRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
-      const user = isId(id, 'usr') ? await findUserById(deps.db, id) : undefined;
-      if (!user || user.account_id !== ctx.accountId) throw new ApiError(404, 'member not found');
-      if (user.joined_at) {
+      const found = isId(id, 'usr') ? await findUserById(deps.db, id) : undefined;
+      const user = found?.account_id === ctx.accountId ? found : undefined;
+      const decoy = user
+        ? undefined
+        : isId(id, 'usr')
+          ? await findDecoy(deps.db, ctx.accountId, id)
+          : undefined;
+      const target = user ?? decoy;
+      if (!target) throw new ApiError(404, 'member not found');
+      if (target.joined_at) {
         throw new ApiError(409, 'this member has joined: a forgotten password is reset by e-mail');
       }
-      if (user.role === 'owner' && ctx.role !== 'owner') {
+      if (target.role === 'owner' && ctx.role !== 'owner') {
         throw ApiError.coded('insufficient_role', 'only an owner invites an owner');
       }
-      return invite(user, ctx);
+      await countInvitation(request.ip, ctx.accountId);
+      const inviter = await findUserById(deps.db, ctx.userId);
+      // A new link cancels the member's earlier ones (credentials.ts): one live link per user.
+      const token = user ? await createInvite(deps.db, user.id, inviter?.email ?? null) : null;
+      return invited(target, token, ctx);
     },
   );
 
@@ -174,24 +246,37 @@ export function memberRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const { id } = request.params;
       if (!isId(id, 'usr')) throw new ApiError(404, 'member not found');
+      const role = request.body.role;
+      const decoy = await findDecoy(deps.db, ctx.accountId, id);
+      if (decoy) {
+        // A placeholder answers as an invited member would (membership.ts).
+        if (!roleAtLeast(ctx.role, 'admin') || !roleAtLeast(ctx.role, role)) {
+          throw ApiError.coded('insufficient_role', `a ${ctx.role} cannot grant the ${role} role`);
+        }
+        const d = await setDecoyRole(deps.db, ctx.accountId, id, role);
+        if (!d) throw new ApiError(404, 'member not found');
+        return { ...memberView(d, ctx), keys_narrowed: [] };
+      }
       try {
-        const user = await changeRole(
+        const { user, keysNarrowed } = await changeMemberRole(
           deps.db,
           ctx.accountId,
           { userId: ctx.userId, role: ctx.role },
           id,
-          request.body.role,
+          role,
+          auditContextOf(request),
         );
         request.log.info(
-          { account_id: ctx.accountId, user_id: id, role: user.role, by: ctx.userId },
+          {
+            account_id: ctx.accountId,
+            user_id: id,
+            role: user.role,
+            by: ctx.userId,
+            keys_narrowed: keysNarrowed.length,
+          },
           'member role changed',
         );
-        await recordAudit(deps.db, auditContextOf(request), {
-          action: 'member.role_changed',
-          targetId: id,
-          detail: { email: user.email, role: user.role },
-        });
-        return memberView(user, ctx);
+        return { ...memberView(user, ctx), keys_narrowed: keysNarrowed };
       } catch (err) {
         throw memberError(err);
       }
@@ -232,22 +317,33 @@ export function memberRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const { id } = request.params;
       if (!isId(id, 'usr')) throw new ApiError(404, 'member not found');
+      if (roleAtLeast(ctx.role, 'admin') && (await removeDecoy(deps.db, ctx.accountId, id))) {
+        return { keys_revoked: [] };
+      }
+      let keysRevoked: Awaited<ReturnType<typeof removeMember>>['keysRevoked'];
       try {
-        await removeUser(deps.db, ctx.accountId, { userId: ctx.userId, role: ctx.role }, id);
+        ({ keysRevoked } = await removeMember(
+          deps.db,
+          ctx.accountId,
+          { userId: ctx.userId, role: ctx.role },
+          id,
+          auditContextOf(request),
+        ));
       } catch (err) {
         throw memberError(err);
       }
       request.log.info(
-        { account_id: ctx.accountId, user_id: id, by: ctx.userId },
+        {
+          account_id: ctx.accountId,
+          user_id: id,
+          by: ctx.userId,
+          keys_revoked: keysRevoked.length,
+        },
         id === ctx.userId ? 'member left' : 'member removed',
       );
-      await recordAudit(deps.db, auditContextOf(request), {
-        action: 'member.removed',
-        targetId: id,
-        detail: { left: id === ctx.userId },
-      });
       if (id === ctx.userId) clearSessionCookies(request, reply);
-      return reply.code(204).send();
+      // 200 with the keys revoked with the member: the page tells the owner (issue 27 item 2).
+      return reply.code(200).send({ keys_revoked: keysRevoked });
     },
   );
 }

@@ -21,11 +21,17 @@
  * recovery code used to sign in: account.ts), so a change they did not make is noticed. No
  * secret, code or recovery code is logged, recorded or mailed.
  */
+
+import type { FastifyRequest } from 'fastify';
 import QRCode from 'qrcode';
 import { passwordHashById } from '../../accounts/credentials.js';
 import {
   beginEnrolment,
+  CODE_LOCK_SECONDS,
+  clearCodeFailures,
+  codeLockedUntil,
   confirmEnrolment,
+  countCodeFailure,
   disableTwoFactor,
   replaceRecoveryCodes,
   setRequireTwoFactor,
@@ -37,7 +43,7 @@ import {
 import { findUserById } from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
-import { recordAudit } from '../../audit/audit.js';
+import { recordAudit, SYSTEM_ACTORS } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { type SecurityEvent, securityNoticeMessage } from '../../mail/messages.js';
@@ -46,6 +52,7 @@ import { countLoginAttempt } from '../login-limits.js';
 import { verifyPassword } from '../passwords.js';
 import {
   IdParams,
+  RecoveryCodesBody,
   TwoFactorDisableBody,
   TwoFactorEnableBody,
   TwoFactorRequirementBody,
@@ -68,6 +75,49 @@ export function sendSecurityNotice(
   deps.mailer?.send(
     securityNoticeMessage({ to, event, consoleUrl: deps.config.console.publicUrl, ip }),
   );
+}
+
+/**
+ * 429 code_locked: the user's code step is locked until `until` (issue 27 item 3), with the lock's
+ * end in the answer (`locked_until`) and Retry-After.
+ */
+export function codeLockedError(until: Date): ApiError {
+  const seconds = Math.max(1, Math.ceil((until.getTime() - Date.now()) / 1000));
+  return new ApiError(
+    429,
+    `too many wrong codes for this user: the code step is locked until ${until.toISOString()}`,
+    'code_locked',
+    { locked_until: until.toISOString(), lock_seconds: CODE_LOCK_SECONDS },
+    {},
+    { 'Retry-After': String(seconds) },
+  );
+}
+
+/**
+ * Count a wrong code against the user, whatever the address (two-factor.ts countCodeFailure).
+ * When it locks the code step: an audit entry by the system (the owners see it), the user
+ * e-mailed at the first lock of the day, and 429 code_locked thrown.
+ * @returns the wrong codes left before the lock when it did not lock.
+ */
+export async function noteCodeFailure(
+  deps: Pick<AppDeps, 'db' | 'mailer' | 'config'>,
+  request: FastifyRequest,
+  user: { userId: string; accountId: string; email: string },
+): Promise<{ left: number }> {
+  const f = await countCodeFailure(deps.db, user.userId);
+  if (!f.lockedUntil) return { left: f.left };
+  await recordAudit(
+    deps.db,
+    { accountId: user.accountId, actor: SYSTEM_ACTORS.login, clientIp: request.ip ?? null },
+    {
+      action: 'two_factor.code_locked',
+      targetId: user.userId,
+      detail: { email: user.email, locked_until: f.lockedUntil.toISOString() },
+    },
+  );
+  request.log.warn({ user_id: user.userId }, 'second factor locked after wrong codes');
+  if (f.notify) sendSecurityNotice(deps, user.email, 'code_locked', request.ip);
+  throw codeLockedError(f.lockedUntil);
 }
 
 /** 409 two_factor_state from a TwoFactorError. */
@@ -96,6 +146,34 @@ export function securityRoutes(app: App, deps: AppDeps): void {
       'invalid_code',
       'wrong code: type the 6 digits your authenticator app shows now (or, to turn it off, a recovery code)',
     );
+  /**
+   * A code that protects a change (turning the factor off, new recovery codes): refused while the
+   * user's code step is locked, counted in the login's windows and in the user's own.
+   * @throws 401 invalid_code, 429 code_locked / login_rate_limited.
+   */
+  const checkCode = async (
+    request: FastifyRequest,
+    user: { id: string; email: string; account_id: string },
+    code: string,
+  ) => {
+    const until = await codeLockedUntil(deps.db, user.id);
+    if (until) throw codeLockedError(until);
+    const right = await countLoginAttempt(
+      deps.rateLimiter,
+      request.ip,
+      user.email,
+      async () => (await verifySecondFactor(deps.db, deps.secrets, user.id, code)) !== false,
+    );
+    if (!right) {
+      await noteCodeFailure(deps, request, {
+        userId: user.id,
+        accountId: user.account_id,
+        email: user.email,
+      });
+      throw wrongCode();
+    }
+    await clearCodeFailures(deps.db, user.id);
+  };
 
   app.get(
     '/console/api/two-factor',
@@ -136,11 +214,16 @@ export function securityRoutes(app: App, deps: AppDeps): void {
       // Not counted in the login's windows: the secret being confirmed was just shown to this
       // session (which proved the password to get it), so a wrong code guesses nothing, and a
       // user fumbling with the app must not lock their own sign-in.
-      const codes = await confirmEnrolment(deps.db, deps.secrets, user.id, request.body.code).catch(
-        stateError,
-      );
+      const audit = auditContextOf(request);
+      const codes = await confirmEnrolment(
+        deps.db,
+        deps.secrets,
+        user.id,
+        request.body.code,
+        undefined,
+        (tx) => recordAudit(tx, audit, { action: 'two_factor.enabled' }),
+      ).catch(stateError);
       if (!codes) throw wrongCode();
-      await recordAudit(deps.db, auditContextOf(request), { action: 'two_factor.enabled' });
       sendSecurityNotice(deps, user.email, 'two_factor_enabled', request.ip);
       request.log.info({ user_id: user.id }, 'second factor enabled');
       return { recovery_codes: codes };
@@ -160,14 +243,7 @@ export function securityRoutes(app: App, deps: AppDeps): void {
         throw ApiError.coded('two_factor_state', 'the second factor is not on');
       }
       await checkPassword(request.ip, user, request.body.password);
-      const right = await countLoginAttempt(
-        deps.rateLimiter,
-        request.ip,
-        user.email,
-        async () =>
-          (await verifySecondFactor(deps.db, deps.secrets, user.id, request.body.code)) !== false,
-      );
-      if (!right) throw wrongCode();
+      await checkCode(request, user, request.body.code);
       await deps.db.transaction(async (tx) => {
         await disableTwoFactor(tx, user.id);
         await recordAudit(tx, auditContextOf(request), { action: 'two_factor.disabled' });
@@ -180,14 +256,17 @@ export function securityRoutes(app: App, deps: AppDeps): void {
 
   app.post(
     '/console/api/two-factor/recovery-codes',
-    { config: { consoleRole: 'viewer' }, schema: { ...hide, body: TwoFactorSetupBody } },
+    { config: { consoleRole: 'viewer' }, schema: { ...hide, body: RecoveryCodesBody } },
     async (request) => {
       const ctx = requireSession(request);
       const user = await userOf(ctx.userId);
       if (!(await twoFactorEnabled(deps.db, user.id))) {
         throw ApiError.coded('two_factor_state', 'the second factor is not on');
       }
+      // The password and a current code (issue 27 item 7): a session and a password alone do not
+      // replace the codes that stand in for the device.
       await checkPassword(request.ip, user, request.body.password);
+      await checkCode(request, user, request.body.code);
       const codes = await deps.db.transaction(async (tx) => {
         const c = await replaceRecoveryCodes(tx, user.id);
         await recordAudit(tx, auditContextOf(request), {
@@ -195,6 +274,7 @@ export function securityRoutes(app: App, deps: AppDeps): void {
         });
         return c;
       });
+      sendSecurityNotice(deps, user.email, 'recovery_codes_regenerated', request.ip);
       return { recovery_codes: codes };
     },
   );

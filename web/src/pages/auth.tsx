@@ -6,7 +6,7 @@
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, describeError, formatWait, post } from '../api';
+import { ApiError, describeError, formatWait, get, post } from '../api';
 import { Field, NEW_PASSWORD_HINT, Notice, PasswordField } from '../components/ui';
 import { BASE, Link, navigate } from '../router';
 import type { Config, Me, SecondFactorChallenge } from '../types';
@@ -48,9 +48,12 @@ function countdown(total: number): string {
 export function LoginPage({
   config,
   onSignedIn,
+  notice,
 }: {
   config: Config;
   onSignedIn: (me: Me) => void;
+  /** Why the last session ended, when the server said so (the live stream's reason). */
+  notice?: string | null;
 }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
@@ -128,6 +131,7 @@ export function LoginPage({
 
   return (
     <AuthFrame title="Sign in to the console">
+      {notice && <Notice tone="info">{notice}</Notice>}
       <form onSubmit={submit} noValidate={false}>
         <div aria-live="polite">
           {error && (
@@ -271,7 +275,7 @@ function PasswordFromLink({
 }: {
   path: '/invite/accept' | '/password-reset/confirm';
   title: string;
-  intro: string;
+  intro: ComponentChildren;
   missing: { title: string; text: string; link: { href: string; label: string } };
   refusal: (err: ApiError) => string | undefined;
   after?: ComponentChildren;
@@ -357,13 +361,42 @@ function PasswordFromLink({
   );
 }
 
-/** Accept an invitation (`/console/invite#token=…`): choose the password, then signed in. */
+/** What an invitation link says (GET /console/api/invite): who invited whom, where, as what. */
+interface InviteInfo {
+  email: string;
+  role: string;
+  account_email: string;
+  invited_by: string | null;
+  expires_at: string;
+}
+
+/**
+ * Accept an invitation (`/console/invite#token=…`): who invited you, to which account and with
+ * which role (issue 29), then choose the password, then signed in.
+ */
 export function InvitePage({ onSignedIn }: { onSignedIn: (me: Me) => void }) {
+  const [info, setInfo] = useState<InviteInfo | null>(null);
+  useEffect(() => {
+    const token = linkToken();
+    if (token === '') return;
+    get<InviteInfo>(`/invite?token=${encodeURIComponent(token)}`).then(setInfo, () => undefined);
+  }, []);
   return (
     <PasswordFromLink
       path="/invite/accept"
       title="Set your password"
-      intro="You were invited to tronwatch. Choose a password to finish setting up your account."
+      intro={
+        info ? (
+          <>
+            {info.invited_by ? <strong>{info.invited_by}</strong> : 'The operator'} invited{' '}
+            <strong>{info.email}</strong> to the tronwatch console of{' '}
+            <strong>{info.account_email}</strong>, as <strong>{info.role}</strong>. Choose a
+            password to finish joining.
+          </>
+        ) : (
+          'You were invited to tronwatch. Choose a password to finish setting up your account.'
+        )
+      }
       missing={{
         title: 'Invitation link incomplete',
         text: 'This link has no invitation token. Open the full link from your invitation e-mail, or ask whoever invited you for a new one.',

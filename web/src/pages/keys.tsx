@@ -1,8 +1,10 @@
 /**
  * API keys: create (shown once), list, revoke with confirmation. Creating and revoking need the
- * developer role (src/console/routes/keys.ts); below it the list is shown without them.
+ * developer role (src/console/routes/keys.ts); below it the list is shown without them. Each key
+ * shows who made it and its role (never more than its maker's, issue 27); the list filters by
+ * maker.
  */
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { del, describeError, get, post } from '../api';
 import {
   CodeBlock,
@@ -21,8 +23,27 @@ import { RoleNote, useRole } from '../roles';
 import type { KeyInfo } from '../types';
 
 export function KeysPage() {
-  const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
+  const [madeBy, setMadeBy] = useState('');
+  const keys = useLoad(
+    () =>
+      get<{ data: KeyInfo[] }>(
+        madeBy === '' ? '/keys' : `/keys?made_by=${encodeURIComponent(madeBy)}`,
+      ).then((r) => r.data),
+    [madeBy],
+  );
+  // The makers the filter offers: those of the whole list (read while unfiltered).
+  const [makers, setMakers] = useState<Map<string, string>>(new Map());
+  useEffect(() => {
+    if (madeBy !== '' || !keys.data) return;
+    const seen = new Map<string, string>();
+    for (const k of keys.data) {
+      if (k.created_by.type === 'cli') seen.set('cli', 'the CLI (operator)');
+      else seen.set(k.created_by.user_id, k.created_by.email ?? k.created_by.user_id);
+    }
+    setMakers(seen);
+  }, [keys.data, madeBy]);
   const [name, setName] = useState('');
+  const [readOnly, setReadOnly] = useState(false);
   const [busy, setBusy] = useState(false);
   const [secret, setSecret] = useState<{ key: KeyInfo; secret: string } | null>(null);
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
@@ -35,12 +56,13 @@ export function KeysPage() {
     setBusy(true);
     setMessage(null);
     try {
-      const r = await post<{ key: KeyInfo; secret: string }>(
-        '/keys',
-        name.trim() === '' ? {} : { name: name.trim() },
-      );
+      const r = await post<{ key: KeyInfo; secret: string }>('/keys', {
+        ...(name.trim() === '' ? {} : { name: name.trim() }),
+        ...(readOnly ? { scope: 'read' } : {}),
+      });
       setSecret(r);
       setName('');
+      setReadOnly(false);
       keys.setData([r.key, ...(keys.data ?? [])]);
     } catch (err) {
       setMessage({ tone: 'error', text: `Could not create the key: ${explain(err)}` });
@@ -114,6 +136,14 @@ export function KeysPage() {
                 />
               )}
             </Field>
+            <label class="check-inline">
+              <input
+                type="checkbox"
+                checked={readOnly}
+                onChange={(e) => setReadOnly(e.currentTarget.checked)}
+              />{' '}
+              Read-only (GET requests only: for dashboards and agents)
+            </label>
             <button type="submit" class="btn btn-primary" disabled={busy}>
               {busy ? 'Creating…' : 'Create key'}
             </button>
@@ -124,6 +154,20 @@ export function KeysPage() {
       )}
       {keys.error !== undefined && (
         <Notice tone="error">Could not load keys: {describeError(keys.error)}</Notice>
+      )}
+      {makers.size > 1 && (
+        <Field label="Made by">
+          {({ id }) => (
+            <select id={id} value={madeBy} onChange={(e) => setMadeBy(e.currentTarget.value)}>
+              <option value="">Anyone</option>
+              {[...makers].map(([v, label]) => (
+                <option key={v} value={v}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
       )}
       {list === undefined ? (
         keys.error === undefined && <Loading label="Loading keys…" />
@@ -141,6 +185,9 @@ export function KeysPage() {
             <tr>
               <th scope="col">Name</th>
               <th scope="col">Key</th>
+              <th scope="col">Made by</th>
+              <th scope="col">Role</th>
+              <th scope="col">Access</th>
               <th scope="col">Created</th>
               <th scope="col">Last used</th>
               <th scope="col">Status</th>
@@ -159,6 +206,21 @@ export function KeysPage() {
                   <code class="mono" title={k.id}>
                     {k.prefix}…
                   </code>
+                </td>
+                <td data-label="Made by">
+                  {k.created_by.type === 'cli' ? (
+                    <span class="muted">CLI (operator)</span>
+                  ) : (
+                    (k.created_by.email ?? k.created_by.user_id)
+                  )}
+                </td>
+                <td data-label="Role">{k.role}</td>
+                <td data-label="Access">
+                  {k.scope === 'read' ? (
+                    <Pill tone="gray">READ-ONLY</Pill>
+                  ) : (
+                    <span class="muted">full</span>
+                  )}
                 </td>
                 <td data-label="Created">
                   <Time iso={k.created_at} />

@@ -54,6 +54,20 @@ function explain(err: unknown): string {
   return describeError(err);
 }
 
+/** A key narrowed or revoked with its maker (src/accounts/membership.ts). */
+interface KeyChange {
+  id: string;
+  name: string | null;
+  prefix: string;
+  role: string;
+}
+
+/** "The API key ci (tw_live_Ab12…)" / "3 API keys (…, …)". */
+function keysSentence(keys: KeyChange[]): string {
+  const names = keys.map((k) => `${k.name ?? 'unnamed'} (${k.prefix}…)`).join(', ');
+  return keys.length === 1 ? `The API key ${names}` : `${keys.length} API keys: ${names},`;
+}
+
 export function MembersPage() {
   const { me, config } = useApp();
   const members = useLoad(() => get<{ data: Member[] }>('/members').then((r) => r.data), []);
@@ -114,8 +128,15 @@ export function MembersPage() {
 
   const changeRole = async (m: Member, next: Role) => {
     try {
-      await post<Member>(`/members/${encodeURIComponent(m.id)}/role`, { role: next });
-      setMessage({ tone: 'success', text: `${m.email} is now ${next}.` });
+      const r = await post<Member & { keys_narrowed?: KeyChange[] }>(
+        `/members/${encodeURIComponent(m.id)}/role`,
+        { role: next },
+      );
+      const narrowed = r.keys_narrowed ?? [];
+      setMessage({
+        tone: 'success',
+        text: `${m.email} is now ${next}.${narrowed.length > 0 ? ` ${keysSentence(narrowed)} made by them now ${narrowed.length === 1 ? 'does' : 'do'} at most what a ${next} can.` : ''}`,
+      });
       if (m.you) location.reload();
       else await members.reload();
     } catch (err) {
@@ -164,12 +185,18 @@ export function MembersPage() {
 
   const remove = async (m: Member) => {
     try {
-      await del(`/members/${encodeURIComponent(m.id)}`);
+      const r = await del<{ keys_revoked?: KeyChange[] } | undefined>(
+        `/members/${encodeURIComponent(m.id)}`,
+      );
       if (m.you) {
         location.assign(`${BASE}/login`);
         return;
       }
-      setMessage({ tone: 'success', text: `${m.email} was removed: their sessions ended.` });
+      const revoked = r?.keys_revoked ?? [];
+      setMessage({
+        tone: 'success',
+        text: `${m.email} was removed: their sessions ended.${revoked.length > 0 ? ` ${keysSentence(revoked)} made by them ${revoked.length === 1 ? 'was' : 'were'} revoked.` : ''}`,
+      });
       await members.reload();
     } catch (err) {
       setMessage({ tone: 'error', text: `Could not remove: ${explain(err)}` });

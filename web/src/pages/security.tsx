@@ -302,11 +302,18 @@ function TwoFactorOn({
     try {
       const r = await post<{ recovery_codes: string[] }>('/two-factor/recovery-codes', {
         password,
+        code,
       });
       reset();
       onCodes(r.recovery_codes);
     } catch (err) {
-      setMessage({ tone: 'error', text: passwordError(err) });
+      setMessage({
+        tone: 'error',
+        text:
+          err instanceof ApiError && err.code === 'invalid_code'
+            ? 'That code is wrong: type the code the app shows now, or an unused recovery code.'
+            : passwordError(err),
+      });
     } finally {
       setBusy(false);
     }
@@ -362,15 +369,35 @@ function TwoFactorOn({
       )}
       {mode === 'codes' && (
         <form onSubmit={newCodes} class="form-narrow" noValidate>
-          <p>Ten new codes replace the ones you have: the old ones stop working.</p>
+          <p>
+            Ten new codes replace the ones you have: the old ones stop working. You are e-mailed
+            when new codes are made.
+          </p>
           <PasswordField
             label="Your password"
             kind="current"
             value={password}
             onValue={setPassword}
           />
+          <Field label="A code from the app, or a recovery code">
+            {({ id }) => (
+              <input
+                id={id}
+                type="text"
+                autoComplete="one-time-code"
+                maxLength={32}
+                class="code-input"
+                value={code}
+                onInput={(e) => setCode(e.currentTarget.value)}
+              />
+            )}
+          </Field>
           <div class="form-actions">
-            <button type="submit" class="btn btn-primary" disabled={busy || password === ''}>
+            <button
+              type="submit"
+              class="btn btn-primary"
+              disabled={busy || password === '' || code.trim() === ''}
+            >
               {busy ? 'Making codes…' : 'Make new codes'}
             </button>
             <button type="button" class="btn btn-secondary" onClick={reset}>

@@ -28,6 +28,7 @@ import { useApp } from '../state';
 import type {
   AssetFilter,
   Direction,
+  Endpoint,
   TestResult,
   Watch,
   WatchAlert,
@@ -243,6 +244,10 @@ export function WatchesPage() {
                   <ChannelPill channel={w.channel} />{' '}
                   {w.channel === 'telegram' ? (
                     <span>Telegram chat</span>
+                  ) : w.endpoint_id !== null ? (
+                    <Link href={`${BASE}/endpoints`} title={w.endpoint_id}>
+                      endpoint <code class="mono">{w.endpoint_id}</code>
+                    </Link>
                   ) : (
                     <span class="url" title={w.webhook_url ?? ''}>
                       {w.webhook_url}
@@ -431,7 +436,10 @@ function CreateWatchForm({
   const [address, setAddress] = useState('');
   const [asset, setAsset] = useState<AssetFilter>('USDT');
   const [direction, setDirection] = useState<Direction>('incoming');
-  const [target, setTarget] = useState<'webhook' | 'telegram'>('webhook');
+  const [target, setTarget] = useState<'webhook' | 'telegram' | 'endpoint'>('webhook');
+  // The account's endpoints (issue 30): a watch may deliver to one of them instead of its own URL.
+  const endpoints = useLoad(() => get<{ data: Endpoint[] }>('/endpoints').then((r) => r.data), []);
+  const [endpointId, setEndpointId] = useState('');
   // Whether a chat is connected (GET /console/api/telegram): a chat watch needs one.
   const chat = useLoad(
     () =>
@@ -475,10 +483,13 @@ function CreateWatchForm({
         direction,
         ...(label.trim() !== '' ? { label: label.trim() } : {}),
       };
+      const chosen = endpointId || endpoints.data?.[0]?.id || '';
       const body =
         target === 'webhook'
           ? { ...common, webhook_url: url.trim() }
-          : { ...common, telegram: true };
+          : target === 'endpoint'
+            ? { ...common, endpoint_id: chosen }
+            : { ...common, telegram: true };
       onCreated(await post<WatchCreated>('/watches', body));
     } catch (err) {
       if (isRoleRefusal(err)) {
@@ -608,6 +619,17 @@ function CreateWatchForm({
             Telegram chat
             {chatBound && chat.data ? ` (${chat.data.title ?? chat.data.id})` : ''}
           </label>
+          <label class={endpoints.data?.length ? '' : 'disabled'}>
+            <input
+              type="radio"
+              name="target"
+              value="endpoint"
+              disabled={!endpoints.data?.length}
+              checked={target === 'endpoint'}
+              onChange={() => setTarget('endpoint')}
+            />{' '}
+            An endpoint
+          </label>
         </div>
         {!chatBound && (
           <p class="muted" id="telegram-target-note">
@@ -626,6 +648,28 @@ function CreateWatchForm({
           </p>
         )}
       </fieldset>
+      {target === 'endpoint' && (
+        <Field
+          label="Endpoint"
+          hint="Its URL receives the deliveries, signed with its secret: this watch gets no secret of its own."
+          error={error?.fieldError('endpoint_id')}
+        >
+          {({ id, describedBy }) => (
+            <select
+              id={id}
+              aria-describedby={describedBy}
+              value={endpointId || endpoints.data?.[0]?.id}
+              onChange={(e) => setEndpointId(e.currentTarget.value)}
+            >
+              {(endpoints.data ?? []).map((ep) => (
+                <option key={ep.id} value={ep.id}>
+                  {ep.label ?? ep.url}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      )}
       {target === 'webhook' && (
         <Field
           label="Webhook URL"

@@ -1,0 +1,415 @@
+/**
+ * Endpoints (issue 30 item 1; additive to SPEC): one URL and one secret for many watches.
+ *
+ *   POST   /v1/endpoints                 CreateEndpoint → 201 EndpointCreated (the secret, once)
+ *   GET    /v1/endpoints                 → 200 { data: Endpoint[] }, newest first, never a secret
+ *   GET    /v1/endpoints/{id}            → 200 Endpoint; 404 when missing, deleted or someone else's
+ *   PATCH  /v1/endpoints/{id}            UpdateEndpoint → 200 Endpoint
+ *   DELETE /v1/endpoints/{id}            → 204; 409 endpoint_watches_active while watches target it
+ *   POST   /v1/endpoints/{id}/rotate-secret           → 200 EndpointSecretRotated (once)
+ *   POST   /v1/endpoints/{id}/previous-secret/expire  → 200 Endpoint (the grace period ended now)
+ *
+ * A watch targets an endpoint with `endpoint_id` at creation (src/watches/create.ts). The domain
+ * is src/endpoints/endpoints.ts; the `…Answer` functions below are shared with the console
+ * (src/console/routes/endpoints.ts): each route only authenticates its caller.
+ */
+import { Type as T } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import { auditContextOf } from '../../audit/actor.js';
+import { recordAudit } from '../../audit/audit.js';
+import { ApiError } from '../../common/errors.js';
+import { isId } from '../../common/ids.js';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  type EndpointChanges,
+  expirePreviousEndpointSecret,
+  getEndpoint,
+  listEndpoints,
+  rotateEndpointSecret,
+  updateEndpoint,
+} from '../../endpoints/endpoints.js';
+import {
+  type CreateEndpointBody,
+  CreateEndpointSchema,
+  ENDPOINT_CREATED_NOTE,
+  ENDPOINT_ROTATED_NOTE,
+  EndpointCreatedSchema,
+  EndpointListSchema,
+  EndpointSchema,
+  EndpointSecretRotatedSchema,
+  endpointView,
+  RotateEndpointSecretSchema,
+  UpdateEndpointSchema,
+} from '../../endpoints/schema.js';
+import { requireAuth } from '../auth.js';
+import {
+  BEARER_SECURITY,
+  commonV1Responses,
+  errorResponse,
+  preventCoercion,
+  RATE_LIMIT_HEADERS,
+  ref,
+  v1Response,
+} from '../schemas.js';
+import type { App, AppDeps } from '../types.js';
+import { NetworkQuery } from './watches.js';
+
+const IdParam = T.Object({ id: T.String({ description: 'Endpoint id (`ep_…`).' }) });
+const NOT_FOUND = 'No such endpoint of the caller (missing, deleted, or not yours).';
+
+const notFound = () => new ApiError(404, 'endpoint not found');
+
+/** Register the endpoint routes. */
+export function endpointRoutes(app: App, deps: AppDeps): void {
+  const network = deps.config.network;
+  const tags = ['endpoints'];
+  const bodyErrors = {
+    413: errorResponse('Body too large.'),
+    415: errorResponse('Content-Type is not application/json.'),
+  };
+
+  app.post(
+    '/v1/endpoints',
+    {
+      schema: {
+        operationId: 'createEndpoint',
+        summary: 'Create an endpoint',
+        description:
+          'A receiver that many watches share (`endpoint_id` at watch creation): its URL (checked like a watch’s webhook_url), an optional pace (rate limit per second, concurrency cap) and its secret, returned in this answer only.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        body: ref(CreateEndpointSchema),
+        response: {
+          ...commonV1Responses(),
+          201: v1Response(
+            ref(EndpointCreatedSchema),
+            'Created. The secret is in this answer only.',
+          ),
+          ...bodyErrors,
+        },
+      },
+      preValidation: async (request) => {
+        preventCoercion(CreateEndpointSchema, request.body);
+      },
+    },
+    async (request, reply) => {
+      const auth = requireAuth(request);
+      const answer = await createEndpointAnswer(deps, request, auth.accountId, request.body);
+      return reply.code(201).send(answer);
+    },
+  );
+
+  app.get(
+    '/v1/endpoints',
+    {
+      schema: {
+        operationId: 'listEndpoints',
+        summary: 'List endpoints',
+        description: "The caller's endpoints on this network, newest first. Never returns secrets.",
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointListSchema), 'The endpoints.'),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const rows = await listEndpoints(deps.db, auth.accountId, network);
+      return { data: rows.map(endpointView) };
+    },
+  );
+
+  app.get(
+    '/v1/endpoints/:id',
+    {
+      schema: {
+        operationId: 'getEndpoint',
+        summary: 'Get an endpoint',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointSchema), 'The endpoint.'),
+          404: errorResponse(NOT_FOUND),
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      const { id } = request.params;
+      const row = isId(id, 'ep') ? await getEndpoint(deps.db, auth.accountId, network, id) : null;
+      if (!row) throw notFound();
+      return endpointView(row);
+    },
+  );
+
+  app.patch(
+    '/v1/endpoints/:id',
+    {
+      schema: {
+        operationId: 'updateEndpoint',
+        summary: 'Edit an endpoint',
+        description:
+          'Changes the members given: `url` (checked as at creation; deliveries already created go to it from their next attempt on), `label`, `enabled` (false holds its deliveries in the outbox, no attempt used), `rate_limit_per_second`, `max_concurrency` (null removes a limit).',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        body: ref(UpdateEndpointSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointSchema), 'The endpoint after the change.'),
+          404: errorResponse(NOT_FOUND),
+          ...bodyErrors,
+        },
+      },
+      preValidation: async (request) => {
+        if (!isId((request.params as { id: string }).id, 'ep')) throw notFound();
+        preventCoercion(UpdateEndpointSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      return updateEndpointAnswer(deps, request, auth.accountId, request.params.id, request.body);
+    },
+  );
+
+  app.delete(
+    '/v1/endpoints/:id',
+    {
+      schema: {
+        operationId: 'deleteEndpoint',
+        summary: 'Delete an endpoint',
+        description:
+          'Refused (409 endpoint_watches_active, `details.watch_count`) while any watch, active or paused, targets it. Deliveries created before its deletion are still delivered and signed with its secret.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        response: {
+          ...commonV1Responses(),
+          204: T.Null({ description: 'Deleted. No body.', headers: { ...RATE_LIMIT_HEADERS } }),
+          404: errorResponse(NOT_FOUND),
+          409: errorResponse(
+            'endpoint_watches_active: watches still target it (`details.watch_count`).',
+          ),
+          ...bodyErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const auth = requireAuth(request);
+      await deleteEndpointAnswer(deps, request, auth.accountId, request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/v1/endpoints/:id/rotate-secret',
+    {
+      schema: {
+        operationId: 'rotateEndpointSecret',
+        summary: "Rotate an endpoint's secret",
+        description:
+          'Issues a new secret, returned once. For the grace period (`grace_period_seconds`, default 24 h) every delivery of every watch on the endpoint is signed with both secrets: `X-Signature` with the new one, `X-Signature-Previous` with the replaced one, and `webhook-signature` lists both `v1,` signatures.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        body: ref(RotateEndpointSecretSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(
+            ref(EndpointSecretRotatedSchema),
+            'Rotated. The new secret is in this answer only.',
+          ),
+          404: errorResponse(NOT_FOUND),
+          ...bodyErrors,
+        },
+      },
+      preValidation: async (request) => {
+        request.body ??= {};
+        preventCoercion(RotateEndpointSecretSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      return rotateEndpointSecretAnswer(
+        deps,
+        request,
+        auth.accountId,
+        request.params.id,
+        request.body.grace_period_seconds,
+      );
+    },
+  );
+
+  app.post(
+    '/v1/endpoints/:id/previous-secret/expire',
+    {
+      schema: {
+        operationId: 'expirePreviousEndpointSecret',
+        summary: "End an endpoint secret rotation's grace period now",
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointSchema), 'The endpoint after the change.'),
+          404: errorResponse(NOT_FOUND),
+          ...bodyErrors,
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      return expirePreviousEndpointSecretAnswer(deps, request, auth.accountId, request.params.id);
+    },
+  );
+}
+
+/*
+ * The changes the API and the console both make: the domain call, the 404, the log line and the
+ * audit entry (in the change's transaction), in one place. Logs and audit entries name the
+ * endpoint and the URL's host, never the secret nor the URL's path (it may carry a token).
+ */
+
+const hostOf = (url: string) => new URL(url).host;
+
+/**
+ * Create an endpoint (POST …/endpoints).
+ * @returns EndpointCreated: the endpoint and its secret (the only time it is shown).
+ */
+export async function createEndpointAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  body: CreateEndpointBody,
+) {
+  const audit = auditContextOf(request);
+  const { endpoint, secret } = await createEndpoint(deps, accountId, body, (tx, e) =>
+    recordAudit(tx, audit, {
+      action: 'endpoint.created',
+      targetId: e.id,
+      detail: { url_host: hostOf(e.url) },
+    }),
+  );
+  request.log.info({ endpoint_id: endpoint.id, account_id: accountId }, 'endpoint created');
+  return { ...endpointView(endpoint), secret, note: ENDPOINT_CREATED_NOTE };
+}
+
+/**
+ * Edit an endpoint (PATCH …/endpoints/{id}); the audit entry names the members changed.
+ * @throws ApiError 404; 400 from the URL's checks.
+ */
+export async function updateEndpointAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+  body: EndpointChanges,
+) {
+  if (!isId(id, 'ep')) throw notFound();
+  const audit = auditContextOf(request);
+  const row = await updateEndpoint(deps, accountId, deps.config.network, id, body, (tx, e) =>
+    recordAudit(tx, audit, {
+      action: 'endpoint.updated',
+      targetId: e.id,
+      detail: {
+        changed: Object.keys(body).sort().join(','),
+        enabled: e.enabled,
+        url_host: hostOf(e.url),
+      },
+    }),
+  );
+  if (!row) throw notFound();
+  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint updated');
+  return endpointView(row);
+}
+
+/**
+ * Delete an endpoint (DELETE …/endpoints/{id}).
+ * @throws ApiError 404; 409 endpoint_watches_active.
+ */
+export async function deleteEndpointAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+): Promise<void> {
+  const audit = auditContextOf(request);
+  const deleted =
+    isId(id, 'ep') &&
+    (await deleteEndpoint(deps.db, accountId, deps.config.network, id, (tx, e) =>
+      recordAudit(tx, audit, { action: 'endpoint.deleted', targetId: e.id }),
+    ));
+  if (!deleted) throw notFound();
+  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint deleted');
+}
+
+/**
+ * Rotate an endpoint's secret (POST …/endpoints/{id}/rotate-secret).
+ * @returns the endpoint with its new secret (the only place it is ever shown).
+ * @throws ApiError 404; 400 for a grace period out of range.
+ */
+export async function rotateEndpointSecretAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+  graceSeconds: number | undefined,
+) {
+  if (!isId(id, 'ep')) throw notFound();
+  const r = await rotateEndpointSecret(
+    deps.db,
+    deps.secrets,
+    accountId,
+    deps.config.network,
+    id,
+    ...(graceSeconds !== undefined ? [graceSeconds] : []),
+  );
+  if (!r) throw notFound();
+  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint secret rotated');
+  await recordAudit(deps.db, auditContextOf(request), {
+    action: 'endpoint.secret_rotated',
+    targetId: id,
+    detail: {
+      previous_secret_expires_at: r.endpoint.previous_secret_expires_at
+        ? new Date(r.endpoint.previous_secret_expires_at).toISOString()
+        : null,
+    },
+  });
+  return { ...endpointView(r.endpoint), secret: r.secret, note: ENDPOINT_ROTATED_NOTE };
+}
+
+/**
+ * End an endpoint rotation's grace period now (POST …/endpoints/{id}/previous-secret/expire).
+ * @throws ApiError 404.
+ */
+export async function expirePreviousEndpointSecretAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+) {
+  const row = isId(id, 'ep')
+    ? await expirePreviousEndpointSecret(deps.db, accountId, deps.config.network, id)
+    : undefined;
+  if (!row) throw notFound();
+  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint previous secret expired');
+  await recordAudit(deps.db, auditContextOf(request), {
+    action: 'endpoint.previous_secret_expired',
+    targetId: id,
+  });
+  return endpointView(row);
+}
+
+export { endpointSchemas } from '../../endpoints/schema.js';
