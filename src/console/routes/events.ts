@@ -77,7 +77,6 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     asset: q.asset,
     direction: q.direction,
     channel: q.channel,
-    proof: q.proof,
   };
 }
 
