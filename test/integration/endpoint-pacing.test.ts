@@ -235,9 +235,10 @@ describe.each(dbEngines)('endpoint pacing on %s', (engine) => {
         return new RedisPacer(client, { prefix });
       });
       const { workers, maxInService } = await run(pacers);
-      // Both workers delivered, and the burst overflowed a lane into the outbox.
+      // Both workers delivered. Whether a lane overflowed into the outbox depends on how the two
+      // workers' first claims split the burst (a race: one claim of all 60 overflows a lane of 50,
+      // two of 30 do not), so it is not asserted here; the limits above hold either way.
       expect(workers.every((w) => w.delivered > 0)).toBe(true);
-      expect(workers.reduce((s, w) => s + w.paceDeferred, 0)).toBeGreaterThan(0);
       // The cap was reached, not only respected.
       expect(maxInService).toBe(CAP);
     },
