@@ -235,10 +235,11 @@ describe.each(dbEngines)('endpoint pacing on %s', (engine) => {
         return new RedisPacer(client, { prefix });
       });
       const { workers, maxInService } = await run(pacers);
-      // Both workers delivered. Whether a lane overflowed into the outbox depends on how the two
-      // workers' first claims split the burst (a race: one claim of all 60 overflows a lane of 50,
-      // two of 30 do not), so it is not asserted here; the limits above hold either way.
-      expect(workers.every((w) => w.delivered > 0)).toBe(true);
+      // Both workers ran and together delivered each notification once. How they split the burst
+      // (which one delivered how many, whether a lane overflowed into the outbox) is a race
+      // between their first claims, so it is not asserted; the shared limits above hold either way.
+      expect(workers).toHaveLength(2);
+      expect(workers.reduce((s, w) => s + w.delivered, 0)).toBe(SLOW + FAST);
       // The cap was reached, not only respected.
       expect(maxInService).toBe(CAP);
     },
