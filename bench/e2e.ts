@@ -165,7 +165,7 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
   }
 }
 
-async function requestRate(seconds: number): Promise<string[]> {
+export async function requestRate(seconds: number): Promise<string[]> {
   const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   const t = await emptyDb(engine);
   const { migrate } = await import('../src/db/migrate.js');
@@ -185,11 +185,17 @@ async function requestRate(seconds: number): Promise<string[]> {
     config: {
       network: 'mainnet',
       node: { concurrency: 8 },
-      ingest: { startBlock: undefined, blockIntervalMs: 3000 },
+      // The first recorded block: the chain's checkpoint (a recorded block after fillers names its
+      // real parent, which no filler hashes to: starting at the head stalled, and this line once
+      // measured 0 blocks).
+      ingest: { startBlock: node.first, blockIntervalMs: 3000 },
     },
   });
   const run = ing.run(ac.signal);
-  await new Promise((r) => setTimeout(r, 4000)); // settle: first poll, phase learned
+  // Settle: the first blocks committed, the grid learned.
+  const settle = Date.now() + 20_000;
+  while (ing.stats.blocks < 2 && Date.now() < settle) await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 4000));
   const r0 = node.stats.requests.total;
   const b0 = ing.stats.blocks;
   const t0 = performance.now();
@@ -202,8 +208,9 @@ async function requestRate(seconds: number): Promise<string[]> {
   await client.close();
   await node.close();
   await t.drop();
+  if (blocks === 0) throw new Error(`mainnet pace: no block committed in ${elapsed.toFixed(0)} s`);
   return [
-    `mainnet pace (3 s per block, 600 txs): ${reqs} requests over ${elapsed.toFixed(0)} s for ${blocks} blocks = ${(reqs / elapsed).toFixed(2)} requests/s (goal: ≤ 1.2); ${ing.stats.headPolls} head polls in total`,
+    `mainnet pace (3 s per block, 600 txs): ${reqs} requests over ${elapsed.toFixed(0)} s for ${blocks} blocks = ${(reqs / blocks).toFixed(2)} requests per block (goal: ≤ 2.1), ${(reqs / elapsed).toFixed(2)} requests/s; ${ing.stats.headPolls} head polls in total`,
   ];
 }
 

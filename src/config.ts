@@ -10,6 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { type Static, Type as T, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { parseStartBlock } from './tron/checkpoint.js';
 
 /**
  * The documentation options every variable may carry besides `description` (docs/operating.md's
@@ -109,11 +110,11 @@ export const EnvSchema = T.Object({
     }),
   ),
   INGEST_START_BLOCK: T.Optional(
-    T.Integer({
-      minimum: 0,
+    T.String({
+      pattern: '^(0|[1-9][0-9]{0,15})(:[0-9a-fA-F]{64})?$',
       description:
-        'First block to ingest when no cursor exists yet: the checkpoint, the one block committed without a parent to check.',
-      unset: 'the solidified head at first start',
+        "First block to ingest when no cursor exists, as number:blockID (a checkpoint: a first block with another id is refused) or a bare number (unanchored: the first block is taken on the providers' word).",
+      unset: 'the solidified head at first start, bounded by the shipped mainnet checkpoint',
     }),
   ),
   TRON_BLOCK_INTERVAL_MS: Int({
@@ -412,7 +413,13 @@ export const ConfigSchema = Group({
     quorum: V.TRON_NODE_QUORUM,
   }),
   ingest: Group({
-    startBlock: Unset(V.INGEST_START_BLOCK),
+    startBlock: Unset(T.Integer({ minimum: 0, description: 'INGEST_START_BLOCK: its number.' })),
+    startBlockId: Unset(
+      T.String({
+        pattern: '^[0-9a-f]{64}$',
+        description: 'INGEST_START_BLOCK: its blockID, lower-case, when given (the checkpoint).',
+      }),
+    ),
     blockIntervalMs: V.TRON_BLOCK_INTERVAL_MS,
   }),
   secrets: Group({
@@ -520,6 +527,12 @@ export type ProviderSettings = Config['node']['providers'][number];
 /** Settings a provider may carry in its URL's fragment. */
 const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc']);
 
+/** TronGrid's gRPC solidity endpoints by its HTTP host (see parseProviders). Plaintext, as documented. */
+const TRONGRID_GRPC: Readonly<Record<string, ProviderSettings['grpc']>> = {
+  'api.trongrid.io': { host: 'grpc.trongrid.io', port: 50052, tls: false },
+  'api.shasta.trongrid.io': { host: 'grpc.shasta.trongrid.io', port: 50052, tls: false },
+};
+
 /**
  * TRON_NODE_URL's providers: comma-separated URLs, each with optional settings in its fragment
  * (`#key=…&max_rps=N&grpc=grpc://host:port`; a fragment is never sent to the server). A provider
@@ -528,6 +541,23 @@ const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc']);
  * unset 10 remote / 0 loopback. Names are origins, numbered when two share one.
  * Problems are appended to `problems` (then the result is meaningless).
  */
+/**
+ * INGEST_START_BLOCK (already matched by its pattern) as the config's ingest fields: the number,
+ * and the blockID when given (tron/checkpoint.ts parseStartBlock).
+ */
+function startBlockOf(v: string | undefined): {
+  startBlock: number | undefined;
+  startBlockId: string | undefined;
+} {
+  if (v === undefined) return { startBlock: undefined, startBlockId: undefined };
+  try {
+    const p = parseStartBlock(v);
+    return { startBlock: p.number, startBlockId: p.id };
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+}
+
 function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
   const entries = e.TRON_NODE_URL.split(',')
     .map((x) => x.trim())
@@ -567,7 +597,15 @@ function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
     if (rps !== null && !/^\d+$/.test(rps)) problems.push(`${what}: max_rps must be digits`);
     let grpc: ProviderSettings['grpc'];
     const g = settings.get('grpc');
-    if (g !== null) {
+    if (g === null) {
+      // TronGrid serves java-tron's gRPC beside its HTTP API: the solidity service on port
+      // 50052 of grpc.trongrid.io (grpc.shasta.trongrid.io for Shasta), per TronGrid's own page
+      // (https://developers.tron.network/docs/trongrid, "SolidityNode GRPC"). Exact bytes are the
+      // default reader there; `#grpc=none` turns it off.
+      grpc = TRONGRID_GRPC[u.hostname];
+    } else if (g === 'none') {
+      grpc = undefined;
+    } else {
       const m = /^(grpcs?):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(g);
       if (!m?.[2] || !m[3] || Number(m[3]) < 1 || Number(m[3]) > 65_535) {
         problems.push(`${what}: grpc must be grpc://host:port or grpcs://host:port`);
@@ -756,7 +794,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       providers,
       quorum: e.TRON_NODE_QUORUM,
     },
-    ingest: { startBlock: e.INGEST_START_BLOCK, blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS },
+    ingest: {
+      ...startBlockOf(e.INGEST_START_BLOCK),
+      blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS,
+    },
     secrets: {
       key: e.SECRET_ENCRYPTION_KEY,
       oldKeys: (e.SECRET_ENCRYPTION_KEYS_OLD ?? '')

@@ -5,6 +5,7 @@
  */
 import { type Static, Type as T } from '@sinclair/typebox';
 import { StringEnum } from '../common/schema.js';
+import { PROOF_LEVELS } from '../tron/types.js';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords.js';
 
 const Email = T.String({ minLength: 3, maxLength: 320, description: 'E-mail address.' });
@@ -121,6 +122,7 @@ const eventFilters = {
   asset: T.Optional(StringEnum(['USDT', 'TRX'] as const)),
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
+  proof: T.Optional(StringEnum(PROOF_LEVELS)),
 };
 export const ConsoleEventsQuery = T.Object(
   {

@@ -127,6 +127,8 @@ export async function sendTestEvent(
     to_address: outgoing ? other : watched,
     amount_raw: '0',
     contract: usdt ? hexToBase58(USDT_CONTRACT_HEX) : null,
+    // A test delivery claims nothing: never money.
+    proof: 'provider',
     created_at: new Date(),
   };
   const sender = new WebhookSender({

@@ -100,8 +100,14 @@ import { headerBlockId } from './synthetic.js';
 export interface BlockEntry {
   block: Buffer;
   infos: Buffer;
-  /** The gRPC `BlockExtention` bytes, when recorded (`blockext-<n>.bin`); else encoded from JSON. */
+  /** The gRPC `BlockExtention` bytes, when recorded (`blockext-<n>.bin`). */
   exact?: Buffer;
+  /**
+   * The block's JSON holds every byte of the block (a synthetic block, a filler, a fork, a lie),
+   * so gRPC may encode its `BlockExtention` from it. Never for a recorded mainnet block's JSON,
+   * which can hide bytes (module doc, gRPC): without its `exact`, gRPC answers NOT_FOUND.
+   */
+  exactFromJson?: boolean;
 }
 
 /**
@@ -185,11 +191,15 @@ export function dirSource(dir: string, opts: { cacheSize?: number } = {}): Block
 
 /**
  * An in-memory source (tests). `infos` defaults to `[]`. Strings are stored as UTF-8 bytes.
+ * `exactFromJson` (default true: synthetic blocks, whose JSON is complete) lets gRPC encode a
+ * block without `exact` from its JSON; false for recorded mainnet JSON.
  * @throws Error when the map is empty.
  */
 export function memorySource(
   map: ReadonlyMap<number, { block: Buffer | string; infos?: Buffer | string; exact?: Buffer }>,
+  opts: { exactFromJson?: boolean } = {},
 ): BlockSource {
+  const fromJson = opts.exactFromJson ?? true;
   const entries = new Map<number, BlockEntry>();
   for (const [n, e] of map) {
     entries.set(n, {
@@ -201,6 +211,7 @@ export function memorySource(
             ? e.infos
             : Buffer.from(e.infos),
       ...(e.exact ? { exact: e.exact } : {}),
+      ...(fromJson ? { exactFromJson: true } : {}),
     });
   }
   const recorded = [...entries.keys()].sort((a, b) => a - b);
@@ -278,6 +289,12 @@ export interface ReplayLies {
    * the real block before it as its parent.
    */
   forkFrom?: number;
+  /**
+   * Serve blocks this many above the solidified head from the solidity endpoints
+   * (getblockbynum, gettransactioninfobyblocknum, gRPC) while the heads tell the truth: a
+   * provider (or a proxy) that serves blocks before they are final.
+   */
+  early?: number;
 }
 
 /**
@@ -543,6 +560,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     clock,
     ...(opts.logRequests ? { log: requestLog } : {}),
     heads,
+    early: () => lies?.early ?? 0,
     txBlock: createTxIndex(source),
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
   };
@@ -919,7 +937,7 @@ function createChainView(source: BlockSource, fillerBase: number): ChainView {
     const entry = isRecorded(n) ? await source.get(n) : undefined;
     if (entry) return entry;
     const h = await fillerHeader(n);
-    return { block: Buffer.from(h.json), infos: EMPTY_ARRAY };
+    return { block: Buffer.from(h.json), infos: EMPTY_ARRAY, exactFromJson: true };
   }
 
   return { headerOf, blockOf };
@@ -1077,11 +1095,18 @@ function createLyingView(truth: ChainView, lies: () => ReplayLies | undefined): 
         };
         // Recorded exact bytes stay only while the block itself is not forged: a consistent
         // liar's gRPC answer is its forged JSON encoded.
-        if (forged.block === undefined && real.exact) out.exact = real.exact;
+        if (forged.block === undefined) {
+          if (real.exact) out.exact = real.exact;
+          if (real.exactFromJson) out.exactFromJson = true;
+        } else out.exactFromJson = true;
         return out;
       }
       if (l?.forkFrom !== undefined && n >= l.forkFrom) {
-        return { block: Buffer.from((await forkHeader(n, l.forkFrom)).json), infos: EMPTY_ARRAY };
+        return {
+          block: Buffer.from((await forkHeader(n, l.forkFrom)).json),
+          infos: EMPTY_ARRAY,
+          exactFromJson: true,
+        };
       }
       return truth.blockOf(n);
     },
@@ -1143,12 +1168,18 @@ async function answerTxInfoById({ limit, params, chain, txBlock }: Call): Promis
 
 /** `getnodeinfo`: NodeInfo naming both heads with their block ids (the same for both views). */
 async function answerNodeInfo({ heads, chain }: Call): Promise<Answer> {
-  const [headH, solidH] = await Promise.all([
-    chain.headerOf(heads.head),
-    chain.headerOf(heads.solidified),
-  ]);
-  return [200, nodeInfo(heads, headH.id, solidH.id)];
+  // A lied head far above anything servable (tests of impossible heads) gets a seeded id: its
+  // filler chain would take hours to hash.
+  const idOf = async (n: number) =>
+    n > FAR_HEAD
+      ? n.toString(16).padStart(16, '0') + sha256Hex(`tronwatch replay far ${n}`).slice(16)
+      : (await chain.headerOf(n)).id;
+  const [headId, solidId] = await Promise.all([idOf(heads.head), idOf(heads.solidified)]);
+  return [200, nodeInfo(heads, headId, solidId)];
 }
+
+/** Block numbers above this (10^9; mainnet is near 8·10^7) are never served, only named. */
+const FAR_HEAD = 1_000_000_000;
 
 /** `getnowblock`: the view's newest block, with its transactions. */
 async function answerNowBlock({ limit, chain }: Call): Promise<Answer> {
@@ -1272,6 +1303,8 @@ interface RouterDeps {
   /** Where each request is recorded when `logRequests` is on. */
   log?: ReplayRequestRecord[];
   heads: () => Heads;
+  /** Blocks served above the solidified head by the solidity endpoints (ReplayLies.early). */
+  early: () => number;
   /** The block holding a transaction id (gettransactioninfobyid). */
   txBlock: (txId: string) => Promise<number | undefined>;
   /** The route of a path, undefined = 404 (unknown or disabled). */
@@ -1321,9 +1354,10 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
     if (typeof read.params.num === 'number') rec.num = read.params.num;
     try {
       const h = deps.heads();
+      const early = route.op === 'blockbynum' || route.op === 'txinfos' ? deps.early() : 0;
       const [status, body] = await ANSWERS[route.op]({
         heads: h,
-        limit: route.view === 'solidity' ? h.solidified : h.head,
+        limit: route.view === 'solidity' ? Math.min(h.head, h.solidified + early) : h.head,
         params: read.params,
         fromQuery: read.fromQuery,
         chain: deps.chain,
@@ -1462,7 +1496,7 @@ function stop(server: Server, faults: FaultInjector): Promise<void> {
  * answers it. Exact when the JSON carries every byte (fillers, synthetic blocks).
  * @throws Error when a transaction's `ret` or the header cannot be encoded.
  */
-function encodeBlockExtention(text: string): Buffer {
+export function encodeBlockExtention(text: string): Buffer {
   const block = parseNodeJson(text) as {
     blockID?: string;
     block_header?: { raw_data?: Record<string, unknown>; witness_signature?: string };
@@ -1538,14 +1572,25 @@ async function listenGrpc(
         }
         rec.num = n;
         const h = deps.heads();
-        if (n > h.solidified) return callback(null, Buffer.alloc(0));
+        if (n > Math.min(h.head, h.solidified + deps.early()))
+          return callback(null, Buffer.alloc(0));
         deps.faults
           .draw('block')
           .then(async (f) => {
             if (f?.status === 503) return fail(grpcStatus.UNAVAILABLE, 'injected fault', 503);
             if (f) return callback(null, Buffer.alloc(0));
             const entry = await deps.chain.blockOf(n);
-            callback(null, entry.exact ?? encodeBlockExtention(entry.block.toString('utf8')));
+            if (entry.exact) return callback(null, entry.exact);
+            // Never re-encoded bytes presented as exact: a recorded block without its .bin has
+            // no gRPC answer here.
+            if (!entry.exactFromJson) {
+              return fail(
+                grpcStatus.NOT_FOUND,
+                `no exact bytes recorded for block ${n} (blockext-${n}.bin)`,
+                404,
+              );
+            }
+            callback(null, encodeBlockExtention(entry.block.toString('utf8')));
           })
           .catch((err: unknown) =>
             fail(grpcStatus.INTERNAL, err instanceof Error ? err.message : String(err), 500),

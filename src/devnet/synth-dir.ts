@@ -1,9 +1,12 @@
 /**
- * Write a synthetic chain to a folder in the `chain/` layout (`block-<n>.json` + `txinfo-<n>.json`)
- * so `tronwatch replay-node --dir` serves it like recorded mainnet blocks (load and scale work).
+ * Write a synthetic chain to a folder in the `chain/` layout (`block-<n>.json` + `txinfo-<n>.json`
+ * + `blockext-<n>.bin`, the gRPC GetBlockByNum2 bytes: exact, since a synthetic block's JSON holds
+ * every byte) so `tronwatch replay-node --dir` serves it like recorded mainnet blocks (load and
+ * scale work), gRPC included.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { encodeBlockExtention } from './replay-node.js';
 import { type SyntheticChainOptions, syntheticBlock } from './synthetic.js';
 
 export interface WriteSyntheticResult {
@@ -32,6 +35,7 @@ export async function writeSyntheticChain(
     const infos = JSON.stringify(b.infos);
     await fs.writeFile(path.join(dir, `block-${n}.json`), block);
     await fs.writeFile(path.join(dir, `txinfo-${n}.json`), infos);
+    await fs.writeFile(path.join(dir, `blockext-${n}.bin`), encodeBlockExtention(block));
     r.blocks++;
     r.transactions += b.block.transactions?.length ?? 0;
     r.transfers += b.transfers.length;

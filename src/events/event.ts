@@ -12,6 +12,7 @@
 import { type Static, Type as T } from '@sinclair/typebox';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { formatAmount, formatAmountDigits } from '../tron/amount.js';
+import { PROOF_LEVELS, type ProofLevel } from '../tron/types.js';
 
 /** SPEC §Versioning: the payload's `api_version` and the OpenAPI document's `info.version`. */
 export const API_VERSION = '2026-08';
@@ -56,6 +57,10 @@ const eventMembers = {
   contract: T.Optional(
     NullableString({ description: 'TRC-20 contract address in base58. Null for native TRX.' }),
   ),
+  proof: StringEnum(PROOF_LEVELS, {
+    description:
+      'Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.',
+  }),
 };
 
 /** SPEC §Event: the webhook body and the stored record. */
@@ -137,6 +142,8 @@ export interface EventRow {
   to_address: string;
   amount_raw: string;
   contract: string | null;
+  /** How the transfer was established (migration 048). */
+  proof: ProofLevel;
   created_at: Date;
 }
 
@@ -159,6 +166,7 @@ export function eventPayload(row: EventRow): Event {
     amount: formatAmount(BigInt(row.amount_raw)),
     watch_id: row.watch_id,
     contract: row.contract,
+    proof: row.proof,
   };
 }
 
@@ -216,10 +224,10 @@ export const EVENT_ROW_SQL = `concat_ws(E'\\x1f', e.id, e.watch_id, e.network, e
               e.to_address, e.amount_raw, coalesce(e.contract, ''), e.created_at AT TIME ZONE 'UTC',
               coalesce((SELECT concat_ws(E'\\x1f', n.id, n.status, n.attempts, n.created_at AT TIME ZONE 'UTC')
                  FROM notifications n WHERE n.event_id = e.id
-                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'))`;
+                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'), e.proof)`;
 
 /** Fields of EVENT_ROW_SQL's text. */
-const EVENT_ROW_FIELDS = 18;
+const EVENT_ROW_FIELDS = 19;
 
 /** The fields of one row, in EVENT_ROW_SQL's order. */
 export type EventRowFields = [
@@ -241,6 +249,7 @@ export type EventRowFields = [
   status: string,
   attempts: string,
   deliveryCreatedAt: string,
+  proof: string,
 ];
 
 /**
@@ -285,6 +294,7 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
     amount: formatAmountDigits(f[11]),
     watch_id: f[1],
     contract: f[12] === '' ? null : f[12],
+    proof: f[18] as ProofLevel,
     delivery:
       f[14] === ''
         ? null
@@ -313,7 +323,7 @@ export function eventRowJson(line: string, f: EventRowFields): string {
     `"event_index":${f[6]},"block_number":${f[7]},` +
     `"block_timestamp":"${isoFromPgTimestamp(f[8], 3)}","from":"${f[9]}","to":"${f[10]}",` +
     `"amount_raw":"${f[11]}","amount":"${formatAmountDigits(f[11])}","watch_id":"${f[1]}",` +
-    `"contract":${contract},"delivery":{"notification_id":"${f[14]}","status":"${f[15]}",` +
+    `"contract":${contract},"proof":"${f[18]}","delivery":{"notification_id":"${f[14]}","status":"${f[15]}",` +
     `"attempts":${f[16]},"created_at":"${isoFromPgTimestamp(f[17], 6)}"}}`
   );
 }

@@ -20,6 +20,7 @@
  */
 
 import type { Queryable } from '../db/pool.js';
+import type { ProofLevel } from '../tron/types.js';
 import {
   EVENT_ROW_SQL,
   type EventWithDelivery,
@@ -56,6 +57,8 @@ export interface ListEventsQuery {
   direction?: 'incoming' | 'outgoing';
   /** Only events of watches delivering through this channel. */
   channel?: 'webhook' | 'telegram';
+  /** Only events established at this proof level (SPEC §Event `proof`). */
+  proof?: ProofLevel;
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -138,6 +141,7 @@ export interface EventFilters {
   asset?: 'USDT' | 'TRX' | undefined;
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
+  proof?: ProofLevel | undefined;
 }
 
 /**
@@ -164,6 +168,10 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
   if (f.direction !== undefined) {
     values.push(f.direction);
     where.push(`e.direction = $${values.length}`);
+  }
+  if (f.proof !== undefined) {
+    values.push(f.proof);
+    where.push(`e.proof = $${values.length}`);
   }
   if (f.channel !== undefined) {
     values.push(f.channel);
@@ -238,7 +246,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.search === undefined ? 0 : { event: 128, tx: 256, address: 384 }[q.search.kind]) |
     (q.asset === undefined ? 0 : 512) |
     (q.direction === undefined ? 0 : 1024) |
-    (q.channel === undefined ? 0 : 2048);
+    (q.channel === undefined ? 0 : 2048) |
+    (q.proof === undefined ? 0 : 8192);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

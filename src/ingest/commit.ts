@@ -110,6 +110,7 @@ async function insertEvents(
     to: [] as string[],
     amount: [] as string[],
     contract: [] as Array<string | null>,
+    proof: [] as string[],
   };
   const b58 = new Map<string, string>();
   const enc = (h: string) => {
@@ -135,6 +136,8 @@ async function insertEvents(
     cols.to.push(enc(t.to));
     cols.amount.push(t.amountRaw.toString());
     cols.contract.push(t.contract === null ? null : enc(t.contract));
+    // Transfers from the node group carry the level it established; others claim nothing.
+    cols.proof.push(t.proof ?? 'provider');
   }
   const { rows } = await tx.query<{ n: number }>(
     `WITH base AS (
@@ -144,16 +147,17 @@ async function insertEvents(
      input AS (
        SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
                             $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
-                            $15::numeric[], $16::text[])
+                            $15::numeric[], $16::text[], $17::text[])
          WITH ORDINALITY AS i(id, ntf, account_id, watch_id, channel, direction, asset, tx_id,
-                              event_index, from_address, to_address, amount_raw, contract, ord)
+                              event_index, from_address, to_address, amount_raw, contract, proof,
+                              ord)
      ),
      ins AS (
        INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index,
                            block_number, block_timestamp, from_address, to_address, amount_raw,
-                           contract, created_at)
+                           contract, proof, created_at)
        SELECT i.id, i.account_id, i.watch_id, $3, i.direction, i.asset, i.tx_id, i.event_index,
-              $1, $2::timestamptz, i.from_address, i.to_address, i.amount_raw, i.contract,
+              $1, $2::timestamptz, i.from_address, i.to_address, i.amount_raw, i.contract, i.proof,
               base.t + (i.ord - 1) * interval '1 microsecond'
          FROM input i CROSS JOIN base
        ON CONFLICT (id) DO NOTHING
@@ -190,6 +194,7 @@ async function insertEvents(
       cols.to,
       cols.amount,
       cols.contract,
+      cols.proof,
     ],
   );
   const r = rows[0];

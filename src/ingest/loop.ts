@@ -55,13 +55,23 @@ import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
-import { extractTransfers } from '../tron/extract.js';
+import {
+  type Checkpoint,
+  MAINNET_BLOCK_INTERVAL_MS,
+  MAINNET_CHECKPOINT,
+} from '../tron/checkpoint.js';
 import type { ChainHeads, NodeClient } from '../tron/node-client.js';
 import { NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
 import { BlockCheckError } from '../tron/verify.js';
 import { saveChainHead, saveSolidifiedHead } from './chain-head.js';
-import { type CommitHooks, commitBlock, ensureCursor } from './commit.js';
+import {
+  type CommitHooks,
+  type CursorRow,
+  commitBlock,
+  ensureCursor,
+  readCursor,
+} from './commit.js';
 import { saveProviderStates } from './providers.js';
 import { classifyIngestFailure, clearStall, recordStall, stallReason } from './stall.js';
 
@@ -81,7 +91,14 @@ export interface IngesterOptions {
    */
   client: NodeGroup | NodeClient;
   /** Request caps, keys and the quorum are the group's business (nodeGroupFor), not the loop's. */
-  config: Pick<Config, 'network' | 'ingest'> & { node: Pick<Config['node'], 'concurrency'> };
+  config: Pick<Config, 'network'> & {
+    node: Pick<Config['node'], 'concurrency'>;
+    /** The start block (and its checkpoint id) apply only when no cursor exists yet. */
+    ingest: Pick<Config['ingest'], 'blockIntervalMs'> & {
+      startBlock?: number | undefined;
+      startBlockId?: string | undefined;
+    };
+  };
   logger: Logger;
   /** Called after each commit that created notifications (wakes the delivery worker). */
   onEvents?: (count: number) => void;
@@ -168,6 +185,15 @@ export class Ingester {
             logger: opts.logger,
             metrics: opts.metrics,
           });
+    // Heads are bounded from the first poll on: mainnet cannot be past the shipped checkpoint
+    // plus one block per 3 s slot since (a stored cursor tightens this, openCursor).
+    if (opts.config.network === 'mainnet') {
+      this.group.noteAnchor(
+        MAINNET_CHECKPOINT.number,
+        MAINNET_CHECKPOINT.timestamp,
+        MAINNET_BLOCK_INTERVAL_MS,
+      );
+    }
   }
 
   /**
@@ -310,8 +336,44 @@ export class Ingester {
 
   private async firstBlock(signal: AbortSignal): Promise<number> {
     if (this.o.config.ingest.startBlock !== undefined) return this.o.config.ingest.startBlock;
+    // Bounded: the heads are checked against the shipped checkpoint's time (constructor).
     const heads = await this.pollHeads(signal);
     return heads.solidified;
+  }
+
+  /**
+   * The cursor in force: the stored one (its block bounds the heads from the first poll on),
+   * else a new one at the configured start block or the solidified head (bounded by the shipped
+   * checkpoint, see the constructor). A new cursor at INGEST_START_BLOCK=number:blockID keeps that
+   * id as the checkpoint the first block must match (`this.checkpoint`).
+   */
+  private async openCursor(signal: AbortSignal): Promise<CursorRow> {
+    const { db } = this.o;
+    const network = this.o.config.network;
+    const stored = await readCursor(db, network);
+    if (stored?.block_timestamp) {
+      this.group.noteCommitted(
+        stored.block_number,
+        stored.block_timestamp.getTime(),
+        stored.block_id,
+      );
+    }
+    const row = stored ?? (await ensureCursor(db, network, await this.firstBlock(signal)));
+    const start = this.o.config.ingest;
+    if (!stored && start.startBlock !== undefined && start.startBlockId === undefined) {
+      this.o.logger.warn(
+        { block_number: start.startBlock },
+        'INGEST_START_BLOCK has no blockID: the first block is taken on the providers’ word; give number:blockID (a checkpoint) to anchor it',
+      );
+    }
+    this.checkpoint =
+      row.block_id === '' &&
+      start.startBlockId !== undefined &&
+      start.startBlock !== undefined &&
+      row.block_number === Math.max(0, start.startBlock - 1)
+        ? { number: start.startBlock, id: start.startBlockId }
+        : undefined;
+    return row;
   }
 
   /**
@@ -328,10 +390,13 @@ export class Ingester {
     while (!signal.aborted) {
       try {
         if (cursor === undefined) {
-          const row = await ensureCursor(db, network, await this.firstBlock(signal));
+          const row = await this.openCursor(signal);
           cursor = row.block_number;
           this.lastId = row.block_id;
-          if (row.block_timestamp) this.group.noteCommitted(cursor, row.block_timestamp.getTime());
+          if (row.block_timestamp) {
+            this.group.noteCommitted(cursor, row.block_timestamp.getTime(), row.block_id);
+          }
+          this.group.expectCheckpoint(this.checkpoint);
           this.stats.cursor = cursor;
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
@@ -410,6 +475,17 @@ export class Ingester {
    * @throws as commitBlock, extractTransfers, or the stall's clearing.
    */
   private async commit(b: VerifiedSolidifiedBlock): Promise<number> {
+    // The first block of a new cursor at INGEST_START_BLOCK=number:blockID must be that block.
+    const cp = this.checkpoint;
+    if (this.lastId === '' && cp && b.ref.number === cp.number && b.verified.id !== cp.id) {
+      const err = new BlockCheckError(
+        'checkpoint',
+        b.ref.number,
+        `blockID ${b.verified.id} is not the checkpoint's ${cp.id} (INGEST_START_BLOCK)`,
+      );
+      this.group.distrust(b.provider, err);
+      throw err;
+    }
     // The chain must go on from the block committed last (its blockID, held by the cursor row);
     // commitBlock checks it again under the cursor's lock. The first block has nothing to follow.
     if (this.lastId !== '' && b.verified.parentHash !== this.lastId.toLowerCase()) {
@@ -421,7 +497,8 @@ export class Ingester {
       this.group.distrust(b.provider, err);
       throw err;
     }
-    const transfers = extractTransfers(b.block, b.infos);
+    // Extracted from the agreed, verified answer (tron/verify.ts, tron/node-group.ts).
+    const transfers = b.verified.transfers;
     const r = await commitBlock(
       this.o.db,
       this.o.config.network,
@@ -431,7 +508,7 @@ export class Ingester {
     );
     const cursor = b.ref.number;
     this.lastId = b.ref.id;
-    this.group.noteCommitted(cursor, b.ref.timestamp);
+    this.group.noteCommitted(cursor, b.ref.timestamp, b.ref.id);
     this.stats.cursor = cursor;
     this.stats.blocks++;
     this.stats.transfers += transfers.length;
@@ -454,6 +531,9 @@ export class Ingester {
     if (this.group.stateVersion !== this.savedProviders) await this.saveProviders();
     return cursor;
   }
+
+  /** The checkpoint the first block of a new cursor must match (openCursor), if configured. */
+  private checkpoint: Checkpoint | undefined;
 
   /** The group's stateVersion last stored (-1: never). */
   private savedProviders = -1;

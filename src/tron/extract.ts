@@ -4,7 +4,8 @@
  *
  * - TRX: a transaction whose (only) contract is `TransferContract` and whose `ret[0].contractRet`
  *   is `SUCCESS`. from = owner_address, to = to_address, amount = `amount` in sun, event_index 0.
- * - USDT: every log of a transaction whose `receipt.result` is `SUCCESS`, emitted by the USDT
+ * - USDT: every log of a transaction whose signed `ret[0].contractRet` is `SUCCESS` (bound by the
+ *   header's txTrieRoot; tron/verify.ts checks that the receipt agrees), emitted by the USDT
  *   contract (TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t), with topics[0] = keccak256
  *   ("Transfer(address,address,uint256)") and three topics. from/to = the low 20 bytes of
  *   topics[1]/topics[2] with 0x41 restored; amount = `data` as uint256; event_index = the log's
@@ -49,7 +50,7 @@ export function blockRef(block: BlockJson): BlockRef {
   }
   return {
     number: Number(raw.number),
-    id: block.blockID,
+    id: block.blockID.toLowerCase(),
     timestamp: Number(raw.timestamp ?? 0),
   };
 }
@@ -59,6 +60,31 @@ function addressParam(v: unknown, what: string, txId: string): string {
     throw new MalformedBlockError(`tx ${txId}: ${what} is not a 41-hex address`);
   }
   return v.toLowerCase();
+}
+
+/** Which logs a direct USDT call signs for: transfer(to, v) and transferFrom(from, to, v) with full call data. */
+const SIGNED_SELECTORS: ReadonlyArray<readonly [string, number]> = [
+  ['a9059cbb', 8 + 128],
+  ['23b872dd', 8 + 192],
+];
+
+/**
+ * Whether a transaction's USDT Transfer logs are implied by its signed bytes: one contract, a
+ * TriggerSmartContract of USDT whose selector is transfer or transferFrom with complete call data
+ * (tron/verify.ts refuses any log of such a call that is not exactly the signed transfer).
+ */
+export function isDirectUsdtTransfer(tx: TransactionJson): boolean {
+  const c = tx.raw_data?.contract;
+  if (c?.length !== 1 || c[0]?.type !== 'TriggerSmartContract') return false;
+  const v = c[0].parameter?.value ?? {};
+  if (
+    typeof v.contract_address !== 'string' ||
+    v.contract_address.toLowerCase() !== USDT_CONTRACT_HEX
+  ) {
+    return false;
+  }
+  const data = typeof v.data === 'string' ? v.data.toLowerCase() : '';
+  return SIGNED_SELECTORS.some(([sel, len]) => data.startsWith(sel) && data.length >= len);
 }
 
 function trxTransfer(tx: TransactionJson, ref: BlockRef): Transfer | null {
@@ -71,7 +97,7 @@ function trxTransfer(tx: TransactionJson, ref: BlockRef): Transfer | null {
   return {
     blockNumber: ref.number,
     blockTimestamp: ref.timestamp,
-    txId: tx.txID,
+    txId: tx.txID.toLowerCase(),
     eventIndex: 0,
     asset: 'TRX',
     from: addressParam(v.owner_address, 'owner_address', tx.txID),
@@ -107,7 +133,7 @@ function usdtTransfer(
   return {
     blockNumber: ref.number,
     blockTimestamp: ref.timestamp,
-    txId: info.id,
+    txId: info.id.toLowerCase(),
     eventIndex: index,
     asset: 'USDT',
     from: topicAddress(fromTopic),
@@ -117,20 +143,21 @@ function usdtTransfer(
   };
 }
 
-function infoSucceeded(info: TransactionInfoJson): boolean {
-  return info.result !== 'FAILED' && info.receipt?.result === 'SUCCESS';
-}
-
 /**
- * Every transfer of a block, in block order (transaction position, then event_index).
- * @param infos the block's transaction infos (any order; matched by id). May be empty only when
- *   the block has no contract-call transaction; a missing info for a transaction with logs would
- *   be a node fault that the client detects before calling this.
+ * Every transfer of a block, in block order (transaction position, then event_index). Ids are
+ * lower-case hex whatever case the node wrote.
+ * @param infos the block's transaction infos (any order; matched by id, case-insensitively). May
+ *   be empty only when the block has no contract-call transaction; a missing info for a
+ *   transaction with logs would be a node fault that the client detects before calling this.
+ * @param opts.proof set each transfer's `proof` to what its evidence is worth on its own:
+ *   `signed` for a TRX transfer and a direct USDT transfer/transferFrom's log, `provider` for
+ *   any other log (the node group raises it to `quorum` when k ≥ 2 providers agreed).
  * @throws MalformedBlockError on a structurally invalid block or log.
  */
 export function extractTransfers(
   block: BlockJson,
   infos: readonly TransactionInfoJson[],
+  opts: { proof?: boolean } = {},
 ): Transfer[] {
   const ref = blockRef(block);
   const txs = block.transactions ?? [];
@@ -142,19 +169,27 @@ export function extractTransfers(
     if (typeof tx.txID !== 'string') throw new MalformedBlockError(`transaction ${i} has no txID`);
     const trx = trxTransfer(tx, ref);
     if (trx) {
+      if (opts.proof) trx.proof = 'signed';
       out.push(trx);
       continue;
     }
+    // Success is the signed contractRet (the receipt is checked to agree by tron/verify.ts).
+    if (tx.ret?.[0]?.contractRet !== 'SUCCESS') continue;
     let info = infos[i];
-    if (info?.id !== tx.txID) {
-      byId ??= new Map(infos.map((x) => [x.id, x]));
-      info = byId.get(tx.txID);
+    const id = tx.txID.toLowerCase();
+    if (info?.id?.toLowerCase() !== id) {
+      byId ??= new Map(infos.map((x) => [String(x.id).toLowerCase(), x]));
+      info = byId.get(id);
     }
-    if (!info?.log || !infoSucceeded(info)) continue;
+    if (!info?.log) continue;
+    const proof = opts.proof ? (isDirectUsdtTransfer(tx) ? 'signed' : 'provider') : undefined;
     const logs = info.log;
     for (let j = 0; j < logs.length; j++) {
       const t = usdtTransfer(logs[j] as LogJson, j, info, ref);
-      if (t) out.push(t);
+      if (t) {
+        if (proof) t.proof = proof;
+        out.push(t);
+      }
     }
   }
   return out;

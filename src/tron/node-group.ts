@@ -43,6 +43,11 @@ import { BlockCheckError, type VerifiedBlock, verifyBlock } from './verify.js';
  * loosens the bound).
  */
 export const HEAD_SLACK_BLOCKS = 10;
+/**
+ * A block above a provider's last read solidified head is taken as solidified between head
+ * polls only when it is at least this many block intervals old (NodeGroup.solidFor).
+ */
+export const SOLID_AGE_BLOCKS = 15;
 /** Set-aside backoff: 1 s doubling per consecutive failure, up to 60 s. */
 const ASIDE_BASE_MS = 1_000;
 const ASIDE_CAP_MS = 60_000;
@@ -94,6 +99,8 @@ interface Member {
   /** Last accepted heads; -1 before any. */
   solidified: number;
   head: number;
+  /** now() when those heads were accepted (0: never). */
+  headsAt: number;
   /** performance.now() until which it is not asked (0: not set aside). */
   asideUntil: number;
   /** Consecutive failures (the set-aside backoff). */
@@ -193,6 +200,11 @@ export class NodeGroup {
   private lastHeads: { solidified: number; head: number; at: number } | undefined;
   /** The last committed block (noteCommitted): its number and timestamp (epoch ms). */
   private committed: { number: number; timestampMs: number } | undefined;
+  /**
+   * A known block and its time (noteAnchor: the cursor's block, the shipped mainnet checkpoint),
+   * bounding heads before anything is committed, at `intervalMs` per block at most.
+   */
+  private anchor: { number: number; timestampMs: number; intervalMs: number } | undefined;
   /** Bumped whenever a provider's state changes (callers store the states when it moved). */
   stateVersion = 0;
   /** Votes already collected for the block asked next while caught up (getBlockIfSolidified). */
@@ -215,6 +227,7 @@ export class NodeGroup {
       client,
       solidified: -1,
       head: -1,
+      headsAt: 0,
       asideUntil: 0,
       failures: 0,
       reason: undefined,
@@ -268,9 +281,27 @@ export class NodeGroup {
    * The ingester committed `number` (timestamp in epoch ms): heads below it are impossible, and
    * its time bounds how far the chain can be now.
    */
-  noteCommitted(number: number, timestampMs: number): void {
+  noteCommitted(number: number, timestampMs: number, id = ''): void {
     this.committed = { number, timestampMs };
+    this.committedId = { number, id: id.toLowerCase() };
   }
+
+  /**
+   * The block the chain goes on from, as far as the group checks it itself: block `number` + 1
+   * must name `id` as its parent ('' = unknown: a new cursor). Checked on every provider's
+   * answer (a failed check, so the next provider is asked at once), and again by the ingester.
+   */
+  private committedId: { number: number; id: string } | undefined;
+
+  /**
+   * A checkpoint (INGEST_START_BLOCK=number:blockID): a provider's answer for that block with
+   * another id fails the 'checkpoint' check, and the next provider is asked.
+   */
+  expectCheckpoint(cp: { number: number; id: string } | undefined): void {
+    this.checkpoint = cp ? { number: cp.number, id: cp.id.toLowerCase() } : undefined;
+  }
+
+  private checkpoint: { number: number; id: string } | undefined;
 
   /**
    * The highest head the chain can have now: the last committed block plus one block per
@@ -280,9 +311,20 @@ export class NodeGroup {
    * old, the bound is loose, never wrong).
    */
   private headBound(): number | undefined {
-    if (!this.committed) return undefined;
-    const ms = Math.max(0, Date.now() - this.committed.timestampMs);
-    return this.committed.number + Math.ceil(ms / this.interval) + HEAD_SLACK_BLOCKS;
+    const base = this.committed ? { ...this.committed, intervalMs: this.interval } : this.anchor;
+    if (!base) return undefined;
+    const ms = Math.max(0, Date.now() - base.timestampMs);
+    return base.number + Math.ceil(ms / base.intervalMs) + HEAD_SLACK_BLOCKS;
+  }
+
+  /**
+   * A block known to exist at `timestampMs` (epoch ms), with the chain making at most one block
+   * per `intervalMs`: bounds the heads before the first commit (the first poll included), so a
+   * fresh cursor never starts where a liar says. The ingester notes the shipped mainnet
+   * checkpoint (tron/checkpoint.ts) before its first poll.
+   */
+  noteAnchor(number: number, timestampMs: number, intervalMs: number): void {
+    this.anchor = { number, timestampMs, intervalMs };
   }
 
   /** Why `h` cannot be true, or undefined when it can. */
@@ -399,6 +441,7 @@ export class NodeGroup {
       }
       m.solidified = r.value.solidified;
       m.head = r.value.head;
+      m.headsAt = this.now();
       this.restored(m);
       accepted.push(r.value);
     }
@@ -447,7 +490,15 @@ export class NodeGroup {
     signal?: AbortSignal,
   ): Promise<VerifiedSolidifiedBlock | undefined> {
     if (this.pending?.n !== n) this.pending = { n, votes: new Map() };
-    const b = await this.collect(n, this.pending.votes, true, signal);
+    let b: VerifiedSolidifiedBlock | undefined;
+    try {
+      b = await this.collect(n, this.pending.votes, true, signal);
+    } catch (err) {
+      // A disagreement (or any failure) starts the next attempt afresh: votes kept from it would
+      // block the block for good once the providers agree again.
+      this.pending = undefined;
+      throw err;
+    }
     if (b) this.pending = undefined;
     return b;
   }
@@ -480,6 +531,76 @@ export class NodeGroup {
     );
   }
 
+  /**
+   * Read the heads of `members` now (failures ignored here: the next poll sets them aside) and
+   * record the plausible ones.
+   */
+  private async refreshHeads(members: Member[], signal?: AbortSignal): Promise<void> {
+    const results = await Promise.allSettled(members.map((m) => m.client.getHeads(signal)));
+    signal?.throwIfAborted();
+    results.forEach((r, i) => {
+      const m = members[i] as Member;
+      if (r.status !== 'fulfilled' || this.impossible(r.value)) return;
+      m.solidified = r.value.solidified;
+      m.head = r.value.head;
+      m.headsAt = this.now();
+    });
+  }
+
+  /**
+   * How far `m`'s solidified head can be now: its last accepted solidified head plus one block
+   * per interval since it was read (rounded up: the head moves on a fixed grid, so a block
+   * solidified since is always covered); -1 when never read.
+   */
+  private solidClaim(m: Member): number {
+    if (m.headsAt === 0 || m.solidified < 0) return -1;
+    return m.solidified + Math.ceil(Math.max(0, this.now() - m.headsAt) / this.interval);
+  }
+
+  /**
+   * Whether k of the providers that returned `won` have solidified block n by their own heads
+   * (a non-empty answer of a solidity endpoint is not enough: a provider, or a proxy in front of
+   * one, may serve a block before it is final). A provider covers n when its last read
+   * solidified head reaches it, or, between head polls, when its head extrapolated at one block
+   * per interval reaches it AND the block is at least SOLID_AGE_BLOCKS intervals old by its own
+   * timestamp (mainnet solidifies a block once 19 of its 27 SRs built on it: 18 blocks, 54 s;
+   * 15 leaves room for clock skew). When the claims fall short, their heads are read once more;
+   * a provider whose head still does not reach n served the block early: set aside.
+   * @returns those providers (none: the block is solid for the quorum).
+   * This is where a light client (SR signatures, finality: tron/light-client/) would accept a
+   * block's header as final instead of taking the providers' heads for it.
+   */
+  private async solidFor(won: Vote, n: number, signal?: AbortSignal): Promise<Member[]> {
+    const oldEnough = won.block.ref.timestamp <= Date.now() - SOLID_AGE_BLOCKS * this.interval;
+    const covers = (m: Member) => m.solidified >= n || (oldEnough && this.solidClaim(m) >= n);
+    const covering = () => won.members.filter(covers).length;
+    if (covering() >= this.quorum) return [];
+    await this.refreshHeads(
+      won.members.filter((m) => !covers(m)),
+      signal,
+    );
+    if (covering() >= this.quorum) return [];
+    const early: Member[] = [];
+    for (const m of won.members) {
+      if (covers(m)) continue;
+      early.push(m);
+      this.metrics?.nodeAnswerRefused(m.index, 'early_block');
+      this.logger?.error(
+        { provider: m.client.name, block_number: n, solidified: m.solidified },
+        'node answer refused: a block served before the provider’s own solidified head reached it',
+      );
+      this.setAside(
+        m,
+        new NodeError(
+          'inconsistent',
+          `block ${n} served above its solidified head ${m.solidified}`,
+          false,
+        ),
+      );
+    }
+    return early;
+  }
+
   /** Ask one provider for block n and verify its answer. */
   private async ask(
     m: Member,
@@ -493,6 +614,22 @@ export class NodeGroup {
     if (!b) return undefined;
     const verified = verifyBlock(b.block, b.infos, b.exact);
     this.metrics?.blockVerified(verified.root);
+    const cp = this.checkpoint;
+    if (cp && n === cp.number && verified.id !== cp.id) {
+      throw new BlockCheckError(
+        'checkpoint',
+        n,
+        `blockID ${verified.id} is not the checkpoint's ${cp.id} (INGEST_START_BLOCK)`,
+      );
+    }
+    const prev = this.committedId;
+    if (prev && prev.id !== '' && n === prev.number + 1 && verified.parentHash !== prev.id) {
+      throw new BlockCheckError(
+        'parent',
+        n,
+        `parentHash ${verified.parentHash} is not the committed blockID of block ${prev.number} (${prev.id})`,
+      );
+    }
     return { ...b, verified, provider: m.client.name };
   }
 
@@ -513,7 +650,21 @@ export class NodeGroup {
     let refreshed = false;
     for (;;) {
       const won = this.winner(votes);
-      if (won) return this.decided(n, votes, won);
+      if (won) {
+        const early = await this.solidFor(won, n, signal);
+        if (early.length === 0) return this.decided(n, votes, won);
+        // Served before those providers' solidified heads reached it: never committed early.
+        // Their votes go; the others are asked.
+        won.members = won.members.filter((m) => !early.includes(m));
+        if (won.members.length === 0) votes.delete(won.block.verified.fingerprint);
+        for (const m of early) {
+          errors.push({
+            m,
+            err: new NodeError('inconsistent', `block ${n} served above its solidified head`, true),
+          });
+        }
+        continue;
+      }
       // How many more answers could settle it: the quorum's missing votes, or one more
       // confirmation of an unverifiable root.
       const top = largest(votes);
@@ -527,8 +678,7 @@ export class NodeGroup {
         // The others' heads are older than the block (they were not the ones asked lately):
         // read them once now rather than fail over a minute late, at the next head poll.
         refreshed = true;
-        await Promise.allSettled(usable.map((m) => m.client.getHeads(signal)));
-        signal?.throwIfAborted();
+        await this.refreshHeads(usable, signal);
         candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
       }
       if (candidates.length === 0) break;
@@ -582,12 +732,14 @@ export class NodeGroup {
       );
     }
     if (top && top.members.length >= this.quorum && errors.length + notYet === 0) {
-      // Only the extra confirmation of an unverifiable root is missing, and nobody else can give it.
-      this.logger?.warn(
-        { block_number: n, provider: top.block.provider },
-        'block root unverifiable from JSON and no second provider could confirm it; accepted on the quorum',
+      // A root that could not be proven (JSON only) and no second provider to vouch for it: never
+      // committed on one provider's word. The block stalls (logged once, /healthz, metrics) until
+      // exact bytes (gRPC) or a second provider's agreement can prove it.
+      throw new BlockCheckError(
+        'tx_root',
+        n,
+        `its transaction root cannot be proven from ${top.block.provider}'s JSON, and no second provider agrees: configure gRPC (#grpc=) for exact bytes, or a second provider`,
       );
-      return top.block;
     }
     if (ifSolidified && notYet > 0) return undefined;
     const checks = errors.filter((e) => e.err instanceof BlockCheckError);
@@ -611,8 +763,7 @@ export class NodeGroup {
     for (const v of votes.values()) {
       const count = v.members.length;
       if (count < this.quorum) continue;
-      const proven =
-        v.block.verified.root !== 'unverifiable' || count >= 2 || this.members.length === 1;
+      const proven = v.block.verified.root !== 'unverifiable' || count >= 2;
       if (proven && (!won || count > won.members.length)) won = v;
     }
     return won;
@@ -636,6 +787,9 @@ export class NodeGroup {
         this.setAside(m, new NodeError('inconsistent', `outvoted on block ${n}`, false));
       }
     }
+    // What no header commits to is worth what the agreement is: k >= 2 providers, or one.
+    const level = won.members.length >= 2 ? 'quorum' : 'provider';
+    for (const t of won.block.verified.transfers) if (t.proof !== 'signed') t.proof = level;
     return won.block;
   }
 

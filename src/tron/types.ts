@@ -75,6 +75,18 @@ export interface TransactionInfoJson {
 
 export type Asset = 'USDT' | 'TRX';
 
+/**
+ * How a transfer was established (the `proof` field of events and webhooks, SPEC §Events):
+ * - `signed`: read from signed bytes whose transaction list was proven against the block header
+ *   (a TRX TransferContract, or a direct USDT transfer/transferFrom whose one Transfer log is
+ *   exactly what its signed call data implies);
+ * - `quorum`: k ≥ 2 providers agreed on it, but no header commits to it (a Transfer log emitted
+ *   inside a call of another contract, or a block whose root only the providers' agreement vouches for);
+ * - `provider`: one provider's word (such a log with quorum 1).
+ */
+export type ProofLevel = 'signed' | 'quorum' | 'provider';
+export const PROOF_LEVELS: readonly ProofLevel[] = ['signed', 'quorum', 'provider'];
+
 /** One transfer extracted from a solidified block. Addresses are lowercase 41-hex (42 chars). */
 export interface Transfer {
   blockNumber: number;
@@ -90,6 +102,8 @@ export interface Transfer {
   amountRaw: bigint;
   /** 41-hex of the TRC-20 contract; null for TRX. */
   contract: string | null;
+  /** How it was established (ProofLevel); set by extractTransfers' `proof` option. */
+  proof?: ProofLevel;
 }
 
 /** A block's identity and time, as extraction and the cursor need them. */

@@ -48,7 +48,7 @@
  */
 import { createHash } from 'node:crypto';
 import { USDT_CONTRACT_HEX } from './address.js';
-import { TRANSFER_TOPIC } from './extract.js';
+import { extractTransfers, MalformedBlockError, TRANSFER_TOPIC } from './extract.js';
 import { toBigInt } from './json.js';
 import {
   PbDecodeError,
@@ -59,7 +59,13 @@ import {
   pbFields,
   pbVarint,
 } from './protobuf.js';
-import type { BlockJson, LogJson, TransactionInfoJson, TransactionJson } from './types.js';
+import type {
+  BlockJson,
+  LogJson,
+  TransactionInfoJson,
+  TransactionJson,
+  Transfer,
+} from './types.js';
 
 /** What a failed check was about (metrics label, log field). */
 export type BlockCheck =
@@ -71,7 +77,8 @@ export type BlockCheck =
   | 'transfer_log'
   | 'tx_root'
   | 'exact_bytes'
-  | 'parent';
+  | 'parent'
+  | 'checkpoint';
 
 /**
  * A block or its transaction infos failed a check: the answer is wrong (forged, corrupted, or of
@@ -102,11 +109,17 @@ export interface VerifiedBlock {
   /** How txTrieRoot was checked (see the module doc, item 4). */
   root: RootStatus;
   /**
-   * SHA-256 (hex) over the blockID and, per transaction in block order, what matching reads: its
-   * id and contractRet, and its info's result, receipt.result and logs (address, topics, data).
-   * Providers that agree on a block agree on this.
+   * SHA-256 (hex) of a canonical, length-prefixed encoding of the blockID, parentHash,
+   * timestamp and the extracted transfers (transfersFingerprint). Providers that agree on a
+   * block agree on this, and then on its events.
    */
   fingerprint: string;
+  /**
+   * The block's transfers, extracted from this verified answer, lower-case ids; `proof` is
+   * `signed` where signed bytes under a proven root imply them, else `provider` (the node group
+   * raises it to `quorum` when k ≥ 2 providers agreed).
+   */
+  transfers: Transfer[];
 }
 
 /** A block as java-tron's gRPC sends it: the header's raw bytes and each transaction's bytes. */
@@ -126,6 +139,7 @@ const CREATE_SMART_CONTRACT = 30n;
 const TRIGGER_SMART_CONTRACT = 31n;
 const SEL_TRANSFER = 'a9059cbb';
 const SEL_TRANSFER_FROM = '23b872dd';
+const SEL_APPROVE = '095ea7b3';
 
 /**
  * protocol `Transaction.Result.contractResult`, by the name java-tron's JSON prints (its enum
@@ -162,8 +176,36 @@ function hexBytes(v: unknown, what: string, block: number): Buffer {
   return Buffer.from(v, 'hex');
 }
 
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/**
+ * A protobuf int64 field from JSON (absent = 0, its default).
+ * @throws RangeError outside int64 (a value + 2^64 would encode to the same bytes); TypeError
+ *   when it is not an integer.
+ */
 function int64(v: unknown): bigint {
-  return v === undefined ? 0n : toBigInt(v);
+  if (v === undefined) return 0n;
+  const x = toBigInt(v);
+  if (x < INT64_MIN || x > INT64_MAX) throw new RangeError(`${x} is outside int64`);
+  return x;
+}
+
+/**
+ * A header integer that must be a non-negative safe integer (number, timestamp in ms).
+ * @throws BlockCheckError('header').
+ */
+function headerUint(raw: Record<string, unknown>, key: string, block: number): bigint {
+  let x: bigint;
+  try {
+    x = int64(raw[key]);
+  } catch (err) {
+    throw new BlockCheckError('header', block, `${key}: ${(err as Error).message}`);
+  }
+  if (x < 0n || x > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new BlockCheckError('header', block, `${key} ${x} is out of range`);
+  }
+  return x;
 }
 
 /**
@@ -459,66 +501,127 @@ function checkTransaction(tx: TransactionJson, i: number, block: number): Signed
   return signed;
 }
 
-function infoSucceeded(info: TransactionInfoJson): boolean {
-  return info.result !== 'FAILED' && info.receipt?.result === 'SUCCESS';
+/** The Transfer and Approval logs a USDT call emitted, as [kind, from20/owner20, to20/spender20, amount]. */
+interface UsdtLog {
+  kind: 'transfer' | 'approval' | 'other';
+  a: string;
+  b: string;
+  amount: bigint;
 }
 
-/** The USDT Transfer logs of an info: [from20, to20, amount]. */
-function usdtTransferLogs(logs: readonly LogJson[]): Array<[string, string, bigint]> {
-  const out: Array<[string, string, bigint]> = [];
-  for (const l of logs) {
-    const t = l.topics ?? [];
-    if (lower(l.address) !== USDT20 || t.length !== 3 || lower(t[0]) !== TRANSFER_TOPIC) continue;
-    const data = l.data ?? '';
-    const amount = data === '' || !/^[0-9a-fA-F]+$/.test(data) ? 0n : BigInt(`0x${data}`);
-    out.push([lower(t[1]).slice(24), lower(t[2]).slice(24), amount]);
+/** keccak256("Approval(address,address,uint256)"). */
+const APPROVAL_TOPIC = '8c5be1e5ebec7d5bd14f71427d1e84f3dd0314c0f7b2291e5b200ac8c7c3b925';
+const HEX_DATA = /^[0-9a-fA-F]*$/;
+
+function usdtLog(l: LogJson): UsdtLog {
+  const t = l.topics ?? [];
+  const data = typeof l.data === 'string' && HEX_DATA.test(l.data) ? l.data : '';
+  const amount = data === '' ? 0n : BigInt(`0x${data}`);
+  const t0 = lower(t[0]);
+  const kind =
+    t.length === 3 && t0 === TRANSFER_TOPIC
+      ? 'transfer'
+      : t.length === 3 && t0 === APPROVAL_TOPIC
+        ? 'approval'
+        : 'other';
+  return { kind, a: lower(t[1]).slice(24), b: lower(t[2]).slice(24), amount };
+}
+
+/** What a direct call of the USDT contract is, from its signed call data. */
+type UsdtCall =
+  | { kind: 'transfer'; from: string; to: string; amount: bigint }
+  | { kind: 'approve'; owner: string; spender: string; amount: bigint }
+  | { kind: 'other' };
+
+/**
+ * Decode a signed call of USDT (TetherToken, compiled with solc 0.4: `onlyPayloadSize` refuses
+ * call data shorter than its arguments, and an address argument is the low 20 bytes of its word).
+ */
+function usdtCall(s: SignedContract): UsdtCall {
+  const sel = s.data.slice(0, 8);
+  const word = (i: number) => s.data.slice(8 + 64 * i, 8 + 64 * (i + 1));
+  if (sel === SEL_TRANSFER && s.data.length >= 8 + 128) {
+    return {
+      kind: 'transfer',
+      from: s.owner.slice(2),
+      to: word(0).slice(24),
+      amount: BigInt(`0x${word(1)}`),
+    };
   }
-  return out;
+  if (sel === SEL_TRANSFER_FROM && s.data.length >= 8 + 192) {
+    return {
+      kind: 'transfer',
+      from: word(0).slice(24),
+      to: word(1).slice(24),
+      amount: BigInt(`0x${word(2)}`),
+    };
+  }
+  if (sel === SEL_APPROVE && s.data.length >= 8 + 128) {
+    return {
+      kind: 'approve',
+      owner: s.owner.slice(2),
+      spender: word(0).slice(24),
+      amount: BigInt(`0x${word(1)}`),
+    };
+  }
+  return { kind: 'other' };
 }
 
 /**
- * A successful direct USDT transfer/transferFrom call: its Transfer logs must say what the signed
- * call data says (module doc, item 3). Calls with other selectors, or too short to decode, are
- * not direct transfers and are not checked here.
+ * A successful direct call of the USDT contract: its logs must be exactly those its selector
+ * implies (module doc, item 3). TetherToken (TRON's USDT, the Ethereum TetherToken's code):
+ * `transfer(to, v)` and `transferFrom(from, to, v)` emit `Transfer(from, to, v − fee)`, preceded
+ * by `Transfer(from, owner, fee)` when the fee is not 0 (basisPointsRate, 0 on TRON since launch);
+ * `approve(spender, v)` emits one `Approval(owner, spender, v)`; nothing else emits a Transfer.
+ * The token's owner and fee rate are chain state this service does not read, so only the
+ * fee-less form is accepted: a fee log (or any other extra log) is refused, and ingest stalls
+ * loudly rather than guess (to revisit if Tether ever switches the fee on).
+ * @throws BlockCheckError('transfer_log').
  */
 function checkDirectUsdtCall(s: SignedContract, info: TransactionInfoJson, block: number): void {
-  if (s.type !== TRIGGER_SMART_CONTRACT || s.target !== USDT_CONTRACT_HEX) return;
-  const sel = s.data.slice(0, 8);
-  let from: string;
-  let to: string;
-  let amount: bigint;
-  // Addresses in call data: the low 20 bytes of a 32-byte word (the token ignores the rest).
-  if (sel === SEL_TRANSFER && s.data.length >= 8 + 128) {
-    from = s.owner.slice(2);
-    to = s.data.slice(8 + 24, 8 + 64);
-    amount = BigInt(`0x${s.data.slice(8 + 64, 8 + 128)}`);
-  } else if (sel === SEL_TRANSFER_FROM && s.data.length >= 8 + 192) {
-    from = s.data.slice(8 + 24, 8 + 64);
-    to = s.data.slice(8 + 64 + 24, 8 + 128);
-    amount = BigInt(`0x${s.data.slice(8 + 128, 8 + 192)}`);
-  } else return;
-  if (!infoSucceeded(info)) return;
-  const logs = usdtTransferLogs(info.log ?? []);
-  let sum = 0n;
-  let toRecipient = 0;
-  for (const [f, t, a] of logs) {
-    if (f !== from) {
-      throw new BlockCheckError(
-        'transfer_log',
-        block,
-        `tx ${info.id}: a USDT Transfer log from 41${f} in a signed transfer from 41${from}`,
+  const call = usdtCall(s);
+  const logs = (info.log ?? []).map((l) => ({
+    usdt: lower(l.address) === USDT20,
+    log: usdtLog(l),
+  }));
+  const refuse = (why: string) => {
+    throw new BlockCheckError('transfer_log', block, `tx ${lower(info.id)}: ${why}`);
+  };
+  if (call.kind === 'transfer') {
+    const only = logs[0];
+    if (
+      logs.length !== 1 ||
+      !only?.usdt ||
+      only.log.kind !== 'transfer' ||
+      only.log.a !== call.from ||
+      only.log.b !== call.to ||
+      only.log.amount !== call.amount
+    ) {
+      refuse(
+        `its logs (${logs.length}) are not the one USDT Transfer of ${call.amount} from 41${call.from} to 41${call.to} the signed call makes`,
       );
     }
-    sum += a;
-    if (t === to) toRecipient++;
-  }
-  if (sum !== amount || toRecipient !== 1) {
-    throw new BlockCheckError(
-      'transfer_log',
-      block,
-      `tx ${info.id}: USDT Transfer logs (${logs.length}, sum ${sum}) do not match the signed transfer of ${amount} to 41${to}`,
+  } else if (call.kind === 'approve') {
+    const only = logs[0];
+    if (
+      logs.length !== 1 ||
+      !only?.usdt ||
+      only.log.kind !== 'approval' ||
+      only.log.a !== call.owner ||
+      only.log.b !== call.spender
+    ) {
+      refuse(`a signed USDT approve has logs (${logs.length}) other than its one Approval`);
+    }
+  } else if (logs.some((l) => l.usdt && l.log.kind === 'transfer')) {
+    refuse(
+      'a USDT Transfer log on a call of USDT that is not transfer or transferFrom (or whose call data is too short)',
     );
   }
+}
+
+/** The contractRet the signed (root-bound) `ret` says, 'DEFAULT' when absent. */
+function signedRet(tx: TransactionJson | undefined): string {
+  return String(tx?.ret?.[0]?.contractRet ?? 'DEFAULT');
 }
 
 /**
@@ -548,31 +651,69 @@ function checkInfos(
   }
   const ordered: TransactionInfoJson[] = [];
   for (let i = 0; i < txs.length; i++) {
-    const id = lower(txs[i]?.txID);
+    const tx = txs[i];
+    const id = lower(tx?.txID);
     const info = byId.get(id);
     if (!info) throw new BlockCheckError('receipts', block, `no info for transaction ${id}`);
-    if (info.blockNumber !== undefined && int64(info.blockNumber) !== BigInt(block)) {
-      throw new BlockCheckError(
-        'receipts',
-        block,
-        `the info of ${id} names block ${String(info.blockNumber)}`,
-      );
+    let infoBlock: bigint;
+    let infoTime: bigint;
+    try {
+      if (info.blockNumber === undefined || info.blockTimeStamp === undefined) {
+        throw new TypeError('blockNumber and blockTimeStamp are required');
+      }
+      infoBlock = int64(info.blockNumber);
+      infoTime = int64(info.blockTimeStamp);
+    } catch (err) {
+      throw new BlockCheckError('receipts', block, `the info of ${id}: ${(err as Error).message}`);
     }
-    if (info.blockTimeStamp !== undefined && int64(info.blockTimeStamp) !== timestamp) {
+    if (infoBlock !== BigInt(block)) {
+      throw new BlockCheckError('receipts', block, `the info of ${id} names block ${infoBlock}`);
+    }
+    if (infoTime !== timestamp) {
       throw new BlockCheckError('receipts', block, `the info of ${id} has another block time`);
     }
     const contracts = signed[i] ?? [];
     const runsCode = contracts.some(
       (c) => c.type === TRIGGER_SMART_CONTRACT || c.type === CREATE_SMART_CONTRACT,
     );
-    if ((info.log?.length ?? 0) > 0 && !runsCode) {
+    const logCount = info.log?.length ?? 0;
+    if (logCount > 0 && !runsCode) {
       throw new BlockCheckError(
         'transfer_log',
         block,
-        `tx ${id} runs no contract code but its info has ${info.log?.length} logs`,
+        `tx ${id} runs no contract code but its info has ${logCount} logs`,
       );
     }
-    for (const c of contracts) checkDirectUsdtCall(c, info, block);
+    // Success is what the signed ret says (bound by txTrieRoot); the unsigned receipt must agree
+    // (java-tron sets both from the same run: receipt.result = contractRet, result FAILED unless
+    // it succeeded).
+    const ret = signedRet(tx);
+    const receipt = info.receipt?.result;
+    if (runsCode ? receipt !== ret : receipt !== undefined && receipt !== ret) {
+      throw new BlockCheckError(
+        'receipts',
+        block,
+        `tx ${id}: its receipt says ${String(receipt)}, its signed ret says ${ret}`,
+      );
+    }
+    const failedInfo = info.result === 'FAILED';
+    if ((failedInfo && ret === 'SUCCESS') || (runsCode && ret !== 'SUCCESS' && !failedInfo)) {
+      throw new BlockCheckError(
+        'receipts',
+        block,
+        `tx ${id}: its info's result ${String(info.result)} disagrees with its signed ret ${ret}`,
+      );
+    }
+    if (ret !== 'SUCCESS' && logCount > 0) {
+      throw new BlockCheckError('transfer_log', block, `tx ${id} failed (${ret}) but has logs`);
+    }
+    if (ret === 'SUCCESS') {
+      for (const c of contracts) {
+        if (c.type === TRIGGER_SMART_CONTRACT && c.target === USDT_CONTRACT_HEX) {
+          checkDirectUsdtCall(c, info, block);
+        }
+      }
+    }
     ordered.push(info);
   }
   return ordered;
@@ -667,27 +808,48 @@ export function verifyTransactions(
   return checkInfos(txs, signed, infos, blockNumber, timestamp);
 }
 
-/** SHA-256 over what matching reads (VerifiedBlock.fingerprint). */
-function fingerprintOf(
+/** Append `v` to the hash as a 4-byte big-endian length, then its UTF-8 bytes (unambiguous). */
+function field(h: ReturnType<typeof createHash>, v: string): void {
+  const b = Buffer.from(v, 'utf8');
+  const len = Buffer.allocUnsafe(4);
+  len.writeUInt32BE(b.length, 0);
+  h.update(len).update(b);
+}
+
+/**
+ * The canonical fingerprint (VerifiedBlock.fingerprint): SHA-256 over a length-prefixed encoding
+ * of the blockID, parentHash, timestamp and every extracted transfer (tx id, event index, asset,
+ * from, to, amount, contract, and whether its evidence is signed), in block order. Two answers
+ * with the same fingerprint yield the same events, whatever else differs in their JSON.
+ */
+export function transfersFingerprint(
   id: string,
-  txs: readonly TransactionJson[],
-  infos: readonly TransactionInfoJson[],
+  parentHash: string,
+  timestamp: number,
+  transfers: readonly Transfer[],
 ): string {
-  const h = createHash('sha256').update(id);
-  for (let i = 0; i < txs.length; i++) {
-    const tx = txs[i];
-    const info = infos[i];
-    h.update(`|${lower(tx?.txID)}:${String(tx?.ret?.[0]?.contractRet ?? '')}`);
-    h.update(`:${String(info?.result ?? '')}:${String(info?.receipt?.result ?? '')}`);
-    for (const l of info?.log ?? []) {
-      h.update(`;${lower(l.address)}/${(l.topics ?? []).map(lower).join(',')}/${lower(l.data)}`);
-    }
+  const h = createHash('sha256');
+  field(h, 'tronwatch-block-v1');
+  field(h, id);
+  field(h, parentHash);
+  field(h, String(timestamp));
+  field(h, String(transfers.length));
+  for (const t of transfers) {
+    field(h, t.txId);
+    field(h, String(t.eventIndex));
+    field(h, t.asset);
+    field(h, t.from);
+    field(h, t.to);
+    field(h, t.amountRaw.toString());
+    field(h, t.contract ?? '');
+    field(h, t.proof === 'signed' ? 'signed' : 'unsigned');
   }
   return h.digest('hex');
 }
 
 /**
- * Verify a solidified block and its transaction infos (module doc, items 1–4).
+ * Verify a solidified block and its transaction infos (module doc, items 1–4), then extract its
+ * transfers from the verified answer.
  * @param exact the same block's exact protobuf bytes (gRPC), when a provider serves them: the
  *   transaction root is then checked from them; without, from JSON where it can be.
  * @returns what was established; the infos are then known to be one per transaction.
@@ -699,13 +861,12 @@ export function verifyBlock(
   exact?: ExactBlock,
 ): VerifiedBlock {
   const raw = (block.block_header?.raw_data ?? {}) as Record<string, unknown>;
-  let number: bigint;
-  try {
-    number = int64(raw.number);
-  } catch {
-    throw new BlockCheckError('header', -1, 'no block number');
+  if (raw.number === undefined && raw.timestamp === undefined && !block.blockID) {
+    throw new BlockCheckError('header', -1, 'no block header');
   }
+  const number = headerUint(raw, 'number', -1);
   const n = Number(number);
+  const timestamp = headerUint(raw, 'timestamp', n);
   const headerRaw = encodeHeaderRaw(raw, n);
   const id = blockIdFromRaw(number, headerRaw);
   if (lower(block.blockID) !== id) {
@@ -716,7 +877,7 @@ export function verifyBlock(
     );
   }
   const txs = block.transactions ?? [];
-  const ordered = verifyTransactions(txs, infos, n, int64(raw.timestamp));
+  verifyTransactions(txs, infos, n, timestamp);
   const txTrieRoot = lower(raw.txTrieRoot ?? '') || ZERO_ROOT;
   let root: RootStatus;
   if (exact) {
@@ -732,12 +893,18 @@ export function verifyBlock(
     root =
       leaves.length === txs.length && merkleRoot(leaves) === txTrieRoot ? 'json' : 'unverifiable';
   }
-  return {
-    id,
-    parentHash: lower(raw.parentHash ?? ''),
-    root,
-    fingerprint: fingerprintOf(id, txs, ordered),
-  };
+  let transfers: Transfer[];
+  try {
+    transfers = extractTransfers(block, infos, { proof: true });
+  } catch (err) {
+    if (!(err instanceof MalformedBlockError)) throw err;
+    throw new BlockCheckError('receipts', n, err.message);
+  }
+  const parentHash = lower(raw.parentHash ?? '');
+  const fingerprint = transfersFingerprint(id, parentHash, Number(timestamp), transfers);
+  // Without a proven root nothing is signed: only the providers' agreement can vouch for it.
+  if (root === 'unverifiable') for (const t of transfers) t.proof = 'provider';
+  return { id, parentHash, root, fingerprint, transfers };
 }
 
 /**

@@ -136,6 +136,8 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
           amount: '1.5',
           watch_id: w,
           contract: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+          // A row written by hand claims nothing (migration 048's default).
+          proof: 'provider',
           delivery: {
             notification_id: 'ntf_one_000000',
             status: 'PENDING',
@@ -147,6 +149,13 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
       next_before: null,
       scanned_through: null,
     });
+    // proof filters the list (issue 26); an unknown level is a 400 naming the field.
+    await h.db.query("UPDATE events SET proof = 'signed' WHERE id = 'evt_one_000000'");
+    expect(json<Page>(await page(c, '?proof=signed')).data.map((e) => e.proof)).toEqual(['signed']);
+    expect(json<Page>(await page(c, '?proof=provider')).data).toEqual([]);
+    const bad = await page(c, '?proof=maybe');
+    expect(bad.statusCode).toBe(400);
+    expect(JSON.stringify(json(bad))).toMatch(/proof/);
   });
 
   it('answers a page holding an event without its notification: that item has delivery null, the rest intact', async () => {

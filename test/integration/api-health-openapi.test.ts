@@ -399,7 +399,12 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'amount_raw',
       'amount',
       'watch_id',
+      // Additive (issue 26): how the transfer was established.
+      'proof',
     ]);
+    expect((schemas.Event?.properties as Json | undefined)?.proof).toMatchObject({
+      enum: ['signed', 'quorum', 'provider'],
+    });
     const events = paths['/v1/events']?.get as Json;
     const params = (events.parameters as Json[]).map((p) => [p.name, p.in]);
     expect(params).toEqual([
@@ -408,6 +413,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['since', 'query'],
       ['watch_id', 'query'],
       ['network', 'query'],
+      ['proof', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });

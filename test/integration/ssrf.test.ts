@@ -148,6 +148,7 @@ function event(): EventRow {
     to_address: ADDR_B58,
     amount_raw: '1500000',
     contract: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+    proof: 'signed',
     created_at: new Date(),
   };
 }

@@ -19,7 +19,8 @@ describe('loadConfig', () => {
           name: 'https://api.trongrid.io',
           apiKey: undefined,
           maxRps: 10,
-          grpc: undefined,
+          // TronGrid's documented gRPC solidity endpoint: exact bytes by default (issue 26).
+          grpc: { host: 'grpc.trongrid.io', port: 50052, tls: false },
         },
       ],
       quorum: 1,
@@ -50,10 +51,25 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads INGEST_START_BLOCK as number or number:blockID (a checkpoint), refusing an id of another block', () => {
+    const id = '0000000004b68b6be6d7223b1ecf2850f00f700292beeead2810c18e9e1548e2';
+    expect(loadConfig({ INGEST_START_BLOCK: '79072107' }).ingest).toMatchObject({
+      startBlock: 79_072_107,
+      startBlockId: undefined,
+    });
+    expect(loadConfig({ INGEST_START_BLOCK: `79072107:${id.toUpperCase()}` }).ingest).toMatchObject(
+      { startBlock: 79_072_107, startBlockId: id },
+    );
+    expect(() => loadConfig({ INGEST_START_BLOCK: `79072108:${id}` })).toThrow(
+      /is not the id of block 79072108/,
+    );
+    expect(() => loadConfig({ INGEST_START_BLOCK: '79072107:abc' })).toThrow(ConfigError);
+  });
+
   it('reads several providers, each with its own key, cap and gRPC address, and a quorum', () => {
     const c = loadConfig({
       TRON_NODE_URL:
-        ' http://10.0.0.5:8090#grpc=grpc://10.0.0.5:50061 , https://api.trongrid.io/#key=abc&max_rps=15&grpc=grpcs://grpc.trongrid.io:443,https://api.trongrid.io',
+        ' http://10.0.0.5:8090#grpc=grpc://10.0.0.5:50061 , https://api.trongrid.io/#key=abc&max_rps=15&grpc=grpcs://grpc.trongrid.io:443,https://api.trongrid.io,https://api.trongrid.io#grpc=none',
       TRON_NODE_QUORUM: '2',
       TRON_NODE_MAX_RPS: '7',
     });
@@ -76,6 +92,13 @@ describe('loadConfig', () => {
       {
         url: 'https://api.trongrid.io',
         name: 'https://api.trongrid.io#2',
+        apiKey: undefined,
+        maxRps: 7,
+        grpc: { host: 'grpc.trongrid.io', port: 50052, tls: false },
+      },
+      {
+        url: 'https://api.trongrid.io',
+        name: 'https://api.trongrid.io#3',
         apiKey: undefined,
         maxRps: 7,
         grpc: undefined,

@@ -223,6 +223,7 @@ function creditBodies(): [string, string] {
     to_address: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
     amount_raw: '1500000',
     contract: 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+    proof: 'signed',
     created_at: new Date(),
   };
   return [

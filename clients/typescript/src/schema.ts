@@ -797,6 +797,11 @@ export interface components {
             from: string;
             /** @enum {string} */
             network: "mainnet" | "nile";
+            /**
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @enum {string}
+             */
+            proof: "signed" | "quorum" | "provider";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -872,6 +877,11 @@ export interface components {
             from: string;
             /** @enum {string} */
             network: "mainnet" | "nile";
+            /**
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @enum {string}
+             */
+            proof: "signed" | "quorum" | "provider";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -1182,6 +1192,11 @@ export interface components {
             from: string;
             /** @enum {string} */
             network: "mainnet" | "nile";
+            /**
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @enum {string}
+             */
+            proof: "signed" | "quorum" | "provider";
             /**
              * @description Always true: this is a test delivery, not a transfer.
              * @enum {boolean}
@@ -2377,6 +2392,8 @@ export interface operations {
                 limit?: number;
                 /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
                 network?: "mainnet";
+                /** @description Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof). */
+                proof?: "signed" | "quorum" | "provider";
                 /** @description Inclusive lower bound on creation time. RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 since?: string;
                 /** @description Only this watch's events (another account's watch yields no data). */

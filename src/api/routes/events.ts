@@ -25,6 +25,7 @@ import { eventDetail } from '../../events/detail.js';
 import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
+import { PROOF_LEVELS } from '../../tron/types.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -90,6 +91,12 @@ export const EventsQuery = T.Object(
     network: T.Optional(
       StringEnum(['mainnet'] as const, {
         description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
+      }),
+    ),
+    proof: T.Optional(
+      StringEnum(PROOF_LEVELS, {
+        description:
+          'Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof).',
       }),
     ),
   },
@@ -238,6 +245,7 @@ export function eventRoutes(
           before: q.before,
           since: q.since,
           watchId: q.watch_id,
+          proof: q.proof,
           // A caller from the key cache: the page's statement checks the key is not revoked.
           activeKeyId: auth.verified ? undefined : auth.keyId,
         });

@@ -77,6 +77,7 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     asset: q.asset,
     direction: q.direction,
     channel: q.channel,
+    proof: q.proof,
   };
 }
 

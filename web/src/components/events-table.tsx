@@ -434,6 +434,9 @@ export function EventsTable({
                   <span class="sr-only">{e.direction}</span> {e.amount}{' '}
                   <span class="asset">{e.asset}</span>
                 </span>
+                <div class={`sub proof proof-${e.proof}`} title="How the transfer was established">
+                  {e.proof}
+                </div>
               </td>
               <td data-label="From → To">
                 <div class="addr-pair">

@@ -237,6 +237,17 @@ function Payload({ payload }: { payload: string }) {
   );
 }
 
+/** What an event's `proof` says (SPEC §Event `proof`), in words. */
+const PROOF_WORDS: Record<TransferEvent['proof'], string> = {
+  signed: 'signed: read from signed transaction bytes proven against the block header',
+  quorum: 'quorum: two or more node providers agreed; no block header commits to it',
+  provider: 'provider: one node provider’s word; check a large amount yourself before crediting',
+};
+
+function ProofNote({ proof }: { proof: TransferEvent['proof'] }) {
+  return <span class={`proof proof-${proof}`}>{PROOF_WORDS[proof] ?? proof}</span>;
+}
+
 function EventFields({ event, label }: { event: TransferEvent; label: string | null }) {
   const rows: [string, ComponentChildren][] = [
     [
@@ -247,6 +258,7 @@ function EventFields({ event, label }: { event: TransferEvent; label: string | n
     ],
     ['Amount (raw, 6 decimals)', <code class="mono">{event.amount_raw}</code>],
     ['Direction', event.direction],
+    ['Proof', <ProofNote proof={event.proof} />],
     ['From', <Mono value={event.from} full label="Copy sender address" />],
     ['To', <Mono value={event.to} full label="Copy recipient address" />],
     [
