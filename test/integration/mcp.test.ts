@@ -152,6 +152,8 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     // Held still, the full-node head 9 blocks below the recorded block.
     node = await startReplayNode({
       source: dirSource(chainDir()),
+      // The real block's root is proven from its exact gRPC bytes only (docs/trusting-the-node.md).
+      grpc: true,
       intervalMs: 0,
       lag: LAG,
       startBefore: 10,
@@ -166,7 +168,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     const cfg = loadConfig({
       DATABASE_URL: t?.url,
       DATA_DIR: dataDir,
-      TRON_NODE_URL: node.url,
+      TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}`,
       INGEST_START_BLOCK: String(BLOCK),
       TRON_BLOCK_INTERVAL_MS: '200',
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',

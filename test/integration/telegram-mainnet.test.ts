@@ -22,6 +22,7 @@ import { openBot } from '../../src/telegram/bot.js';
 import { MemoryPacer } from '../../src/telegram/pacing.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { extractTransfers } from '../../src/tron/extract.js';
+import { parseGrpcTarget } from '../../src/tron/grpc.js';
 import { parseNodeJson } from '../../src/tron/json.js';
 import { NodeClient } from '../../src/tron/node-client.js';
 import type { BlockJson, TransactionInfoJson, Transfer } from '../../src/tron/types.js';
@@ -165,8 +166,13 @@ describe.each(dbEngines)('chat messages of real block 79072107 on %s', (engine) 
     }
 
     // The block, served by a replay node; the ingester; the chat worker against the stand-in.
-    node = await startReplayNode({ source: dirSource(chainDir()), instant: true });
-    const client = new NodeClient({ url: node.url, retries: 3 });
+    // The real block's root is proven from its exact gRPC bytes only (docs/trusting-the-node.md).
+    node = await startReplayNode({ source: dirSource(chainDir()), instant: true, grpc: true });
+    const client = new NodeClient({
+      url: node.url,
+      retries: 3,
+      ...(node.grpcUrl ? { grpc: parseGrpcTarget(node.grpcUrl) } : {}),
+    });
     stops.push(() => client.close());
     const ingester = new Ingester({
       db,

@@ -81,6 +81,8 @@ describe(`typed client against a started service (${engine})`, () => {
     fs.writeFileSync(caFile, receiver.ca);
     node = await startReplayNode({
       source: dirSource(chainDir()),
+      // The real block's root is proven from its exact gRPC bytes only (docs/trusting-the-node.md).
+      grpc: true,
       intervalMs: 0,
       lag: 2,
       startBefore: 10,
@@ -96,7 +98,7 @@ describe(`typed client against a started service (${engine})`, () => {
       loadConfig({
         DATABASE_URL: t?.url,
         DATA_DIR: dataDir,
-        TRON_NODE_URL: node.url,
+        TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}`,
         INGEST_START_BLOCK: String(BLOCK),
         TRON_BLOCK_INTERVAL_MS: '200',
         WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
