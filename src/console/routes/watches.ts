@@ -54,14 +54,12 @@ import { IdParams } from '../schemas.js';
 const hide = { hide: true } as const;
 
 export function consoleWatchRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
-
   app.get(
     '/console/api/watches',
     { config: { consoleRole: 'viewer' }, schema: hide },
     async (request) => {
       const ctx = requireSession(request);
-      const rows = await listWatches(deps.db, ctx.accountId, network);
+      const rows = await listWatches(deps.db, ctx.accountId, ctx.network);
       // The newest event of each watch: one index probe per watch (events_watch_created).
       const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
         `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
@@ -100,7 +98,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const window = (request.query.window ?? 'day') as HealthWindowName;
-      return watchHealthAnswer(deps, ctx.accountId, network, request.params.id, window);
+      return watchHealthAnswer(deps, ctx.accountId, ctx.network, request.params.id, window);
     },
   );
 
@@ -128,7 +126,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
           AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
         ORDER BY coalesce(auto_paused_at, alert_since) DESC, id
         LIMIT 50`,
-        [ctx.accountId, network],
+        [ctx.accountId, ctx.network],
       );
       return {
         data: rows.map((r) => ({
@@ -158,7 +156,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const audit = auditContextOf(request);
       const { watch, secret } = await createWatchFromRequest(
-        deps,
+        { ...deps, network: ctx.network },
         ctx.accountId,
         request.body,
         (tx, w) =>
@@ -191,7 +189,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       const deleted =
         isId(id, 'wh') &&
         (await deps.db.transaction(async (tx) => {
-          const done = await deleteWatch(tx, ctx.accountId, network, id);
+          const done = await deleteWatch(tx, ctx.accountId, ctx.network, id);
           if (done) await recordAudit(tx, audit, { action: 'watch.deleted', targetId: id });
           return done;
         }));
@@ -220,14 +218,14 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         const watch =
           action === 'pause'
             ? await deps.db.transaction(async (tx) => {
-                const w = await pauseWatch(tx, ctx.accountId, network, id);
+                const w = await pauseWatch(tx, ctx.accountId, ctx.network, id);
                 if (w) await record(tx, w);
                 return w;
               })
             : await resumeWatch(
                 deps.db,
                 ctx.accountId,
-                network,
+                ctx.network,
                 id,
                 deps.config.ingest.blockIntervalMs,
                 record,
@@ -257,7 +255,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         );
       }
       const outcome = isId(id, 'wh')
-        ? await sendTestEvent(deps, ctx.accountId, network, id)
+        ? await sendTestEvent(deps, ctx.accountId, ctx.network, id)
         : undefined;
       if (!outcome) throw new ApiError(404, 'watch not found');
       // Nothing is stored by a test send: its entry is written on its own, after the send.
@@ -290,7 +288,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         ctx.accountId,
-        network,
+        ctx.network,
         request.params.id,
         request.body.grace_period_seconds,
       );
@@ -302,7 +300,13 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
-      return expirePreviousSecretAnswer(deps, request, ctx.accountId, network, request.params.id);
+      return expirePreviousSecretAnswer(
+        deps,
+        request,
+        ctx.accountId,
+        ctx.network,
+        request.params.id,
+      );
     },
   );
 
@@ -321,7 +325,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         ctx.accountId,
-        network,
+        ctx.network,
         request.params.id,
         request.body,
       );
