@@ -17,6 +17,7 @@
  */
 
 import { Type as T } from '@sinclair/typebox';
+import { testTransferAnswer } from '../../api/routes/test-transfers.js';
 import {
   expirePreviousSecretAnswer,
   rotateSecretAnswer,
@@ -49,7 +50,7 @@ import {
   type WatchRow,
 } from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
-import { IdParams } from '../schemas.js';
+import { ConsoleTestTransferBody, IdParams } from '../schemas.js';
 
 const hide = { hide: true } as const;
 
@@ -236,6 +237,24 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       },
     );
   }
+
+  // Test mode (issue 32): the watch page's "Trigger test deposit", the console's
+  // POST /v1/test/transfers (same checks, limits and audit entry). Live mode: 403 test_mode_only.
+  app.post(
+    '/console/api/watches/:id/test-transfer',
+    {
+      config: { consoleRole: 'developer' },
+      schema: { ...hide, params: IdParams, body: ConsoleTestTransferBody },
+    },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const event = await testTransferAnswer(deps, request, ctx.accountId, ctx.network, {
+        ...request.body,
+        watch_id: request.params.id,
+      });
+      return reply.code(201).send(event);
+    },
+  );
 
   app.post(
     '/console/api/watches/:id/test',
