@@ -52,6 +52,7 @@ import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
+import { lightClientSchemas } from './routes/light-client.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
 import { watchBatchRoutes, watchBatchSchemas } from './routes/watch-batch.js';
@@ -138,6 +139,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...endpointSchemas,
     ...watchBatchSchemas,
     ...eventSchemas,
+    ...lightClientSchemas,
     ...healthSchemas,
     ...statusSchemas,
     ...auditSchemas,
