@@ -55,6 +55,7 @@ import { healthRoutes, healthSchemas } from './routes/health.js';
 import { lightClientSchemas } from './routes/light-client.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
+import { testTransferRoutes, testTransferSchemas } from './routes/test-transfers.js';
 import { watchBatchRoutes, watchBatchSchemas } from './routes/watch-batch.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
@@ -143,6 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...healthSchemas,
     ...statusSchemas,
     ...auditSchemas,
+    ...testTransferSchemas,
   ]) {
     app.addSchema(s);
   }
@@ -212,6 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
   auditRoutes(app, deps);
+  testTransferRoutes(app, deps);
   await registerConsole(app, deps);
   healthRoutes(app, deps);
   statusRoutes(app, deps);

@@ -56,7 +56,7 @@ export interface paths {
         };
         /**
          * List endpoints
-         * @description The caller's endpoints on this network, newest first. Never returns secrets.
+         * @description The caller's endpoints on this auth.network, newest first. Never returns secrets.
          */
         get: operations["listEndpoints"];
         put?: never;
@@ -213,6 +213,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/test/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trigger a test deposit (test mode)
+         * @description Test keys (`tw_test_…`) only: creates a transfer of the chosen asset, amount, direction and counterparty for a test watch’s address. It becomes a `transfer.confirmed` event with `network: "nile"` and `livemode: false` and a synthetic `tx_id` (`test_…`), delivered through the real pipeline: signed with the watch’s secret, the retry schedule, DEAD, redelivery, Telegram. Its deliveries carry the header `Tronwatch-Test-Mode: true`. A live key gets 403 test_mode_only. At most TEST_TRANSFERS_PER_MINUTE (default 30) per account per minute.
+         */
+        post: operations["createTestTransfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/watches": {
         parameters: {
             query?: never;
@@ -222,7 +242,7 @@ export interface paths {
         };
         /**
          * List watches
-         * @description The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.
+         * @description The caller's watches on this auth.network, newest first, each with its endpoint health (webhook watches). Never returns secrets.
          */
         get: operations["listWatches"];
         put?: never;
@@ -560,6 +580,8 @@ export interface components {
             detail: {
                 [key: string]: string | number | boolean | null;
             };
+            /** @description Additive (test mode): the environment the change was made in, `live` or `test`; null for a change that belongs to no environment (sign-ins, members, passwords). */
+            environment?: "live" | "test" | null;
             /** @description Entry id (`aud_…`). */
             id: string;
             /** @description What it was done to: a watch, key, event, session or chat id. */
@@ -589,6 +611,28 @@ export interface components {
              * @description Public https endpoint (no credentials, no private or reserved address): the rules of a watch’s `webhook_url`.
              */
             url: string;
+        };
+        /** @description A test deposit (test mode only): a transfer that never happened on any chain, delivered as a `transfer.confirmed` event with `livemode: false`. */
+        CreateTestTransfer: {
+            /**
+             * @description The amount as a decimal string (`"25"`, `"1.5"`, at most 6 decimals), more than 0.
+             * @example 25.5
+             */
+            amount: string;
+            /**
+             * @description Default: the watch's asset_filter, or USDT when it is ALL. Must be one the watch's filter takes.
+             * @enum {string}
+             */
+            asset?: "USDT" | "TRX";
+            /** @description The other side's TRON address (base58 or 41-hex). Default: T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb (the zero address). */
+            counterparty?: string;
+            /**
+             * @description The side of the watched address: `incoming` (a deposit to it, the default) or `outgoing` (a payment from it). Must be one the watch's direction takes.
+             * @enum {string}
+             */
+            direction?: "incoming" | "outgoing";
+            /** @description A test watch of the caller (`wh_…`). */
+            watch_id: string;
         };
         /** @description Exactly one of `webhook_url`, `telegram: true` or `endpoint_id` (additive) must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean). */
         CreateWatch: {
@@ -746,7 +790,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -795,7 +839,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -875,7 +924,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -1028,7 +1082,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1217,7 +1271,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -2788,6 +2847,133 @@ export interface operations {
                 };
             };
             /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createTestTransfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTestTransfer"];
+            };
+        };
+        responses: {
+            /** @description Created: the event, its delivery PENDING. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventWithDelivery"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description test_mode_only: a live (tw_live_) key; read_only_key: a read-only key; insufficient_role. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such test watch of the caller (missing, deleted, or live). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The watch is paused. */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute, or test transfers per minute, exceeded. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
