@@ -132,7 +132,7 @@ function resigned(n: number, privateKey: Uint8Array | undefined): string {
   return JSON.stringify(b);
 }
 
-describe.each(dbEngines)('ingest with the light client on %s', (engine) => {
+describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_000 }, (engine) => {
   let t: TestDb | undefined;
   let chain: SyntheticChain | undefined;
   afterEach(async () => {
