@@ -31,6 +31,8 @@ const node = await startReplayNode({
   intervalMs,
   lag: 18,
   startBefore: 18 + 400,
+  // Exact bytes, as the ingest role requires of a single provider (src/ingest/provable.ts).
+  grpc: true,
 });
 
 port.on('message', async (m: { op: string; label?: string; secret?: string; block?: number }) => {
@@ -61,4 +63,9 @@ port.on('message', async (m: { op: string; label?: string; secret?: string; bloc
     port.close();
   }
 });
-port.postMessage({ op: 'ready', nodeUrl: node.url, origin: receiver.origin, ca: receiver.ca });
+port.postMessage({
+  op: 'ready',
+  nodeUrl: `${node.url}#grpc=${node.grpcUrl}`,
+  origin: receiver.origin,
+  ca: receiver.ca,
+});

@@ -64,7 +64,7 @@ export const EnvSchema = T.Object({
     default: 'https://api.trongrid.io',
     pattern: '^\\s*https?://',
     description:
-      "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's gRPC API (each block is then also read as exact bytes, one more request per block, so its transaction root is checked from them). See [Trusting the node](trusting-the-node.md#trusting-the-node). Caught up, the ingester asks `/walletsolidity/getblockbynum` for the next block itself, timed to the block interval (`{}`, not solidified yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
+      "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's gRPC API (each block is then read once, as exact bytes, `GetBlockByNum2`, instead of as JSON: two requests per block, its bytes and its receipts, and its transaction root is checked from the bytes; the default for TronGrid, `#grpc=none` turns it off). See [Trusting the node](trusting-the-node.md#trusting-the-node). Caught up, the ingester asks for the next block itself (`GetBlockByNum2` with gRPC, else `/walletsolidity/getblockbynum`), timed to the block interval (`{}`, not solidified yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
   }),
   TRON_API_KEY: T.Optional(
     T.String({
@@ -79,6 +79,11 @@ export const EnvSchema = T.Object({
     default: 1,
     description:
       'How many providers must return the same block (same `blockID`) and the same receipts (what matching reads of them) before it is committed; at most the number of providers. The heads used are the k-th highest reported.',
+  }),
+  TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: T.Union([T.Literal('0'), T.Literal('1')], {
+    default: '0',
+    description:
+      "`1`: let the ingest role start with a single provider without gRPC (development only). Such a configuration cannot prove a block whose JSON hides bytes (mainnet block 79,072,107 is one): it stalls on it instead of committing it on that provider's word. By default the ingest role (`serve`, `ingest`) refuses to start with it and says what to add: `#grpc=` for exact bytes, or a second provider with `TRON_NODE_QUORUM=2`; `tronwatch doctor` reports it. With `1` it starts, with a warning logged at every start. See [Trusting the node](trusting-the-node.md#trusting-the-node).",
   }),
   TRON_NODE_TIMEOUT_MS: Int({
     minimum: 100,
@@ -411,6 +416,9 @@ export const ConfigSchema = Group({
       { minItems: 1, description: 'TRON_NODE_URL split on commas, in order of preference.' },
     ),
     quorum: V.TRON_NODE_QUORUM,
+    allowUnprovenSingleProvider: T.Boolean({
+      description: 'TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.',
+    }),
   }),
   ingest: Group({
     startBlock: Unset(T.Integer({ minimum: 0, description: 'INGEST_START_BLOCK: its number.' })),
@@ -793,6 +801,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxRps: first.maxRps,
       providers,
       quorum: e.TRON_NODE_QUORUM,
+      allowUnprovenSingleProvider: e.TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER === '1',
     },
     ingest: {
       ...startBlockOf(e.INGEST_START_BLOCK),

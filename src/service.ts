@@ -28,6 +28,7 @@ import { DeliveryWorker } from './delivery/worker.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
+import { assertProvable } from './ingest/provable.js';
 import { createMailer, type Mailer } from './mail/mailer.js';
 import { closeRedis, createRedis } from './redis/client.js';
 import { RedisPacer } from './redis/pacing.js';
@@ -111,6 +112,8 @@ export interface StartOptions {
  */
 export async function startService(cfg: Config, opts: StartOptions): Promise<Service> {
   const { logger } = opts;
+  // Before anything opens: an ingester that could prove nothing does not start (issue 26).
+  if (opts.roles.includes('ingest')) assertProvable(cfg.node, logger);
   const shutdown = opts.shutdown ?? new Shutdown(logger);
   if (cfg.delivery.allowCidrs.length > 0) {
     logger.warn(

@@ -697,9 +697,40 @@ async function keepRunning(
   );
 }
 
+/**
+ * The `blockext-<n>.bin` files a recorded folder lacks: one per `block-<n>.json` (the exact bytes
+ * of java-tron's gRPC GetBlockByNum2 answer). The demo reads every block as exact bytes, as
+ * tronwatch does with one provider (src/ingest/provable.ts), and the replay node never serves
+ * bytes re-encoded from a recorded block's JSON as exact ones (that JSON can hide bytes:
+ * block 79,072,107 does), so a block without its file would never be proven.
+ * @returns the missing file names, in block order (empty when none lacks).
+ */
+export function lackingExactBytes(dir: string): string[] {
+  const names = new Set(fs.readdirSync(dir));
+  const blocks = [...names]
+    .map((f) => /^block-(0|[1-9]\d*)\.json$/.exec(f)?.[1])
+    .filter((n): n is string => n !== undefined)
+    .map(Number)
+    .sort((a, b) => a - b);
+  return blocks.map((n) => `blockext-${n}.bin`).filter((f) => !names.has(f));
+}
+
 /** Run the demo. @returns the process exit code (0 = every check passed). */
 export async function runDemo(opts: DemoOptions = {}): Promise<number> {
   const print = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
+  if (opts.blocks) {
+    // Said before anything starts, instead of a stall on the first block.
+    const lacking = lackingExactBytes(opts.blocks);
+    if (lacking.length > 0) {
+      print(
+        `tronwatch demo: ${opts.blocks} lacks ${lacking[0]}${lacking.length > 1 ? ` (and ${lacking.length - 1} more blockext-<n>.bin)` : ''}: ` +
+          "each recorded block-<n>.json needs its exact bytes beside it, blockext-<n>.bin (java-tron's gRPC GetBlockByNum2 answer), " +
+          "because tronwatch proves a block's transactions from those bytes and a recorded block's JSON alone cannot prove them " +
+          '(test/fixtures/tron-mainnet/chain/ has both for block 79,072,107). Add the file, or run the demo without --blocks.',
+      );
+      return 1;
+    }
+  }
   const shutdown = new Shutdown();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tronwatch-demo-'));
   shutdown.add('data folder', () => fs.rmSync(dataDir, { recursive: true, force: true }));

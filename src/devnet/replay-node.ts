@@ -271,6 +271,8 @@ export interface ReplayNodeOptions {
   logRequests?: boolean;
   /** Also serve gRPC GetBlockByNum2 on a free port of `host` (`grpcUrl`). Default false. */
   grpc?: boolean;
+  /** The gRPC port (a node restarted where it was); 0 or absent = a free one. */
+  grpcPort?: number;
   /** Lies told from the start (see setLies). Default none. */
   lies?: ReplayLies;
 }
@@ -566,7 +568,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   };
   const server = await listen(createRouter(deps), opts.port ?? 0, host);
   const port = (server.address() as AddressInfo).port;
-  const grpc = opts.grpc ? await listenGrpc(deps, host) : undefined;
+  const grpc = opts.grpc ? await listenGrpc(deps, host, opts.grpcPort ?? 0) : undefined;
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
 
   let closing: Promise<void> | undefined;
@@ -1531,6 +1533,7 @@ export function encodeBlockExtention(text: string): Buffer {
 async function listenGrpc(
   deps: RouterDeps,
   host: string,
+  port: number,
 ): Promise<{ port: number; close(): Promise<void> }> {
   const server = new GrpcServer();
   const path = 'grpc GetBlockByNum2';
@@ -1598,15 +1601,15 @@ async function listenGrpc(
       },
     },
   );
-  const port = await new Promise<number>((resolve, reject) => {
+  const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(
-      `${host.includes(':') ? `[${host}]` : host}:0`,
+      `${host.includes(':') ? `[${host}]` : host}:${port}`,
       ServerCredentials.createInsecure(),
       (err, p) => (err ? reject(err) : resolve(p)),
     );
   });
   return {
-    port,
+    port: bound,
     close: () =>
       new Promise<void>((resolve) => {
         server.tryShutdown(() => resolve());

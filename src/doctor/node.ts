@@ -19,7 +19,8 @@
  * - `node.budget`: its request budget (max_rps): a remote provider without a cap warns, as does
  *   TronGrid without a key; a refusal (429/403) during the checks fails.
  * - `node.grpc`: when the provider has `#grpc=`, the solidified head over gRPC GetBlockByNum2 must
- *   hash to the id the HTTP API gave.
+ *   hash to the id the HTTP API gave. A single provider without it fails (the ingest role refuses
+ *   to start: ingest/provable.ts), or warns with TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.
  *
  * The clock rule (`clock`, once, against the first reachable mainnet node, a live one first):
  * - the node's own time, its HTTP `Date` header (whole seconds): this machine's clock may differ
@@ -35,6 +36,7 @@
  * theirs (Standard Webhooks: 5 minutes), and event and attempt times are ours.
  */
 import type { Config } from '../config.js';
+import { unprovableReason } from '../ingest/provable.js';
 import { NodeClient } from '../tron/node-client.js';
 import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockRef } from '../tron/types.js';
@@ -199,9 +201,16 @@ export async function checkProvider(
         detail: `no answer: ${errText(err)}`,
         fix: `start the node or correct ${which}; a refused key (401/403) needs its own #key=`,
       });
-      for (const check of ['node.mainnet', 'node.solidified_head', 'node.budget', 'node.grpc']) {
+      for (const check of ['node.mainnet', 'node.solidified_head', 'node.budget']) {
         add({ check, status: 'skip', detail: 'the node did not answer' });
       }
+      add(
+        withoutGrpc(cfg) ?? {
+          check: 'node.grpc',
+          status: 'skip',
+          detail: 'the node did not answer',
+        },
+      );
       return { results, findings };
     }
     findings.head = head;
@@ -305,11 +314,13 @@ export async function checkProvider(
     }
 
     if (!p.grpc) {
-      add({
-        check: 'node.grpc',
-        status: 'skip',
-        detail: 'no #grpc=: transaction roots are checked from JSON only',
-      });
+      add(
+        withoutGrpc(cfg) ?? {
+          check: 'node.grpc',
+          status: 'skip',
+          detail: 'no #grpc=: transaction roots are checked from JSON, or by the quorum',
+        },
+      );
     } else {
       const at = `${p.grpc.tls ? 'grpcs' : 'grpc'}://${p.grpc.host}:${p.grpc.port}`;
       try {
@@ -342,6 +353,31 @@ export async function checkProvider(
   } finally {
     await client.close();
   }
+}
+
+/**
+ * `node.grpc` of a configuration that cannot prove blocks (one provider, no gRPC:
+ * ingest/provable.ts): fail, or warn when TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 lets the ingest
+ * role start with it anyway; undefined when the providers can prove blocks.
+ */
+function withoutGrpc(cfg: Config): Omit<CheckResult, 'target'> | undefined {
+  const why = unprovableReason(cfg.node);
+  if (!why) return undefined;
+  const fix =
+    'add #grpc=grpc://host:port to TRON_NODE_URL (its gRPC address), or a second provider with TRON_NODE_QUORUM=2';
+  return cfg.node.allowUnprovenSingleProvider
+    ? {
+        check: 'node.grpc',
+        status: 'warn',
+        detail: `TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 (development only): ${why}`,
+        fix,
+      }
+    : {
+        check: 'node.grpc',
+        status: 'fail',
+        detail: `the ingest role refuses to start: ${why}`,
+        fix,
+      };
 }
 
 /**

@@ -12,6 +12,12 @@
  *   `{}` for a block above the node's solidified head, which `getBlockIfSolidified` reads as
  *   "not yet" (the ingester asks for the next block itself instead of polling the heads).
  * - `/walletsolidity/gettransactioninfobyblocknum {"num":n}`: its transaction infos.
+ * - With gRPC (`#grpc=` in TRON_NODE_URL, the default for TronGrid), the block is read instead as
+ *   exact bytes, java-tron's `protocol.WalletSolidity/GetBlockByNum2` (tron/grpc.ts), decoded into
+ *   the same JSON shape (tron/exact-block.ts): a block costs two requests, its bytes and its
+ *   infos (one for a block without transactions), and its transaction root is checked from the
+ *   bytes. The solidity service answers an empty message above its solidified head, read as
+ *   `{}` is.
  * - `/wallet/gettransactioninfobyid {"value":txid}`: which block holds a transaction, for
  *   GET /v1/watches/{id}/transactions/{tx_id} only (the block is then read as above).
  *
@@ -39,13 +45,14 @@ import pThrottle from 'p-throttle';
 import { Agent, request } from 'undici';
 import type { Logger } from '../common/logger.js';
 import { sleep, withRetry } from '../common/retry.js';
+import { type DecodedBlock, decodeBlockExtention } from './exact-block.js';
 import { blockRef } from './extract.js';
 import { GrpcBlockClient, type GrpcTarget } from './grpc.js';
 import { parseNodeJson } from './json.js';
 import { NodeError } from './node-error.js';
 import { PbDecodeError } from './protobuf.js';
 import type { BlockJson, BlockRef, TransactionInfoJson } from './types.js';
-import { type ExactBlock, parseExactBlock } from './verify.js';
+import type { ExactBlock } from './verify.js';
 
 /** One provider of TRON_NODE_URL as the config gives it (src/config.ts ProviderSettings). */
 export interface ProviderOptions {
@@ -91,9 +98,10 @@ export interface NodeClientOptions {
    */
   nodeInfoRetryMs?: number;
   /**
-   * Where this provider serves java-tron's gRPC API: each solidified block is then also read as
-   * exact protobuf bytes (one more request per block, same rate slots), so verification checks
-   * its transaction root from them (tron/verify.ts, tron/grpc.ts). Default: none.
+   * Where this provider serves java-tron's gRPC API: each solidified block is then read only as
+   * exact protobuf bytes (GetBlockByNum2, same rate slots, instead of the JSON block), so
+   * verification checks its transaction root from them (tron/verify.ts, tron/exact-block.ts,
+   * tron/grpc.ts). Default: none (JSON).
    */
   grpc?: GrpcTarget | undefined;
   /** How logs, metrics and health name this provider. Default: the URL's origin. */
@@ -646,10 +654,13 @@ export class NodeClient {
   }
 
   /**
-   * Solidified block `n` with its transaction infos. The infos request is skipped for a block
-   * without transactions. Empty or partial answers are retried (see module doc).
+   * Solidified block `n` with its transaction infos. With gRPC (NodeClientOptions.grpc) the block
+   * is read once, as exact bytes (`GetBlockByNum2`), and decoded (tron/exact-block.ts); without,
+   * as JSON (`/walletsolidity/getblockbynum`). The infos request is skipped for a block without
+   * transactions: one or two requests per block. Empty or partial answers are retried (see
+   * module doc).
    * @throws NodeError('beyond_solidified') when n is above the observed solidified head;
-   *   NodeError('malformed') when the node returns another block.
+   *   NodeError('malformed') when the node returns another block or bytes that are not a block.
    */
   async getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<SolidifiedBlock> {
     if (n > this.solidifiedSeen) {
@@ -658,6 +669,11 @@ export class NodeClient {
         `block ${n} is above the solidified head ${this.solidifiedSeen}; refusing to read it`,
         false,
       );
+    }
+    if (this.grpc) {
+      const d = await this.readExact(n, false, signal);
+      if (!d) throw new NodeError('empty', `gRPC GetBlockByNum2 ${n}: no block`, true);
+      return this.withInfos(n, d.block, signal, d.exact);
     }
     const block = await withRetry(
       async () => {
@@ -727,6 +743,13 @@ export class NodeClient {
         false,
       );
     }
+    if (this.grpc) {
+      // The solidity service answers an empty BlockExtention above its solidified head.
+      const d = await this.readExact(n, true, signal);
+      if (!d) return undefined;
+      if (blockRef(d.block).number === n) this.noteSolidified(n);
+      return this.withInfos(n, d.block, signal, d.exact);
+    }
     const block = await withRetry(
       async () =>
         (await this.postOnce('/walletsolidity/getblockbynum', { num: n }, signal)) as BlockJson,
@@ -747,6 +770,7 @@ export class NodeClient {
     n: number,
     block: BlockJson,
     signal?: AbortSignal,
+    exact?: ExactBlock,
   ): Promise<SolidifiedBlock> {
     const ref = blockRef(block);
     if (ref.number !== n) {
@@ -757,10 +781,8 @@ export class NodeClient {
       );
     }
     const txs = block.transactions ?? [];
-    if (txs.length === 0) return { ref, block, infos: [] };
-    // An empty block's root is 32 zero bytes, checked from JSON: exact bytes only for the others.
-    const exact = this.grpc ? this.getExactBlock(n, signal) : undefined;
-    exact?.catch(() => {}); // surfaced below; avoid an unhandled rejection while infos run
+    if (txs.length === 0)
+      return exact ? { ref, block, infos: [], exact } : { ref, block, infos: [] };
     // The infos are retried on their own: a lagging node behind a load balancer must not cost
     // another download of the (large) block.
     const infos = await withRetry(
@@ -807,17 +829,33 @@ export class NodeClient {
         signal,
       ),
     );
-    if (!exact) return { ref, block, infos };
-    return { ref, block, infos, exact: await exact };
+    return exact ? { ref, block, infos, exact } : { ref, block, infos };
   }
 
   /**
    * Solidified block `n` as exact protobuf bytes over gRPC (`GetBlockByNum2`), through the same
-   * rate slots and retries as HTTP requests.
+   * rate slots and retries as HTTP requests (`tronwatch doctor`).
    * @throws NodeError: 'empty' (retryable) when the node answers no block for a solidified
    *   number, 'malformed' when the bytes are not a block, as GrpcBlockClient otherwise.
    */
   async getExactBlock(n: number, signal?: AbortSignal): Promise<ExactBlock> {
+    const d = await this.readExact(n, false, signal);
+    if (!d) throw new NodeError('empty', `gRPC GetBlockByNum2 ${n}: no block`, true);
+    return d.exact;
+  }
+
+  /**
+   * Block `n` read once over gRPC and decoded (tron/exact-block.ts), through the rate slots and
+   * retries of every request.
+   * @param emptyOk an empty answer (no block) is `undefined` (a block asked for before it is
+   *   solidified); otherwise it is retried as a transient fault ('empty').
+   * @throws NodeError: 'malformed' for bytes that are not a block, as GrpcBlockClient otherwise.
+   */
+  private async readExact(
+    n: number,
+    emptyOk: boolean,
+    signal?: AbortSignal,
+  ): Promise<DecodedBlock | undefined> {
     const grpc = this.grpc;
     if (!grpc) throw new NodeError('malformed', `${this.name}: no gRPC address configured`, false);
     return withRetry(
@@ -825,21 +863,21 @@ export class NodeClient {
         await this.gate(signal);
         this.requestCount++;
         const bytes = await grpc.getBlockByNum2(n, this.timeoutMs, signal);
-        let exact: ExactBlock | undefined;
+        let d: DecodedBlock | undefined;
         try {
-          exact = parseExactBlock(bytes, 'extention');
+          d = decodeBlockExtention(bytes);
         } catch (err) {
           if (!(err instanceof PbDecodeError)) throw err;
           throw new NodeError('malformed', `gRPC GetBlockByNum2 ${n}: ${err.message}`, false);
         }
-        if (!exact) {
+        if (!d && !emptyOk) {
           throw new NodeError(
             'empty',
             `gRPC GetBlockByNum2 ${n}: no block for a solidified number`,
             true,
           );
         }
-        return exact;
+        return d;
       },
       this.retryOpts({ block_number: n, path: 'grpc GetBlockByNum2' }, signal),
     );

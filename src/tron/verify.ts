@@ -145,7 +145,7 @@ const SEL_APPROVE = '095ea7b3';
  * protocol `Transaction.Result.contractResult`, by the name java-tron's JSON prints (its enum
  * order in Tron.proto).
  */
-const CONTRACT_RESULT: Readonly<Record<string, number>> = {
+export const CONTRACT_RESULT: Readonly<Record<string, number>> = {
   DEFAULT: 0,
   SUCCESS: 1,
   REVERT: 2,

@@ -29,7 +29,7 @@ import {
   startConsoleService,
   visible,
 } from '../helpers/browser.js';
-import { type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
+import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
 
 const READY = browserTestsReady();
 
@@ -137,7 +137,7 @@ describe.skipIf(!READY)('console in a browser', () => {
       roles: ['api', 'ingest', 'worker'],
       caPem: receiver.ca,
       env: {
-        TRON_NODE_URL: chain.node.url,
+        TRON_NODE_URL: tronNodeUrl(chain.node),
         // The chain's checkpoint: its first block (the fillers before it cannot hash to its parent).
         INGEST_START_BLOCK: String(chain.first),
         TRON_BLOCK_INTERVAL_MS: '3000',

@@ -1,8 +1,12 @@
 /**
  * The README's main job: the demo exits 0 on the real mainnet block (every matching transfer
  * delivered, signed, reconciled) and on the offline synthetic chain, also with `--telegram` (chat
- * deliveries through the Bot API stand-in).
+ * deliveries through the Bot API stand-in); a recorded folder without the blocks' exact bytes is
+ * refused before anything starts, naming the file it lacks.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runDemo } from '../../src/devnet/demo.js';
 import { chainDir } from '../helpers/fixtures.js';
@@ -15,6 +19,25 @@ describe('npm run demo', () => {
     expect(code, out.join('\n')).toBe(0);
     expect(out.join('\n')).toMatch(/expected events: +67 /);
   }, 180_000);
+
+  it('says before it starts which file a recorded folder lacks (blockext-<n>.bin), and exits 1', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-demo-noext-'));
+    try {
+      for (const f of ['block-79072107.json', 'txinfo-79072107.json']) {
+        fs.copyFileSync(path.join(chainDir(), f), path.join(dir, f));
+      }
+      const out: string[] = [];
+      const code = await runDemo({ blocks: dir, out: (l) => out.push(l) });
+      const text = out.join('\n');
+      expect(code, text).toBe(1);
+      expect(text).toMatch(/lacks blockext-79072107\.bin: each recorded block-<n>\.json needs/);
+      // Before it starts: that one line, no chain, no service, no watch.
+      expect(out).toHaveLength(1);
+      expect(text.startsWith(`tronwatch demo: ${dir} lacks blockext-79072107.bin:`)).toBe(true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('runs offline on the synthetic chain', async () => {
     const out: string[] = [];

@@ -32,6 +32,7 @@ import {
   serveSynthetic,
   storedEventKeys,
   type TestWatch,
+  tronNodeUrl,
 } from '../helpers/chain.js';
 import { type LoggedProcess, startLogged, terminate as term, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
@@ -164,7 +165,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       // A lost claim counts as a failed attempt, retried on the schedule after its lease: 1 m → 0.6 s.
       DELIVERY_SCHEDULE_SCALE: '0.01',
       DELIVERY_POLL_MS: '50',
-      TRON_NODE_URL: chain.node.url,
+      TRON_NODE_URL: tronNodeUrl(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       HOST: '127.0.0.1',
@@ -291,6 +292,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     const chain = await serveSynthetic(CHAIN, { intervalMs: 0 });
     let node = chain.node; // replaced by a new node on the same port below
     const port = node.port;
+    const grpcPort = Number(new URL(node.grpcUrl as string).port);
     cleanup.push(() => node.close());
     const { watches } = await insertWatches(t.db, {
       chain: CHAIN,
@@ -304,7 +306,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     const env = {
       DATABASE_URL: t.url ?? '',
       DATA_DIR: tmpDir(),
-      TRON_NODE_URL: node.url,
+      TRON_NODE_URL: tronNodeUrl(node),
       TRON_NODE_TIMEOUT_MS: '300',
       TRON_NODE_RETRIES: '1',
       INGEST_START_BLOCK: String(chain.first),
@@ -382,7 +384,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     );
     expect(await cursorOf(t.db)).toBe(at);
     expect((await get(`${base}/healthz`)).status).toBe(200);
-    node = (await serveSynthetic(CHAIN, { intervalMs: 0, port })).node;
+    node = (await serveSynthetic(CHAIN, { intervalMs: 0, port, grpcPort })).node;
     node.advanceTo(chain.last);
     await untilOrExit(
       'ingest reaches the end',

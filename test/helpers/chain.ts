@@ -35,7 +35,18 @@ export function testIngestConfig(chain: SyntheticChain): IngesterOptions['config
   };
 }
 
-/** Serve blocks first..first+count-1 of a synthetic chain. */
+/**
+ * TRON_NODE_URL for a replay node: its HTTP URL with its gRPC address (`#grpc=`), so the service
+ * reads exact bytes (the ingest role refuses one provider without gRPC: src/ingest/provable.ts).
+ * @throws when the node was started without `grpc: true`.
+ */
+export function tronNodeUrl(node: { url: string; grpcUrl: string | undefined }): string {
+  if (!node.grpcUrl)
+    throw new Error(`replay node ${node.url} serves no gRPC (start it with grpc: true)`);
+  return `${node.url}#grpc=${node.grpcUrl}`;
+}
+
+/** Serve blocks first..first+count-1 of a synthetic chain (with gRPC unless `grpc: false`). */
 export async function serveSynthetic(
   chain: SyntheticChainOptions & { count: number },
   node: Omit<ReplayNodeOptions, 'source'> = { instant: true },
@@ -48,7 +59,7 @@ export async function serveSynthetic(
     map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
     transfers.push(...b.transfers);
   }
-  const replay = await startReplayNode({ ...node, source: memorySource(map) });
+  const replay = await startReplayNode({ grpc: true, ...node, source: memorySource(map) });
   return { node: replay, first, last: first + chain.count - 1, transfers };
 }
 

@@ -295,6 +295,8 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       amount: '1.5',
       watch_id: watchId,
       contract: USDT_CONTRACT,
+      // Written by hand, not by the ingester: the column's default, the level that claims nothing.
+      proof: 'provider',
     });
 
     const attempts = await attemptsOf(db, ev!.notificationId);

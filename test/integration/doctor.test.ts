@@ -122,13 +122,20 @@ async function httpsServer(from: Date, to: Date): Promise<{ origin: string; ca: 
   return { origin: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, ca: pems.cert };
 }
 
-/** A configuration whose other parts pass: a data folder with a 0600 key, the recorded chain. */
+/**
+ * A configuration whose other parts pass: a data folder with a 0600 key, the recorded chain read
+ * with its exact bytes (gRPC). A node of made-up blocks (no exact bytes to serve) is read JSON
+ * only, with the development opt-out (node.grpc then warns instead of failing).
+ */
 async function baseEnv(node?: ReplayNode): Promise<Record<string, string>> {
   const dataDir = tmpDir();
   loadOrCreateKeyFile(dataDir);
+  const n = node ?? (await replay({ grpc: true }));
   return {
     DATA_DIR: dataDir,
-    TRON_NODE_URL: (node ?? (await replay())).url,
+    ...(n.grpcUrl
+      ? { TRON_NODE_URL: `${n.url}#grpc=${n.grpcUrl}` }
+      : { TRON_NODE_URL: n.url, TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: '1' }),
     LOG_LEVEL: 'silent',
   };
 }
@@ -291,6 +298,23 @@ describe('tronwatch doctor', () => {
     expect(head.fix).toMatch(/synced/);
     expect(only(r, 'clock').status).toBe('pass');
     expect(failed(r)).toEqual(['node.solidified_head']);
+  });
+
+  it('fails one provider without gRPC (the ingest role refuses it), and warns with the opt-out', async () => {
+    const node = await replay();
+    const env = { ...(await baseEnv()), TRON_NODE_URL: node.url };
+    const r = await runDoctor(env);
+    const c = only(r, 'node.grpc');
+    expect(c.status).toBe('fail');
+    expect(c.detail).toMatch(/the ingest role refuses to start: TRON_NODE_URL has one provider/);
+    expect(c.fix).toMatch(/#grpc=grpc:\/\/host:port .* a second provider with TRON_NODE_QUORUM=2/);
+    expect(failed(r)).toEqual(['node.grpc']);
+    const dev = await runDoctor({ ...env, TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: '1' });
+    expect(only(dev, 'node.grpc').status).toBe('warn');
+    expect(only(dev, 'node.grpc').detail).toMatch(
+      /^TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 \(development only\)/,
+    );
+    expect(failed(dev)).toEqual([]);
   });
 
   it('fails a gRPC address nobody serves', async () => {

@@ -24,7 +24,7 @@ import { Ingester } from '../../src/ingest/loop.js';
 import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { NodeClient } from '../../src/tron/node-client.js';
-import { type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
+import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
 import { dbEngines, emptyDb, migratedDb, type TestDb } from '../helpers/db.js';
 
 const INTERVAL = 50;
@@ -186,7 +186,7 @@ describe.each(dbEngines)('caught-up ingest when the chain stalls, on %s', (engin
     c.node.pause();
     c.node.advanceTo(c.first + 8);
     const halted = c.node.heads();
-    env.TRON_NODE_URL = c.node.url;
+    env.TRON_NODE_URL = tronNodeUrl(c.node);
     env.INGEST_START_BLOCK = String(c.first);
     svc = await startService(loadConfig(env), { roles: ['api', 'ingest'], logger: silentLogger });
     const s = svc;

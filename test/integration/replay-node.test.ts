@@ -17,6 +17,7 @@ import {
   type ReplayNodeOptions,
   startReplayNode,
 } from '../../src/devnet/replay-node.js';
+import { parseGrpcTarget } from '../../src/tron/grpc.js';
 import { NodeClient, NodeError } from '../../src/tron/node-client.js';
 import type { BlockJson } from '../../src/tron/types.js';
 import { verifyBlock } from '../../src/tron/verify.js';
@@ -573,6 +574,49 @@ describe('replay node on recorded mainnet block 79072107', () => {
     expect(verifyBlock(prev.block, prev.infos).id).toBe(prev.ref.id);
     const err = await c.getSolidifiedBlock(REAL + 1).catch((e: unknown) => e);
     expect((err as NodeError).kind).toBe('beyond_solidified');
+  });
+
+  it('NodeClient with gRPC reads the real block once as exact bytes: two requests, no JSON block', async () => {
+    const node = await start({
+      source: dirSource(CHAIN_DIR),
+      intervalMs: 0,
+      lag: 18,
+      grpc: true,
+      logRequests: true,
+    });
+    node.advanceTo(REAL);
+    const c = new NodeClient({
+      url: node.url,
+      retries: 0,
+      grpc: parseGrpcTarget(node.grpcUrl as string),
+    });
+    try {
+      await c.getSolidifiedHead();
+      const before = node.requestLog.length;
+      const b = await c.getSolidifiedBlock(REAL);
+      const paths = node.requestLog.slice(before).map((r) => r.path);
+      expect(paths.sort()).toEqual([
+        '/walletsolidity/gettransactioninfobyblocknum',
+        'grpc GetBlockByNum2',
+      ]);
+      expect(b.block.transactions).toHaveLength(619);
+      expect(b.infos).toHaveLength(619);
+      const v = verifyBlock(b.block, b.infos, b.exact);
+      expect(v.root).toBe('exact');
+      expect(v.transfers).toHaveLength(384);
+      // Caught up: the next block is asked for directly; not solidified yet, one empty answer.
+      const mark = node.requestLog.length;
+      expect(await c.getBlockIfSolidified(REAL + 1)).toBeUndefined();
+      expect(node.requestLog.slice(mark).map((r) => r.path)).toEqual(['grpc GetBlockByNum2']);
+      // A filler (no transactions) costs one request.
+      node.advanceTo(REAL + 1);
+      const mark2 = node.requestLog.length;
+      const next = await c.getBlockIfSolidified(REAL + 1);
+      expect(next?.block.block_header?.raw_data?.parentHash).toBe(b.ref.id);
+      expect(node.requestLog.slice(mark2).map((r) => r.path)).toEqual(['grpc GetBlockByNum2']);
+    } finally {
+      await c.close();
+    }
   });
 
   it('NodeClient recovers from injected empty txinfo answers and 503s on the real block', async () => {

@@ -24,6 +24,7 @@ describe('loadConfig', () => {
         },
       ],
       quorum: 1,
+      allowUnprovenSingleProvider: false,
     });
     expect(c.database.url).toBeUndefined();
     expect(c.database.poolSize).toBe(10);
@@ -117,6 +118,18 @@ describe('loadConfig', () => {
       [{ TRON_NODE_URL: 'http://a:1#max_rps=ten' }, /max_rps must be digits/],
     ];
     for (const [env, re] of bad) expect(() => loadConfig(env), JSON.stringify(env)).toThrow(re);
+  });
+
+  it('reads TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER as 0 or 1 only (off by default)', () => {
+    expect(loadConfig({}).node.allowUnprovenSingleProvider).toBe(false);
+    expect(
+      loadConfig({ TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: '1' }).node.allowUnprovenSingleProvider,
+    ).toBe(true);
+    for (const bad of ['yes', 'true', '2']) {
+      expect(() => loadConfig({ TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: bad }), bad).toThrow(
+        ConfigError,
+      );
+    }
   });
 
   it('reads numbers only in plain decimal (no hex, exponent, padding or truncated fraction)', () => {
