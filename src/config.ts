@@ -274,6 +274,13 @@ export const EnvSchema = T.Object({
       unset: 'events are kept',
     }),
   ),
+  TEST_TRANSFERS_PER_MINUTE: Int({
+    minimum: 1,
+    maximum: 10_000,
+    default: 30,
+    description:
+      'Test deposits (`POST /v1/test/transfers`, the console’s "Trigger test deposit") an account may trigger per minute, counted over a sliding 60 s window across replicas; more get 429 `rate_limited`.',
+  }),
   AUDIT_RETENTION_DAYS: Int({
     minimum: 1,
     maximum: 36_500,
@@ -483,6 +490,7 @@ export const ConfigSchema = Group({
     publicUrl: T.String({ description: 'PUBLIC_URL, or http://localhost:PORT.' }),
   }),
   audit: Group({ retentionDays: V.AUDIT_RETENTION_DAYS }),
+  testMode: Group({ transfersPerMinute: V.TEST_TRANSFERS_PER_MINUTE }),
   mail: Group({
     smtpUrl: Unset(V.SMTP_URL),
     from: T.String({ description: 'MAIL_FROM, or tronwatch <no-reply@HOST of PUBLIC_URL>.' }),
@@ -852,6 +860,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     },
     audit: { retentionDays: e.AUDIT_RETENTION_DAYS },
+    testMode: { transfersPerMinute: e.TEST_TRANSFERS_PER_MINUTE },
     mail: {
       smtpUrl: e.SMTP_URL?.trim(),
       from:

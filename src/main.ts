@@ -532,19 +532,21 @@ accounts
   .requiredOption('--email <email>', "the user's e-mail address")
   .action((o: { email: string }) => withDb((db) => accountsResetTwoFactor(db, { email: o.email })));
 
-const keys = program.command('keys').description('manage API keys (tw_live_…)');
+const keys = program.command('keys').description('manage API keys (tw_live_…, tw_test_…)');
 keys
   .command('create')
   .description('issue an API key for an account; the key is printed once')
   .requiredOption('--account <idOrEmail>', 'account id (acc_…) or e-mail')
   .option('--name <name>', 'a label for the key')
   .option('--read-only', 'a read-only key: GET requests only (and the read-only MCP tools)')
-  .action((o: { account: string; name?: string; readOnly?: boolean }) =>
+  .option('--test', 'a test-mode key (tw_test_…): test watches and test deposits only')
+  .action((o: { account: string; name?: string; readOnly?: boolean; test?: boolean }) =>
     withDb((db) =>
       keysCreate(db, {
         account: o.account,
         ...(o.name ? { name: o.name } : {}),
         scope: o.readOnly ? 'read' : 'full',
+        ...(o.test ? { test: true } : {}),
       }),
     ),
   );

@@ -16,6 +16,11 @@ import type { Role } from './users.js';
 export interface AuthContext {
   keyId: string;
   accountId: string;
+  /**
+   * The key's environment as a network (issue 32; src/common/environment.ts): `mainnet` for a
+   * `tw_live_` key, `nile` for a `tw_test_` key. Routes act on this network's objects only.
+   */
+  network: string;
   /** The most the key may do (src/accounts/keys.ts): each /v1 route needs a least role. */
   role: Role;
   plan: Plan;
@@ -53,6 +58,11 @@ export interface ConsoleContext {
   /** The user's role as of this request. */
   role: Role;
   /**
+   * The environment the console shows and changes, as a network (issue 32): `mainnet` (live) or
+   * `nile` (test), from the environment switch (src/console/guard.ts consoleNetwork).
+   */
+  network: string;
+  /**
    * The account requires a second factor and the user has none yet (issue 18 item 4): only routes
    * marked `consoleBeforeSecondFactor` answer until one is set up.
    */
@@ -66,4 +76,16 @@ declare module 'fastify' {
     /** The console caller (null outside /console/api or without a session): src/console/guard.ts. */
     console: ConsoleContext | null;
   }
+}
+
+/**
+ * The environment a request acts in, as a network (issue 32; src/common/environment.ts): the API
+ * key's (`tw_live_` → the live network, `tw_test_` → nile), else the console's switch, else
+ * `liveNetwork` (the deployment's network).
+ */
+export function callerNetwork(
+  request: { auth: AuthContext | null; console: ConsoleContext | null },
+  liveNetwork: string,
+): string {
+  return request.auth?.network ?? request.console?.network ?? liveNetwork;
 }

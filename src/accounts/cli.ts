@@ -35,8 +35,13 @@ import {
 } from './users.js';
 
 /** Record a CLI change in the account's audit log (no client address: it ran on the host). */
-function audit(db: Queryable, accountId: string, entry: AuditEntry): Promise<void> {
-  return recordAudit(db, { accountId, actor: CLI_ACTOR, clientIp: null }, entry);
+function audit(
+  db: Queryable,
+  accountId: string,
+  entry: AuditEntry,
+  network?: string,
+): Promise<void> {
+  return recordAudit(db, { accountId, actor: CLI_ACTOR, clientIp: null, network }, entry);
 }
 
 /** A command refused with a message for the operator (unknown account, unknown key, bad number). */
@@ -120,21 +125,31 @@ export interface KeysCreateArgs {
   name?: string;
   /** `read` for a read-only key; default `full`. */
   scope?: ApiKeyScope;
+  /** A test-mode key (`tw_test_…`, issue 32); default a live one (`tw_live_…`). */
+  test?: boolean;
 }
 
-/** `tronwatch keys create`: issues a `tw_live_` key. @throws CliError (unknown account). */
+/**
+ * `tronwatch keys create`: issues a `tw_live_` key, or with `test` a `tw_test_` key (test mode).
+ * @throws CliError (unknown account).
+ */
 export async function keysCreate(db: Queryable, args: KeysCreateArgs): Promise<PrintableNewKey> {
   const acc = await requireAccount(db, args.account);
   const k = await createApiKey(db, acc.id, {
     name: args.name,
-    network: 'mainnet',
+    network: args.test ? 'nile' : 'mainnet',
     scope: args.scope ?? 'full',
   });
-  await audit(db, acc.id, {
-    action: 'api_key.created',
-    targetId: k.id,
-    detail: { name: k.name, prefix: k.prefix, network: k.network, scope: k.scope },
-  });
+  await audit(
+    db,
+    acc.id,
+    {
+      action: 'api_key.created',
+      targetId: k.id,
+      detail: { name: k.name, prefix: k.prefix, network: k.network, scope: k.scope },
+    },
+    k.network,
+  );
   return {
     id: k.id,
     account_id: acc.id,

@@ -54,6 +54,7 @@ import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
+import { testTransferRoutes, testTransferSchemas } from './routes/test-transfers.js';
 import { watchBatchRoutes, watchBatchSchemas } from './routes/watch-batch.js';
 import { watchRoutes, watchSchemas } from './routes/watches.js';
 import { sharedSchemas } from './schemas.js';
@@ -141,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...healthSchemas,
     ...statusSchemas,
     ...auditSchemas,
+    ...testTransferSchemas,
   ]) {
     app.addSchema(s);
   }
@@ -210,6 +212,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
   auditRoutes(app, deps);
+  testTransferRoutes(app, deps);
   await registerConsole(app, deps);
   healthRoutes(app, deps);
   statusRoutes(app, deps);

@@ -12,8 +12,10 @@
  *    proxy in front might act on another: which key is meant is ambiguous).
  * 1. No `Authorization: Bearer …` header → 401 missing_api_key.
  * 2. Not the shape of a key (`tw_live_`/`tw_test_` + base58) → 401 invalid_api_key.
- * 3. A `tw_test_` key → 403 wrong_network, naming the key to use; no lookup (it belongs to another
- *    deployment).
+ * 3. The key's prefix says its environment (issue 32; src/common/environment.ts): `tw_live_` the
+ *    live one (this deployment's network, mainnet), `tw_test_` the test one (Nile). The caller's
+ *    `network` (AuthContext) is the key's: every route reads and writes that environment's
+ *    objects only, so an id of the other environment is not found (404).
  * 4. Lookup by SHA-256 through the unique index. Unknown → 401 invalid_api_key; revoked → 401
  *    revoked_api_key with the revocation time in the message and `details`.
  *
@@ -54,6 +56,7 @@ import {
 } from '../accounts/keys.js';
 import { limitsFor, PLAN_LIMITS } from '../accounts/plans.js';
 import { type Role, roleAtLeast } from '../accounts/users.js';
+import { TEST_NETWORK } from '../common/environment.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
 import { clientAddressKey, type RateLimiter } from '../rate-limit/limiter.js';
@@ -158,7 +161,7 @@ export function authorizationHeaders(rawHeaders: readonly string[]): string[] {
 /**
  * Authenticate an `Authorization` header value.
  * @param header the header's value, or every value it was sent with (authorizationHeaders).
- * @param network this deployment's network (`mainnet`).
+ * @param network this deployment's live network (`mainnet`); `tw_test_` keys are of TEST_NETWORK.
  * @param cache refreshed by every database lookup; read (result `verified: false`) only when
  *   `allowCached` is true.
  * @throws ApiError 401 missing_api_key | invalid_api_key | revoked_api_key, 403 wrong_network;
@@ -194,12 +197,8 @@ export async function authenticate(
   if (keyNet === null) {
     throw unauthorized('invalid_api_key', 'invalid API key: malformed or unknown');
   }
-  if (keyNet !== network) {
-    throw ApiError.coded(
-      'wrong_network',
-      `this is a tw_test_ (testnet) key, but this deployment serves ${network} only: use your tw_live_ key`,
-    );
-  }
+  // tw_live_ keys act on this deployment's network, tw_test_ keys on the test environment's.
+  const keyEnvNetwork = keyNet === 'mainnet' ? network : TEST_NETWORK;
   const keyHash = hashApiKey(key);
   if (allowCached) {
     const hit = cache?.get(keyHash);
@@ -218,13 +217,17 @@ export async function authenticate(
       },
     );
   }
-  if (found.network !== network) {
-    // A tw_live_ key recorded for another network cannot be issued; refuse it like a test key.
-    throw ApiError.coded('wrong_network', `this key is not for ${network}: use a tw_live_ key`);
+  if (found.network !== keyEnvNetwork) {
+    // A key whose row names another network than its prefix says: never issued so; refuse it.
+    throw ApiError.coded(
+      'wrong_network',
+      `this key is not for ${keyEnvNetwork}: use a ${keyNet === 'mainnet' ? 'tw_live_' : 'tw_test_'} key of this deployment`,
+    );
   }
   const auth: AuthContext = {
     keyId: found.key_id,
     accountId: found.account_id,
+    network: found.network,
     role: found.role,
     plan: found.plan,
     limits: limitsFor(found),
@@ -353,8 +356,9 @@ export function requireAuth(request: FastifyRequest): AuthContext {
 }
 
 /**
- * A request naming a testnet (`network` other than `mainnet` in the query or the body) →
- * 400 testnet_unsupported (DESIGN decisions). Non-string values are left to schema validation.
+ * A request naming another network than its key's environment (`network` in the query or the
+ * body: `nile` with a `tw_live_` key, `mainnet` with a `tw_test_` key) → 400 testnet_unsupported
+ * (DESIGN decisions). Non-string values are left to schema validation.
  */
 function refuseTestnet(source: unknown, network: string): void {
   if (typeof source !== 'object' || source === null || Array.isArray(source)) return;
@@ -365,7 +369,7 @@ function refuseTestnet(source: unknown, network: string): void {
   if (other !== undefined) {
     throw ApiError.coded(
       'testnet_unsupported',
-      `network ${JSON.stringify(other)} is not served here: this deployment serves ${network} only`,
+      `network ${JSON.stringify(other)} is not served to this key: it is a ${network === TEST_NETWORK ? 'tw_test_ key (test mode, nile)' : `tw_live_ key (${network})`}; use a key of that environment`,
     );
   }
 }
@@ -422,7 +426,8 @@ export function registerV1Guard(
   // After parsing, before validation: a testnet request is refused as such, not as a bad field.
   app.addHook('preValidation', async (request) => {
     if (!isV1Request(request)) return;
-    refuseTestnet(request.query, deps.network);
-    refuseTestnet(request.body, deps.network);
+    const network = request.auth?.network ?? deps.network;
+    refuseTestnet(request.query, network);
+    refuseTestnet(request.body, network);
   });
 }

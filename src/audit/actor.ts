@@ -51,6 +51,7 @@ export function auditContextOf(request: FastifyRequest, login?: AuditLogin): Aud
         sessionId: request.console.session.id,
       },
       clientIp,
+      network: request.console.network,
     };
   }
   if (request.auth) {
@@ -58,6 +59,7 @@ export function auditContextOf(request: FastifyRequest, login?: AuditLogin): Aud
       accountId: request.auth.accountId,
       actor: { type: 'api_key', id: request.auth.keyId },
       clientIp,
+      network: request.auth.network,
     };
   }
   throw new Error('auditContextOf: the request has no caller (no session, no API key)');

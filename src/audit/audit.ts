@@ -16,6 +16,7 @@
  * - Retention: pruneAuditLog deletes entries older than a cutoff in batches (AUDIT_RETENTION_DAYS,
  *   config.audit.retentionDays; the pruning job calls it).
  */
+import { type Environment, environmentOf } from '../common/environment.js';
 import { newId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 
@@ -46,7 +47,19 @@ export interface AuditContext {
   actor: AuditActor;
   /** The client address (Fastify's request.ip, which honours TRUST_PROXY); null off HTTP. */
   clientIp: string | null;
+  /**
+   * The caller's environment as a network (issue 32): the API key's, or the console's switch;
+   * recorded on entries about an environment's objects (ENVIRONMENT_ACTIONS), never on others.
+   * Absent: none known (the CLI, the Telegram bot, tronwatch itself).
+   */
+  network?: string | null;
 }
+
+/**
+ * Actions on an environment's objects (keys, watches, endpoints, events, test transfers): their
+ * entries record the environment (migration 090); sign-ins, members and passwords belong to none.
+ */
+const ENVIRONMENT_ACTIONS = /^(api_key|watch|watches|endpoint|event|events|test_transfer)\./;
 
 /**
  * Every action recorded, with the sentence the console shows. Names are `<thing>.<what happened>`
@@ -93,6 +106,7 @@ export const AUDIT_ACTIONS = {
   'endpoint.deleted': 'Deleted an endpoint',
   'endpoint.secret_rotated': "Rotated an endpoint's secret",
   'endpoint.previous_secret_expired': "Ended an endpoint secret rotation's grace period",
+  'test_transfer.created': 'Test deposit triggered (test mode)',
   'event.redelivered': 'Redelivered an event',
   'event.bulk_redelivered': 'Redelivered dead events in bulk',
   'telegram.link_created': 'Created a Telegram connect link',
@@ -179,13 +193,13 @@ export async function recordAudit(
   const target = entry.targetId ?? null;
   await db.query(
     `INSERT INTO audit_log (id, account_id, actor_type, actor_id, session_id, action, target_id,
-                            detail, client_ip, actor_label)
+                            detail, client_ip, actor_label, network)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9,
              coalesce($10::text, CASE $3::text
                WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = $4::text)
                WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
                                       FROM api_keys k WHERE k.id = $4::text)
-               ELSE $4::text END))`,
+               ELSE $4::text END), $11)`,
     [
       newId('aud'),
       ctx.accountId,
@@ -197,6 +211,7 @@ export async function recordAudit(
       JSON.stringify(cleanDetail(entry.detail)),
       ctx.clientIp?.slice(0, 64) ?? null,
       ctx.actor.label ?? null,
+      ENVIRONMENT_ACTIONS.test(entry.action) ? (ctx.network ?? null) : null,
     ],
   );
 }
@@ -239,6 +254,8 @@ export interface AuditEntryView {
   target_id: string | null;
   detail: Record<string, AuditValue>;
   client_ip: string | null;
+  /** The environment of the change (issue 32): `live`, `test`, or null (none). */
+  environment: Environment | null;
 }
 
 export interface AuditPage {
@@ -299,6 +316,7 @@ interface AuditRow {
   detail: Record<string, AuditValue> | string;
   client_ip: string | null;
   actor_label: string | null;
+  network: string | null;
 }
 
 /**
@@ -349,7 +367,7 @@ export async function listAuditLog(
   const { rows } = await db.query<AuditRow>(
     `SELECT a.id, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
             a.actor_type, a.actor_id, a.session_id, a.action, a.target_id, a.detail, a.client_ip,
-            coalesce(a.actor_label, CASE a.actor_type
+            a.network, coalesce(a.actor_label, CASE a.actor_type
               WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = a.actor_id)
               WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
                                      FROM api_keys k WHERE k.id = a.actor_id)
@@ -378,6 +396,7 @@ export async function listAuditLog(
       target_id: r.target_id,
       detail: typeof r.detail === 'string' ? JSON.parse(r.detail) : r.detail,
       client_ip: r.client_ip,
+      environment: r.network === null ? null : environmentOf(r.network),
     })),
     next_cursor: more && last ? cursorOf(last.at, last.id) : null,
   };

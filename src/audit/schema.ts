@@ -82,6 +82,12 @@ export const AuditEntrySchema = T.Object(
       description:
         'The client address (behind a trusted proxy, the address it forwarded); null for the operator’s CLI and the Telegram bot.',
     }),
+    environment: T.Optional(
+      T.Union([T.Literal('live'), T.Literal('test'), T.Null()], {
+        description:
+          'Additive (test mode): the environment the change was made in, `live` or `test`; null for a change that belongs to no environment (sign-ins, members, passwords).',
+      }),
+    ),
   },
   { $id: 'AuditEntry', description: 'One change to the account.' },
 );

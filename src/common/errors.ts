@@ -42,6 +42,8 @@ export const ERROR_CODES = [
   'too_many_streams',
   // Scoped API keys (issue 31 item 3).
   'read_only_key',
+  // Test mode (issue 32): a test-only operation asked with a live key or in live mode.
+  'test_mode_only',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -77,6 +79,7 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   code_locked: 429,
   too_many_streams: 429,
   read_only_key: 403,
+  test_mode_only: 403,
 };
 
 /** One field-level problem of an invalid body, query or path (the `details` of a 400). */

@@ -80,7 +80,7 @@ SELECT count(*)::int8 AS pending,
        COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now())), 0)::float8
          AS oldest_due_seconds
   FROM notifications
- WHERE status = 'PENDING'`;
+ WHERE status = 'PENDING' AND network = 'mainnet'`; // live only: test mode (issue 32) never counts
 
 interface OutboxSnapshot {
   pending: number;

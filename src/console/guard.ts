@@ -28,6 +28,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ConsoleContext } from '../accounts/callers.js';
 import { type Role, roleAtLeast } from '../accounts/users.js';
 import type { App } from '../api/types.js';
+import { TEST_NETWORK } from '../common/environment.js';
 import { ApiError } from '../common/errors.js';
 import type { Db } from '../db/pool.js';
 import { newToken, tokenHash, useSession } from './sessions.js';
@@ -35,6 +36,12 @@ import { newToken, tokenHash, useSession } from './sessions.js';
 export const SESSION_COOKIE = 'tw_session';
 export const CSRF_COOKIE = 'tw_csrf';
 export const CSRF_HEADER = 'x-csrf-token';
+/**
+ * The console's environment switch (issue 32): cookie `tw_env` = `test` shows and changes the
+ * test environment (Nile: test keys, test watches, test events); absent or anything else, the
+ * live one. Set by the page (not HttpOnly: the page's switch writes it), Path=/console.
+ */
+export const ENV_COOKIE = 'tw_env';
 const COOKIE_PATH = '/console';
 
 export type { ConsoleContext } from '../accounts/callers.js';
@@ -105,6 +112,14 @@ function equalConstantTime(a: string, b: string): boolean {
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
+/**
+ * The environment a console request is in, as a network: TEST_NETWORK when its `tw_env` cookie
+ * says `test`, else `liveNetwork` (the deployment's network).
+ */
+export function consoleNetwork(request: FastifyRequest, liveNetwork: string): string {
+  return request.cookies[ENV_COOKIE] === 'test' ? TEST_NETWORK : liveNetwork;
+}
+
 /** The console caller, for routes that need one. @throws ApiError 401 no_session. */
 export function requireSession(request: FastifyRequest): ConsoleContext {
   if (!request.console) throw ApiError.coded('no_session', 'sign in to the console');
@@ -116,7 +131,10 @@ export function requireSession(request: FastifyRequest): ConsoleContext {
  * state-changing requests. A route without `consolePublic` and without a session gets 401
  * no_session (before CSRF, so an expired session reads as such).
  */
-export function registerConsoleGuard(app: App, deps: { db: Db; sessionTtlSeconds: number }): void {
+export function registerConsoleGuard(
+  app: App,
+  deps: { db: Db; sessionTtlSeconds: number; network: string },
+): void {
   app.decorateRequest('console', null);
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith('/console/api/')) return;
@@ -138,6 +156,7 @@ export function registerConsoleGuard(app: App, deps: { db: Db; sessionTtlSeconds
           accountId: found.session.account_id,
           userId: found.session.user_id,
           role: found.role,
+          network: consoleNetwork(request, deps.network),
           secondFactorMissing: found.secondFactorMissing,
         };
         csrfHash = found.csrfHash;

@@ -27,6 +27,7 @@ export async function registerConsole(app: App, deps: AppDeps): Promise<void> {
   registerConsoleGuard(app, {
     db: deps.db,
     sessionTtlSeconds: deps.config.console.sessionTtlSeconds,
+    network: deps.config.network,
   });
   accountRoutes(app, deps);
   keyRoutes(app, deps);

@@ -3,8 +3,10 @@
  * routes validate with, and whose static types the web app imports. Unknown members are refused
  * (400 with `details`), as on /v1.
  */
+
 import { type Static, Type as T } from '@sinclair/typebox';
 import { StringEnum } from '../common/schema.js';
+import { CreateTestTransferSchema } from '../events/test-transfer.js';
 import { PROOF_LEVELS } from '../tron/types.js';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords.js';
 
@@ -254,3 +256,11 @@ export const TelegramConnect = T.Object({
   expires_at: T.String({ format: 'date-time' }),
 });
 export type TelegramConnectT = Static<typeof TelegramConnect>;
+
+/**
+ * The console's "Trigger test deposit" body (issue 32): POST /v1/test/transfers's, the watch
+ * taken from the path.
+ */
+export const ConsoleTestTransferBody = T.Omit(CreateTestTransferSchema, ['watch_id'], {
+  additionalProperties: false,
+});

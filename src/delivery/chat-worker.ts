@@ -37,8 +37,10 @@
  * a slot go back unattempted; sends in flight finish (deadline config.telegram.timeoutMs) and are
  * recorded.
  */
+
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import { isLivemode } from '../common/environment.js';
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
@@ -438,7 +440,7 @@ export class ChatDeliveryWorker {
         ...(r.error !== undefined ? { error: r.error } : {}),
         ...(r.responseBody !== undefined ? { responseBody: r.responseBody } : {}),
       };
-      this.metrics?.attemptDuration.observe(r.durationMs / 1000);
+      if (isLivemode(c.event.network)) this.metrics?.attemptDuration.observe(r.durationMs / 1000);
       await this.complete(c, result);
       return;
     }

@@ -47,6 +47,7 @@
  * Batch statements pass columns as arrays through unnest() (one round trip per statement,
  * whatever the batch size; works on PostgreSQL 15 and PGlite).
  */
+import { isLivemode } from '../common/environment.js';
 import type { Queryable } from '../db/pool.js';
 import { WORKER_LOST_ERROR } from './claim.js';
 import { errorClass } from './error-class.js';
@@ -74,6 +75,8 @@ export interface CompleteOutcome {
   /** Failed, rescheduled (PENDING). */
   retried: number;
   dead: number;
+  /** Test-mode notifications moved (any target): counted apart from the live ones above. */
+  test: number;
   /** Recorded but not moved: the lease had been taken over (or the row was no longer PENDING). */
   stale: number;
   /**
@@ -145,7 +148,7 @@ UPDATE notifications AS n
   FROM r JOIN stored AS s ON s.notification_id = r.id AND s.attempt = r.attempt
  WHERE n.id = r.id
    AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
-RETURNING r.target, n.watch_id`;
+RETURNING r.target, n.watch_id, n.network`;
 
 /**
  * Record a batch of attempts and move their notifications, in one transaction.
@@ -163,6 +166,7 @@ export async function completeAttempts(
     delivered: 0,
     retried: 0,
     dead: 0,
+    test: 0,
     stale: 0,
     watchIds: [],
     deadWatchIds: [],
@@ -202,25 +206,30 @@ export async function completeAttempts(
     answerHeaders.push(jsonOrNull(c.result.responseHeaders));
     answerBodies.push(c.result.responseBody ?? null);
   }
-  const { rows: moved } = await db.query<{ target: Target; watch_id: string }>(COMPLETE_SQL, [
-    ids,
-    tokens,
-    numbers,
-    started,
-    durations,
-    statuses,
-    errors,
-    targets,
-    delays,
-    WORKER_LOST_ERROR,
-    classes,
-    sentHeaders,
-    answerHeaders,
-    answerBodies,
-  ]);
+  const { rows: moved } = await db.query<{ target: Target; watch_id: string; network: string }>(
+    COMPLETE_SQL,
+    [
+      ids,
+      tokens,
+      numbers,
+      started,
+      durations,
+      statuses,
+      errors,
+      targets,
+      delays,
+      WORKER_LOST_ERROR,
+      classes,
+      sentHeaders,
+      answerHeaders,
+      answerBodies,
+    ],
+  );
   outcome.recorded = batch.length;
   for (const r of moved) {
-    if (r.target === 'DELIVERED') outcome.delivered++;
+    // Test-mode deliveries (issue 32) never count in the live figures (metrics).
+    if (!isLivemode(r.network)) outcome.test++;
+    else if (r.target === 'DELIVERED') outcome.delivered++;
     else if (r.target === 'DEAD') outcome.dead++;
     else outcome.retried++;
   }

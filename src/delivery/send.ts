@@ -48,12 +48,14 @@
  * Nothing here logs; results carry no secret, and the answer's body only in `responseBody` (the
  * attempt row's response_body, never logged).
  */
+
 import type { LookupOptions } from 'node:dns';
 import fs from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import type { Readable } from 'node:stream';
 import tls from 'node:tls';
 import { Agent, request } from 'undici';
+import { isLivemode, TEST_MODE_HEADER } from '../common/environment.js';
 import { type EventRow, eventPayload, serializeEvent } from '../events/event.js';
 import { ResolveError, type Resolver, resolveBounded, systemResolver } from '../net/dns.js';
 import {
@@ -393,7 +395,8 @@ export class WebhookSender {
    * Make one attempt to deliver `event` to `url`, signed with `secret` (whsec_…).
    * @param signal optional: aborts the attempt early (the worker does not use it; stop waits).
    * @param extraHeaders optional headers sent beside the signed ones (the console's test event:
-   *   `X-Tronwatch-Test: 1`).
+   *   `X-Tronwatch-Test: 1`). A test-mode event (network not mainnet) also gets
+   *   `Tronwatch-Test-Mode: true` (src/common/environment.ts).
    * @param previousSecret during a rotation's grace period, the replaced secret: the request is
    *   signed with both (payload.ts signatureHeaders); null or absent otherwise.
    * @returns the classified outcome; never throws.
@@ -406,13 +409,17 @@ export class WebhookSender {
     extraHeaders: Record<string, string> = {},
     previousSecret?: string | null,
   ): Promise<AttemptResult> {
+    // A test event (issue 32) says so in a header too, beside `livemode: false` in its body.
+    const headers = isLivemode(event.network)
+      ? extraHeaders
+      : { [TEST_MODE_HEADER]: 'true', ...extraHeaders };
     return this.sendBody(
       url,
       event.id,
       serializeEvent(eventPayload(event)),
       secret,
       signal,
-      extraHeaders,
+      headers,
       previousSecret,
     );
   }

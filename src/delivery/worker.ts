@@ -43,7 +43,9 @@
  * `metrics`, the same outcomes feed tronwatch_deliveries_total and every attempt's duration
  * tronwatch_delivery_attempt_duration_seconds (src/common/metrics.ts).
  */
+
 import { randomBytes } from 'node:crypto';
+import { isLivemode } from '../common/environment.js';
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
 import { backoffDelay, sleep } from '../common/retry.js';
@@ -606,7 +608,10 @@ export class DeliveryWorker {
       // The endpoint's slot: its send is over (answered or not).
       this.dropSlot(c.notificationId, result.status !== undefined);
       this.meanAttemptMs += (Math.max(1, result.durationMs) - this.meanAttemptMs) / 32;
-      this.metrics?.attemptDuration.observe(result.durationMs / 1000);
+      // Test-mode attempts (issue 32) stay out of the live metrics.
+      if (isLivemode(c.event.network)) {
+        this.metrics?.attemptDuration.observe(result.durationMs / 1000);
+      }
       this.pending.push({
         notificationId: c.notificationId,
         leaseToken: c.leaseToken,

@@ -70,6 +70,8 @@ export interface EndpointDeps {
   config: Pick<Config, 'network' | 'delivery'>;
   /** Resolves host names for the URL policy; default the system resolver. */
   resolver?: Resolver | undefined;
+  /** The caller's environment as a network (issue 32); absent: config.network (live). */
+  network?: string | undefined;
 }
 
 /** POST /v1/endpoints's body, validated by its schema (src/endpoints/schema.ts). */
@@ -124,7 +126,7 @@ export async function createEndpoint(
       [
         id,
         accountId,
-        deps.config.network,
+        deps.network ?? deps.config.network,
         body.url,
         label,
         body.enabled ?? true,
@@ -134,7 +136,7 @@ export async function createEndpoint(
         sealed.ciphertext,
       ],
     );
-    const row = await getEndpoint(tx, accountId, deps.config.network, id);
+    const row = await getEndpoint(tx, accountId, deps.network ?? deps.config.network, id);
     if (!row) throw new Error('the endpoint just inserted is not readable');
     await inTx?.(tx, row);
     return row;

@@ -10,6 +10,7 @@
  * row that delivers it; an *attempt* is one try of that delivery.
  */
 import { type Static, Type as T } from '@sinclair/typebox';
+import { isLivemode } from '../common/environment.js';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { formatAmount, formatAmountDigits } from '../tron/amount.js';
 import { PROOF_LEVELS, type ProofLevel } from '../tron/types.js';
@@ -32,7 +33,13 @@ const eventMembers = {
   direction: StringEnum(['incoming', 'outgoing'] as const, {
     description: 'The side of the transfer that this watch matched.',
   }),
-  network: StringEnum(['mainnet', 'nile'] as const),
+  network: StringEnum(['mainnet', 'nile'] as const, {
+    description: 'The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.',
+  }),
+  livemode: T.Boolean({
+    description:
+      'Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`.',
+  }),
   asset: StringEnum(['USDT', 'TRX'] as const),
   tx_id: T.String({ description: 'Transaction identifier.' }),
   event_index: T.Integer({
@@ -166,6 +173,7 @@ export function eventPayload(row: EventRow): Event {
     type: EVENT_TYPE,
     direction: row.direction as Event['direction'],
     network: row.network as Event['network'],
+    livemode: isLivemode(row.network),
     asset: row.asset as Event['asset'],
     tx_id: row.tx_id,
     event_index: row.event_index,
@@ -299,6 +307,7 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
     type: EVENT_TYPE,
     direction: f[3] as Event['direction'],
     network: f[2] as Event['network'],
+    livemode: isLivemode(f[2]),
     asset: f[4] as Event['asset'],
     tx_id: f[5],
     event_index: Number(f[6]),
@@ -339,7 +348,8 @@ export function eventRowJson(line: string, f: EventRowFields): string {
   const contract = f[12] === '' ? 'null' : `"${f[12]}"`;
   return (
     `{"api_version":"${API_VERSION}","event_id":"${f[0]}","type":"${EVENT_TYPE}",` +
-    `"direction":"${f[3]}","network":"${f[2]}","asset":"${f[4]}","tx_id":"${f[5]}",` +
+    `"direction":"${f[3]}","network":"${f[2]}","livemode":${isLivemode(f[2])},` +
+    `"asset":"${f[4]}","tx_id":"${f[5]}",` +
     `"event_index":${f[6]},"block_number":${f[7]},` +
     `"block_timestamp":"${isoFromPgTimestamp(f[8], 3)}","from":"${f[9]}","to":"${f[10]}",` +
     `"amount_raw":"${f[11]}","amount":"${formatAmountDigits(f[11])}","watch_id":"${f[1]}",` +

@@ -170,9 +170,9 @@ async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<st
   const ids = eventIds.map(() => newId('ntf'));
   const { rows } = await tx.query<{ id: string }>(
     `INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
-                                next_attempt_at, created_at)
+                                next_attempt_at, created_at, network)
      SELECT x.ntf, e.id, e.account_id, e.watch_id, w.channel, 'PENDING', 0, now(),
-            clock_timestamp() + (x.ord - 1) * interval '1 microsecond'
+            clock_timestamp() + (x.ord - 1) * interval '1 microsecond', e.network
        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(event_id, ntf, ord)
        JOIN events e ON e.id = x.event_id
        JOIN watches w ON w.id = e.watch_id

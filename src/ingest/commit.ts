@@ -170,8 +170,9 @@ async function insertEvents(
      ),
      ntf AS (
        INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
-                                  next_attempt_at, created_at)
-       SELECT i.ntf, ins.id, ins.account_id, ins.watch_id, i.channel, 'PENDING', 0, now(), ins.created_at
+                                  next_attempt_at, created_at, network)
+       SELECT i.ntf, ins.id, ins.account_id, ins.watch_id, i.channel, 'PENDING', 0, now(), ins.created_at,
+              $3
          FROM ins JOIN input i ON i.id = ins.id
        RETURNING created_at
      ),

@@ -564,6 +564,43 @@ export function createMcpServer(
 
   track(
     server.registerTool(
+      'create_test_transfer',
+      {
+        title: 'Trigger a test deposit (test mode)',
+        description:
+          'Test keys (tw_test_…) only: create a synthetic transfer for a test watch (POST /v1/test/transfers) and deliver it through the real pipeline as a transfer.confirmed event with livemode false, network nile and a tx_id starting test_ (never money). A live key is refused (403 test_mode_only). Use it to check a receiver end to end: signature, deduplication, retries, reconciliation.',
+        inputSchema: {
+          watch_id: z.string().describe('A test watch of the caller (`wh_…`).'),
+          amount: z
+            .string()
+            .describe('Decimal string, more than 0, at most 6 decimals (`"25.5"`).'),
+          asset: z
+            .enum(['USDT', 'TRX'])
+            .optional()
+            .describe("Default: the watch's asset_filter (USDT for ALL)."),
+          direction: z
+            .enum(['incoming', 'outgoing'])
+            .optional()
+            .describe('Default incoming (a deposit to the watched address).'),
+          counterparty: z
+            .string()
+            .optional()
+            .describe('The other side’s TRON address; default the zero address.'),
+        },
+        outputSchema: z.looseObject({
+          event_id: z.string(),
+          livemode: z.boolean(),
+          network: z.string(),
+          tx_id: z.string(),
+        }),
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: true },
+      },
+      async (args) => call('POST', '/v1/test/transfers', args),
+    ),
+  );
+
+  track(
+    server.registerTool(
       'get_status',
       {
         title: 'Service status',

@@ -14,6 +14,7 @@
  *
  * Source of every value: the stored event (SPEC §Event; src/events/event.ts EventRow).
  */
+import { isLivemode } from '../common/environment.js';
 import type { EventRow } from '../events/event.js';
 import { formatAmountDigits } from '../tron/amount.js';
 
@@ -77,12 +78,23 @@ export function formatChatMessage(e: EventRow): string {
   const p = messageParts(e);
   const head = p.direction === 'incoming' ? '⬇️ Incoming' : '⬆️ Outgoing';
   const side = p.direction === 'incoming' ? 'From' : 'To';
-  return [
+  const lines = [
     `<b>${head} ${escapeHtml(p.amount)} ${escapeHtml(p.asset)}</b>`,
     `Address: <code>${escapeHtml(p.address)}</code>`,
     `${side}: <code>${escapeHtml(p.counterparty)}</code>`,
     `Time: ${escapeHtml(p.blockTime)}`,
     `Block: ${escapeHtml(String(p.blockNumber))}`,
+  ];
+  // A test-mode event (issue 32) is never money: it says so first, and links to no explorer.
+  if (!isLivemode(e.network)) {
+    return [
+      '🧪 <b>TEST MODE</b>: not a real deposit',
+      ...lines,
+      `Transaction ${escapeHtml(e.tx_id)} (test)`,
+    ].join('\n');
+  }
+  return [
+    ...lines,
     `<a href="${escapeHtml(p.txUrl)}">Transaction ${escapeHtml(e.tx_id.slice(0, 16))}…</a>`,
   ].join('\n');
 }

@@ -84,3 +84,10 @@ export function isValidAddress(input: string): boolean {
 /** USDT (TRC-20) on mainnet: TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t. */
 export const USDT_CONTRACT_BASE58 = 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t';
 export const USDT_CONTRACT_HEX = '41a614f803b6fd780986a42c78ec9c7f77e6ded13c';
+/**
+ * USDT (TRC-20) on TRON's Nile testnet, the test environment's network (issue 32):
+ * TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf ("Tether USD", 6 decimals), the token Nile's faucet and
+ * TRON's own system tests use (java-tron's stest `USDT` constant; public integrations name it as
+ * Nile's USDT, e.g. pooli-shop/pooli `NileUSDTContract`).
+ */
+export const NILE_USDT_CONTRACT_BASE58 = 'TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf';

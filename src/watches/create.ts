@@ -46,6 +46,11 @@ export interface WatchDeps {
   db: Db;
   secrets: SecretBox;
   config: Pick<Config, 'network' | 'delivery' | 'ingest'>;
+  /**
+   * The caller's environment as a network (issue 32: `nile` for a test key or the console in test
+   * mode); absent: config.network (live).
+   */
+  network?: string | undefined;
   /** Resolves webhook host names (URL policy); default the system resolver. */
   resolver?: Resolver | undefined;
   /**
@@ -113,7 +118,7 @@ export async function createWatchFromRequest(
     deps.secrets,
     {
       accountId,
-      network: deps.config.network,
+      network: deps.network ?? deps.config.network,
       address: body.address,
       addressHex,
       assetFilter: body.asset_filter,

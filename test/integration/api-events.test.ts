@@ -125,6 +125,7 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
           type: 'transfer.confirmed',
           direction: 'incoming',
           network: 'mainnet',
+          livemode: true,
           asset: 'USDT',
           tx_id: expect.stringMatching(/^[0-9a-f]{64}$/),
           event_index: 0,

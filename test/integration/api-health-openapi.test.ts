@@ -392,6 +392,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'type',
       'direction',
       'network',
+      // Additive (issue 32): a live event or a test-mode one.
+      'livemode',
       'asset',
       'tx_id',
       'event_index',

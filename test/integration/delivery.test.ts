@@ -284,6 +284,7 @@ describe.each(dbEngines)('webhook delivery on %s', (engine) => {
       type: 'transfer.confirmed',
       direction: 'incoming',
       network: 'mainnet',
+      livemode: true,
       asset: 'USDT',
       tx_id: ev!.txId,
       event_index: ev!.eventIndex,

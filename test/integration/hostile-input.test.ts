@@ -569,7 +569,7 @@ describe.each(dbEngines)('hostile input on %s', (engine) => {
       [`Bearer ${c.key}x`, 'invalid_api_key'],
       [`Bearer tw_live_${'A'.repeat(8_000)}`, 'invalid_api_key'],
       [`Bearer ${'x'.repeat(8_000)}`, 'invalid_api_key'],
-      [`Bearer tw_test_${'A'.repeat(30)}`, 'wrong_network'],
+      [`Bearer tw_test_${'A'.repeat(30)}`, 'invalid_api_key'],
       [`Bearer tw_live_'; DROP TABLE api_keys; --`, 'missing_api_key'],
     ] as const) {
       const res = await answer(value);

@@ -207,6 +207,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   it('lists the same tools on both transports', async () => {
     const names = async (c: Client) => (await c.listTools()).tools.map((x) => x.name).sort();
     const expected = [
+      'create_test_transfer',
       'create_watch',
       'delete_watch',
       'explain_transaction',

@@ -207,7 +207,8 @@ describe('verifyStandardWebhook (the receiver logic the snippets follow)', () =>
 type SnippetFn = (...args: unknown[]) => boolean;
 
 /** The body of a real delivery and of a test delivery of the same row, as tronwatch sends them. */
-function creditBodies(): [string, string] {
+/** A live transfer, a test delivery (webhook.test), and a test-mode transfer (livemode false). */
+function creditBodies(): [string, string, string] {
   const row: EventRow = {
     id: 'evt_credit',
     account_id: 'acc_x',
@@ -229,6 +230,9 @@ function creditBodies(): [string, string] {
   return [
     serializeEvent(eventPayload(row)).toString('utf8'),
     serializeEvent(testEventPayload(row)).toString('utf8'),
+    serializeEvent(
+      eventPayload({ ...row, network: 'nile', tx_id: `test_${'c'.repeat(59)}` }),
+    ).toString('utf8'),
   ];
 }
 
@@ -274,9 +278,13 @@ describe("docs/integrating.md's Node snippet (extracted and run as written)", ()
   });
 
   it('credits a transfer.confirmed and never a test delivery', () => {
-    const [transfer, test] = creditBodies();
+    const [transfer, test, testMode] = creditBodies();
     expect(isCreditable(JSON.parse(transfer))).toBe(true);
     expect(isCreditable(JSON.parse(test))).toBe(false);
+    // A live receiver never credits a test-mode event; a test receiver credits only those.
+    expect(isCreditable(JSON.parse(testMode))).toBe(false);
+    expect(isCreditable(JSON.parse(testMode), { live: false })).toBe(true);
+    expect(isCreditable(JSON.parse(transfer), { live: false })).toBe(false);
   });
 
   it('verifies headers made now by standardWebhookHeaders with the default clock', () => {
@@ -358,16 +366,16 @@ print(json.dumps(out))
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snippet-py-'));
     try {
       const file = path.join(dir, 'credit.py');
-      const [transfer, test] = creditBodies();
+      const [transfer, test, testMode] = creditBodies();
       fs.writeFileSync(
         file,
         `${docSnippet('python')}\nimport json, sys\nprint(json.dumps([is_creditable_transfer(json.loads(a)) for a in sys.argv[1:]]))\n`,
       );
-      const out = execFileSync('python3', [file, transfer, test], {
+      const out = execFileSync('python3', [file, transfer, test, testMode], {
         encoding: 'utf8',
         timeout: 20_000,
       });
-      expect(JSON.parse(out)).toEqual([true, false]);
+      expect(JSON.parse(out)).toEqual([true, false, false]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -477,18 +485,18 @@ import (
 )
 
 func main() {
-\tfmt.Println(IsCreditableTransfer([]byte(os.Args[1])), IsCreditableTransfer([]byte(os.Args[2])))
+\tfmt.Println(IsCreditableTransfer([]byte(os.Args[1])), IsCreditableTransfer([]byte(os.Args[2])), IsCreditableTransfer([]byte(os.Args[3])))
 }
 `,
         );
-        const [transfer, test] = creditBodies();
-        const out = execFileSync('go', ['run', 'webhook.go', 'main.go', transfer, test], {
+        const [transfer, test, testMode] = creditBodies();
+        const out = execFileSync('go', ['run', 'webhook.go', 'main.go', transfer, test, testMode], {
           cwd: dir,
           encoding: 'utf8',
           timeout: 120_000,
           env: { ...process.env, GOPROXY: 'off', GO111MODULE: 'off' },
         });
-        expect(out.trim()).toBe('true false');
+        expect(out.trim()).toBe('true false false');
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }

@@ -235,6 +235,7 @@ function Shell({ children }: { children: ComponentChildren }) {
         </div>
       </nav>
       <main id="main" class="main" ref={mainRef}>
+        <EnvironmentSwitch />
         {!me.user.two_factor_setup_required && <AlertBanner path={path} />}
         {children}
       </main>
@@ -257,7 +258,48 @@ function DevMailboxLink() {
 
 function NetworkBadge() {
   const { config } = useApp();
-  return <span class="network-badge">TRON {config.network}</span>;
+  const test = config.environment === 'test';
+  return (
+    <span class={`network-badge${test ? ' network-badge-test' : ''}`}>
+      TRON {test ? (config.test_network ?? 'nile') : config.network}
+    </span>
+  );
+}
+
+/**
+ * The environment switch (issue 32), at the top of every page: live (real money, mainnet) or test
+ * (test keys, test watches, triggered deposits: never money). Its position is the `tw_env`
+ * cookie, which the server reads on every console request; switching reloads the page so that
+ * nothing of the other environment stays on screen.
+ */
+function EnvironmentSwitch() {
+  const { config } = useApp();
+  const test = config.environment === 'test';
+  const flip = () => {
+    const next = test ? 'live' : 'test';
+    // biome-ignore lint/suspicious/noDocumentCookie: one cookie, written where the server reads it (Cookie Store API is not in every browser the console supports).
+    document.cookie = `tw_env=${next}; path=/console; SameSite=Lax; max-age=31536000`;
+    location.reload();
+  };
+  return (
+    <section class={`env-bar ${test ? 'env-bar-test' : 'env-bar-live'}`} aria-label="Environment">
+      <span class="env-label">
+        {test ? (
+          <>
+            <strong>TEST MODE</strong> · test data, no real money: keys, watches and events here
+            never mix with live ones
+          </>
+        ) : (
+          <>
+            <strong>LIVE</strong> · mainnet, real money
+          </>
+        )}
+      </span>
+      <button type="button" role="switch" aria-checked={test} class="env-switch" onClick={flip}>
+        Test mode
+      </button>
+    </section>
+  );
 }
 
 function Routes() {

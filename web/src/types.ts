@@ -90,6 +90,10 @@ export interface Config {
   local_http?: boolean;
   /** `tronwatch dev`: the local mailbox page capturing every e-mail sent (else null or absent). */
   dev_mailbox?: string | null;
+  /** The environment switch's position (issue 32): live (real money) or test (older: absent). */
+  environment?: 'live' | 'test';
+  /** The test environment's network (`nile`). */
+  test_network?: string;
 }
 
 export type Me = ServerMe;

@@ -56,7 +56,7 @@ export interface paths {
         };
         /**
          * List endpoints
-         * @description The caller's endpoints on this network, newest first. Never returns secrets.
+         * @description The caller's endpoints on this auth.network, newest first. Never returns secrets.
          */
         get: operations["listEndpoints"];
         put?: never;
@@ -213,6 +213,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/test/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trigger a test deposit (test mode)
+         * @description Test keys (`tw_test_…`) only: creates a transfer of the chosen asset, amount, direction and counterparty for a test watch’s address. It becomes a `transfer.confirmed` event with `network: "nile"` and `livemode: false` and a synthetic `tx_id` (`test_…`), delivered through the real pipeline: signed with the watch’s secret, the retry schedule, DEAD, redelivery, Telegram. Its deliveries carry the header `Tronwatch-Test-Mode: true`. A live key gets 403 test_mode_only. At most TEST_TRANSFERS_PER_MINUTE (default 30) per account per minute.
+         */
+        post: operations["createTestTransfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/watches": {
         parameters: {
             query?: never;
@@ -222,7 +242,7 @@ export interface paths {
         };
         /**
          * List watches
-         * @description The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.
+         * @description The caller's watches on this auth.network, newest first, each with its endpoint health (webhook watches). Never returns secrets.
          */
         get: operations["listWatches"];
         put?: never;
@@ -560,6 +580,8 @@ export interface components {
             detail: {
                 [key: string]: string | number | boolean | null;
             };
+            /** @description Additive (test mode): the environment the change was made in, `live` or `test`; null for a change that belongs to no environment (sign-ins, members, passwords). */
+            environment?: "live" | "test" | null;
             /** @description Entry id (`aud_…`). */
             id: string;
             /** @description What it was done to: a watch, key, event, session or chat id. */
@@ -590,6 +612,28 @@ export interface components {
              */
             url: string;
         };
+        /** @description A test deposit (test mode only): a transfer that never happened on any chain, delivered as a `transfer.confirmed` event with `livemode: false`. */
+        CreateTestTransfer: {
+            /**
+             * @description The amount as a decimal string (`"25"`, `"1.5"`, at most 6 decimals), more than 0.
+             * @example 25.5
+             */
+            amount: string;
+            /**
+             * @description Default: the watch's asset_filter, or USDT when it is ALL. Must be one the watch's filter takes.
+             * @enum {string}
+             */
+            asset?: "USDT" | "TRX";
+            /** @description The other side's TRON address (base58 or 41-hex). Default: T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb (the zero address). */
+            counterparty?: string;
+            /**
+             * @description The side of the watched address: `incoming` (a deposit to it, the default) or `outgoing` (a payment from it). Must be one the watch's direction takes.
+             * @enum {string}
+             */
+            direction?: "incoming" | "outgoing";
+            /** @description A test watch of the caller (`wh_…`). */
+            watch_id: string;
+        };
         /** @description Exactly one of `webhook_url`, `telegram: true` or `endpoint_id` (additive) must be given. Unknown members are rejected (400, `details` names each), and every member must have its JSON type as sent (no coercion: `"true"` is not a boolean). */
         CreateWatch: {
             /** @description TRON address: base58 (starts with `T`) or hex with prefix `41`. */
@@ -605,16 +649,6 @@ export interface components {
             endpoint_id?: string | null;
             /** @description Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none). */
             label?: string | null;
-            /**
-             * @description Additive, optional. Your reference for the watch (a customer, order or invoice id): a JSON object of string values, at most 20 keys of 1 to 40 characters, values of at most 500 characters. Returned with the watch, and copied into every event of the watch (`metadata` of the webhook body and of GET /v1/events) from the next matched transfer on. Null or {} removes it.
-             * @example {
-             *       "customer_id": "c_1842",
-             *       "invoice": "INV-2026-0091"
-             *     }
-             */
-            metadata?: {
-                [key: string]: string;
-            } | null;
             /**
              * @description Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.
              * @enum {string}
@@ -734,10 +768,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -760,7 +790,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -809,11 +839,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
-            metadata?: {
-                [key: string]: string;
-            };
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -893,11 +924,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
-            metadata?: {
-                [key: string]: string;
-            };
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -1025,7 +1057,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1096,10 +1128,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Free text. */
             note: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -1168,10 +1196,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -1220,11 +1244,12 @@ export interface components {
             event_index: number;
             /** @description Sender address (base58). */
             from: string;
-            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
-            metadata?: {
-                [key: string]: string;
-            };
-            /** @enum {string} */
+            /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
+            livemode: boolean;
+            /**
+             * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
+             * @enum {string}
+             */
             network: "mainnet" | "nile";
             /**
              * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
@@ -1303,16 +1328,6 @@ export interface components {
             /** @description Your name for the watch, at most 100 characters; null or empty removes it. */
             label?: string | null;
             /**
-             * @description Additive, optional. Your reference for the watch (a customer, order or invoice id): a JSON object of string values, at most 20 keys of 1 to 40 characters, values of at most 500 characters. Returned with the watch, and copied into every event of the watch (`metadata` of the webhook body and of GET /v1/events) from the next matched transfer on. Null or {} removes it.
-             * @example {
-             *       "customer_id": "c_1842",
-             *       "invoice": "INV-2026-0091"
-             *     }
-             */
-            metadata?: {
-                [key: string]: string;
-            } | null;
-            /**
              * Format: uri
              * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.
              */
@@ -1338,10 +1353,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
             paused_reason: string | null;
             /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
@@ -1463,10 +1474,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
             paused_reason: string | null;
             /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
@@ -1501,10 +1508,6 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
-            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
-            metadata: {
-                [key: string]: string;
-            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -2817,6 +2820,133 @@ export interface operations {
                 };
             };
             /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createTestTransfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTestTransfer"];
+            };
+        };
+        responses: {
+            /** @description Created: the event, its delivery PENDING. */
+            201: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventWithDelivery"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description test_mode_only: a live (tw_live_) key; read_only_key: a read-only key; insufficient_role. */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such test watch of the caller (missing, deleted, or live). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The watch is paused. */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute, or test transfers per minute, exceeded. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];

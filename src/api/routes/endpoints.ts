@@ -13,8 +13,10 @@
  * is src/endpoints/endpoints.ts; the `…Answer` functions below are shared with the console
  * (src/console/routes/endpoints.ts): each route only authenticates its caller.
  */
+
 import { Type as T } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
+import { callerNetwork } from '../../accounts/callers.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
@@ -62,7 +64,6 @@ const notFound = () => new ApiError(404, 'endpoint not found');
 
 /** Register the endpoint routes. */
 export function endpointRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
   const tags = ['endpoints'];
   const bodyErrors = {
     413: errorResponse('Body too large.'),
@@ -107,7 +108,8 @@ export function endpointRoutes(app: App, deps: AppDeps): void {
       schema: {
         operationId: 'listEndpoints',
         summary: 'List endpoints',
-        description: "The caller's endpoints on this network, newest first. Never returns secrets.",
+        description:
+          "The caller's endpoints on this auth.network, newest first. Never returns secrets.",
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
@@ -119,7 +121,7 @@ export function endpointRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      const rows = await listEndpoints(deps.db, auth.accountId, network);
+      const rows = await listEndpoints(deps.db, auth.accountId, auth.network);
       return { data: rows.map(endpointView) };
     },
   );
@@ -144,7 +146,9 @@ export function endpointRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const auth = requireAuth(request);
       const { id } = request.params;
-      const row = isId(id, 'ep') ? await getEndpoint(deps.db, auth.accountId, network, id) : null;
+      const row = isId(id, 'ep')
+        ? await getEndpoint(deps.db, auth.accountId, auth.network, id)
+        : null;
       if (!row) throw notFound();
       return endpointView(row);
     },
@@ -295,12 +299,17 @@ export async function createEndpointAnswer(
   body: CreateEndpointBody,
 ) {
   const audit = auditContextOf(request);
-  const { endpoint, secret } = await createEndpoint(deps, accountId, body, (tx, e) =>
-    recordAudit(tx, audit, {
-      action: 'endpoint.created',
-      targetId: e.id,
-      detail: { url_host: hostOf(e.url) },
-    }),
+  const network = callerNetwork(request, deps.config.network);
+  const { endpoint, secret } = await createEndpoint(
+    { ...deps, network },
+    accountId,
+    body,
+    (tx, e) =>
+      recordAudit(tx, audit, {
+        action: 'endpoint.created',
+        targetId: e.id,
+        detail: { url_host: hostOf(e.url) },
+      }),
   );
   request.log.info({ endpoint_id: endpoint.id, account_id: accountId }, 'endpoint created');
   return { ...endpointView(endpoint), secret, note: ENDPOINT_CREATED_NOTE };
@@ -319,16 +328,22 @@ export async function updateEndpointAnswer(
 ) {
   if (!isId(id, 'ep')) throw notFound();
   const audit = auditContextOf(request);
-  const row = await updateEndpoint(deps, accountId, deps.config.network, id, body, (tx, e) =>
-    recordAudit(tx, audit, {
-      action: 'endpoint.updated',
-      targetId: e.id,
-      detail: {
-        changed: Object.keys(body).sort().join(','),
-        enabled: e.enabled,
-        url_host: hostOf(e.url),
-      },
-    }),
+  const row = await updateEndpoint(
+    deps,
+    accountId,
+    callerNetwork(request, deps.config.network),
+    id,
+    body,
+    (tx, e) =>
+      recordAudit(tx, audit, {
+        action: 'endpoint.updated',
+        targetId: e.id,
+        detail: {
+          changed: Object.keys(body).sort().join(','),
+          enabled: e.enabled,
+          url_host: hostOf(e.url),
+        },
+      }),
   );
   if (!row) throw notFound();
   request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint updated');
@@ -348,8 +363,12 @@ export async function deleteEndpointAnswer(
   const audit = auditContextOf(request);
   const deleted =
     isId(id, 'ep') &&
-    (await deleteEndpoint(deps.db, accountId, deps.config.network, id, (tx, e) =>
-      recordAudit(tx, audit, { action: 'endpoint.deleted', targetId: e.id }),
+    (await deleteEndpoint(
+      deps.db,
+      accountId,
+      callerNetwork(request, deps.config.network),
+      id,
+      (tx, e) => recordAudit(tx, audit, { action: 'endpoint.deleted', targetId: e.id }),
     ));
   if (!deleted) throw notFound();
   request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint deleted');
@@ -372,7 +391,7 @@ export async function rotateEndpointSecretAnswer(
     deps.db,
     deps.secrets,
     accountId,
-    deps.config.network,
+    callerNetwork(request, deps.config.network),
     id,
     ...(graceSeconds !== undefined ? [graceSeconds] : []),
   );
@@ -401,7 +420,12 @@ export async function expirePreviousEndpointSecretAnswer(
   id: string,
 ) {
   const row = isId(id, 'ep')
-    ? await expirePreviousEndpointSecret(deps.db, accountId, deps.config.network, id)
+    ? await expirePreviousEndpointSecret(
+        deps.db,
+        accountId,
+        callerNetwork(request, deps.config.network),
+        id,
+      )
     : undefined;
   if (!row) throw notFound();
   request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint previous secret expired');

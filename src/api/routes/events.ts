@@ -240,7 +240,7 @@ export function eventRoutes(
         // response schema documents it and the tests check answers against it.
         const page = await eventsPageJson(deps.db, {
           accountId: auth.accountId,
-          network: deps.config.network,
+          network: auth.network,
           limit: q.limit ?? 50,
           before: q.before,
           since: q.since,
@@ -293,7 +293,7 @@ export function eventRoutes(
       const auth = requireAuth(request);
       const id = request.params.event_id;
       const detail = isId(id, 'evt')
-        ? await eventDetail(deps.db, auth.accountId, deps.config.network, id)
+        ? await eventDetail(deps.db, auth.accountId, auth.network, id)
         : undefined;
       if (!detail) throw new ApiError(404, 'event not found');
       return detail;
@@ -337,7 +337,7 @@ export function eventRoutes(
       const id = await redeliverEvent(
         deps.db,
         auth.accountId,
-        deps.config.network,
+        auth.network,
         request.params.event_id,
         (tx, n) =>
           recordAudit(tx, audit, {

@@ -18,6 +18,7 @@ import { Type as T } from '@sinclair/typebox';
 import { isoFromPgTimestamp } from '../../events/event.js';
 import { readProviderStates } from '../../ingest/providers.js';
 import { readStall } from '../../ingest/stall.js';
+import { requireAuth } from '../auth.js';
 import { BEARER_SECURITY, commonV1Responses, NullableString, ref, v1Response } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
 import { ScannedThroughSchema } from './events.js';
@@ -94,8 +95,9 @@ export function statusRoutes(app: App, deps: AppDeps): void {
         response: { ...commonV1Responses(), 200: v1Response(ref(StatusSchema), 'The watermark.') },
       },
     },
-    async () => {
-      const network = deps.config.network;
+    async (request) => {
+      // The key's environment (issue 32): a tw_test_ key reads the test network's watermark.
+      const network = requireAuth(request).network;
       const { rows } = await deps.db.query<{
         solidified: string | number | null;
         scanned: string | number | null;

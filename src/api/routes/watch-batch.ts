@@ -10,7 +10,9 @@
  * (`status` 201 and the watch with its secret, or the error status and SPEC's error body it would
  * have had alone). The domain is src/watches/batch.ts.
  */
+
 import { Type as T } from '@sinclair/typebox';
+import { callerNetwork } from '../../accounts/callers.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
@@ -136,7 +138,6 @@ export const BATCH_BODY_LIMIT_BYTES = MAX_BATCH_ITEMS * 4 * 1024;
 
 /** Register the batch routes. */
 export function watchBatchRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
   const tags = ['watches'];
   const bodyErrors = {
     413: errorResponse('Body too large.'),
@@ -199,7 +200,7 @@ export function watchBatchRoutes(app: App, deps: AppDeps): void {
       },
       async (request) => {
         const auth = requireAuth(request);
-        return batchActionAnswer(deps, request, auth.accountId, network, action, request.body);
+        return batchActionAnswer(deps, request, auth.accountId, auth.network, action, request.body);
       },
     );
   }
@@ -218,7 +219,8 @@ export async function createWatchBatchAnswer(
   allow: () => Promise<{ allowed: boolean; retryAfterSeconds: number }>,
 ) {
   const audit = auditContextOf(request);
-  const outcomes = await createWatchBatch(deps, accountId, items, {
+  const network = callerNetwork(request, deps.config.network);
+  const outcomes = await createWatchBatch({ ...deps, network }, accountId, items, {
     allow,
     view: watchCreatedView,
     inTx: (tx, w) =>

@@ -178,7 +178,6 @@ export const watchSchemas = [
 
 /** Register the watch routes. */
 export function watchRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
   const tags = ['watches'];
 
   app.post(
@@ -227,7 +226,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       const auth = requireAuth(request);
       const audit = auditContextOf(request);
       const { watch, secret } = await createWatchFromRequest(
-        deps,
+        { ...deps, network: auth.network },
         auth.accountId,
         request.body,
         (tx, w) =>
@@ -257,7 +256,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         operationId: 'listWatches',
         summary: 'List watches',
         description:
-          "The caller's watches on this network, newest first, each with its endpoint health (webhook watches). Never returns secrets.",
+          "The caller's watches on this auth.network, newest first, each with its endpoint health (webhook watches). Never returns secrets.",
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
@@ -269,7 +268,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      const rows = await listWatches(deps.db, auth.accountId, network);
+      const rows = await listWatches(deps.db, auth.accountId, auth.network);
       const windows = await healthSummaries(
         deps.db,
         rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
@@ -309,7 +308,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       const deleted =
         isId(id, 'wh') &&
         (await deps.db.transaction(async (tx) => {
-          const done = await deleteWatch(tx, auth.accountId, network, id);
+          const done = await deleteWatch(tx, auth.accountId, auth.network, id);
           if (done) await recordAudit(tx, audit, { action: 'watch.deleted', targetId: id });
           return done;
         }));
@@ -352,7 +351,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       const auth = requireAuth(request);
       const { id, tx_id: raw } = request.params;
       const watch = isId(id, 'wh')
-        ? await getWatch(deps.db, auth.accountId, network, id)
+        ? await getWatch(deps.db, auth.accountId, auth.network, id)
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
       const txId = raw.replace(/^0x/i, '').toLowerCase();
@@ -435,14 +434,14 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         const watch =
           action === 'pause'
             ? await deps.db.transaction(async (tx) => {
-                const w = await pauseWatch(tx, auth.accountId, network, id);
+                const w = await pauseWatch(tx, auth.accountId, auth.network, id);
                 if (w) await record(tx, w);
                 return w;
               })
             : await resumeWatch(
                 deps.db,
                 auth.accountId,
-                network,
+                auth.network,
                 id,
                 deps.config.ingest.blockIntervalMs,
                 record,
@@ -490,7 +489,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         auth.accountId,
-        network,
+        auth.network,
         request.params.id,
         request.body.grace_period_seconds,
       );
@@ -520,7 +519,13 @@ export function watchRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const auth = requireAuth(request);
-      return expirePreviousSecretAnswer(deps, request, auth.accountId, network, request.params.id);
+      return expirePreviousSecretAnswer(
+        deps,
+        request,
+        auth.accountId,
+        auth.network,
+        request.params.id,
+      );
     },
   );
 
@@ -559,7 +564,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         auth.accountId,
-        network,
+        auth.network,
         request.params.id,
         request.body,
       );
@@ -595,7 +600,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
       const auth = requireAuth(request);
       const { id } = request.params;
       const window = (request.query.window ?? 'day') as HealthWindowName;
-      return watchHealthAnswer(deps, auth.accountId, network, id, window);
+      return watchHealthAnswer(deps, auth.accountId, auth.network, id, window);
     },
   );
 }

@@ -36,6 +36,7 @@
  * invitation, password change (and a refused one), session revocations, each with the client
  * address; the session's own changes are written in the same transaction as their entry.
  */
+
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   AccountInputError,
@@ -82,12 +83,14 @@ import {
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { type AuditAction, recordAudit } from '../../audit/audit.js';
+import { environmentOf, TEST_NETWORK } from '../../common/environment.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import type { Queryable } from '../../db/pool.js';
 import { passwordResetMessage } from '../../mail/messages.js';
 import {
   clearSessionCookies,
+  consoleNetwork,
   ensureCsrfCookie,
   requireSession,
   setSessionCookies,
@@ -282,6 +285,9 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       return {
         signup: deps.config.console.signup,
         network: deps.config.network,
+        // The environment switch's position (issue 32; the tw_env cookie): live or test.
+        environment: environmentOf(consoleNetwork(request, deps.config.network)),
+        test_network: TEST_NETWORK,
         // Configured (a token is set), even while getMe has not answered yet.
         telegram: deps.telegram !== undefined,
         bot_username: deps.telegram?.current()?.identity.username ?? null,

@@ -48,14 +48,12 @@ const hide = { hide: true } as const;
 const WATCHES_SHOWN = 500;
 
 export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
-
   app.get(
     '/console/api/endpoints',
     { config: { consoleRole: 'viewer' }, schema: hide },
     async (request) => {
       const ctx = requireSession(request);
-      const rows = await listEndpoints(deps.db, ctx.accountId, network);
+      const rows = await listEndpoints(deps.db, ctx.accountId, ctx.network);
       const health = await endpointHealth(
         deps.db,
         rows.map((r) => r.id),
@@ -70,7 +68,7 @@ export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const { id } = request.params;
-      const ep = isId(id, 'ep') ? await getEndpoint(deps.db, ctx.accountId, network, id) : null;
+      const ep = isId(id, 'ep') ? await getEndpoint(deps.db, ctx.accountId, ctx.network, id) : null;
       if (!ep) throw new ApiError(404, 'endpoint not found');
       const { rows } = await deps.db.query<WatchRow>(
         `SELECT ${WATCH_COLUMNS} FROM watches

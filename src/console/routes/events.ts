@@ -92,8 +92,6 @@ function badInstant(fields: string[]): ApiError {
 }
 
 export function consoleEventRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
-
   app.get(
     '/console/api/events',
     {
@@ -117,7 +115,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       try {
         const page = await eventsPageJson(deps.db, {
           accountId: ctx.accountId,
-          network,
+          network: ctx.network,
           limit: q.limit ?? 50,
           before: q.before,
           after: q.after,
@@ -154,7 +152,12 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const none = q.watch_id !== undefined && !isId(q.watch_id, 'wh');
       const pieces = exportEvents(
         deps.db,
-        { accountId: ctx.accountId, network, ...filters, ...(none ? { watchId: 'wh_none' } : {}) },
+        {
+          accountId: ctx.accountId,
+          network: ctx.network,
+          ...filters,
+          ...(none ? { watchId: 'wh_none' } : {}),
+        },
         format,
       );
       // The first piece reads the first chunk: a bound PostgreSQL cannot hold is a 400 here,
@@ -186,7 +189,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     { config: { consoleRole: 'viewer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
-      const detail = await eventDetail(deps.db, ctx.accountId, network, request.params.id);
+      const detail = await eventDetail(deps.db, ctx.accountId, ctx.network, request.params.id);
       if (!detail) throw new ApiError(404, 'event not found');
       return detail;
     },
@@ -198,12 +201,17 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     async (request, reply) => {
       const ctx = requireSession(request);
       const audit = auditContextOf(request);
-      const id = await redeliverEvent(deps.db, ctx.accountId, network, request.params.id, (tx, n) =>
-        recordAudit(tx, audit, {
-          action: 'event.redelivered',
-          targetId: request.params.id,
-          detail: { notification_id: n },
-        }),
+      const id = await redeliverEvent(
+        deps.db,
+        ctx.accountId,
+        ctx.network,
+        request.params.id,
+        (tx, n) =>
+          recordAudit(tx, audit, {
+            action: 'event.redelivered',
+            targetId: request.params.id,
+            detail: { notification_id: n },
+          }),
       );
       request.log.info(
         { event_id: request.params.id, notification_id: id, account_id: ctx.accountId },
@@ -225,7 +233,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
         return { count: 0, limit: BULK_REDELIVERY_LIMIT };
       }
       try {
-        const count = await countDead(deps.db, ctx.accountId, network, {
+        const count = await countDead(deps.db, ctx.accountId, ctx.network, {
           watchId: b.watch_id,
           since: b.since,
           until: b.until,
@@ -267,7 +275,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
         const n = await redeliverDead(
           deps.db,
           ctx.accountId,
-          network,
+          ctx.network,
           {
             watchId: b.watch_id,
             since: b.since,

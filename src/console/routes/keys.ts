@@ -23,6 +23,7 @@ import { findUserById } from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
+import { TEST_NETWORK } from '../../common/environment.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { requireSession } from '../guard.js';
@@ -57,7 +58,8 @@ export function keyRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const madeBy = request.query.made_by;
       const keys = await listApiKeys(deps.db, ctx.accountId, madeBy ? { madeBy } : {});
-      return { data: keys.filter((k) => k.network === deps.config.network).map(keyView) };
+      // The environment's keys only (issue 32): tw_live_ in live mode, tw_test_ in test mode.
+      return { data: keys.filter((k) => k.network === ctx.network).map(keyView) };
     },
   );
 
@@ -73,7 +75,7 @@ export function keyRoutes(app: App, deps: AppDeps): void {
       const created = await deps.db
         .transaction(async (tx) => {
           const k = await createApiKey(tx, ctx.accountId, {
-            network: deps.config.network,
+            network: ctx.network === TEST_NETWORK ? 'nile' : 'mainnet',
             maker: { userId: maker.id, email: maker.email, role: ctx.role },
             ...(request.body.role ? { role: request.body.role } : {}),
             scope: request.body.scope ?? 'full',
@@ -111,7 +113,10 @@ export function keyRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const { id } = request.params;
       const mine =
-        isId(id, 'key') && (await listApiKeys(deps.db, ctx.accountId)).some((k) => k.id === id);
+        isId(id, 'key') &&
+        (await listApiKeys(deps.db, ctx.accountId)).some(
+          (k) => k.id === id && k.network === ctx.network,
+        );
       const audit = auditContextOf(request);
       const revoked = mine
         ? await deps.db.transaction(async (tx) => {

@@ -22,8 +22,10 @@
  * more is refused (the page then polls). A stream also ends after STREAM_MAX_MS (the browser
  * reconnects with its cookie) and when the process closes.
  */
+
 import type { Role } from '../../accounts/users.js';
 import type { App, AppDeps } from '../../api/types.js';
+import { TEST_NETWORK } from '../../common/environment.js';
 import { ApiError } from '../../common/errors.js';
 import { requireSession } from '../guard.js';
 import { LiveFeed } from '../live.js';
@@ -51,7 +53,9 @@ interface Stream {
 }
 
 export function consoleLiveRoutes(app: App, deps: AppDeps): void {
-  const feed = new LiveFeed(deps.db, deps.config.network, deps.logger);
+  // One feed per environment (issue 32): a stream follows the events of its page's environment.
+  const liveFeed = new LiveFeed(deps.db, deps.config.network, deps.logger);
+  const testFeed = new LiveFeed(deps.db, TEST_NETWORK, deps.logger);
   const open = new Set<Stream>();
   let checker: NodeJS.Timeout | undefined;
   let checking: Promise<void> | undefined;
@@ -127,7 +131,8 @@ export function consoleLiveRoutes(app: App, deps: AppDeps): void {
     if (checker) clearInterval(checker);
     checker = undefined;
     await checking;
-    feed.close();
+    liveFeed.close();
+    testFeed.close();
   });
 
   app.get(
@@ -153,6 +158,7 @@ export function consoleLiveRoutes(app: App, deps: AppDeps): void {
         'x-accel-buffering': 'no',
       });
       res.write('retry: 3000\n: connected\n\n');
+      const feed = ctx.network === TEST_NETWORK ? testFeed : liveFeed;
       const unsubscribe = feed.subscribe(ctx.accountId, (change) => {
         res.write(`event: change\ndata: ${JSON.stringify(change)}\n\n`);
       });

@@ -21,7 +21,6 @@ import { requireSession } from '../guard.js';
 const hide = { hide: true } as const;
 
 export function overviewRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
   app.get(
     '/console/api/overview',
     { config: { consoleRole: 'viewer' }, schema: hide },
@@ -34,7 +33,7 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
         deps.db.query<{ status: string; n: number }>(
           `SELECT status, count(*)::int8 AS n FROM watches
           WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL GROUP BY status`,
-          [ctx.accountId, network],
+          [ctx.accountId, ctx.network],
         ),
         // The newest notification of each event of the last 24 h (events_account_created).
         deps.db.query<{ status: string | null; n: number }>(
@@ -43,7 +42,7 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
            FROM events e
           WHERE e.account_id = $1 AND e.network = $2 AND e.created_at > now() - interval '24 hours'
           GROUP BY 1`,
-          [ctx.accountId, network],
+          [ctx.accountId, ctx.network],
         ),
         deps.db.query<{
           solidified: number | null;
@@ -56,11 +55,11 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
                 floor(extract(epoch FROM now() - c.block_timestamp))::int8 AS behind
            FROM (SELECT 1) one
            LEFT JOIN chain_cursor c ON c.network = $1 AND c.block_timestamp IS NOT NULL`,
-          [network],
+          [ctx.network],
         ),
         listApiKeys(deps.db, ctx.accountId),
       ]);
-      const live = keys.filter((k) => k.revoked_at === null && k.network === network);
+      const live = keys.filter((k) => k.revoked_at === null && k.network === ctx.network);
       const used = await Promise.all(
         live.map((k) =>
           deps.rateLimiter
@@ -94,7 +93,7 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
           DEAD: count(ev, 'DEAD'),
         },
         chain: {
-          network,
+          network: ctx.network,
           solidified_head: solidified,
           scanned_block: scanned,
           scanned_block_time: c?.scanned_ts?.toISOString() ?? null,

@@ -17,6 +17,7 @@
  */
 
 import { Type as T } from '@sinclair/typebox';
+import { testTransferAnswer } from '../../api/routes/test-transfers.js';
 import {
   expirePreviousSecretAnswer,
   rotateSecretAnswer,
@@ -49,19 +50,17 @@ import {
   type WatchRow,
 } from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
-import { IdParams } from '../schemas.js';
+import { ConsoleTestTransferBody, IdParams } from '../schemas.js';
 
 const hide = { hide: true } as const;
 
 export function consoleWatchRoutes(app: App, deps: AppDeps): void {
-  const network = deps.config.network;
-
   app.get(
     '/console/api/watches',
     { config: { consoleRole: 'viewer' }, schema: hide },
     async (request) => {
       const ctx = requireSession(request);
-      const rows = await listWatches(deps.db, ctx.accountId, network);
+      const rows = await listWatches(deps.db, ctx.accountId, ctx.network);
       // The newest event of each watch: one index probe per watch (events_watch_created).
       const { rows: last } = await deps.db.query<{ id: string; last_event_at: Date | null }>(
         `SELECT w.id, (SELECT e.created_at FROM events e WHERE e.watch_id = w.id
@@ -100,7 +99,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const window = (request.query.window ?? 'day') as HealthWindowName;
-      return watchHealthAnswer(deps, ctx.accountId, network, request.params.id, window);
+      return watchHealthAnswer(deps, ctx.accountId, ctx.network, request.params.id, window);
     },
   );
 
@@ -128,7 +127,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
           AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
         ORDER BY coalesce(auto_paused_at, alert_since) DESC, id
         LIMIT 50`,
-        [ctx.accountId, network],
+        [ctx.accountId, ctx.network],
       );
       return {
         data: rows.map((r) => ({
@@ -158,7 +157,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       const ctx = requireSession(request);
       const audit = auditContextOf(request);
       const { watch, secret } = await createWatchFromRequest(
-        deps,
+        { ...deps, network: ctx.network },
         ctx.accountId,
         request.body,
         (tx, w) =>
@@ -191,7 +190,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       const deleted =
         isId(id, 'wh') &&
         (await deps.db.transaction(async (tx) => {
-          const done = await deleteWatch(tx, ctx.accountId, network, id);
+          const done = await deleteWatch(tx, ctx.accountId, ctx.network, id);
           if (done) await recordAudit(tx, audit, { action: 'watch.deleted', targetId: id });
           return done;
         }));
@@ -220,14 +219,14 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         const watch =
           action === 'pause'
             ? await deps.db.transaction(async (tx) => {
-                const w = await pauseWatch(tx, ctx.accountId, network, id);
+                const w = await pauseWatch(tx, ctx.accountId, ctx.network, id);
                 if (w) await record(tx, w);
                 return w;
               })
             : await resumeWatch(
                 deps.db,
                 ctx.accountId,
-                network,
+                ctx.network,
                 id,
                 deps.config.ingest.blockIntervalMs,
                 record,
@@ -238,6 +237,24 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       },
     );
   }
+
+  // Test mode (issue 32): the watch page's "Trigger test deposit", the console's
+  // POST /v1/test/transfers (same checks, limits and audit entry). Live mode: 403 test_mode_only.
+  app.post(
+    '/console/api/watches/:id/test-transfer',
+    {
+      config: { consoleRole: 'developer' },
+      schema: { ...hide, params: IdParams, body: ConsoleTestTransferBody },
+    },
+    async (request, reply) => {
+      const ctx = requireSession(request);
+      const event = await testTransferAnswer(deps, request, ctx.accountId, ctx.network, {
+        ...request.body,
+        watch_id: request.params.id,
+      });
+      return reply.code(201).send(event);
+    },
+  );
 
   app.post(
     '/console/api/watches/:id/test',
@@ -257,7 +274,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         );
       }
       const outcome = isId(id, 'wh')
-        ? await sendTestEvent(deps, ctx.accountId, network, id)
+        ? await sendTestEvent(deps, ctx.accountId, ctx.network, id)
         : undefined;
       if (!outcome) throw new ApiError(404, 'watch not found');
       // Nothing is stored by a test send: its entry is written on its own, after the send.
@@ -290,7 +307,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         ctx.accountId,
-        network,
+        ctx.network,
         request.params.id,
         request.body.grace_period_seconds,
       );
@@ -302,7 +319,13 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     { config: { consoleRole: 'developer' }, schema: { ...hide, params: IdParams } },
     async (request) => {
       const ctx = requireSession(request);
-      return expirePreviousSecretAnswer(deps, request, ctx.accountId, network, request.params.id);
+      return expirePreviousSecretAnswer(
+        deps,
+        request,
+        ctx.accountId,
+        ctx.network,
+        request.params.id,
+      );
     },
   );
 
@@ -321,7 +344,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         deps,
         request,
         ctx.accountId,
-        network,
+        ctx.network,
         request.params.id,
         request.body,
       );

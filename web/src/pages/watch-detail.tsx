@@ -25,6 +25,7 @@ import { durationMs, failingNow, plural, readableReason } from '../format';
 import { useLoad } from '../hooks';
 import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
+import { useApp } from '../state';
 import type { HealthBucket, Watch, WatchHealth, WatchHealthSeries } from '../types';
 
 type Win = 'hour' | 'day' | 'week';
@@ -51,6 +52,7 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
   const [message, setMessage] = useState<{ tone: 'success' | 'error'; text: string } | null>(null);
   const { role, can } = useRole();
   const manages = can('developer');
+  const testMode = useApp().config.environment === 'test';
   /** A form's action refused for the role: said above the page (the form then goes). */
   const refused = (what: string) => (text: string) =>
     setMessage({ tone: 'error', text: `Could not ${what}: ${text}` });
@@ -98,6 +100,9 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
               : {readableReason(w.paused_reason)}. Fix the endpoint, then{' '}
               {manages ? 'resume the watch' : 'a developer resumes the watch'} on the Watches page.
             </Notice>
+          )}
+          {testMode && manages && w.status === 'ACTIVE' && (
+            <TestDeposit watch={w} onDone={(text, tone) => setMessage({ tone, text })} />
           )}
           {w.health?.alert && (
             <Notice tone="warning">
@@ -202,6 +207,74 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
         </>
       )}
     </section>
+  );
+}
+
+/**
+ * Test mode (issue 32): trigger a deposit for this test watch. It is delivered as a real
+ * `transfer.confirmed` (livemode false) through the outbox, retries and all; the Events page
+ * shows it.
+ */
+function TestDeposit({
+  watch,
+  onDone,
+}: {
+  watch: Watch;
+  onDone: (text: string, tone: 'success' | 'error') => void;
+}) {
+  const [amount, setAmount] = useState('25');
+  const [asset, setAsset] = useState<'USDT' | 'TRX'>(watch.asset_filter === 'TRX' ? 'TRX' : 'USDT');
+  const [busy, setBusy] = useState(false);
+  const trigger = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      const ev = await post<{ event_id: string; amount: string; asset: string }>(
+        `/watches/${encodeURIComponent(watch.id)}/test-transfer`,
+        { amount, asset },
+      );
+      onDone(`Test deposit of ${ev.amount} ${ev.asset} created: ${ev.event_id}.`, 'success');
+    } catch (err) {
+      onDone(`Could not trigger the test deposit: ${describeError(err)}`, 'error');
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card form-card" onSubmit={trigger} aria-labelledby="test-deposit-title">
+      <h2 id="test-deposit-title" class="card-title">
+        Test deposit
+      </h2>
+      <p class="muted">
+        A synthetic transfer to this test watch's address, delivered like a real one (signed, with
+        retries) but marked <code>livemode: false</code>. Never money.
+      </p>
+      <div class="form-row">
+        <label>
+          Amount
+          <input
+            name="amount"
+            value={amount}
+            inputMode="decimal"
+            onInput={(e) => setAmount((e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <label>
+          Asset
+          <select
+            name="asset"
+            value={asset}
+            onChange={(e) => setAsset((e.target as HTMLSelectElement).value as 'USDT' | 'TRX')}
+          >
+            {watch.asset_filter !== 'TRX' && <option value="USDT">USDT</option>}
+            {watch.asset_filter !== 'USDT' && <option value="TRX">TRX</option>}
+          </select>
+        </label>
+        <button type="submit" class="btn btn-primary" disabled={busy}>
+          Trigger test deposit
+        </button>
+      </div>
+    </form>
   );
 }
 

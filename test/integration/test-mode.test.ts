@@ -1,0 +1,472 @@
+/**
+ * Test mode (issue 32), on both engines: `tw_test_` keys beside `tw_live_` ones in one deployment,
+ * test deposits on demand (POST /v1/test/transfers) through the real pipeline (a real delivery
+ * worker, a real HTTPS receiver, real signatures, the retry schedule compressed, DEAD,
+ * redelivery), and every crossing between the environments tried with each key type: nothing
+ * mixes.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { createApiKey } from '../../src/accounts/keys.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { Metrics } from '../../src/common/metrics.js';
+import { signBody } from '../../src/delivery/payload.js';
+import { DeliveryWorker } from '../../src/delivery/worker.js';
+import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import {
+  type ApiHarness,
+  apiHarness,
+  type Caller,
+  insertEvents,
+  json,
+  webhookWatch,
+} from '../helpers/api.js';
+import { dbEngines } from '../helpers/db.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-mode-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** A second address (the harness's webhookWatch watches ADDR_B58). */
+const OTHER_ADDRESS = 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7';
+
+interface EventJson {
+  event_id: string;
+  type: string;
+  network: string;
+  livemode: boolean;
+  tx_id: string;
+  amount: string;
+  amount_raw: string;
+  asset: string;
+  direction: string;
+  from: string;
+  to: string;
+  watch_id: string;
+  contract: string | null;
+  delivery: { notification_id: string; status: string; attempts: number } | null;
+}
+
+describe.each(dbEngines)('test mode on %s', (engine) => {
+  let h: ApiHarness | undefined;
+  let r: Receiver | undefined;
+  let stopWorker: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await stopWorker?.();
+    stopWorker = undefined;
+    await r?.close();
+    r = undefined;
+    await h?.close();
+    h = undefined;
+  });
+
+  /** The harness, an account with a live key and a test key (both owner, full). */
+  async function setup(env: Record<string, string> = {}) {
+    r = await startReceiver({ respond: () => 200 });
+    const caFile = path.join(tmp, `ca-${randomBytes(4).toString('hex')}.pem`);
+    fs.writeFileSync(caFile, r.ca);
+    h = await apiHarness(engine, {
+      env: {
+        WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
+        WEBHOOK_CA_FILE: caFile,
+        DELIVERY_POLL_MS: '20',
+        ...env,
+      },
+    });
+    const live = await h.caller();
+    const t = await createApiKey(h.db, live.accountId, { network: 'nile' });
+    const test: Caller = {
+      accountId: live.accountId,
+      keyId: t.id,
+      key: t.key,
+      headers: { authorization: `Bearer ${t.key}` },
+    };
+    return { h, r, live, test };
+  }
+
+  function startWorker(hh: ApiHarness) {
+    const worker = new DeliveryWorker({
+      db: hh.db,
+      secrets: hh.secrets,
+      config: hh.config,
+      logger: silentLogger,
+    });
+    const ac = new AbortController();
+    const done = worker.start(ac.signal);
+    stopWorker = async () => {
+      ac.abort();
+      await done;
+    };
+  }
+
+  async function createWatch(hh: ApiHarness, c: Caller, body: Record<string, unknown>) {
+    const res = await hh.app.inject({
+      method: 'POST',
+      url: '/v1/watches',
+      headers: c.headers,
+      payload: body,
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return json<{ id: string; secret: string; network?: string }>(res);
+  }
+
+  async function trigger(hh: ApiHarness, c: Caller, body: Record<string, unknown>) {
+    return hh.app.inject({
+      method: 'POST',
+      url: '/v1/test/transfers',
+      headers: c.headers,
+      payload: body,
+    });
+  }
+
+  it('a test deposit is delivered, signed with the test watch’s secret, marked test in body and header', async () => {
+    const { h, r, live, test } = await setup();
+    const tw = await createWatch(h, test, webhookWatch({ webhook_url: r.url }));
+    const { rows } = await h.db.query<{ network: string }>(
+      'SELECT network FROM watches WHERE id = $1',
+      [tw.id],
+    );
+    expect(rows[0]?.network).toBe('nile');
+
+    const res = await trigger(h, test, {
+      watch_id: tw.id,
+      amount: '25.5',
+      counterparty: OTHER_ADDRESS,
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const e = json<EventJson>(res);
+    expect(e).toMatchObject({
+      network: 'nile',
+      livemode: false,
+      asset: 'USDT',
+      direction: 'incoming',
+      amount: '25.5',
+      amount_raw: '25500000',
+      from: OTHER_ADDRESS,
+      watch_id: tw.id,
+      contract: 'TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf',
+      delivery: { status: 'PENDING', attempts: 0 },
+    });
+    expect(e.tx_id).toMatch(/^test_[0-9a-f]{59}$/);
+
+    startWorker(h);
+    const got = await vi.waitFor(
+      () => {
+        const q = r.received.find((x) => x.eventId === e.event_id);
+        if (!q) throw new Error('not delivered yet');
+        return q;
+      },
+      { timeout: 15_000, interval: 50 },
+    );
+    expect(got.headers['tronwatch-test-mode']).toBe('true');
+    expect(got.headers['x-signature']).toBe(signBody(tw.secret, got.body));
+    const body = JSON.parse(got.body.toString('utf8')) as EventJson;
+    expect(body.livemode).toBe(false);
+    expect(body.network).toBe('nile');
+    expect(body.type).toBe('transfer.confirmed');
+    await vi.waitFor(
+      async () => {
+        const list = await h.app.inject({ url: '/v1/events', headers: test.headers });
+        const ev = json<{ data: EventJson[] }>(list).data.find((x) => x.event_id === e.event_id);
+        expect(ev?.delivery?.status).toBe('DELIVERED');
+        expect(ev?.livemode).toBe(false);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+
+    // The live key sees none of it: not in its events, not by id, not redeliverable.
+    const liveList = await h.app.inject({ url: '/v1/events', headers: live.headers });
+    expect(json<{ data: EventJson[] }>(liveList).data).toEqual([]);
+    const byId = await h.app.inject({ url: `/v1/events/${e.event_id}`, headers: live.headers });
+    expect(byId.statusCode).toBe(404);
+    const redeliver = await h.app.inject({
+      method: 'POST',
+      url: `/v1/events/${e.event_id}/redeliver`,
+      headers: live.headers,
+    });
+    expect(redeliver.statusCode).toBe(404);
+  });
+
+  it('a failing receiver sees the retries, then DEAD; a redelivery with the test key delivers', async () => {
+    const { h, r: first, test } = await setup({ DELIVERY_SCHEDULE_SCALE: '0.0001' });
+    let failing = true;
+    await first.close();
+    const rr = await startReceiver({ respond: () => (failing ? 500 : 200) });
+    r = rr;
+    const caFile = path.join(tmp, `ca2-${randomBytes(4).toString('hex')}.pem`);
+    fs.writeFileSync(caFile, rr.ca);
+    // The worker trusts the new receiver's certificate through its own config.
+    const config = { ...h.config, delivery: { ...h.config.delivery, caFile } };
+    const tw = await createWatch(h, test, webhookWatch({ webhook_url: rr.url }));
+    const e = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
+    const worker = new DeliveryWorker({
+      db: h.db,
+      secrets: h.secrets,
+      config,
+      logger: silentLogger,
+    });
+    const ac = new AbortController();
+    const done = worker.start(ac.signal);
+    stopWorker = async () => {
+      ac.abort();
+      await done;
+    };
+    await vi.waitFor(
+      async () => {
+        const list = await h.app.inject({ url: '/v1/events', headers: test.headers });
+        const ev = json<{ data: EventJson[] }>(list).data[0];
+        expect(ev?.delivery).toMatchObject({ status: 'DEAD', attempts: 6 });
+      },
+      { timeout: 90_000, interval: 100 },
+    );
+    expect(rr.countsByEvent.get(e.event_id)).toBe(6);
+    failing = false;
+    const again = await h.app.inject({
+      method: 'POST',
+      url: `/v1/events/${e.event_id}/redeliver`,
+      headers: test.headers,
+    });
+    expect(again.statusCode, again.body).toBe(201);
+    await vi.waitFor(
+      async () => {
+        const list = await h.app.inject({ url: '/v1/events', headers: test.headers });
+        expect(json<{ data: EventJson[] }>(list).data[0]?.delivery?.status).toBe('DELIVERED');
+      },
+      { timeout: 15_000, interval: 50 },
+    );
+    expect(rr.countsByEvent.get(e.event_id)).toBe(7);
+    const { rows } = await h.db.query<{ network: string }>(
+      'SELECT DISTINCT network FROM notifications WHERE event_id = $1',
+      [e.event_id],
+    );
+    expect(rows).toEqual([{ network: 'nile' }]);
+  }, 180_000);
+
+  it('refuses a live key (403 test_mode_only, nothing written) and a live watch’s id with a test key (404)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    for (const watchId of [lw.id, tw.id]) {
+      const res = await trigger(h, live, { watch_id: watchId, amount: '10' });
+      expect(res.statusCode).toBe(403);
+      expect(json(res).code).toBe('test_mode_only');
+    }
+    const crossing = await trigger(h, test, { watch_id: lw.id, amount: '10' });
+    expect(crossing.statusCode).toBe(404);
+    const malformed = await trigger(h, test, { watch_id: 'nonsense', amount: '10' });
+    expect(malformed.statusCode).toBe(404);
+    const { rows } = await h.db.query<{ n: string }>('SELECT count(*)::int8 AS n FROM events');
+    expect(Number(rows[0]?.n)).toBe(0);
+  });
+
+  it('checks the body: amount, asset and direction the watch takes, counterparty, unknown members', async () => {
+    const { h, test } = await setup();
+    const trx = await createWatch(h, test, webhookWatch({ asset_filter: 'TRX' }));
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ watch_id: trx.id, amount: '0' }, 'amount'],
+      [{ watch_id: trx.id, amount: '1.0000001' }, 'amount'],
+      [{ watch_id: trx.id, amount: '-1' }, 'amount'],
+      [{ watch_id: trx.id, amount: 1 }, 'amount'],
+      [{ watch_id: trx.id, amount: '1', asset: 'USDT' }, 'asset'],
+      [{ watch_id: trx.id, amount: '1', direction: 'outgoing' }, 'direction'],
+      [{ watch_id: trx.id, amount: '1', counterparty: 'Tnotanaddress' }, 'counterparty'],
+      [{ watch_id: trx.id, amount: '1', extra: true }, 'extra'],
+    ];
+    for (const [body, field] of cases) {
+      const res = await trigger(h, test, body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.body, JSON.stringify(body)).toContain(field);
+    }
+    const ok = await trigger(h, test, { watch_id: trx.id, amount: '0.000001' });
+    expect(ok.statusCode, ok.body).toBe(201);
+    expect(json<EventJson>(ok)).toMatchObject({ asset: 'TRX', amount_raw: '1', contract: null });
+  });
+
+  it('limits test transfers per account per minute (429 with Retry-After)', async () => {
+    const { h, test } = await setup({ TEST_TRANSFERS_PER_MINUTE: '2' });
+    const tw = await createWatch(h, test, webhookWatch());
+    for (let i = 0; i < 2; i++) {
+      expect((await trigger(h, test, { watch_id: tw.id, amount: '1' })).statusCode).toBe(201);
+    }
+    const third = await trigger(h, test, { watch_id: tw.id, amount: '1' });
+    expect(third.statusCode).toBe(429);
+    expect(json(third).code).toBe('rate_limited');
+    expect(Number(third.headers['retry-after'])).toBeGreaterThan(0);
+  });
+
+  it('each key sees only its environment: lists, ids, changes of the other environment are 404', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    const cross: Array<[Caller, string]> = [
+      [live, tw.id],
+      [test, lw.id],
+    ];
+    for (const [c, other] of cross) {
+      const list = await h.app.inject({ url: '/v1/watches', headers: c.headers });
+      const ids = json<{ data: { id: string }[] }>(list).data.map((w) => w.id);
+      expect(ids).toEqual([c === live ? lw.id : tw.id]);
+      for (const [method, url] of [
+        ['GET', `/v1/watches/${other}`],
+        ['POST', `/v1/watches/${other}/pause`],
+        ['POST', `/v1/watches/${other}/rotate-secret`],
+        ['PATCH', `/v1/watches/${other}`],
+        ['DELETE', `/v1/watches/${other}`],
+      ] as const) {
+        const res = await h.app.inject({
+          method,
+          url,
+          headers: c.headers,
+          ...(method === 'PATCH' ? { payload: { label: 'x' } } : {}),
+          ...(method === 'POST' && url.endsWith('rotate-secret') ? { payload: {} } : {}),
+        });
+        expect(res.statusCode, `${method} ${url}`).toBe(404);
+      }
+    }
+    // Endpoints too, and a watch of one environment cannot target the other's endpoint.
+    const ep = await h.app.inject({
+      method: 'POST',
+      url: '/v1/endpoints',
+      headers: live.headers,
+      payload: { url: 'https://hooks.example.com/live' },
+    });
+    expect(ep.statusCode, ep.body).toBe(201);
+    const epId = json<{ id: string }>(ep).id;
+    expect(
+      (await h.app.inject({ url: `/v1/endpoints/${epId}`, headers: test.headers })).statusCode,
+    ).toBe(404);
+    const onLiveEndpoint = await h.app.inject({
+      method: 'POST',
+      url: '/v1/watches',
+      headers: test.headers,
+      payload: { address: OTHER_ADDRESS, asset_filter: 'ALL', endpoint_id: epId },
+    });
+    expect(onLiveEndpoint.statusCode).toBe(404);
+    // Both watch lists still hold exactly one watch each: nothing moved across.
+    const { rows } = await h.db.query<{ network: string; n: string }>(
+      `SELECT network, count(*)::int8 AS n FROM watches WHERE deleted_at IS NULL
+        GROUP BY network ORDER BY network`,
+    );
+    expect(rows.map((x) => [x.network, Number(x.n)])).toEqual([
+      ['mainnet', 1],
+      ['nile', 1],
+    ]);
+  });
+
+  it('live events say livemode true and a live key never lists a test event, nor a test key a live one', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    const [liveEvent] = await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'live',
+      count: 1,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    const t = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '3' }));
+    const liveList = json<{ data: EventJson[] }>(
+      await h.app.inject({ url: '/v1/events', headers: live.headers }),
+    ).data;
+    expect(liveList.map((e) => [e.event_id, e.livemode, e.network])).toEqual([
+      [liveEvent, true, 'mainnet'],
+    ]);
+    const testList = json<{ data: EventJson[] }>(
+      await h.app.inject({ url: '/v1/events', headers: test.headers }),
+    ).data;
+    expect(testList.map((e) => [e.event_id, e.livemode, e.network])).toEqual([
+      [t.event_id, false, 'nile'],
+    ]);
+    // Filtering by the other environment's watch finds nothing either.
+    const filtered = await h.app.inject({
+      url: `/v1/events?watch_id=${tw.id}`,
+      headers: live.headers,
+    });
+    expect(json<{ data: unknown[] }>(filtered).data).toEqual([]);
+    // A request naming the other network is refused, with either key.
+    const named = await h.app.inject({ url: '/v1/events?network=nile', headers: live.headers });
+    expect(json(named).code).toBe('testnet_unsupported');
+    const namedLive = await h.app.inject({
+      url: '/v1/events?network=mainnet',
+      headers: test.headers,
+    });
+    expect(json(namedLive).code).toBe('testnet_unsupported');
+  });
+
+  it('counts quotas per environment', async () => {
+    const { h, live, test } = await setup();
+    // Free plan: 3 active watches per environment.
+    const addresses = [
+      'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t',
+      OTHER_ADDRESS,
+      'T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb',
+    ];
+    for (const c of [live, test]) {
+      for (const address of addresses) await createWatch(h, c, webhookWatch({ address }));
+    }
+    for (const c of [live, test]) {
+      const fourth = await h.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: c.headers,
+        payload: webhookWatch({
+          address: 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7',
+          asset_filter: 'TRX',
+        }),
+      });
+      expect(fourth.statusCode).toBe(402);
+      expect(json<{ usage: { active_watches: number } }>(fourth).usage.active_watches).toBe(3);
+    }
+  });
+
+  it('records the environment of each change in the audit log', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    await trigger(h, test, { watch_id: tw.id, amount: '2' });
+    const page = json<{ data: { action: string; target_id: string; environment: string }[] }>(
+      await h.app.inject({ url: '/v1/audit', headers: live.headers }),
+    ).data;
+    const envOf = (action: string, target?: string) =>
+      page.find((a) => a.action === action && (target === undefined || a.target_id === target))
+        ?.environment;
+    expect(envOf('watch.created', lw.id)).toBe('live');
+    expect(envOf('watch.created', tw.id)).toBe('test');
+    expect(envOf('test_transfer.created')).toBe('test');
+  });
+
+  it('keeps test deliveries out of the live metrics (outbox depth)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'm',
+      count: 2,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    for (let i = 0; i < 3; i++) await trigger(h, test, { watch_id: tw.id, amount: '1' });
+    const m = new Metrics({ db: h.db, logger: silentLogger });
+    const text = await m.registry.metrics();
+    const line = text.split('\n').find((l) => /^tronwatch_outbox_pending /.test(l));
+    expect(line).toBe('tronwatch_outbox_pending 2');
+  });
+
+  it('the schema itself refuses an event of one network on a watch of the other', async () => {
+    const { h, live } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    await expect(
+      h.db.query(
+        `INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id,
+                             event_index, block_number, block_timestamp, from_address, to_address,
+                             amount_raw, created_at)
+         VALUES ('evt_crossing', $1, $2, 'nile', 'incoming', 'TRX', 'test_x', 0, 1, now(),
+                 'a', 'b', 1, now())`,
+        [live.accountId, lw.id],
+      ),
+    ).rejects.toThrow(/foreign key/);
+  });
+});
