@@ -258,6 +258,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
+      '/v1/test/transfers',
       '/v1/watches',
       '/v1/watches/batch',
       '/v1/watches/batch/delete',
