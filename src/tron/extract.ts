@@ -84,7 +84,9 @@ export function isDirectUsdtTransfer(tx: TransactionJson): boolean {
     return false;
   }
   const data = typeof v.data === 'string' ? v.data.toLowerCase() : '';
-  return SIGNED_SELECTORS.some(([sel, len]) => data.startsWith(sel) && data.length >= len);
+  for (const [sel, len] of SIGNED_SELECTORS)
+    if (data.startsWith(sel) && data.length >= len) return true;
+  return false;
 }
 
 function trxTransfer(tx: TransactionJson, ref: BlockRef): Transfer | null {

@@ -119,6 +119,7 @@ export async function scan(
   const stats: ScanStats = { blocks: 0, transfers: 0 };
   let prev: string | undefined;
   for await (const b of fetchBlocks(client, from, to, opts.concurrency, opts.signal)) {
+    let transfers: Transfer[];
     if (opts.verify ?? true) {
       const v = verifyBlock(b.block, b.infos, b.exact);
       if (prev !== undefined && v.parentHash !== prev) {
@@ -129,8 +130,10 @@ export async function scan(
         );
       }
       prev = v.id;
+      transfers = v.transfers; // extracted from the verified answer, with their proof level
+    } else {
+      transfers = extractTransfers(b.block, b.infos);
     }
-    const transfers = extractTransfers(b.block, b.infos);
     stats.blocks++;
     stats.transfers += transfers.length;
     opts.onBlock?.(b, transfers);

@@ -46,19 +46,11 @@
  * self-consistent block of another fork (its header is re-signed by whoever forged it: the SR
  * set is chain state this service does not track).
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { USDT_CONTRACT_HEX } from './address.js';
 import { extractTransfers, MalformedBlockError, TRANSFER_TOPIC } from './extract.js';
 import { toBigInt } from './json.js';
-import {
-  PbDecodeError,
-  type PbField,
-  PbWriter,
-  pbBytes,
-  pbBytesAll,
-  pbFields,
-  pbVarint,
-} from './protobuf.js';
+import { PbDecodeError, PbWriter, pbBytes, pbBytesAll, pbFields } from './protobuf.js';
 import type {
   BlockJson,
   LogJson,
@@ -134,9 +126,9 @@ const ZERO_ROOT = '0'.repeat(64);
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
 const USDT20 = USDT_CONTRACT_HEX.slice(2);
 /** protocol `Transaction.Contract.ContractType`: the two types matching reads. */
-const TRANSFER_CONTRACT = 1n;
-const CREATE_SMART_CONTRACT = 30n;
-const TRIGGER_SMART_CONTRACT = 31n;
+const TRANSFER_CONTRACT = 1;
+const CREATE_SMART_CONTRACT = 30;
+const TRIGGER_SMART_CONTRACT = 31;
 const SEL_TRANSFER = 'a9059cbb';
 const SEL_TRANSFER_FROM = '23b872dd';
 const SEL_APPROVE = '095ea7b3';
@@ -165,8 +157,16 @@ export const CONTRACT_RESULT: Readonly<Record<string, number>> = {
 };
 const CONTRACT_RESULT_NAME = new Map(Object.entries(CONTRACT_RESULT).map(([k, v]) => [v, k]));
 
-function sha256(data: Uint8Array): Buffer {
-  return createHash('sha256').update(data).digest();
+/**
+ * SHA-256 of `data`, written into `out` at `at` (32 bytes). A block needs about three hashes per
+ * transaction (its id, its Merkle leaf, a Merkle parent), each of a few hundred bytes at most, so
+ * the per-call cost is what counts: node:crypto's one-shot `hash` with a string result, written
+ * back as 'binary' (latin1: one character per byte), costs about a quarter of a call returning a Buffer,
+ * and createHash or @noble/hashes' pure-JS compression cost more still (measured with
+ * bench/scan.ts on block 79072107).
+ */
+function sha256Into(data: Uint8Array, out: Buffer, at: number): void {
+  out.write(hash('sha256', data, 'binary'), at, 32, 'binary');
 }
 
 function hexBytes(v: unknown, what: string, block: number): Buffer {
@@ -186,6 +186,7 @@ const INT64_MAX = 2n ** 63n - 1n;
  */
 function int64(v: unknown): bigint {
   if (v === undefined) return 0n;
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
   const x = toBigInt(v);
   if (x < INT64_MIN || x > INT64_MAX) throw new RangeError(`${x} is outside int64`);
   return x;
@@ -251,7 +252,7 @@ export function encodeHeaderRaw(raw: Record<string, unknown>, block: number): Ui
 export function blockIdFromRaw(number: bigint, headerRaw: Uint8Array): string {
   return (
     BigInt.asUintN(64, number).toString(16).padStart(16, '0') +
-    sha256(headerRaw).toString('hex', 8, 32)
+    hash('sha256', headerRaw, 'hex').slice(16)
   );
 }
 
@@ -260,26 +261,60 @@ export function blockIdFromRaw(number: bigint, headerRaw: Uint8Array): string {
  * node carried up unchanged; no leaves = 32 zero bytes. Hex.
  */
 export function merkleRoot(leaves: readonly Uint8Array[]): string {
-  if (leaves.length === 0) return ZERO_ROOT;
-  let level: Uint8Array[] = [...leaves];
-  const pair = Buffer.allocUnsafe(64); // left ‖ right, hashed in one call
-  while (level.length > 1) {
-    const next: Uint8Array[] = [];
-    for (let i = 0; i < level.length; i += 2) {
-      const left = level[i] as Uint8Array;
-      const right = level[i + 1];
-      if (!right) {
-        next.push(left);
-        continue;
-      }
-      pair.set(left, 0);
-      pair.set(right, 32);
-      next.push(createHash('sha256').update(pair).digest());
-    }
-    level = next;
+  const level = Buffer.allocUnsafe(leaves.length * 32);
+  for (let i = 0; i < leaves.length; i++) {
+    const leaf = leaves[i] as Uint8Array;
+    if (leaf.length !== 32)
+      throw new RangeError(`Merkle leaf ${i} is ${leaf.length} bytes, not 32`);
+    level.set(leaf, i * 32);
   }
-  return Buffer.from(level[0] as Uint8Array).toString('hex');
+  return merkleRootInPlace(level, leaves.length);
 }
+
+/**
+ * merkleRoot over `count` leaves laid end to end in `level` (32 bytes each), computed in place
+ * (`level` is overwritten): a pair is hashed straight from the buffer, its parent written over
+ * the left half of the level, so a block's tree costs one hash call per parent and no copies.
+ */
+function merkleRootInPlace(level: Buffer, count: number): string {
+  if (count === 0) return ZERO_ROOT;
+  let n = count;
+  while (n > 1) {
+    const half = n >> 1;
+    // Parent i is written at 32·i, after pair i (64·i … 64·i + 64) was read: never ahead of a read.
+    for (let i = 0; i < half; i++) {
+      sha256Into(new Uint8Array(level.buffer, level.byteOffset + 64 * i, 64), level, 32 * i);
+    }
+    if (n & 1) level.copyWithin(32 * half, 32 * (n - 1), 32 * n); // odd node carried up
+    n = half + (n & 1);
+  }
+  return level.toString('hex', 0, 32);
+}
+
+const RESULT_INTS: ReadonlyArray<readonly [string, number]> = [
+  ['withdraw_amount', 15],
+  ['unfreeze_amount', 16],
+  ['exchange_received_amount', 18],
+  ['exchange_inject_another_amount', 19],
+  ['exchange_withdraw_another_amount', 20],
+  ['exchange_id', 21],
+  ['shielded_transaction_fee', 22],
+];
+const RESULT_KNOWN: ReadonlySet<string> = new Set([
+  'fee',
+  'ret',
+  'contractRet',
+  'assetIssueID',
+  'orderId',
+  'withdraw_expire_amount',
+  'cancel_unfreezeV2_amount',
+  ...RESULT_INTS.map(([k]) => k),
+]);
+const EMPTY = new Uint8Array(0);
+/** `Transaction.Result` holding only contractRet = code (field 3, varint; every code is < 128). */
+const RESULT_ONLY: readonly Uint8Array[] = Array.from({ length: 16 }, (_, code) =>
+  Uint8Array.of(0x18, code),
+);
 
 /**
  * The protobuf bytes of one `Transaction.Result` from java-tron's JSON, or undefined when the
@@ -291,27 +326,16 @@ export function merkleRoot(leaves: readonly Uint8Array[]): string {
  * withdraw_expire_amount 27, cancel_unfreezeV2_amount 28 (map<string, int64>).
  */
 function encodeResult(r: Record<string, unknown>): Uint8Array | undefined {
+  const keys = Object.keys(r);
+  // The common form on mainnet, `{"contractRet": "SUCCESS"}`: field 3 alone (or nothing for 0).
+  if (keys.length === 1 && keys[0] === 'contractRet') {
+    const code = typeof r.contractRet === 'string' ? CONTRACT_RESULT[r.contractRet] : undefined;
+    if (code === undefined) return undefined;
+    return code === 0 ? EMPTY : RESULT_ONLY[code];
+  }
+  for (const k of keys) if (!RESULT_KNOWN.has(k)) return undefined;
+  const ints = RESULT_INTS;
   const w = new PbWriter();
-  const ints: ReadonlyArray<readonly [string, number]> = [
-    ['withdraw_amount', 15],
-    ['unfreeze_amount', 16],
-    ['exchange_received_amount', 18],
-    ['exchange_inject_another_amount', 19],
-    ['exchange_withdraw_another_amount', 20],
-    ['exchange_id', 21],
-    ['shielded_transaction_fee', 22],
-  ];
-  const known = new Set([
-    'fee',
-    'ret',
-    'contractRet',
-    'assetIssueID',
-    'orderId',
-    'withdraw_expire_amount',
-    'cancel_unfreezeV2_amount',
-    ...ints.map(([k]) => k),
-  ]);
-  for (const k of Object.keys(r)) if (!known.has(k)) return undefined;
   try {
     w.varint(1, int64(r.fee));
     if (r.ret !== undefined) {
@@ -371,7 +395,8 @@ export function encodeTransactionFromJson(tx: TransactionJson): Uint8Array | und
 
 /** The fields of one contract that matching reads, as the signed bytes say. */
 interface SignedContract {
-  type: bigint;
+  /** protocol `Transaction.Contract.ContractType`. */
+  type: number;
   owner: string;
   /** TransferContract: to_address; TriggerSmartContract: contract_address. */
   target: string;
@@ -381,34 +406,164 @@ interface SignedContract {
   data: string;
 }
 
-function hex(b: Uint8Array | undefined): string {
-  return b ? Buffer.from(b).toString('hex') : '';
+/** One transaction's signed `raw_data`, decoded once and checked (checkTransaction). */
+interface SignedTransaction {
+  /** The `raw_data` bytes (what the txID hashes). */
+  raw: Buffer;
+  contracts: SignedContract[];
 }
 
-/** The contracts of a `Transaction.raw`. @throws PbDecodeError on malformed bytes. */
-function signedContracts(raw: Uint8Array): SignedContract[] {
+/*
+ * A schema-less protobuf reader for the few messages verification reads, on ranges of one buffer
+ * (no subarray, no object per field): the same wire rules as protobuf.ts's pbFields (truncation,
+ * groups, unknown wire types and field 0 are refused; every field of a message is read, so a
+ * malformed tail is refused too), the same "last occurrence wins" for singular fields.
+ * `readMessage` records, for fields 1–15, the last length-delimited range and the last varint;
+ * `repeated` collects every length-delimited range of one field.
+ */
+const MAX_FIELD = 16;
+/** Start and end of the last length-delimited occurrence of each field (-1 when none). */
+const lenStart = new Int32Array(MAX_FIELD);
+const lenEnd = new Int32Array(MAX_FIELD);
+/** Position of the last varint occurrence of each field (-1 when none). */
+const varPos = new Int32Array(MAX_FIELD);
+/** Position after the last varint read (readVarintNumber's second result). */
+let after = 0;
+
+/**
+ * A varint at `pos` (before `end`) as a number: exact up to 2^53, which covers every tag, length,
+ * enum and block number; longer values are rounded (only ever compared against small enums).
+ * @throws PbDecodeError when it runs past `end` or past 10 bytes.
+ */
+function readVarintNumber(buf: Uint8Array, pos: number, end: number): number {
+  let x = 0;
+  let mul = 1;
+  for (let i = 0; i < 10; i++) {
+    if (pos + i >= end) throw new PbDecodeError('varint runs past the end');
+    const b = buf[pos + i] as number;
+    x += (b & 0x7f) * mul;
+    if (b < 0x80) {
+      after = pos + i + 1;
+      return x;
+    }
+    mul *= 128;
+  }
+  throw new PbDecodeError('varint longer than 10 bytes');
+}
+
+/** The varint at `pos` as a uint64 bigint (the caller read it once already: it is well formed). */
+function readVarintBig(buf: Uint8Array, pos: number): bigint {
+  let result = 0n;
+  let shift = 0n;
+  for (let i = 0; i < 10; i++) {
+    const b = buf[pos + i] as number;
+    result |= BigInt(b & 0x7f) << shift;
+    if (b < 0x80) break;
+    shift += 7n;
+  }
+  return BigInt.asUintN(64, result);
+}
+
+/**
+ * Read every field of the message in `buf[start, end)`, recording fields 1–15 (see above) and
+ * pushing the [start, end) of each length-delimited occurrence of `repeated` onto `ranges`.
+ * @throws PbDecodeError on malformed bytes.
+ */
+function readMessage(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  repeated = 0,
+  ranges?: number[],
+): void {
+  lenStart.fill(-1);
+  varPos.fill(-1);
+  let pos = start;
+  while (pos < end) {
+    const tag = readVarintNumber(buf, pos, end);
+    pos = after;
+    // Exact for any tag below 2^53; a longer one is refused (field numbers end at 2^29 − 1).
+    if (tag > Number.MAX_SAFE_INTEGER) throw new PbDecodeError('tag out of range');
+    const field = Math.floor(tag / 8);
+    const wire = tag % 8;
+    if (field === 0) throw new PbDecodeError('field number 0');
+    if (wire === 0) {
+      if (field < MAX_FIELD) varPos[field] = pos;
+      readVarintNumber(buf, pos, end);
+      pos = after;
+    } else if (wire === 2) {
+      const len = readVarintNumber(buf, pos, end);
+      const q = after;
+      if (len > end - q) throw new PbDecodeError(`field ${field}: length ${len} runs past the end`);
+      if (field < MAX_FIELD) {
+        lenStart[field] = q;
+        lenEnd[field] = q + len;
+      }
+      if (field === repeated) ranges?.push(q, q + len);
+      pos = q + len;
+    } else if (wire === 1 || wire === 5) {
+      pos += wire === 1 ? 8 : 4;
+      if (pos > end) throw new PbDecodeError(`field ${field}: fixed value runs past the end`);
+    } else {
+      throw new PbDecodeError(`field ${field}: wire type ${wire} is not supported`);
+    }
+  }
+}
+
+/** The last varint of `field` read by readMessage as a number, 0 (proto3 default) when absent. */
+function varintOf(buf: Uint8Array, field: number): number {
+  const p = varPos[field] as number;
+  return p < 0 ? 0 : readVarintNumber(buf, p, buf.length);
+}
+
+/** The hex of the last length-delimited `field` readMessage recorded, from the message's hex. */
+function fieldHex(hexOfBuf: string, field: number): string {
+  const start = lenStart[field] as number;
+  return start < 0 ? '' : hexOfBuf.slice(2 * start, 2 * (lenEnd[field] as number));
+}
+
+/**
+ * The contracts of a `Transaction.raw` (`raw`, whose hex is `rawHex`, lower-case): the hex of a
+ * field is the matching slice of `rawHex`, so no bytes are re-encoded.
+ * @throws PbDecodeError on malformed bytes.
+ */
+function signedContracts(raw: Buffer, rawHex: string): SignedContract[] {
+  const ranges: number[] = [];
+  readMessage(raw, 0, raw.length, 11, ranges);
   const out: SignedContract[] = [];
-  for (const c of pbBytesAll(pbFields(raw), 11)) {
-    const cf = pbFields(c);
-    const type = pbVarint(cf, 1);
-    const any = pbBytes(cf, 2);
-    const value = any ? pbBytes(pbFields(any), 2) : undefined;
-    const vf: PbField[] = value ? pbFields(value) : [];
+  for (let c = 0; c < ranges.length; c += 2) {
+    readMessage(raw, ranges[c] as number, ranges[c + 1] as number); // Contract
+    const type = varintOf(raw, 1);
+    const anyStart = lenStart[2] as number;
+    let vs = -1;
+    let ve = -1;
+    if (anyStart >= 0) {
+      readMessage(raw, anyStart, lenEnd[2] as number); // Any
+      vs = lenStart[2] as number;
+      ve = lenEnd[2] as number;
+    }
+    if (vs >= 0) {
+      readMessage(raw, vs, ve); // the contract's own message
+    } else {
+      lenStart.fill(-1);
+      varPos.fill(-1);
+    }
     if (type === TRANSFER_CONTRACT) {
+      const ap = varPos[3] as number;
       out.push({
         type,
-        owner: hex(pbBytes(vf, 1)),
-        target: hex(pbBytes(vf, 2)),
-        amount: BigInt.asIntN(64, pbVarint(vf, 3)),
+        owner: fieldHex(rawHex, 1),
+        target: fieldHex(rawHex, 2),
+        amount: ap < 0 ? 0n : BigInt.asIntN(64, readVarintBig(raw, ap)),
         data: '',
       });
     } else if (type === TRIGGER_SMART_CONTRACT) {
       out.push({
         type,
-        owner: hex(pbBytes(vf, 1)),
-        target: hex(pbBytes(vf, 2)),
+        owner: fieldHex(rawHex, 1),
+        target: fieldHex(rawHex, 2),
         amount: 0n,
-        data: hex(pbBytes(vf, 4)),
+        data: fieldHex(rawHex, 4),
       });
     } else {
       out.push({ type, owner: '', target: '', amount: 0n, data: '' });
@@ -422,17 +577,22 @@ function lower(v: unknown): string {
 }
 
 /**
- * Check one transaction's JSON against its signed bytes (module doc, item 2).
- * @returns its contracts as signed.
+ * Check one transaction's JSON against its signed bytes (module doc, item 2), its raw_data
+ * decoded by transactionBytes.
+ * @returns its raw_data bytes and its contracts as signed.
  * @throws BlockCheckError('tx_id' | 'tx_fields').
  */
-function checkTransaction(tx: TransactionJson, i: number, block: number): SignedContract[] {
-  const rawHex = tx.raw_data_hex;
-  if (typeof rawHex !== 'string' || rawHex === '' || !HEX.test(rawHex)) {
-    throw new BlockCheckError('tx_id', block, `transaction ${i} has no raw_data_hex`);
-  }
-  const raw = Buffer.from(rawHex, 'hex');
-  const id = sha256(raw).toString('hex');
+function checkTransaction(
+  tx: TransactionJson,
+  i: number,
+  block: number,
+  bytes: TransactionBytes,
+): SignedTransaction {
+  const at = bytes.rawAt[i] as number;
+  if (at < 0) throw new BlockCheckError('tx_id', block, `transaction ${i} has no raw_data_hex`);
+  const rawHex = lower(tx.raw_data_hex);
+  const raw = bytes.buf.subarray(at, at + rawHex.length / 2);
+  const id = hash('sha256', raw, 'hex');
   if (lower(tx.txID) !== id) {
     throw new BlockCheckError(
       'tx_id',
@@ -442,7 +602,7 @@ function checkTransaction(tx: TransactionJson, i: number, block: number): Signed
   }
   let signed: SignedContract[];
   try {
-    signed = signedContracts(raw);
+    signed = signedContracts(raw, rawHex);
   } catch (err) {
     if (!(err instanceof PbDecodeError)) throw err;
     throw new BlockCheckError('tx_fields', block, `tx ${id}: raw_data is not protobuf`);
@@ -498,7 +658,7 @@ function checkTransaction(tx: TransactionJson, i: number, block: number): Signed
       );
     }
   }
-  return signed;
+  return { raw, contracts: signed };
 }
 
 /** The Transfer and Approval logs a USDT call emitted, as [kind, from20/owner20, to20/spender20, amount]. */
@@ -533,35 +693,40 @@ type UsdtCall =
   | { kind: 'approve'; owner: string; spender: string; amount: bigint }
   | { kind: 'other' };
 
+/** Argument word `i` (64 hex digits) of call data `data` (hex, after the 4-byte selector). */
+function callWord(data: string, i: number): string {
+  return data.slice(8 + 64 * i, 8 + 64 * (i + 1));
+}
+
 /**
  * Decode a signed call of USDT (TetherToken, compiled with solc 0.4: `onlyPayloadSize` refuses
  * call data shorter than its arguments, and an address argument is the low 20 bytes of its word).
  */
 function usdtCall(s: SignedContract): UsdtCall {
+  const word = callWord;
   const sel = s.data.slice(0, 8);
-  const word = (i: number) => s.data.slice(8 + 64 * i, 8 + 64 * (i + 1));
   if (sel === SEL_TRANSFER && s.data.length >= 8 + 128) {
     return {
       kind: 'transfer',
       from: s.owner.slice(2),
-      to: word(0).slice(24),
-      amount: BigInt(`0x${word(1)}`),
+      to: word(s.data, 0).slice(24),
+      amount: BigInt(`0x${word(s.data, 1)}`),
     };
   }
   if (sel === SEL_TRANSFER_FROM && s.data.length >= 8 + 192) {
     return {
       kind: 'transfer',
-      from: word(0).slice(24),
-      to: word(1).slice(24),
-      amount: BigInt(`0x${word(2)}`),
+      from: word(s.data, 0).slice(24),
+      to: word(s.data, 1).slice(24),
+      amount: BigInt(`0x${word(s.data, 2)}`),
     };
   }
   if (sel === SEL_APPROVE && s.data.length >= 8 + 128) {
     return {
       kind: 'approve',
       owner: s.owner.slice(2),
-      spender: word(0).slice(24),
-      amount: BigInt(`0x${word(1)}`),
+      spender: word(s.data, 0).slice(24),
+      amount: BigInt(`0x${word(s.data, 1)}`),
     };
   }
   return { kind: 'other' };
@@ -580,42 +745,34 @@ function usdtCall(s: SignedContract): UsdtCall {
  */
 function checkDirectUsdtCall(s: SignedContract, info: TransactionInfoJson, block: number): void {
   const call = usdtCall(s);
-  const logs = (info.log ?? []).map((l) => ({
-    usdt: lower(l.address) === USDT20,
-    log: usdtLog(l),
-  }));
-  const refuse = (why: string) => {
-    throw new BlockCheckError('transfer_log', block, `tx ${lower(info.id)}: ${why}`);
-  };
+  const logs = info.log ?? [];
+  const only = logs.length === 1 ? (logs[0] as LogJson) : undefined;
+  const onlyLog = only && lower(only.address) === USDT20 ? usdtLog(only) : undefined;
+  let why: string | undefined;
   if (call.kind === 'transfer') {
-    const only = logs[0];
     if (
-      logs.length !== 1 ||
-      !only?.usdt ||
-      only.log.kind !== 'transfer' ||
-      only.log.a !== call.from ||
-      only.log.b !== call.to ||
-      only.log.amount !== call.amount
+      onlyLog?.kind !== 'transfer' ||
+      onlyLog.a !== call.from ||
+      onlyLog.b !== call.to ||
+      onlyLog.amount !== call.amount
     ) {
-      refuse(
-        `its logs (${logs.length}) are not the one USDT Transfer of ${call.amount} from 41${call.from} to 41${call.to} the signed call makes`,
-      );
+      why = `its logs (${logs.length}) are not the one USDT Transfer of ${call.amount} from 41${call.from} to 41${call.to} the signed call makes`;
     }
   } else if (call.kind === 'approve') {
-    const only = logs[0];
-    if (
-      logs.length !== 1 ||
-      !only?.usdt ||
-      only.log.kind !== 'approval' ||
-      only.log.a !== call.owner ||
-      only.log.b !== call.spender
-    ) {
-      refuse(`a signed USDT approve has logs (${logs.length}) other than its one Approval`);
+    if (onlyLog?.kind !== 'approval' || onlyLog.a !== call.owner || onlyLog.b !== call.spender) {
+      why = `a signed USDT approve has logs (${logs.length}) other than its one Approval`;
     }
-  } else if (logs.some((l) => l.usdt && l.log.kind === 'transfer')) {
-    refuse(
-      'a USDT Transfer log on a call of USDT that is not transfer or transferFrom (or whose call data is too short)',
-    );
+  } else {
+    for (const l of logs) {
+      if (lower(l.address) === USDT20 && usdtLog(l).kind === 'transfer') {
+        why =
+          'a USDT Transfer log on a call of USDT that is not transfer or transferFrom (or whose call data is too short)';
+        break;
+      }
+    }
+  }
+  if (why !== undefined) {
+    throw new BlockCheckError('transfer_log', block, `tx ${lower(info.id)}: ${why}`);
   }
 }
 
@@ -631,7 +788,7 @@ function signedRet(tx: TransactionJson | undefined): string {
  */
 function checkInfos(
   txs: readonly TransactionJson[],
-  signed: readonly SignedContract[][],
+  signed: readonly SignedTransaction[],
   infos: readonly TransactionInfoJson[],
   block: number,
   timestamp: bigint,
@@ -672,10 +829,11 @@ function checkInfos(
     if (infoTime !== timestamp) {
       throw new BlockCheckError('receipts', block, `the info of ${id} has another block time`);
     }
-    const contracts = signed[i] ?? [];
-    const runsCode = contracts.some(
-      (c) => c.type === TRIGGER_SMART_CONTRACT || c.type === CREATE_SMART_CONTRACT,
-    );
+    const contracts = signed[i]?.contracts ?? [];
+    let runsCode = false;
+    for (const c of contracts) {
+      if (c.type === TRIGGER_SMART_CONTRACT || c.type === CREATE_SMART_CONTRACT) runsCode = true;
+    }
     const logCount = info.log?.length ?? 0;
     if (logCount > 0 && !runsCode) {
       throw new BlockCheckError(
@@ -722,16 +880,18 @@ function checkInfos(
 /**
  * The exact block's transactions must be the JSON's, in order (same raw_data bytes, same
  * contractRet), then its Merkle root is the header's.
+ * @param signed each JSON transaction's raw_data bytes, as checkTransaction decoded them.
  * @throws BlockCheckError('exact_bytes' | 'tx_root').
  */
 function checkExact(
   exact: ExactBlock,
   txs: readonly TransactionJson[],
+  signed: readonly SignedTransaction[],
   headerRaw: Uint8Array,
   txTrieRoot: string,
   block: number,
 ): void {
-  if (Buffer.compare(Buffer.from(exact.headerRaw), Buffer.from(headerRaw)) !== 0) {
+  if (Buffer.compare(exact.headerRaw, headerRaw) !== 0) {
     throw new BlockCheckError(
       'exact_bytes',
       block,
@@ -745,22 +905,35 @@ function checkExact(
       `${exact.transactions.length} transactions in the exact bytes, ${txs.length} in JSON`,
     );
   }
-  const leaves: Uint8Array[] = [];
+  const level = Buffer.allocUnsafe(txs.length * 32);
   for (let i = 0; i < txs.length; i++) {
     const bytes = exact.transactions[i] as Uint8Array;
-    let raw: Uint8Array | undefined;
+    let rawStart: number;
+    let rawEnd: number;
     let contractRet: string | undefined;
     try {
-      const f = pbFields(bytes);
-      raw = pbBytes(f, 1);
-      const ret = pbBytesAll(f, 5)[0];
-      contractRet = ret ? CONTRACT_RESULT_NAME.get(Number(pbVarint(pbFields(ret), 3))) : 'DEFAULT';
+      const rets: number[] = [];
+      readMessage(bytes, 0, bytes.length, 5, rets); // Transaction: raw_data 1, ret 5
+      rawStart = lenStart[1] as number;
+      rawEnd = lenEnd[1] as number;
+      if (rets.length === 0) {
+        contractRet = 'DEFAULT';
+      } else {
+        readMessage(bytes, rets[0] as number, rets[1] as number); // the first Result
+        contractRet = CONTRACT_RESULT_NAME.get(varintOf(bytes, 3));
+      }
     } catch (err) {
       if (!(err instanceof PbDecodeError)) throw err;
       throw new BlockCheckError('exact_bytes', block, `transaction ${i}: not protobuf`);
     }
     const tx = txs[i];
-    if (!raw || hex(raw) !== lower(tx?.raw_data_hex)) {
+    const raw = signed[i]?.raw;
+    if (
+      rawStart < 0 ||
+      !raw ||
+      rawEnd - rawStart !== raw.length ||
+      raw.compare(bytes, rawStart, rawEnd) !== 0
+    ) {
       throw new BlockCheckError(
         'exact_bytes',
         block,
@@ -776,9 +949,9 @@ function checkExact(
         `tx ${String(tx?.txID)}: contractRet ${String(jsonRet)} in JSON, ${String(contractRet)} in the exact bytes`,
       );
     }
-    leaves.push(sha256(bytes));
+    sha256Into(bytes, level, 32 * i);
   }
-  const root = merkleRoot(leaves);
+  const root = merkleRootInPlace(level, txs.length);
   if (root !== txTrieRoot) {
     throw new BlockCheckError(
       'tx_root',
@@ -786,6 +959,123 @@ function checkExact(
       `txTrieRoot ${txTrieRoot} is not the Merkle root of the transactions (${root})`,
     );
   }
+}
+
+/** Bytes of `v` as a protobuf varint. */
+function varintSize(v: number): number {
+  let n = 1;
+  for (let x = v; x >= 0x80; x = Math.floor(x / 128)) n++;
+  return n;
+}
+
+/** Write `v` as a varint at `pos`; returns the position after it. */
+function writeVarint(buf: Buffer, pos: number, v: number): number {
+  let x = v;
+  let p = pos;
+  while (x >= 0x80) {
+    buf[p++] = (x % 128) | 0x80;
+    x = Math.floor(x / 128);
+  }
+  buf[p++] = x;
+  return p;
+}
+
+/**
+ * A block's transactions as bytes, decoded from their hex once into one buffer: each one's
+ * `raw_data` (what its txID hashes), and, when `leaves` is asked for, the whole `Transaction`
+ * around it as encodeTransactionFromJson writes it (raw_data, signatures, ret re-encoded: what a
+ * Merkle leaf hashes when the root is checked from JSON), so no transaction is copied twice.
+ */
+interface TransactionBytes {
+  buf: Buffer;
+  /**
+   * Start of transaction i's raw_data in `buf` (its length is raw_data_hex.length / 2), or −1
+   * when raw_data_hex is missing, empty or not hex.
+   */
+  rawAt: number[];
+  /**
+   * [start, end) of transaction i's whole JSON-encoded bytes in `buf`; start −1 when its JSON
+   * cannot be re-encoded (encodeResult, a signature that is not hex). Empty without `leaves`.
+   */
+  leafAt: number[];
+  leafEnd: number[];
+}
+
+/**
+ * Lay out and decode `txs` (TransactionBytes). Buffer#write stops at the first pair that is not
+ * hex, so a write shorter than the hex says is malformed hex.
+ */
+function transactionBytes(txs: readonly TransactionJson[], leaves: boolean): TransactionBytes {
+  const n = txs.length;
+  const rawAt: number[] = new Array(n);
+  const leafAt: number[] = leaves ? new Array(n) : [];
+  const leafEnd: number[] = leaves ? new Array(n) : [];
+  const rets: Array<Uint8Array[] | undefined> = leaves ? new Array(n) : [];
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const tx = txs[i] as TransactionJson;
+    const hexLen = typeof tx.raw_data_hex === 'string' ? tx.raw_data_hex.length : 0;
+    const rawLen = hexLen >> 1;
+    let size = rawLen;
+    if (leaves) {
+      let encodable = true;
+      let extra = 1 + varintSize(rawLen);
+      for (const sig of tx.signature ?? []) {
+        if (typeof sig !== 'string' || sig.length % 2 !== 0) encodable = false;
+        else extra += 1 + varintSize(sig.length / 2) + sig.length / 2;
+      }
+      const encoded: Uint8Array[] = [];
+      for (const r of tx.ret ?? []) {
+        const b = encodeResult((r ?? {}) as Record<string, unknown>);
+        if (!b) encodable = false;
+        else {
+          encoded.push(b);
+          extra += 1 + varintSize(b.length) + b.length;
+        }
+      }
+      if (encodable) {
+        rets[i] = encoded;
+        size += extra;
+      }
+    }
+    total += size;
+  }
+  const buf = Buffer.allocUnsafe(total);
+  let pos = 0;
+  for (let i = 0; i < n; i++) {
+    const tx = txs[i] as TransactionJson;
+    const rawHex = typeof tx.raw_data_hex === 'string' ? tx.raw_data_hex : '';
+    const rawLen = rawHex.length >> 1;
+    const encoded = rets[i];
+    const rawOk = rawHex.length > 0 && rawHex.length % 2 === 0;
+    if (!encoded) {
+      if (leaves) leafAt[i] = -1;
+      rawAt[i] = rawOk && buf.write(rawHex, pos, rawLen, 'hex') === rawLen ? pos : -1;
+      pos += rawLen;
+      continue;
+    }
+    leafAt[i] = pos;
+    buf[pos] = 0x0a; // raw_data: field 1, length-delimited
+    pos = writeVarint(buf, pos + 1, rawLen);
+    rawAt[i] = rawOk && buf.write(rawHex, pos, rawLen, 'hex') === rawLen ? pos : -1;
+    pos += rawLen;
+    for (const sig of (tx.signature ?? []) as string[]) {
+      const len = sig.length / 2;
+      buf[pos] = 0x12; // signature: field 2, length-delimited
+      pos = writeVarint(buf, pos + 1, len);
+      // write stops at the first pair that is not hex: then this leaf cannot be the JSON's.
+      if (buf.write(sig, pos, len, 'hex') !== len) leafAt[i] = -1;
+      pos += len;
+    }
+    for (const b of encoded) {
+      buf[pos] = 0x2a; // ret: field 5, length-delimited
+      pos = writeVarint(buf, pos + 1, b.length);
+      buf.set(b, pos);
+      pos += b.length;
+    }
+    leafEnd[i] = pos;
+  }
+  return { buf, rawAt, leafAt, leafEnd };
 }
 
 /**
@@ -803,10 +1093,37 @@ export function verifyTransactions(
   blockNumber: number,
   timestamp: bigint,
 ): TransactionInfoJson[] {
-  const signed = txs.map((tx, i) => checkTransaction(tx, i, blockNumber));
-  if (txs.length === 0 && infos.length === 0) return [];
-  return checkInfos(txs, signed, infos, blockNumber, timestamp);
+  return checkTransactionsAndInfos(txs, infos, blockNumber, timestamp).infos;
 }
+
+/** verifyTransactions, also returning each transaction's decoded raw_data (for the root). */
+function checkTransactionsAndInfos(
+  txs: readonly TransactionJson[],
+  infos: readonly TransactionInfoJson[],
+  blockNumber: number,
+  timestamp: bigint,
+  bytes = transactionBytes(txs, false),
+): { signed: SignedTransaction[]; infos: TransactionInfoJson[] } {
+  const signed: SignedTransaction[] = new Array(txs.length);
+  for (let i = 0; i < txs.length; i++) {
+    signed[i] = checkTransaction(txs[i] as TransactionJson, i, blockNumber, bytes);
+  }
+  if (txs.length === 0 && infos.length === 0) return { signed, infos: [] };
+  return { signed, infos: checkInfos(txs, signed, infos, blockNumber, timestamp) };
+}
+
+/**
+ * Append `v` as a 4-byte big-endian length, then its bytes, to `out` (a string of byte values):
+ * unambiguous. Only for ASCII values shorter than 128 characters, whose UTF-8 bytes are their
+ * characters and whose length prefix is three 0 bytes and one below 128 (the fingerprint's
+ * fields, checked by its caller), so that the whole encoding is one ASCII string hashed once.
+ */
+function asciiField(out: string, v: string): string {
+  return `${out}\0\0\0${String.fromCharCode(v.length)}${v}`;
+}
+
+/** Any character that is not ASCII (128 and above, surrogates included). */
+const NON_ASCII = /[\u0080-\uffff]/;
 
 /** Append `v` to the hash as a 4-byte big-endian length, then its UTF-8 bytes (unambiguous). */
 function field(h: ReturnType<typeof createHash>, v: string): void {
@@ -828,22 +1145,32 @@ export function transfersFingerprint(
   timestamp: number,
   transfers: readonly Transfer[],
 ): string {
+  const values: string[] = [id, parentHash, String(timestamp), String(transfers.length)];
+  for (const t of transfers) {
+    values.push(
+      t.txId,
+      String(t.eventIndex),
+      t.asset,
+      t.from,
+      t.to,
+      t.amountRaw.toString(),
+      t.contract ?? '',
+      t.proof === 'signed' ? 'signed' : 'unsigned',
+    );
+  }
+  // Every field is ASCII and short in practice (hex, decimal, names): one string, one hash.
+  let ascii = asciiField('', 'tronwatch-block-v1');
+  for (const v of values) {
+    if (v.length >= 128) {
+      ascii = '';
+      break;
+    }
+    ascii = asciiField(ascii, v);
+  }
+  if (ascii !== '' && !NON_ASCII.test(ascii)) return hash('sha256', ascii, 'hex');
   const h = createHash('sha256');
   field(h, 'tronwatch-block-v1');
-  field(h, id);
-  field(h, parentHash);
-  field(h, String(timestamp));
-  field(h, String(transfers.length));
-  for (const t of transfers) {
-    field(h, t.txId);
-    field(h, String(t.eventIndex));
-    field(h, t.asset);
-    field(h, t.from);
-    field(h, t.to);
-    field(h, t.amountRaw.toString());
-    field(h, t.contract ?? '');
-    field(h, t.proof === 'signed' ? 'signed' : 'unsigned');
-  }
+  for (const v of values) field(h, v);
   return h.digest('hex');
 }
 
@@ -877,21 +1204,30 @@ export function verifyBlock(
     );
   }
   const txs = block.transactions ?? [];
-  verifyTransactions(txs, infos, n, timestamp);
+  const bytes = transactionBytes(txs, !exact);
+  const { signed } = checkTransactionsAndInfos(txs, infos, n, timestamp, bytes);
   const txTrieRoot = lower(raw.txTrieRoot ?? '') || ZERO_ROOT;
   let root: RootStatus;
   if (exact) {
-    checkExact(exact, txs, headerRaw, txTrieRoot, n);
+    checkExact(exact, txs, signed, headerRaw, txTrieRoot, n);
     root = 'exact';
   } else {
-    const leaves: Uint8Array[] = [];
-    for (const tx of txs) {
-      const bytes = encodeTransactionFromJson(tx);
-      if (!bytes) break;
-      leaves.push(sha256(bytes));
+    const level = Buffer.allocUnsafe(txs.length * 32);
+    const { buf, leafAt, leafEnd } = bytes;
+    let i = 0;
+    for (; i < txs.length; i++) {
+      const at = leafAt[i] as number;
+      if (at < 0) break;
+      sha256Into(
+        new Uint8Array(buf.buffer, buf.byteOffset + at, (leafEnd[i] as number) - at),
+        level,
+        32 * i,
+      );
     }
     root =
-      leaves.length === txs.length && merkleRoot(leaves) === txTrieRoot ? 'json' : 'unverifiable';
+      i === txs.length && merkleRootInPlace(level, txs.length) === txTrieRoot
+        ? 'json'
+        : 'unverifiable';
   }
   let transfers: Transfer[];
   try {

@@ -11,19 +11,26 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { syntheticBlock } from '../../src/devnet/synthetic.js';
 import { parseNodeJson } from '../../src/tron/json.js';
-import type { BlockJson, TransactionInfoJson, TransactionJson } from '../../src/tron/types.js';
+import type {
+  BlockJson,
+  TransactionInfoJson,
+  TransactionJson,
+  Transfer,
+} from '../../src/tron/types.js';
 import {
   BlockCheckError,
   type ExactBlock,
   encodeTransactionFromJson,
   merkleRoot,
   parseExactBlock,
+  transfersFingerprint,
   verifyBlock,
   verifyTransactions,
 } from '../../src/tron/verify.js';
 import { chainDir, fixtureJson, fixtureText } from '../helpers/fixtures.js';
 
 const REAL = 79072107;
+const USDT_HEX = '41a614f803b6fd780986a42c78ec9c7f77e6ded13c';
 const REAL_ID = '0000000004b68b6be6d7223b1ecf2850f00f700292beeead2810c18e9e1548e2';
 
 const sha256 = (b: Uint8Array | string) => createHash('sha256').update(b).digest();
@@ -270,5 +277,53 @@ describe('merkleRoot (java-tron MerkleTree)', () => {
     expect(merkleRoot([a, b])).toBe(sha256(Buffer.concat([a, b])).toString('hex'));
     const ab = sha256(Buffer.concat([a, b]));
     expect(merkleRoot([a, b, c])).toBe(sha256(Buffer.concat([ab, c])).toString('hex'));
+  });
+});
+
+describe('transfersFingerprint', () => {
+  /** The canonical encoding written out field by field (4-byte big-endian length, UTF-8 bytes). */
+  function reference(fields: string[]): string {
+    const h = createHash('sha256');
+    for (const f of ['tronwatch-block-v1', ...fields]) {
+      const b = Buffer.from(f, 'utf8');
+      const len = Buffer.alloc(4);
+      len.writeUInt32BE(b.length);
+      h.update(len).update(b);
+    }
+    return h.digest('hex');
+  }
+  const transfer = (contract: string | null): Transfer => ({
+    blockNumber: 1,
+    blockTimestamp: 2,
+    txId: 'ab'.repeat(32),
+    eventIndex: 3,
+    asset: 'USDT',
+    from: `41${'11'.repeat(20)}`,
+    to: `41${'22'.repeat(20)}`,
+    amountRaw: 2n ** 70n,
+    contract,
+    proof: 'signed',
+  });
+  const fields = (contract: string) => [
+    'id',
+    'parent',
+    '5',
+    '1',
+    'ab'.repeat(32),
+    '3',
+    'USDT',
+    `41${'11'.repeat(20)}`,
+    `41${'22'.repeat(20)}`,
+    (2n ** 70n).toString(),
+    contract,
+    'signed',
+  ];
+  it('is the length-prefixed encoding, for ASCII fields and for long or non-ASCII ones', () => {
+    for (const contract of [USDT_HEX, 'x'.repeat(200), 'é€😀']) {
+      expect(transfersFingerprint('id', 'parent', 5, [transfer(contract)])).toBe(
+        reference(fields(contract)),
+      );
+    }
+    expect(transfersFingerprint('id', 'parent', 5, [transfer(null)])).toBe(reference(fields('')));
   });
 });
