@@ -496,11 +496,12 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       await app.inject({ url: '/v1/watches', headers: c.headers }),
     );
     expectAnswer('/v1/watches', 'get', 401, await app.inject({ url: '/v1/watches' }));
+    // A tw_test_ key is served in the test environment (issue 32): its own (empty) list.
     const testKey = await otherNetworkKey(h.db, c.accountId);
     expectAnswer(
       '/v1/watches',
       'get',
-      403,
+      200,
       await app.inject({ url: '/v1/watches', headers: { authorization: `Bearer ${testKey.key}` } }),
     );
 
