@@ -46,12 +46,32 @@ function jsonTypes(value: unknown): string[] {
 export function preventCoercion(schema: TSchema, body: unknown): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
   const members = body as Record<string, unknown>;
-  const properties: Record<string, { type?: unknown }> = schema.properties ?? {};
+  const properties: Record<string, { type?: unknown; additionalProperties?: unknown }> =
+    schema.properties ?? {};
   for (const [field, value] of Object.entries(members)) {
     if (!Object.hasOwn(properties, field)) continue;
     const declared = properties[field]?.type;
     const types: unknown[] =
       typeof declared === 'string' ? [declared] : Array.isArray(declared) ? declared : [];
+    // An object member whose values have one declared scalar type (a watch's `metadata`: string
+    // values): its values are kept from coercion the same way (`{"n": 1}` must not become "1").
+    const values = properties[field]?.additionalProperties;
+    if (
+      types.includes('object') &&
+      typeof values === 'object' &&
+      values !== null &&
+      typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value)
+    ) {
+      preventCoercion(
+        T.Unsafe({
+          properties: Object.fromEntries(Object.keys(value).map((k) => [k, values])),
+        }),
+        value,
+      );
+      continue;
+    }
     if (types.length === 0 || types.includes('object') || types.includes('array')) continue;
     if (!jsonTypes(value).some((t) => types.includes(t))) members[field] = {};
   }

@@ -198,7 +198,7 @@ WITH due AS (
             END AS chat_id,
             e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
             e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
-            e.amount_raw::text AS amount_raw, e.contract, e.proof, e.created_at
+            e.amount_raw::text AS amount_raw, e.contract, e.proof, e.created_at, e.metadata
 ), lost AS (
   -- started_at: when the attempt began (attempt_started_at); duration_ms: from then to the
   -- lease's expiry (unknown how long the attempt really ran); error_class 'lost' ($6, migration
@@ -385,6 +385,7 @@ function toClaimed(r: ClaimRow): ClaimedNotification {
       contract: r.contract,
       proof: r.proof,
       created_at: r.created_at,
+      metadata: r.metadata ?? null,
     },
   };
 }

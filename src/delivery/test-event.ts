@@ -20,6 +20,7 @@ import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
 import { type EventRow, serializeEvent, testEventPayload } from '../events/event.js';
 import { hexToBase58, USDT_CONTRACT_HEX } from '../tron/address.js';
+import type { Metadata } from '../watches/metadata.js';
 import { errorClass } from './error-class.js';
 import { WebhookSender } from './send.js';
 
@@ -68,8 +69,9 @@ export async function sendTestEvent(
     previous_secret_key_id: string | null;
     previous_secret_ciphertext: Uint8Array | null;
     head: number | null;
+    metadata: Metadata | null;
   }>(
-    `SELECT w.address_hex, w.asset_filter, w.direction,
+    `SELECT w.address_hex, w.asset_filter, w.direction, w.metadata,
             -- A watch on an endpoint (migration 070): the endpoint's URL and secrets.
             COALESCE(ep.url, w.webhook_url) AS webhook_url,
             CASE WHEN ep.id IS NULL THEN w.secret_key_id ELSE ep.secret_key_id END
@@ -130,6 +132,8 @@ export async function sendTestEvent(
     // A test delivery claims nothing: never money.
     proof: 'provider',
     created_at: new Date(),
+    // The watch's metadata, as its real events will carry it (a receiver tests its lookup too).
+    metadata: w.metadata,
   };
   const sender = new WebhookSender({
     timeoutMs: deps.config.delivery.timeoutMs,

@@ -28,7 +28,11 @@ import type { Db, Queryable } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
 import { checkWebhookUrl } from '../net/url-policy.js';
 import { normaliseLabel } from '../watches/create.js';
-import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from '../watches/rotate-secret.js';
+import {
+  DEFAULT_GRACE_SECONDS,
+  expirePreviousSecretOf,
+  rotateSecret,
+} from '../watches/rotate-secret.js';
 
 /** An `endpoints` row without its secret columns. */
 export interface EndpointRow {
@@ -272,7 +276,8 @@ export async function deleteEndpoint(
 /**
  * Rotate the endpoint's secret: a new `whsec_…` (returned once); the replaced one keeps signing
  * beside it for `graceSeconds` (X-Signature-Previous, a second webhook-signature entry), as a
- * watch's rotation. Rotating again during a grace period drops the oldest secret.
+ * watch's rotation (the same function: src/watches/rotate-secret.ts rotateSecret). Rotating again
+ * during a grace period drops the oldest secret.
  * @param graceSeconds integer 0..MAX_GRACE_SECONDS (7 days); default 24 h; 0: the old secret
  *   stops signing at once.
  * @returns the endpoint after the change and its new secret, or undefined (404).
@@ -286,28 +291,8 @@ export async function rotateEndpointSecret(
   id: string,
   graceSeconds: number = DEFAULT_GRACE_SECONDS,
 ): Promise<{ endpoint: EndpointRow; secret: string } | undefined> {
-  if (!Number.isSafeInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_GRACE_SECONDS) {
-    throw new ApiError(400, 'invalid request body', undefined, [
-      {
-        field: 'grace_period_seconds',
-        message: `must be a whole number of seconds from 0 to ${MAX_GRACE_SECONDS} (7 days)`,
-      },
-    ]);
-  }
-  const secret = newWebhookSecret();
-  const sealed = box.encrypt(secret);
-  const { rows } = await db.query<{ id: string }>(
-    `UPDATE endpoints AS e
-        SET previous_secret_key_id = CASE WHEN $6::int > 0 THEN e.secret_key_id END,
-            previous_secret_ciphertext = CASE WHEN $6::int > 0 THEN e.secret_ciphertext END,
-            previous_secret_expires_at = CASE WHEN $6::int > 0
-                                              THEN now() + make_interval(secs => $6::int) END,
-            secret_key_id = $4, secret_ciphertext = $5::bytea, secret_rotated_at = now()
-      WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3 AND e.deleted_at IS NULL
-      RETURNING e.id`,
-    [id, accountId, network, sealed.keyId, sealed.ciphertext, graceSeconds],
-  );
-  if (!rows[0]) return undefined;
+  const secret = await rotateSecret(db, box, 'endpoints', { accountId, network, id }, graceSeconds);
+  if (secret === undefined) return undefined;
   const endpoint = await getEndpoint(db, accountId, network, id);
   return endpoint ? { endpoint, secret } : undefined;
 }
@@ -323,13 +308,8 @@ export async function expirePreviousEndpointSecret(
   network: string,
   id: string,
 ): Promise<EndpointRow | undefined> {
-  const { rowCount } = await db.query(
-    `UPDATE endpoints
-        SET previous_secret_key_id = NULL, previous_secret_ciphertext = NULL,
-            previous_secret_expires_at = NULL
-      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
-    [id, accountId, network],
-  );
-  if (rowCount === 0) return undefined;
+  if (!(await expirePreviousSecretOf(db, 'endpoints', { accountId, network, id }))) {
+    return undefined;
+  }
   return getEndpoint(db, accountId, network, id);
 }

@@ -135,7 +135,7 @@ export async function eventDetail(
   const { rows } = await db.query<JoinedRow>(
     `SELECT e.id, e.account_id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
                     e.event_index, e.block_number, e.block_timestamp, e.from_address, e.to_address,
-                    e.amount_raw::text AS amount_raw, e.contract, e.proof, e.created_at,
+                    e.amount_raw::text AS amount_raw, e.contract, e.proof, e.created_at, e.metadata,
                     n.id AS n_id, n.status AS n_status, n.attempts AS n_attempts,
                     n.created_at AS n_created_at, n.next_attempt_at AS n_next_attempt_at,
                     n.delivered_at AS n_delivered_at,

@@ -14,6 +14,7 @@ import { isLivemode } from '../common/environment.js';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { formatAmount, formatAmountDigits } from '../tron/amount.js';
 import { PROOF_LEVELS, type ProofLevel } from '../tron/types.js';
+import type { Metadata } from '../watches/metadata.js';
 
 /** SPEC §Versioning: the payload's `api_version` and the OpenAPI document's `info.version`. */
 export const API_VERSION = '2026-08';
@@ -68,6 +69,14 @@ const eventMembers = {
     description:
       'Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.',
   }),
+  metadata: T.Optional(
+    T.Unsafe<Metadata>({
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description:
+        "Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then.",
+    }),
+  ),
 };
 
 /** SPEC §Event: the webhook body and the stored record. */
@@ -152,6 +161,8 @@ export interface EventRow {
   /** How the transfer was established (migration 048). */
   proof: ProofLevel;
   created_at: Date;
+  /** The watch's metadata copied at ingest (migration 085); null or absent: none. */
+  metadata?: Metadata | null;
 }
 
 /** Shape a stored event as SPEC's Event, fields in SPEC order (the signed bytes depend on it). */
@@ -175,6 +186,8 @@ export function eventPayload(row: EventRow): Event {
     watch_id: row.watch_id,
     contract: row.contract,
     proof: row.proof,
+    // Only when set (additive): a payload without metadata is byte for byte what it was before.
+    ...(row.metadata ? { metadata: row.metadata } : {}),
   };
 }
 
@@ -232,10 +245,11 @@ export const EVENT_ROW_SQL = `concat_ws(E'\\x1f', e.id, e.watch_id, e.network, e
               e.to_address, e.amount_raw, coalesce(e.contract, ''), e.created_at AT TIME ZONE 'UTC',
               coalesce((SELECT concat_ws(E'\\x1f', n.id, n.status, n.attempts, n.created_at AT TIME ZONE 'UTC')
                  FROM notifications n WHERE n.event_id = e.id
-                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'), e.proof)`;
+                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'), e.proof,
+              coalesce(e.metadata::text, ''))`;
 
 /** Fields of EVENT_ROW_SQL's text. */
-const EVENT_ROW_FIELDS = 19;
+const EVENT_ROW_FIELDS = 20;
 
 /** The fields of one row, in EVENT_ROW_SQL's order. */
 export type EventRowFields = [
@@ -258,6 +272,8 @@ export type EventRowFields = [
   attempts: string,
   deliveryCreatedAt: string,
   proof: string,
+  /** jsonb text of the event's metadata (its control characters escaped: never SEP); '' none. */
+  metadata: string,
 ];
 
 /**
@@ -304,6 +320,7 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
     watch_id: f[1],
     contract: f[12] === '' ? null : f[12],
     proof: f[18] as ProofLevel,
+    ...(f[19] === '' ? {} : { metadata: JSON.parse(f[19]) as Metadata }),
     delivery:
       f[14] === ''
         ? null
@@ -324,7 +341,10 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
  * Total: every row EVENT_ROW_SQL writes gives valid JSON (a missing notification: delivery null).
  */
 export function eventRowJson(line: string, f: EventRowFields): string {
-  if (NOT_PLAIN.test(line) || f[14] === '') return JSON.stringify(eventRowObject(f));
+  // An event with metadata (free text of the account's) goes through JSON.stringify too.
+  if (f[19] !== '' || NOT_PLAIN.test(line) || f[14] === '') {
+    return JSON.stringify(eventRowObject(f));
+  }
   const contract = f[12] === '' ? 'null' : `"${f[12]}"`;
   return (
     `{"api_version":"${API_VERSION}","event_id":"${f[0]}","type":"${EVENT_TYPE}",` +

@@ -6,6 +6,9 @@
  * derived from (watch, tx_id, event_index) and inserted with ON CONFLICT DO NOTHING, so even a
  * cursor moved back by hand cannot duplicate an event.
  *
+ * Each event copies its watch's `metadata` (migration 085) in the same statement, so the payload
+ * delivered and listed says what the watch said when the transfer was matched.
+ *
  * events.created_at is unique and strictly increasing: base = max(now(), last_event_at + 1 µs),
  * then +1 µs per event in block order, so GET /v1/events pages exactly (invariant 8).
  */
@@ -155,10 +158,12 @@ async function insertEvents(
      ins AS (
        INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index,
                            block_number, block_timestamp, from_address, to_address, amount_raw,
-                           contract, proof, created_at)
+                           contract, proof, created_at, metadata)
        SELECT i.id, i.account_id, i.watch_id, $3, i.direction, i.asset, i.tx_id, i.event_index,
               $1, $2::timestamptz, i.from_address, i.to_address, i.amount_raw, i.contract, i.proof,
-              base.t + (i.ord - 1) * interval '1 microsecond'
+              base.t + (i.ord - 1) * interval '1 microsecond',
+              -- The watch's metadata as it is now (migration 085): the event keeps this copy.
+              (SELECT w.metadata FROM watches w WHERE w.id = i.watch_id)
          FROM input i CROSS JOIN base
        ON CONFLICT (id) DO NOTHING
        RETURNING id, account_id, watch_id, created_at
@@ -215,6 +220,12 @@ export interface CommitHooks {
 }
 
 /**
+ * More writes in the commit's transaction, after the cursor moved (the light client's state,
+ * finality-gate.ts: stored with the block it is at, so a restart finds the two together).
+ */
+export type CommitAlso = (tx: Queryable) => Promise<void>;
+
+/**
  * Commit one block: events, notifications and the cursor advance in one transaction; the
  * advance also clears the ingest stall, if one was recorded (stall.ts).
  * @param block its number, blockID and timestamp, and its header's parentHash: the cursor must
@@ -229,6 +240,7 @@ export async function commitBlock(
   block: BlockRef & { parentHash?: string },
   transfers: readonly Transfer[],
   hooks: CommitHooks = {},
+  also?: CommitAlso,
 ): Promise<CommitResult> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<{ block_number: number; block_id: string }>(
@@ -267,6 +279,7 @@ export async function commitBlock(
         WHERE network = $1`,
       [network, block.number, block.id, new Date(block.timestamp).toISOString()],
     );
+    await also?.(tx);
     return { events, matches: matched };
   });
 }

@@ -13,6 +13,7 @@ import type { Db } from '../db/pool.js';
 import type { Resolver } from '../net/dns.js';
 import { checkWebhookUrl } from '../net/url-policy.js';
 import { InvalidAddressError, parseAddress } from '../tron/address.js';
+import { normaliseMetadata } from './metadata.js';
 import type { CreateWatchBody } from './schema.js';
 import { createWatch, type WatchRow } from './watches.js';
 
@@ -64,7 +65,8 @@ export interface WatchDeps {
  * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and the plaintext secret (webhook watches; to show once) or null.
  * @throws ApiError 400 invalid_target (not exactly one of webhook_url, telegram: true,
- *   endpoint_id), 400 with `details` (bad address, webhook URL refused by the policy), 404 (the
+ *   endpoint_id), 400 with `details` (bad address, webhook URL refused by the policy, metadata
+ *   beyond its limits: src/watches/metadata.ts), 404 (the
  *   endpoint is not the account's live endpoint), and createWatch's 400 telegram_not_bound, 402,
  *   409, 503.
  */
@@ -107,6 +109,7 @@ export async function createWatchFromRequest(
     if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
   }
   const label = normaliseLabel(body.label, problems);
+  const metadata = normaliseMetadata(body.metadata, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
   await deps.refreshHead?.();
@@ -124,6 +127,7 @@ export async function createWatchFromRequest(
       webhookUrl: url,
       endpointId,
       label,
+      metadata,
       blockIntervalMs: deps.config.ingest.blockIntervalMs,
     },
     inTx,

@@ -14,7 +14,11 @@
  * At most two secrets sign: rotating again during a grace period replaces the older one (the
  * current secret becomes the previous one, the one before is dropped at once).
  *
- * Concurrency: each function is one UPDATE on the watch row, so two rotations at the same instant
+ * One function rotates watches' and endpoints' secrets alike ({@link rotateSecret}; issue 30: the
+ * endpoint's rotation in src/endpoints/endpoints.ts calls it too), one ends a grace period
+ * ({@link expirePreviousSecretOf}).
+ *
+ * Concurrency: each change is one UPDATE on the row, so two rotations at the same instant
  * serialise on its row lock; each returns the secret it wrote. Nothing here logs.
  */
 import { ApiError } from '../common/errors.js';
@@ -27,22 +31,35 @@ export const DEFAULT_GRACE_SECONDS = 24 * 60 * 60;
 /** Longest grace period a rotation may choose, seconds (7 days). */
 export const MAX_GRACE_SECONDS = 7 * 24 * 60 * 60;
 
+/** Whose secret a rotation changes: a watch's own, or an endpoint's (same columns). */
+export type SecretHolder = 'watches' | 'endpoints';
+
+/** The live row `id` of the account on the network, in either table of {@link SecretHolder}. */
+export interface SecretScope {
+  accountId: string;
+  network: string;
+  id: string;
+}
+
 /**
- * Rotate the secret of the account's live webhook watch `id`.
- * @param graceSeconds how long the replaced secret keeps signing, seconds, integer in
- *   0..{@link MAX_GRACE_SECONDS} (0: the old secret stops signing at once).
- * @returns the watch after the change and the new plaintext secret (to show once), or undefined
- *   when there is no such live watch of this account (the caller answers 404).
- * @throws ApiError 400 when the watch delivers to Telegram (no secret) or graceSeconds is out of range.
+ * THE rotation (watches and endpoints alike; migrations 040 and 070 give both tables the same
+ * secret columns): check the grace period, issue a new `whsec_…` sealed with `box`, and in one
+ * UPDATE move the current secret to the previous columns (expiring `graceSeconds` from now; with
+ * 0 the previous columns are cleared) and store the new one.
+ * @param only an extra SQL condition on the row `t` (a watch must have a secret of its own).
+ * @returns the new plaintext secret (to show once), or undefined when no live row of the account
+ *   matched (nor `only`).
+ * @throws ApiError 400 (details: grace_period_seconds) when graceSeconds is not an integer in
+ *   0..{@link MAX_GRACE_SECONDS}.
  */
-export async function rotateWatchSecret(
+export async function rotateSecret(
   db: Queryable,
   box: SecretBox,
-  accountId: string,
-  network: string,
-  id: string,
+  table: SecretHolder,
+  scope: SecretScope,
   graceSeconds: number = DEFAULT_GRACE_SECONDS,
-): Promise<{ watch: WatchRow; secret: string } | undefined> {
+  only = 'true',
+): Promise<string | undefined> {
   if (!Number.isSafeInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_GRACE_SECONDS) {
     throw new ApiError(400, 'invalid request body', undefined, [
       {
@@ -54,41 +71,80 @@ export async function rotateWatchSecret(
   const secret = newWebhookSecret();
   const sealed = box.encrypt(secret);
   // The current secret becomes the previous one (the old previous one, if any, is dropped);
-  // with no grace the previous columns are cleared.
-  // "webhook" below: a watch with its own URL and secret (not Telegram, not on an endpoint).
-  const { rows } = await db.query<WatchRow & { is_webhook: boolean }>(
-    `WITH own AS (
-       SELECT id AS own_id, channel = 'webhook' AND endpoint_id IS NULL AS own_secret FROM watches
-        WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
-     )
-     UPDATE watches AS w
-        SET previous_secret_key_id = CASE WHEN $6::int > 0 AND own.own_secret
-                                          THEN w.secret_key_id END,
-            previous_secret_ciphertext = CASE WHEN $6::int > 0 AND own.own_secret
-                                              THEN w.secret_ciphertext END,
-            previous_secret_expires_at = CASE WHEN $6::int > 0 AND own.own_secret
+  // with no grace the previous columns are cleared. One statement: two rotations at the same
+  // instant serialise on the row lock, each keeping the secret it wrote.
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE ${table} AS t
+        SET previous_secret_key_id = CASE WHEN $6::int > 0 THEN t.secret_key_id END,
+            previous_secret_ciphertext = CASE WHEN $6::int > 0 THEN t.secret_ciphertext END,
+            previous_secret_expires_at = CASE WHEN $6::int > 0
                                               THEN now() + make_interval(secs => $6::int) END,
-            secret_key_id = CASE WHEN own.own_secret THEN $4 ELSE w.secret_key_id END,
-            secret_ciphertext = CASE WHEN own.own_secret THEN $5::bytea
-                                     ELSE w.secret_ciphertext END,
-            secret_rotated_at = CASE WHEN own.own_secret THEN now()
-                                     ELSE w.secret_rotated_at END
-       FROM own
-      WHERE w.id = own.own_id
-      RETURNING ${WATCH_COLUMNS}, own.own_secret AS is_webhook`,
-    [id, accountId, network, sealed.keyId, sealed.ciphertext, graceSeconds],
+            secret_key_id = $4, secret_ciphertext = $5::bytea, secret_rotated_at = now()
+      WHERE t.id = $1 AND t.account_id = $2 AND t.network = $3 AND t.deleted_at IS NULL
+        AND (${only})
+      RETURNING t.id`,
+    [scope.id, scope.accountId, scope.network, sealed.keyId, sealed.ciphertext, graceSeconds],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  if (!row.is_webhook) {
+  return rows[0] ? secret : undefined;
+}
+
+/**
+ * End the rotation grace period of a live watch or endpoint now (see {@link rotateSecret}): the
+ * replaced secret stops signing from the next attempt on and its ciphertext is deleted.
+ * @returns false when no live row of the account matched (404).
+ */
+export async function expirePreviousSecretOf(
+  db: Queryable,
+  table: SecretHolder,
+  scope: SecretScope,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE ${table}
+        SET previous_secret_key_id = NULL, previous_secret_ciphertext = NULL,
+            previous_secret_expires_at = NULL
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [scope.id, scope.accountId, scope.network],
+  );
+  return rowCount > 0;
+}
+
+/**
+ * Rotate the secret of the account's live webhook watch `id` ({@link rotateSecret}).
+ * @param graceSeconds how long the replaced secret keeps signing, seconds, integer in
+ *   0..{@link MAX_GRACE_SECONDS} (0: the old secret stops signing at once).
+ * @returns the watch after the change and the new plaintext secret (to show once), or undefined
+ *   when there is no such live watch of this account (the caller answers 404).
+ * @throws ApiError 400 when the watch has no secret of its own (Telegram, or on an endpoint) or
+ *   graceSeconds is out of range.
+ */
+export async function rotateWatchSecret(
+  db: Queryable,
+  box: SecretBox,
+  accountId: string,
+  network: string,
+  id: string,
+  graceSeconds: number = DEFAULT_GRACE_SECONDS,
+): Promise<{ watch: WatchRow; secret: string } | undefined> {
+  const scope = { accountId, network, id };
+  // "Its own secret": a webhook watch with its own URL (not Telegram, not on an endpoint).
+  const secret = await rotateSecret(
+    db,
+    box,
+    'watches',
+    scope,
+    graceSeconds,
+    `t.channel = 'webhook' AND t.endpoint_id IS NULL`,
+  );
+  const watch = await readLiveWatch(db, scope);
+  if (!watch) return undefined;
+  if (secret === undefined) {
     throw new ApiError(
       400,
-      row.endpoint_id !== null
+      watch.endpoint_id !== null
         ? "this watch delivers to an endpoint: its deliveries are signed with the endpoint's secret (POST /v1/endpoints/{id}/rotate-secret)"
         : 'this watch delivers to Telegram: only webhook watches have a secret',
     );
   }
-  const { is_webhook: _, ...watch } = row;
   return { watch, secret };
 }
 
@@ -104,13 +160,16 @@ export async function expirePreviousSecret(
   network: string,
   id: string,
 ): Promise<WatchRow | undefined> {
+  const scope = { accountId, network, id };
+  if (!(await expirePreviousSecretOf(db, 'watches', scope))) return undefined;
+  return readLiveWatch(db, scope);
+}
+
+async function readLiveWatch(db: Queryable, s: SecretScope): Promise<WatchRow | undefined> {
   const { rows } = await db.query<WatchRow>(
-    `UPDATE watches AS w
-        SET previous_secret_key_id = NULL, previous_secret_ciphertext = NULL,
-            previous_secret_expires_at = NULL
-      WHERE w.id = $1 AND w.account_id = $2 AND w.network = $3 AND w.deleted_at IS NULL
-      RETURNING ${WATCH_COLUMNS}`,
-    [id, accountId, network],
+    `SELECT ${WATCH_COLUMNS} FROM watches
+      WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
+    [s.id, s.accountId, s.network],
   );
   return rows[0];
 }

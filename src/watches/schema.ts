@@ -7,6 +7,7 @@ import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
 import type { HealthWindow, HealthWindowName } from './health.js';
+import { type Metadata, NullableMetadataSchema } from './metadata.js';
 import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from './rotate-secret.js';
 import type { WatchRow } from './watches.js';
 
@@ -32,6 +33,12 @@ const watchMembers = {
   label: T.Union([T.String({ maxLength: LABEL_MAX_LENGTH }), T.Null()], {
     description:
       'Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none.',
+  }),
+  metadata: T.Unsafe<Metadata | null>({
+    type: ['object', 'null'],
+    additionalProperties: { type: 'string' },
+    description:
+      'Additive. Your reference for the watch (string values), copied into every event of the watch; null: none.',
   }),
   status: StringEnum(['ACTIVE', 'PAUSED'] as const, {
     description:
@@ -226,6 +233,7 @@ export const CreateWatchSchema = T.Object(
           'Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none).',
       }),
     ),
+    metadata: T.Optional(NullableMetadataSchema),
     network: T.Optional(
       StringEnum(['mainnet'] as const, {
         description:
@@ -260,6 +268,7 @@ export function watchView(w: WatchRow) {
     webhook_url: w.webhook_url,
     endpoint_id: w.endpoint_id,
     label: w.label,
+    metadata: w.metadata,
     status: w.status,
     created_at: w.created_at.toISOString(),
     paused_reason: w.paused_reason,
@@ -339,6 +348,7 @@ export const UpdateWatchSchema = T.Object(
         description: 'Your name for the watch, at most 100 characters; null or empty removes it.',
       }),
     ),
+    metadata: T.Optional(NullableMetadataSchema),
     endpoint_id: T.Optional(
       T.String({
         maxLength: 64,

@@ -4,7 +4,8 @@
  * address policy with DNS, src/net/url-policy.ts) and its label. The identity (address, assets,
  * direction, channel), the secret and the schedule of deliveries already created stay as they
  * are; a pending delivery goes to the new URL from its next attempt on (the worker reads the URL
- * with each claim). `endpoint_id` (issue 30) moves a webhook watch onto an endpoint: its own URL
+ * with each claim). `metadata` (issue 30; src/watches/metadata.ts) replaces the watch's whole
+ * reference object (null or {} removes it), for the events matched from then on. `endpoint_id` (issue 30) moves a webhook watch onto an endpoint: its own URL
  * and secrets are dropped, the endpoint's URL and secret serve from the next attempt on.
  */
 import { ApiError, type FieldError } from '../common/errors.js';
@@ -12,6 +13,7 @@ import { isId } from '../common/ids.js';
 import type { Queryable } from '../db/pool.js';
 import { checkWebhookUrl } from '../net/url-policy.js';
 import { normaliseLabel, type WatchDeps } from './create.js';
+import { normaliseMetadata } from './metadata.js';
 import type { UpdateWatchBody } from './schema.js';
 import { lockLiveEndpoint, WATCH_COLUMNS, type WatchRow } from './watches.js';
 
@@ -38,9 +40,13 @@ export async function updateWatchFromRequest(
   const problems: FieldError[] = [];
   const hasUrl = typeof body.webhook_url === 'string';
   const hasLabel = body.label !== undefined;
+  const hasMetadata = body.metadata !== undefined;
   const endpointId = typeof body.endpoint_id === 'string' ? body.endpoint_id : null;
-  if (!hasUrl && !hasLabel && endpointId === null) {
-    problems.push({ field: 'body', message: 'give webhook_url, endpoint_id or label to change' });
+  if (!hasUrl && !hasLabel && !hasMetadata && endpointId === null) {
+    problems.push({
+      field: 'body',
+      message: 'give webhook_url, endpoint_id, label or metadata to change',
+    });
   }
   if (endpointId !== null && current.channel !== 'webhook') {
     problems.push({
@@ -69,6 +75,7 @@ export async function updateWatchFromRequest(
     if (!check.ok) problems.push({ field: 'webhook_url', message: check.reason });
   }
   const label = normaliseLabel(body.label, problems);
+  const metadata = normaliseMetadata(body.metadata, problems);
   if (endpointId !== null && !isId(endpointId, 'ep')) throw new ApiError(404, 'endpoint not found');
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // Moving onto an endpoint drops the watch's own URL and secrets (migration 070's
@@ -92,7 +99,8 @@ export async function updateWatchFromRequest(
                                                 ELSE previous_secret_ciphertext END,
               previous_secret_expires_at = CASE WHEN $8::boolean THEN NULL
                                                 ELSE previous_secret_expires_at END,
-              secret_rotated_at = CASE WHEN $8::boolean THEN NULL ELSE secret_rotated_at END
+              secret_rotated_at = CASE WHEN $8::boolean THEN NULL ELSE secret_rotated_at END,
+              metadata = CASE WHEN $10::boolean THEN $11::jsonb ELSE metadata END
         WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL
         RETURNING ${WATCH_COLUMNS}`,
       [
@@ -105,6 +113,8 @@ export async function updateWatchFromRequest(
         label,
         endpointId !== null,
         endpointId,
+        hasMetadata,
+        metadata === null ? null : JSON.stringify(metadata),
       ],
     );
     const after = rows[0];

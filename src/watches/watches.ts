@@ -25,6 +25,7 @@ import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { isUniqueViolation } from '../db/sqlstate.js';
 import { activationBlock, ChainHeadUnknownError } from '../ingest/chain-head.js';
+import type { Metadata } from './metadata.js';
 
 export type AssetFilter = 'USDT' | 'TRX' | 'ALL';
 export type WatchDirection = 'incoming' | 'outgoing' | 'both';
@@ -51,6 +52,8 @@ export interface WatchRow {
   created_at: Date;
   /** The account's label for the watch (migration 041); null: none. */
   label: string | null;
+  /** The account's reference for the watch (migration 085, src/watches/metadata.ts); null: none. */
+  metadata: Metadata | null;
   /** When the current secret was issued by a rotation; null: the one given at creation. */
   secret_rotated_at: Date | null;
   /** End of a running rotation grace period (both secrets sign until then); null: none. */
@@ -87,6 +90,8 @@ export interface NewWatch {
   endpointId?: string | null;
   /** Already normalised (normaliseLabel); null: none. */
   label?: string | null;
+  /** Already checked (normaliseMetadata); null or absent: none. */
+  metadata?: Metadata | null;
   /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
   blockIntervalMs: number;
 }
@@ -96,7 +101,7 @@ export interface NewWatch {
  * previous_secret_expires_at reads NULL once the grace period is over.
  */
 export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, asset_filter, direction,
-  channel, webhook_url, endpoint_id, label, status, active_from_block, created_at, secret_rotated_at,
+  channel, webhook_url, endpoint_id, label, metadata, status, active_from_block, created_at, secret_rotated_at,
   CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at
   END AS previous_secret_expires_at, paused_reason, auto_paused_at, last_success_at,
   consecutive_failures, failing_since, alert_state, alert_since, alert_reason`;
@@ -154,8 +159,8 @@ export async function createWatch(
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                               channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
-                              label, endpoint_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                              label, endpoint_id, metadata)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
          RETURNING ${WATCH_COLUMNS}`,
         [
           newId('wh'),
@@ -172,6 +177,7 @@ export async function createWatch(
           fromBlock,
           w.label ?? null,
           endpointId,
+          w.metadata ? JSON.stringify(w.metadata) : null,
         ],
       );
       const row = rows[0];

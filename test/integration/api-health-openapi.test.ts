@@ -258,6 +258,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
+      '/v1/test/transfers',
       '/v1/watches',
       '/v1/watches/batch',
       '/v1/watches/batch/delete',
@@ -360,6 +361,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       // Additive (issue 30): a shared endpoint as the target.
       'endpoint_id',
       'label',
+      // Additive (issue 30): the account's reference, copied into every event.
+      'metadata',
       'network',
     ]);
     expect((schemas.CreateWatch!.properties as Record<string, Json>).webhook_url).toMatchObject({
@@ -375,6 +378,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       // Additive (issue 30).
       'endpoint_id',
       'label',
+      'metadata',
       'status',
       'created_at',
       // Additive (issue 19): rotation, automatic pause.

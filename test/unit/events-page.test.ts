@@ -62,7 +62,10 @@ const pgTimestamp = fc
     return frac === '' ? base : `${base}.${frac}`;
   });
 
-/** A row as the page query writes it: 18 fields joined by SEP, in its concat_ws order. */
+/**
+ * A row as the page query writes it: 20 fields joined by SEP, in its concat_ws order (the last
+ * two: `proof`, issue 26, and the event's metadata as jsonb text, '' for none, issue 30).
+ */
 function row(fields: {
   id: string;
   watch: string;
@@ -77,6 +80,8 @@ function row(fields: {
   attempts: number;
   ts: [string, string, string];
   enums: [string, string, string, string];
+  proof?: string;
+  metadata?: string;
 }): string {
   const [network, direction, asset, status] = fields.enums;
   return [
@@ -98,6 +103,8 @@ function row(fields: {
     status,
     String(fields.attempts),
     fields.ts[2],
+    fields.proof ?? 'signed',
+    fields.metadata ?? '',
   ].join(SEP);
 }
 
@@ -215,6 +222,8 @@ describe('the events page row writer', () => {
       '',
       '',
       '',
+      'provider',
+      '',
     ].join(SEP);
     const written = rowWriters.json(line);
     expect(written).toBe(JSON.stringify(rowWriters.object(line)));
@@ -227,8 +236,40 @@ describe('the events page row writer', () => {
     });
   });
 
-  it('refuses a row that does not have exactly 18 fields', () => {
-    expect(() => rowWriters.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 18/);
-    expect(() => rowWriters.json(Array(19).fill('1').join(SEP))).toThrow(/19 fields/);
+  it('refuses a row that does not have exactly 20 fields', () => {
+    expect(() => rowWriters.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 20/);
+    expect(() => rowWriters.json(Array(21).fill('1').join(SEP))).toThrow(/21 fields/);
+  });
+
+  it('writes the metadata member only for an event that has it, as PostgreSQL wrote its jsonb', () => {
+    const base = {
+      id: 'evt_1',
+      watch: 'wh_1',
+      tx: 'ab',
+      from: 'T1',
+      to: 'T2',
+      contract: '',
+      notification: 'ntf_1',
+      index: 0,
+      block: 1,
+      raw: 1n,
+      attempts: 0,
+      ts: ['2026-01-08 13:36:54', '2026-01-08 13:36:54', '2026-01-08 13:36:54'] as [
+        string,
+        string,
+        string,
+      ],
+      enums: ['mainnet', 'incoming', 'TRX', 'DELIVERED'] as [string, string, string, string],
+    };
+    const without = rowWriters.json(row(base));
+    expect(Object.hasOwn(JSON.parse(without) as object, 'metadata')).toBe(false);
+    // jsonb text: spaces after ':' and ',', control characters escaped (never a raw SEP).
+    const text = '{"note": "a \\"quoted\\" \\u001f", "customer_id": "c_1842"}';
+    const line = row({ ...base, metadata: text });
+    const written = rowWriters.json(line);
+    expect(written).toBe(JSON.stringify(rowWriters.object(line)));
+    const parsed = JSON.parse(written) as { metadata: unknown; delivery: unknown };
+    expect(parsed.metadata).toEqual({ note: 'a "quoted" \u001f', customer_id: 'c_1842' });
+    expect(Object.keys(parsed).slice(-2)).toEqual(['metadata', 'delivery']);
   });
 });

@@ -650,6 +650,16 @@ export interface components {
             /** @description Additive, optional. Your name for the watch, at most 100 characters (spaces around it are dropped; empty: none). */
             label?: string | null;
             /**
+             * @description Additive, optional. Your reference for the watch (a customer, order or invoice id): a JSON object of string values, at most 20 keys of 1 to 40 characters, values of at most 500 characters. Returned with the watch, and copied into every event of the watch (`metadata` of the webhook body and of GET /v1/events) from the next matched transfer on. Null or {} removes it.
+             * @example {
+             *       "customer_id": "c_1842",
+             *       "invoice": "INV-2026-0091"
+             *     }
+             */
+            metadata?: {
+                [key: string]: string;
+            } | null;
+            /**
              * @description Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.
              * @enum {string}
              */
@@ -768,6 +778,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -841,6 +855,10 @@ export interface components {
             from: string;
             /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
             livemode: boolean;
+            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
+            metadata?: {
+                [key: string]: string;
+            };
             /**
              * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
              * @enum {string}
@@ -926,6 +944,10 @@ export interface components {
             from: string;
             /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
             livemode: boolean;
+            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
+            metadata?: {
+                [key: string]: string;
+            };
             /**
              * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
              * @enum {string}
@@ -978,6 +1000,7 @@ export interface components {
                 /** @description The block that cannot be committed; the cursor is at the block before. */
                 stalled_block: number;
             };
+            light_client?: components["schemas"]["LightClientStatus"];
             /** @description The network this deployment serves (`mainnet`). */
             network: string;
             /** @description Additive; present only while a node provider (TRON_NODE_URL) is not serving. Ingest goes on while one serves. */
@@ -1011,6 +1034,30 @@ export interface components {
             succeeded: number;
             /** @description succeeded / attempts; null without attempts. */
             success_rate: number | null;
+        };
+        /** @description tronwatch's own finality (issue 28). */
+        LightClientStatus: {
+            /** @description SRs in the active set (27). */
+            active_srs: number;
+            /** @description The pinned checkpoint it follows from. */
+            checkpoint_block: number;
+            /** @description Maintenances (every 6 h) followed since the checkpoint; 0 = its SR set. */
+            epoch: number;
+            /** @description The last block tronwatch proved final itself: 19 distinct SRs of the set signed blocks on top of it, every signature checked. Ingest commits no block above it. */
+            final_block: number;
+            /** @description Its blockID (64 hex). */
+            final_block_id: string;
+            /**
+             * Format: date-time
+             * @description Its block time.
+             */
+            final_block_timestamp: string;
+            /** @description SRs of the current set whose keys it holds and whose signatures count (27 once every SR new after a maintenance was vouched for). */
+            known_srs: number;
+            /** @description Distinct SRs whose signed blocks on top make a block final (19). */
+            proven_by_srs: number;
+            /** @description The providers' solidified head minus final_block (about 18 when caught up: the blocks read and waiting for the SRs' signatures); null before a head was seen. */
+            solidified_head_ahead_blocks: number | null;
         };
         /** @description A TRON node provider as the ingester sees it. */
         NodeProviderHealth: {
@@ -1128,6 +1175,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Free text. */
             note: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -1164,6 +1215,8 @@ export interface components {
             lag_blocks: number | null;
             /** @description Seconds between scanned_through's block timestamp and now; null before the first block. */
             lag_seconds: number | null;
+            /** @description Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it. */
+            light_client: components["schemas"]["LightClientStatus"] | null;
             /** @description The network this deployment serves (`mainnet`). */
             network: string | null;
             /** @description Additive: each TRON node provider (TRON_NODE_URL, by position) as the ingester last saw it; empty before it ran. */
@@ -1196,6 +1249,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
@@ -1246,6 +1303,10 @@ export interface components {
             from: string;
             /** @description Additive (test mode): true for a live event (mainnet, real money); false for a test event (a `tw_test_` environment’s: a deposit triggered through POST /v1/test/transfers, or Nile). A receiver that credits real deposits refuses any event whose livemode is not true. Test deliveries also carry the header `Tronwatch-Test-Mode: true`. */
             livemode: boolean;
+            /** @description Additive, present only when the watch had metadata when the transfer was matched: the watch's `metadata` (your customer, order or invoice reference, string values), as it was then. */
+            metadata?: {
+                [key: string]: string;
+            };
             /**
              * @description The chain: `mainnet` for live events, `nile` (TRON’s testnet) for test events.
              * @enum {string}
@@ -1328,6 +1389,16 @@ export interface components {
             /** @description Your name for the watch, at most 100 characters; null or empty removes it. */
             label?: string | null;
             /**
+             * @description Additive, optional. Your reference for the watch (a customer, order or invoice id): a JSON object of string values, at most 20 keys of 1 to 40 characters, values of at most 500 characters. Returned with the watch, and copied into every event of the watch (`metadata` of the webhook body and of GET /v1/events) from the next matched transfer on. Null or {} removes it.
+             * @example {
+             *       "customer_id": "c_1842",
+             *       "invoice": "INV-2026-0091"
+             *     }
+             */
+            metadata?: {
+                [key: string]: string;
+            } | null;
+            /**
              * Format: uri
              * @description A new target for a webhook watch, checked as at creation (public https, no credentials, no private or reserved address; plain http only inside WEBHOOK_ALLOW_CIDRS). The secret stays the same.
              */
@@ -1353,6 +1424,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
             paused_reason: string | null;
             /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
@@ -1474,6 +1549,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
             paused_reason: string | null;
             /** @description Additive. While a rotation's grace period runs, when it ends: until then every delivery is signed with both the new and the replaced secret (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
@@ -1508,6 +1587,10 @@ export interface components {
             id: string;
             /** @description Additive. Your name for the watch (set at creation or with `PATCH /v1/watches/{id}`), at most 100 characters; null: none. */
             label: string | null;
+            /** @description Additive. Your reference for the watch (string values), copied into every event of the watch; null: none. */
+            metadata: {
+                [key: string]: string;
+            } | null;
             /** @description Free text. */
             note?: string;
             /** @description Additive. Why tronwatch paused the watch itself (its deliveries all failed for WATCH_AUTO_PAUSE_DAYS); null when active or paused by you. Resuming clears it. */
