@@ -504,6 +504,18 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       200,
       await app.inject({ url: '/v1/watches', headers: { authorization: `Bearer ${testKey.key}` } }),
     );
+    // 403: a live key asking for a test deposit (test_mode_only).
+    expectAnswer(
+      '/v1/test/transfers',
+      'post',
+      403,
+      await app.inject({
+        method: 'POST',
+        url: '/v1/test/transfers',
+        headers: c.headers,
+        payload: { watch_id: 'wh_x', amount: '1' },
+      }),
+    );
 
     // Events: a USDT and a TRX event (contract null), paged so next_before is a string, then null.
     await insertEvents(h.db, {
