@@ -173,7 +173,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         shutdown,
         mailer,
         started: () => started,
-        refreshHead: () => heads?.refresh() ?? Promise.resolve(),
+        refreshHead: () => heads?.refresh() ?? Promise.resolve(undefined),
         chain: () => chain,
         devMailboxUrl: opts.devMailboxUrl,
       }));
@@ -330,7 +330,7 @@ async function startApi(
     mailer: Mailer | undefined;
     shutdown: Shutdown;
     started: () => boolean;
-    refreshHead: () => Promise<void>;
+    refreshHead: () => Promise<Date | undefined>;
     chain: () => NodeGroup | undefined;
     devMailboxUrl: string | undefined;
   },
