@@ -201,6 +201,14 @@ describe.each(dbEngines)('metrics and request ids on %s', (engine) => {
       [`${P}node_heads_ignored_total`]: 'counter',
       [`${P}node_quorum_disagreements_total`]: 'counter',
       [`${P}node_provider_up`]: 'gauge',
+      // The light client's (issue 28): registered always, sampled only while it runs.
+      [`${P}light_client_final_block`]: 'gauge',
+      [`${P}light_client_final_age_seconds`]: 'gauge',
+      [`${P}light_client_known_srs`]: 'gauge',
+      [`${P}light_client_threshold_srs`]: 'gauge',
+      [`${P}light_client_epoch`]: 'gauge',
+      [`${P}light_client_waiting_blocks`]: 'gauge',
+      [`${P}light_client_refused_total`]: 'counter',
       [`${P}pruned_rows_total`]: 'counter',
       [`${P}prune_passes_total`]: 'counter',
     });
