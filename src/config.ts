@@ -122,6 +122,15 @@ export const EnvSchema = T.Object({
       unset: 'the solidified head at first start, bounded by the shipped mainnet checkpoint',
     }),
   ),
+  TRON_LIGHT_CLIENT_CHECKPOINT: T.Optional(
+    T.String({
+      minLength: 1,
+      description:
+        "Turns on tronwatch's own finality (the light client, [Trusting the node](trusting-the-node.md#finality-proven-by-the-srs)): the SR-set checkpoint it follows the chain from, as the path of a checkpoint file (what `tronwatch checkpoint` prints; relative to the working directory) or as `number:blockID` of a checkpoint shipped in `checkpoints/`. A block is then committed only once 19 of the 27 SRs have signed blocks on top of it, checked by tronwatch; a provider's solidified head only says how far to read. Ingest starts at the checkpoint's next block (or `INGEST_START_BLOCK` when later); a stored cursor below the checkpoint halts ingest.",
+      unset:
+        "off: a block is final when the providers' solidified head reaches it (the replay node's filler blocks are not SR-signed, so recorded-fixture runs keep it off)",
+    }),
+  ),
   TRON_BLOCK_INTERVAL_MS: Int({
     minimum: 10,
     maximum: 60_000,
@@ -436,6 +445,7 @@ export const ConfigSchema = Group({
       }),
     ),
     blockIntervalMs: V.TRON_BLOCK_INTERVAL_MS,
+    lightClientCheckpoint: Unset(V.TRON_LIGHT_CLIENT_CHECKPOINT),
   }),
   secrets: Group({
     key: Unset(V.SECRET_ENCRYPTION_KEY),
@@ -814,6 +824,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ingest: {
       ...startBlockOf(e.INGEST_START_BLOCK),
       blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS,
+      lightClientCheckpoint: e.TRON_LIGHT_CLIENT_CHECKPOINT,
     },
     secrets: {
       key: e.SECRET_ENCRYPTION_KEY,

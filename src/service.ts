@@ -25,6 +25,7 @@ import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
+import { type FinalityGate, finalityGateFor } from './ingest/finality-gate.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
 import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
@@ -172,7 +173,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         shutdown,
         mailer,
         started: () => started,
-        refreshHead: () => heads?.refresh() ?? Promise.resolve(),
+        refreshHead: () => heads?.refresh() ?? Promise.resolve(undefined),
         chain: () => chain,
         devMailboxUrl: opts.devMailboxUrl,
       }));
@@ -251,8 +252,10 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       }
     }
     if (opts.roles.includes('ingest')) {
+      const finality = await finalityGateFor(cfg);
       ingester = startIngest(cfg, {
         ...opts,
+        finality,
         db,
         metrics,
         worker,
@@ -327,7 +330,7 @@ async function startApi(
     mailer: Mailer | undefined;
     shutdown: Shutdown;
     started: () => boolean;
-    refreshHead: () => Promise<void>;
+    refreshHead: () => Promise<Date | undefined>;
     chain: () => NodeGroup | undefined;
     devMailboxUrl: string | undefined;
   },
@@ -371,6 +374,8 @@ function startIngest(
     running: Promise<void>[];
     /** Also called after notifications are committed (the chat worker's wake). */
     onEvents?: () => void;
+    /** The light client's gate (TRON_LIGHT_CLIENT_CHECKPOINT), when on. */
+    finality: FinalityGate | undefined;
   },
 ): Ingester {
   const group = nodeGroupFor(cfg.node, {
@@ -391,6 +396,7 @@ function startIngest(
       o.onEvents?.();
     },
     metrics: o.metrics,
+    finality: o.finality,
     ...o.ingest,
   });
   const leading = runWhileLeader(

@@ -52,6 +52,7 @@ import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
+import { lightClientSchemas } from './routes/light-client.js';
 import { requestId } from './routes/metrics.js';
 import { statusRoutes, statusSchemas } from './routes/status.js';
 import { testTransferRoutes, testTransferSchemas } from './routes/test-transfers.js';
@@ -139,6 +140,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...endpointSchemas,
     ...watchBatchSchemas,
     ...eventSchemas,
+    ...lightClientSchemas,
     ...healthSchemas,
     ...statusSchemas,
     ...auditSchemas,

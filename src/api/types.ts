@@ -67,8 +67,9 @@ export interface AppDeps {
   /**
    * Make the stored chain head fresh (at most one block interval old) before a watch is created
    * or resumed (src/ingest/head-refresh.ts); never throws. Absent: the stored head as it is.
+   * @returns the database time the head was known fresh (activationBlock's `asOf`), or undefined.
    */
-  refreshHead?: () => Promise<void>;
+  refreshHead?: () => Promise<Date | undefined>;
   /**
    * False while the process is starting (waiting for PostgreSQL, applying migrations: service.ts
    * listens first, issue 17 item 6): every route but /healthz then answers 503 with Retry-After,

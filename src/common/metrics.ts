@@ -163,6 +163,18 @@ export class Metrics {
   private readonly nodeHeadsIgnored: Counter<'provider'>;
   private readonly quorumDisagreements: Counter;
   private readonly nodeProviderUp: Gauge<'provider'>;
+  private readonly lightClientRefusals: Counter<'code'>;
+  /** The light client's state as the ingester last reported it (undefined: off or not yet). */
+  private lightClientState:
+    | {
+        final: number;
+        finalTimestampMs: number;
+        epoch: number;
+        knownSrs: number;
+        threshold: number;
+        waiting: number;
+      }
+    | undefined;
 
   private readonly db: Queryable | undefined;
   private readonly logger: Logger | undefined;
@@ -355,6 +367,52 @@ export class Metrics {
       registers,
     });
 
+    // The light client (issue 28, src/ingest/finality-gate.ts): reported only while it is on.
+    const lc = (f: (s: NonNullable<Metrics['lightClientState']>) => number) => async () =>
+      this.lightClientState ? f(this.lightClientState) : undefined;
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_final_block`,
+      'Last block tronwatch proved final itself (19 of the 27 SRs signed blocks on top of it, signatures checked); only while the light client is on.',
+      lc((s) => s.final),
+    );
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_final_age_seconds`,
+      'Now minus the timestamp of the last block proven final, seconds.',
+      lc((s) => (Date.now() - s.finalTimestampMs) / 1000),
+    );
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_known_srs`,
+      'SRs of the current set whose signatures count toward finality (27 when the set is fully known).',
+      lc((s) => s.knownSrs),
+    );
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_threshold_srs`,
+      'Distinct SRs whose signed blocks on top make a block final (19 of 27).',
+      lc((s) => s.threshold),
+    );
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_epoch`,
+      'Maintenance epochs the light client followed since its checkpoint (0 = the checkpoint’s SR set).',
+      lc((s) => s.epoch),
+    );
+    new ScrapedGauge(
+      this.registry,
+      `${p}light_client_waiting_blocks`,
+      'Blocks read and signature-checked, waiting for finality (the look-ahead, about 18 on mainnet).',
+      lc((s) => s.waiting),
+    );
+    this.lightClientRefusals = new Counter({
+      name: `${p}light_client_refused_total`,
+      help: 'Blocks the light client refused (bad-signature, outside-set, wrong-slot, bad-timestamp, not-chained, other), each from a provider then set aside.',
+      labelNames: ['code'] as const,
+      registers,
+    });
+
     const nodeRequests = new Counter({
       name: `${p}node_requests_total`,
       help: 'HTTP requests sent to the TRON node, retries included.',
@@ -436,6 +494,31 @@ export class Metrics {
   /** Provider `index`'s answer failed the verification `check`. */
   nodeAnswerRefused(index: number, check: string): void {
     this.nodeAnswersRefused.inc({ provider: String(index), check });
+  }
+
+  /**
+   * The light client's state after a block it checked (src/ingest/finality-gate.ts status()).
+   */
+  lightClient(s: {
+    final: { number: number; timestamp: number };
+    epoch: number;
+    knownSrs: number;
+    threshold: number;
+    waiting: number;
+  }): void {
+    this.lightClientState = {
+      final: s.final.number,
+      finalTimestampMs: s.final.timestamp,
+      epoch: s.epoch,
+      knownSrs: s.knownSrs,
+      threshold: s.threshold,
+      waiting: s.waiting,
+    };
+  }
+
+  /** The light client refused a block; `code`: its LightClientError code, or `other`. */
+  lightClientRefused(code: string): void {
+    this.lightClientRefusals.inc({ code });
   }
 
   /** Provider `index` reported an impossible head (ignored). */

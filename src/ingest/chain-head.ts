@@ -17,21 +17,26 @@ import type { Queryable } from '../db/pool.js';
  * Record the heads just observed, as they are (upsert). They come from the node group
  * (tron/node-group.ts: the k-th highest of the providers' plausible answers), so a lower head
  * replaces a higher one: a wrong head that once got through is not kept forever.
+ * @returns the stored `observed_at` (the database's time of the observation).
  */
 export async function saveChainHead(
   db: Queryable,
   network: string,
   heads: { solidified: number; head: number },
-): Promise<void> {
-  await db.query(
+): Promise<Date> {
+  const { rows } = await db.query<{ observed_at: Date }>(
     `INSERT INTO chain_head (network, solidified_block_number, head_block_number, observed_at)
      VALUES ($1, $2, $3, now())
      ON CONFLICT (network) DO UPDATE SET
        solidified_block_number = EXCLUDED.solidified_block_number,
        head_block_number = EXCLUDED.head_block_number,
-       observed_at = now()`,
+       observed_at = now()
+     RETURNING observed_at`,
     [network, heads.solidified, heads.head],
   );
+  const row = rows[0];
+  if (!row) throw new Error('chain_head upsert returned no row');
+  return row.observed_at;
 }
 
 /** No head has ever been observed for this network: the ingester has not run yet. */
@@ -62,6 +67,9 @@ export const MAX_EXTRAPOLATED_BLOCKS = 3;
  * otherwise push the activation block up by a block per interval of skew and make the watch miss
  * its first transfers (DESIGN invariant 5: clock skew cannot drop a transfer).
  * @param blockIntervalMs the chain's block interval (3000 on mainnet).
+ * @param asOf the database time at which the caller established that the stored head was fresh
+ *   (head-refresh.ts): the head's age is measured up to it instead of up to this statement, so the
+ *   time spent between the two never extrapolates a halted chain. Absent: this statement's time.
  * @returns a block number (int8).
  * @throws ChainHeadUnknownError when no head was ever stored (the test environment's network
  *   without one: 0, its watches only see triggered deposits).
@@ -70,14 +78,16 @@ export async function activationBlock(
   db: Queryable,
   network: string,
   blockIntervalMs: number,
+  asOf?: Date,
 ): Promise<number> {
   const { rows } = await db.query<{ block: number }>(
     `SELECT (head_block_number
              + CASE WHEN age_ms > $2 THEN LEAST(floor(age_ms / $2), $3) ELSE 0 END)::int8 AS block
        FROM (SELECT head_block_number,
-                    extract(epoch FROM clock_timestamp() - observed_at) * 1000 AS age_ms
+                    extract(epoch FROM LEAST(clock_timestamp(), COALESCE($4::timestamptz,
+                      clock_timestamp())) - observed_at) * 1000 AS age_ms
                FROM chain_head WHERE network = $1) h`,
-    [network, blockIntervalMs, MAX_EXTRAPOLATED_BLOCKS],
+    [network, blockIntervalMs, MAX_EXTRAPOLATED_BLOCKS, asOf ?? null],
   );
   const row = rows[0];
   // The test environment (issue 32) without a testnet node has no chain to follow: its watches

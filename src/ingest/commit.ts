@@ -220,6 +220,12 @@ export interface CommitHooks {
 }
 
 /**
+ * More writes in the commit's transaction, after the cursor moved (the light client's state,
+ * finality-gate.ts: stored with the block it is at, so a restart finds the two together).
+ */
+export type CommitAlso = (tx: Queryable) => Promise<void>;
+
+/**
  * Commit one block: events, notifications and the cursor advance in one transaction; the
  * advance also clears the ingest stall, if one was recorded (stall.ts).
  * @param block its number, blockID and timestamp, and its header's parentHash: the cursor must
@@ -234,6 +240,7 @@ export async function commitBlock(
   block: BlockRef & { parentHash?: string },
   transfers: readonly Transfer[],
   hooks: CommitHooks = {},
+  also?: CommitAlso,
 ): Promise<CommitResult> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<{ block_number: number; block_id: string }>(
@@ -272,6 +279,7 @@ export async function commitBlock(
         WHERE network = $1`,
       [network, block.number, block.id, new Date(block.timestamp).toISOString()],
     );
+    await also?.(tx);
     return { events, matches: matched };
   });
 }

@@ -60,6 +60,9 @@ import {
   MAINNET_BLOCK_INTERVAL_MS,
   MAINNET_CHECKPOINT,
 } from '../tron/checkpoint.js';
+import { LightClientError } from '../tron/light-client/finality.js';
+import { HeaderError } from '../tron/light-client/header.js';
+import { saveLightClientState } from '../tron/light-client/store.js';
 import type { ChainHeads, NodeClient } from '../tron/node-client.js';
 import { NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
@@ -72,6 +75,7 @@ import {
   ensureCursor,
   readCursor,
 } from './commit.js';
+import type { FinalityGate } from './finality-gate.js';
 import { saveProviderStates } from './providers.js';
 import { classifyIngestFailure, clearStall, recordStall, stallReason } from './stall.js';
 
@@ -115,6 +119,13 @@ export interface IngesterOptions {
   /** Blocks per fetch window while catching up. Default 100. */
   window?: number;
   /**
+   * tronwatch's own finality (finality-gate.ts; TRON_LIGHT_CLIENT_CHECKPOINT): every block read
+   * is checked by the light client and committed only once it proved it final; the providers'
+   * solidified head then only says how far to read. Default: none (the providers' solidified
+   * head decides, as before).
+   */
+  finality?: FinalityGate | undefined;
+  /**
    * Delay between attempts at a block that failed permanently, ms. Default 10 block intervals
    * (30 s on mainnet): slow enough not to hammer a node that answers garbage or to flood the
    * logs, quick enough to resume soon after a fix.
@@ -149,6 +160,8 @@ export class Ingester {
     nextBlockMisses: 0,
   };
   private readonly o: IngesterOptions;
+  /** The finality gate when the light client is on (IngesterOptions.finality). */
+  readonly gate: FinalityGate | undefined;
   /** The providers, verifying every block (a single client is wrapped in a group of one). */
   readonly group: NodeGroup;
   /** blockID of the last committed block ('' when unknown): the next block's parent. */
@@ -176,6 +189,7 @@ export class Ingester {
 
   constructor(opts: IngesterOptions) {
     this.o = opts;
+    this.gate = opts.finality;
     this.group =
       opts.client instanceof NodeGroup
         ? opts.client
@@ -336,6 +350,8 @@ export class Ingester {
 
   private async firstBlock(signal: AbortSignal): Promise<number> {
     if (this.o.config.ingest.startBlock !== undefined) return this.o.config.ingest.startBlock;
+    // The light client follows the chain from its checkpoint: the first block is the next one.
+    if (this.gate) return this.gate.checkpoint.block.number + 1;
     // Bounded: the heads are checked against the shipped checkpoint's time (constructor).
     const heads = await this.pollHeads(signal);
     return heads.solidified;
@@ -385,6 +401,8 @@ export class Ingester {
     const network = this.o.config.network;
     // A new term: sightings of the previous one are of blocks another leader may have committed.
     this.seenAt.clear();
+    // …and the light client's state may have moved with them: read it again at the cursor.
+    this.gate?.close();
     let failures = 0;
     let cursor: number | undefined;
     while (!signal.aborted) {
@@ -397,6 +415,7 @@ export class Ingester {
             this.group.noteCommitted(cursor, row.block_timestamp.getTime(), row.block_id);
           }
           this.group.expectCheckpoint(this.checkpoint);
+          if (this.gate && this.gate.committedNumber !== cursor) await this.openGate(row);
           this.stats.cursor = cursor;
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
@@ -404,14 +423,16 @@ export class Ingester {
           if (!this.overdue) this.o.metrics?.nextBlockOverdue(undefined);
           logger.info({ block_number: cursor + 1 }, 'ingest starting');
         }
-        if (cursor >= this.stats.solidified) {
+        // The height read last: the cursor, or above it the light client's look-ahead.
+        const read = this.gate?.readHeight ?? cursor;
+        if (read >= this.stats.solidified) {
           if (this.stats.solidified < 0) await this.pollHeads(signal);
-          else if (cursor > this.stats.solidified) await this.waitForHeads(signal);
+          else if (read > this.stats.solidified) await this.waitForHeads(signal);
           else {
-            const next = await this.nextBlock(cursor + 1, signal);
+            const next = await this.nextBlock(read + 1, signal);
             if (!next) continue;
-            cursor = await this.commit(next.block);
-            await saveSolidifiedHead(db, network, cursor);
+            cursor = (await this.accept(next.block, signal)) ?? cursor;
+            await saveSolidifiedHead(db, network, next.block.ref.number);
             const due =
               performance.now() - this.lastHeadPollAt >= HEAD_REFRESH_INTERVALS * this.interval;
             if (next.late || due) await this.pollHeads(signal);
@@ -422,16 +443,16 @@ export class Ingester {
           failures = 0;
           continue;
         }
-        const to = Math.min(this.stats.solidified, cursor + (this.o.window ?? 100));
+        const to = Math.min(this.stats.solidified, read + (this.o.window ?? 100));
         let lastPoll = Date.now();
         for await (const b of fetchBlocks(
           this.group,
-          cursor + 1,
+          read + 1,
           to,
           this.o.config.node.concurrency,
           signal,
         )) {
-          cursor = await this.commit(b);
+          cursor = (await this.accept(b, signal)) ?? cursor;
           failures = 0;
           if (signal.aborted) break;
           if (Date.now() - lastPoll >= this.interval) {
@@ -469,8 +490,74 @@ export class Ingester {
   }
 
   /**
+   * Open the finality gate at the cursor `row` (restore the stored light client, cross-check it
+   * against the cursor) and log how it starts.
+   * @throws FinalityHaltError as FinalityGate.open.
+   */
+  private async openGate(row: CursorRow): Promise<void> {
+    const g = this.gate;
+    if (!g) return;
+    const r = await g.open(this.o.db, this.o.config.network, row);
+    if (r.discarded !== undefined) {
+      this.o.logger.warn(
+        { reason: r.discarded },
+        'light client: stored state left aside; starting from the pinned checkpoint',
+      );
+    }
+    this.o.logger.info(
+      {
+        from: r.from,
+        final_block: r.final,
+        checkpoint: g.checkpoint.block.number,
+        cursor: row.block_number,
+      },
+      'light client: finality is proven from the SRs’ signatures; reading from its final block',
+    );
+  }
+
+  /**
+   * A block read at the next height: committed at once without the light client; with it,
+   * checked and held until proven final, then every block it made final is committed in order.
+   * A block the light client refuses sets its provider aside (the next attempt asks another).
+   * @returns the last block committed (the new cursor), or undefined when none was.
+   * @throws as commit(), and FinalityGate.add's errors.
+   */
+  private async accept(
+    b: VerifiedSolidifiedBlock,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const g = this.gate;
+    if (!g) return this.commit(b);
+    try {
+      await g.add(b, signal);
+    } catch (err) {
+      const refused =
+        err instanceof BlockCheckError ||
+        err instanceof HeaderError ||
+        (err instanceof LightClientError && !err.halt);
+      if (refused) {
+        this.o.metrics?.lightClientRefused(err instanceof LightClientError ? err.code : 'other');
+        this.o.logger.error(
+          { provider: b.provider, block_number: b.ref.number, err: (err as Error).message },
+          'light client refused a block: not proven by the SRs’ signatures; its provider is set aside',
+        );
+        this.group.distrust(b.provider, err);
+      }
+      throw err;
+    }
+    let last: number | undefined;
+    for (let f = g.next(); f; f = g.next()) {
+      last = await this.commit(f);
+      g.shift();
+    }
+    this.o.metrics?.lightClient(g.status());
+    return last;
+  }
+
+  /**
    * Extract, match and commit one block (one transaction), then count it, call the hooks and
-   * clear a stall it got through.
+   * clear a stall it got through. With the light client, the commit that reaches its final block
+   * also stores its state (store.ts), in the same transaction.
    * @returns its number, the new cursor.
    * @throws as commitBlock, extractTransfers, or the stall's clearing.
    */
@@ -499,12 +586,15 @@ export class Ingester {
     }
     // Extracted from the agreed, verified answer (tron/verify.ts, tron/node-group.ts).
     const transfers = b.verified.transfers;
+    const g = this.gate;
+    const network = this.o.config.network;
     const r = await commitBlock(
       this.o.db,
-      this.o.config.network,
+      network,
       { ...b.ref, parentHash: b.verified.parentHash },
       transfers,
       this.o.hooks,
+      g?.isFinalTip(b) ? (tx) => saveLightClientState(tx, network, g.snapshot()) : undefined,
     );
     const cursor = b.ref.number;
     this.lastId = b.ref.id;

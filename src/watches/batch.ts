@@ -104,8 +104,8 @@ export async function createWatchBatch<V>(
   },
 ): Promise<Array<ItemOutcome<V>>> {
   // One fresh chain head for the whole batch, not one per item.
-  await deps.refreshHead?.();
-  const perItem: WatchDeps = { ...deps, refreshHead: undefined };
+  const headAsOf = await deps.refreshHead?.();
+  const perItem: WatchDeps = { ...deps, refreshHead: async () => headAsOf };
   const out: Array<ItemOutcome<V>> = [];
   let refused: ItemError | undefined;
   for (const [index, item] of items.entries()) {
@@ -192,7 +192,7 @@ export async function applyBatchAction(
   network: string,
   action: BatchAction,
   ids: readonly string[],
-  opts: { blockIntervalMs: number; record: InTransaction<WatchRow> },
+  opts: { blockIntervalMs: number; record: InTransaction<WatchRow>; headAsOf?: Date | undefined },
 ): Promise<ActionOutcome[]> {
   const notFound: ItemError = { status: 404, body: { error: 'watch not found' } };
   const out: ActionOutcome[] = [];
@@ -204,7 +204,15 @@ export async function applyBatchAction(
     try {
       let watch: WatchRow | undefined;
       if (action === 'resume') {
-        watch = await resumeWatch(db, accountId, network, id, opts.blockIntervalMs, opts.record);
+        watch = await resumeWatch(
+          db,
+          accountId,
+          network,
+          id,
+          opts.blockIntervalMs,
+          opts.record,
+          opts.headAsOf,
+        );
       } else {
         watch = await db.transaction(async (tx) => {
           if (action === 'pause') {

@@ -56,8 +56,9 @@ export interface WatchDeps {
   /**
    * Make the stored chain head fresh before activation (ingest/head-refresh.ts); never throws.
    * Absent: activation uses the stored head as it is.
+   * @returns the database time the head was known fresh (activationBlock's `asOf`), or undefined.
    */
-  refreshHead?: (() => Promise<void>) | undefined;
+  refreshHead?: (() => Promise<Date | undefined>) | undefined;
 }
 
 /**
@@ -112,7 +113,7 @@ export async function createWatchFromRequest(
   const metadata = normaliseMetadata(body.metadata, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
-  await deps.refreshHead?.();
+  const headAsOf = await deps.refreshHead?.();
   return createWatch(
     deps.db,
     deps.secrets,
@@ -129,6 +130,7 @@ export async function createWatchFromRequest(
       label,
       metadata,
       blockIntervalMs: deps.config.ingest.blockIntervalMs,
+      headAsOf,
     },
     inTx,
   );

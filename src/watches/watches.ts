@@ -94,6 +94,8 @@ export interface NewWatch {
   metadata?: Metadata | null;
   /** The chain's block interval, ms (extrapolates a stale head; see activationBlock). */
   blockIntervalMs: number;
+  /** When the stored head was known fresh (head-refresh.ts; activationBlock `asOf`). */
+  headAsOf?: Date | undefined;
 }
 
 /**
@@ -155,7 +157,7 @@ export async function createWatch(
           { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
         );
       }
-      const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs);
+      const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs, w.headAsOf);
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                               channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
@@ -371,6 +373,7 @@ export async function resumeWatch(
   id: string,
   blockIntervalMs: number,
   inTx?: InTransaction<WatchRow>,
+  headAsOf?: Date,
 ): Promise<WatchRow | undefined> {
   try {
     return await db.transaction(async (tx) => {
@@ -396,7 +399,7 @@ export async function resumeWatch(
           { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
         );
       }
-      const fromBlock = await activationBlock(tx, network, blockIntervalMs);
+      const fromBlock = await activationBlock(tx, network, blockIntervalMs, headAsOf);
       const { rows } = await tx.query<WatchRow>(
         `UPDATE watches SET status = 'ACTIVE', active_from_block = GREATEST(active_from_block, $2),
                 paused_reason = NULL, auto_paused_at = NULL, failures_counted_from = now()

@@ -312,6 +312,21 @@ describe.skipIf(!READY)('console in a browser', () => {
     expect(events.every((r) => r.verified && r.event?.to === watched)).toBe(true);
     expect(events.length).toBe(okCount + failCount * 7);
 
+    // The proof filter (issue 26): each level lists exactly the events delivered at that level.
+    const atLevel = (level: string) =>
+      new Set(events.filter((r) => r.event?.proof === level).map((r) => r.eventId)).size;
+    expect(atLevel('signed')).toBeGreaterThan(0);
+    for (const level of ['signed', 'provider'] as const) {
+      await page.getByLabel('Proof').selectOption(level);
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+      await expect.poll(() => new URL(page.url()).searchParams.get('proof')).toBe(level);
+      await reloadUntil(`${level} rows`, () => rowsWith('DELIVERED').count(), atLevel(level));
+      if (level === 'signed') await shot(page, 'events-proof-signed');
+    }
+    await page.getByLabel('Proof').selectOption('');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await reloadUntil('all rows again', () => rowsWith('DELIVERED').count(), okCount + failCount);
+
     // Overview: counts, quota, chain.
     await nav('Overview').click();
     await visible(page.getByRole('heading', { name: /^Chain/ }));

@@ -199,6 +199,7 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
       lag_blocks: null,
       lag_seconds: null,
       ingest_stall: null,
+      light_client: null,
       node_providers: [],
     });
     await h.db.query(

@@ -497,12 +497,25 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       await app.inject({ url: '/v1/watches', headers: c.headers }),
     );
     expectAnswer('/v1/watches', 'get', 401, await app.inject({ url: '/v1/watches' }));
+    // A tw_test_ key is served in the test environment (issue 32): its own (empty) list.
     const testKey = await otherNetworkKey(h.db, c.accountId);
     expectAnswer(
       '/v1/watches',
       'get',
-      403,
+      200,
       await app.inject({ url: '/v1/watches', headers: { authorization: `Bearer ${testKey.key}` } }),
+    );
+    // 403: a live key asking for a test deposit (test_mode_only).
+    expectAnswer(
+      '/v1/test/transfers',
+      'post',
+      403,
+      await app.inject({
+        method: 'POST',
+        url: '/v1/test/transfers',
+        headers: c.headers,
+        payload: { watch_id: 'wh_x', amount: '1' },
+      }),
     );
 
     // Events: a USDT and a TRX event (contract null), paged so next_before is a string, then null.

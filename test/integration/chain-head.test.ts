@@ -59,6 +59,25 @@ describe.each(dbEngines)('activation block on %s', (engine) => {
     expect(await activation(10 * INTERVAL_MS + 100)).toBe(1_018 + MAX_EXTRAPOLATED_BLOCKS);
   });
 
+  it('measures the age up to asOf, the moment the head was known fresh, not up to its own statement', async () => {
+    const { db } = await headObservedAgo(5 * INTERVAL_MS + 100);
+    const { rows } = await db.query<{ observed: Date }>(
+      'SELECT observed_at AS observed FROM chain_head',
+    );
+    const observed = rows[0]!.observed.getTime();
+    // Known fresh half an interval after the observation (a watch creation's refresh): the stored
+    // head, although the statement runs five intervals after it (a halted chain made nothing since).
+    expect(
+      await activationBlock(db, 'mainnet', INTERVAL_MS, new Date(observed + INTERVAL_MS / 2)),
+    ).toBe(1_018);
+    // asOf two intervals after: extrapolated by two, as before.
+    expect(
+      await activationBlock(db, 'mainnet', INTERVAL_MS, new Date(observed + 2 * INTERVAL_MS + 50)),
+    ).toBe(1_020);
+    // Without it: up to the statement, five intervals, capped.
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018 + MAX_EXTRAPOLATED_BLOCKS);
+  });
+
   // PostgreSQL only: embedded PGlite runs in this process and reads its clock from it, so there
   // the API host and the database cannot disagree (and faking one fakes the other).
   it.skipIf(engine === 'pglite')(

@@ -237,6 +237,16 @@ export interface Overview {
     scanned_block_time: string | null;
     lag_blocks: number | null;
     lag_seconds: number | null;
+    /** tronwatch's own finality (issue 28); null while the light client is off. */
+    light_client: {
+      final_block: number;
+      final_block_timestamp: string;
+      proven_by_srs: number;
+      active_srs: number;
+      known_srs: number;
+      epoch: number;
+      solidified_head_ahead_blocks: number | null;
+    } | null;
   };
 }
 

@@ -1059,6 +1059,7 @@ export interface components {
                 /** @description The block that cannot be committed; the cursor is at the block before. */
                 stalled_block: number;
             };
+            light_client?: components["schemas"]["LightClientStatus"];
             /** @description The network this deployment serves (`mainnet`). */
             network: string;
             /** @description Additive; present only while a node provider (TRON_NODE_URL) is not serving. Ingest goes on while one serves. */
@@ -1092,6 +1093,30 @@ export interface components {
             succeeded: number;
             /** @description succeeded / attempts; null without attempts. */
             success_rate: number | null;
+        };
+        /** @description tronwatch's own finality (issue 28). */
+        LightClientStatus: {
+            /** @description SRs in the active set (27). */
+            active_srs: number;
+            /** @description The pinned checkpoint it follows from. */
+            checkpoint_block: number;
+            /** @description Maintenances (every 6 h) followed since the checkpoint; 0 = its SR set. */
+            epoch: number;
+            /** @description The last block tronwatch proved final itself: 19 distinct SRs of the set signed blocks on top of it, every signature checked. Ingest commits no block above it. */
+            final_block: number;
+            /** @description Its blockID (64 hex). */
+            final_block_id: string;
+            /**
+             * Format: date-time
+             * @description Its block time.
+             */
+            final_block_timestamp: string;
+            /** @description SRs of the current set whose keys it holds and whose signatures count (27 once every SR new after a maintenance was vouched for). */
+            known_srs: number;
+            /** @description Distinct SRs whose signed blocks on top make a block final (19). */
+            proven_by_srs: number;
+            /** @description The providers' solidified head minus final_block (about 18 when caught up: the blocks read and waiting for the SRs' signatures); null before a head was seen. */
+            solidified_head_ahead_blocks: number | null;
         };
         /** @description A TRON node provider as the ingester sees it. */
         NodeProviderHealth: {
@@ -1249,6 +1274,8 @@ export interface components {
             lag_blocks: number | null;
             /** @description Seconds between scanned_through's block timestamp and now; null before the first block. */
             lag_seconds: number | null;
+            /** @description Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it. */
+            light_client: components["schemas"]["LightClientStatus"] | null;
             /** @description The network this deployment serves (`mainnet`). */
             network: string | null;
             /** @description Additive: each TRON node provider (TRON_NODE_URL, by position) as the ingester last saw it; empty before it ran. */

@@ -35,6 +35,10 @@
  *   failures or a refused answer, unhealthy: 403s past the pause they asked for), the class of the
  *   reason and since when, as the ingest leader last stored them (src/ingest/providers.ts). No
  *   URL or host is shown: this endpoint needs no authentication.
+ * - light_client (additive, present only while the light client is on, TRON_LIGHT_CLIENT_CHECKPOINT,
+ *   and has proven a block): the last block tronwatch proved final from 19 of the 27 SRs'
+ *   signatures, and how far the providers' solidified head is ahead of it (routes/light-client.ts).
+ *   Information only: a block it refuses stalls ingest, which `ingest` reports.
  */
 import { type Static, Type as T } from '@sinclair/typebox';
 import { recentSecretProblems } from '../../delivery/secret-problems.js';
@@ -42,6 +46,7 @@ import { readProviderStates, type StoredProviderState } from '../../ingest/provi
 import { readStall } from '../../ingest/stall.js';
 import { ref } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
+import { LightClientStatusSchema, lightClientStatus } from './light-client.js';
 
 /**
  * How long no node provider may serve before /healthz answers 503 for it, ms: longer than the
@@ -145,6 +150,7 @@ export const HealthSchema = T.Object(
         },
       ),
     ),
+    light_client: T.Optional(ref(LightClientStatusSchema)),
     ingest: T.Optional(
       T.Object(
         {
@@ -202,7 +208,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
       },
     },
     async (_request, reply) => {
-      const [postgres, redis, stall, secretProblems, providers] = await Promise.all([
+      const [postgres, redis, stall, secretProblems, providers, lightClient] = await Promise.all([
         probe(
           async () => {
             await deps.db.query('SELECT 1');
@@ -215,6 +221,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
         probe(() => readStall(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, undefined),
         probe(() => recentSecretProblems(deps.db), HEALTH_TIMEOUT_MS, []),
         probe(() => readProviderStates(deps.db, deps.config.network), HEALTH_TIMEOUT_MS, []),
+        probe(() => lightClientStatus(deps), HEALTH_TIMEOUT_MS, null),
       ]);
       const started = deps.started?.() ?? true;
       const degraded = providers.some((p) => p.state !== 'ok');
@@ -242,6 +249,7 @@ export function healthRoutes(app: App, deps: AppDeps): void {
           ...(degraded ? { node: nodeServes } : {}),
         },
         ...(degraded ? { node: { providers: providers.map(providerHealth) } } : {}),
+        ...(lightClient ? { light_client: lightClient } : {}),
         ...(stall
           ? {
               ingest: {

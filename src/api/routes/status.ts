@@ -11,7 +11,9 @@
  * Additive too: `ingest_stall` (the block ingest cannot commit and why: a block that failed
  * verification, providers that disagree, a malformed answer; null when none) and `node_providers`
  * (each TRON_NODE_URL provider's state by position, as the ingest leader last stored it: see
- * src/tron/node-group.ts; no URLs).
+ * src/tron/node-group.ts; no URLs), and `light_client` (issue 28: the last block tronwatch proved
+ * final itself from 19 of the 27 SRs' signatures, and how far the providers' solidified head is
+ * ahead of it; null while the light client is off, TRON_LIGHT_CLIENT_CHECKPOINT unset).
  * Rate-limited like every /v1 route.
  */
 import { Type as T } from '@sinclair/typebox';
@@ -23,6 +25,11 @@ import { BEARER_SECURITY, commonV1Responses, NullableString, ref, v1Response } f
 import type { App, AppDeps } from '../types.js';
 import { ScannedThroughSchema } from './events.js';
 import { NodeProviderHealthSchema, providerHealth } from './health.js';
+import {
+  type LightClientStatusBody,
+  LightClientStatusSchema,
+  lightClientStatus,
+} from './light-client.js';
 import { NetworkQuery } from './watches.js';
 
 const NullableInt = (description: string) =>
@@ -58,6 +65,11 @@ export const StatusSchema = T.Object(
       ],
       description:
         'Additive: the block ingest is stalled on (it failed verification, providers disagree on it, or the node answered something malformed), retried and never skipped; null when ingest is not stalled.',
+    }),
+    light_client: T.Unsafe<LightClientStatusBody | null>({
+      anyOf: [ref(LightClientStatusSchema), { type: 'null' }],
+      description:
+        "Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it.",
     }),
     node_providers: T.Array(
       T.Intersect([
@@ -111,14 +123,15 @@ export function statusRoutes(app: App, deps: AppDeps): void {
            LEFT JOIN chain_cursor c ON c.network = $1 AND c.block_timestamp IS NOT NULL`,
         [network],
       );
-      const [stall, providers] = await Promise.all([
-        readStall(deps.db, network),
-        readProviderStates(deps.db, network),
-      ]);
       const r = rows[0];
       const num = (v: string | number | null | undefined) =>
         v === null || v === undefined ? null : Number(v);
       const solidified = num(r?.solidified);
+      const [stall, providers, lightClient] = await Promise.all([
+        readStall(deps.db, network),
+        readProviderStates(deps.db, network),
+        lightClientStatus(deps, solidified),
+      ]);
       const scanned = num(r?.scanned);
       return {
         network,
@@ -133,6 +146,7 @@ export function statusRoutes(app: App, deps: AppDeps): void {
         ingest_stall: stall
           ? { block_number: stall.block, reason: stall.reason, since: stall.since.toISOString() }
           : null,
+        light_client: lightClient,
         node_providers: providers.map((p) => ({
           ...providerHealth(p),
           solidified_head: p.solidified,

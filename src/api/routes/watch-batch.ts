@@ -274,7 +274,7 @@ export async function batchActionAnswer(
     ]);
   }
   const ids = body.ids ?? (await idsWithLabel(deps.db, accountId, network, body.label ?? ''));
-  if (action === 'resume') await deps.refreshHead?.();
+  const headAsOf = action === 'resume' ? await deps.refreshHead?.() : undefined;
   const audit = auditContextOf(request);
   const auditAction = {
     pause: 'watch.paused',
@@ -283,6 +283,7 @@ export async function batchActionAnswer(
   } as const;
   const outcomes = await applyBatchAction(deps.db, accountId, network, action, ids, {
     blockIntervalMs: deps.config.ingest.blockIntervalMs,
+    headAsOf,
     record: (tx, w) =>
       recordAudit(tx, audit, {
         action: auditAction[action],

@@ -423,7 +423,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         const auth = requireAuth(request);
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-        if (action === 'resume') await deps.refreshHead?.();
+        const headAsOf = action === 'resume' ? await deps.refreshHead?.() : undefined;
         const audit = auditContextOf(request);
         const record = (tx: Queryable, w: WatchRow) =>
           recordAudit(tx, audit, {
@@ -445,6 +445,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
                 id,
                 deps.config.ingest.blockIntervalMs,
                 record,
+                headAsOf,
               );
         if (!watch) throw new ApiError(404, 'watch not found');
         request.log.info({ watch_id: id, account_id: auth.accountId }, `watch ${action}d`);

@@ -2,7 +2,8 @@
  * The console's account page (issue 12 item 6): plan, active watches against the quota, requests
  * in the current rate-limit window against the limit, events of the last 24 hours by delivery
  * status, and the chain: the solidified head and the newest block tronwatch has scanned (all its
- * events committed), its time, and the lag (as GET /v1/status).
+ * events committed), its time, and the lag (as GET /v1/status), and the light client's last
+ * block proven final from the SRs' signatures (`light_client`, null while it is off).
  *
  *   GET /console/api/overview → Overview
  *
@@ -13,6 +14,7 @@
 import { findAccountById } from '../../accounts/accounts.js';
 import { listApiKeys } from '../../accounts/keys.js';
 import { limitsFor } from '../../accounts/plans.js';
+import { lightClientStatus } from '../../api/routes/light-client.js';
 import type { App, AppDeps } from '../../api/types.js';
 import { ApiError } from '../../common/errors.js';
 import { WINDOW_MS } from '../../rate-limit/limiter.js';
@@ -75,6 +77,7 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
       const scanned = c?.scanned === null || c?.scanned === undefined ? null : Number(c.scanned);
       const lagBlocks =
         solidified !== null && scanned !== null ? Math.max(0, solidified - scanned) : null;
+      const lightClient = await lightClientStatus(deps, solidified);
       return {
         account: { email: account.email, plan_name: limits.name },
         watches: {
@@ -102,6 +105,8 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
           // ~54 s to solidify included).
           lag_seconds:
             c?.behind === null || c?.behind === undefined ? null : Math.max(0, Number(c.behind)),
+          // tronwatch's own finality (issue 28), as GET /v1/status; null while it is off.
+          light_client: lightClient,
         },
       };
     },

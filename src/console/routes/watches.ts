@@ -208,7 +208,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         const ctx = requireSession(request);
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-        if (action === 'resume') await deps.refreshHead?.();
+        const headAsOf = action === 'resume' ? await deps.refreshHead?.() : undefined;
         const audit = auditContextOf(request);
         const record = (tx: Queryable, w: WatchRow) =>
           recordAudit(tx, audit, {
@@ -230,6 +230,7 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
                 id,
                 deps.config.ingest.blockIntervalMs,
                 record,
+                headAsOf,
               );
         if (!watch) throw new ApiError(404, 'watch not found');
         request.log.info({ watch_id: id, account_id: ctx.accountId }, `watch ${action}d`);

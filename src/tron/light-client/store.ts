@@ -55,3 +55,38 @@ export async function loadLightClientState(
       : row.snapshot;
   return { snapshot, updatedAt: row.updated_at };
 }
+
+/** What /v1/status, /healthz and the console show of the stored light client. */
+export interface LightClientSummary {
+  /** The last block proven final: number, blockID, time (ms since the epoch). */
+  final: { number: number; id: string; timestamp: number };
+  /** Maintenance epochs followed since the checkpoint (0 = the checkpoint's set). */
+  epoch: number;
+  /** SRs of the newest epoch whose signatures count toward finality. */
+  knownSrs: number;
+  /** The checkpoint it follows from. */
+  checkpoint: { number: number; id: string };
+  /** When the state was last stored (the commit that reached its final block). */
+  updatedAt: Date;
+}
+
+/** The stored light client of `network` summarised, or undefined when none was stored. */
+export async function readLightClientSummary(
+  q: Queryable,
+  network: string,
+): Promise<LightClientSummary | undefined> {
+  const s = await loadLightClientState(q, network);
+  if (!s) return undefined;
+  const snap = s.snapshot;
+  const top = snap.epochs.reduce<(typeof snap.epochs)[number] | undefined>(
+    (a, e) => (!a || e.index > a.index ? e : a),
+    undefined,
+  );
+  return {
+    final: { number: snap.final.number, id: snap.final.id, timestamp: snap.final.timestamp },
+    epoch: top?.index ?? snap.final.epoch,
+    knownSrs: top ? top.members.filter((m) => m.known).length : 0,
+    checkpoint: { number: snap.checkpoint.block.number, id: snap.checkpoint.block.id },
+    updatedAt: s.updatedAt,
+  };
+}

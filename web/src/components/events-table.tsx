@@ -20,12 +20,16 @@ export interface Filters {
   asset: '' | 'USDT' | 'TRX';
   direction: '' | 'incoming' | 'outgoing';
   channel: '' | 'webhook' | 'telegram';
+  /** How the transfer was established (SPEC §Event `proof`). */
+  proof: '' | 'signed' | 'quorum' | 'provider';
   since: string;
   until: string;
   /** The page's cursor: older than `before`, or newer than `after` (at most one). */
   before: string;
   after: string;
 }
+
+const PROOFS = ['signed', 'quorum', 'provider'] as const;
 
 function oneOf<T extends string>(v: string | null, allowed: readonly T[]): T | '' {
   return v !== null && (allowed as readonly string[]).includes(v) ? (v as T) : '';
@@ -39,6 +43,7 @@ export function readFilters(search: URLSearchParams): Filters {
     asset: oneOf(search.get('asset'), ['USDT', 'TRX'] as const),
     direction: oneOf(search.get('direction'), ['incoming', 'outgoing'] as const),
     channel: oneOf(search.get('channel'), ['webhook', 'telegram'] as const),
+    proof: oneOf(search.get('proof'), PROOFS),
     since: search.get('since') ?? '',
     until: search.get('until') ?? '',
     before: search.get('before') ?? '',
@@ -55,6 +60,7 @@ export function filterParams(f: Filters, fixedStatus?: DeliveryStatus) {
     asset: f.asset,
     direction: f.direction,
     channel: f.channel,
+    proof: f.proof,
     since: f.since,
     until: f.until,
   };
@@ -63,7 +69,15 @@ export function filterParams(f: Filters, fixedStatus?: DeliveryStatus) {
 /** Whether any filter (not the cursor) is set. */
 export function isFiltered(f: Filters): boolean {
   return Boolean(
-    f.q || f.watch_id || f.status || f.asset || f.direction || f.channel || f.since || f.until,
+    f.q ||
+      f.watch_id ||
+      f.status ||
+      f.asset ||
+      f.direction ||
+      f.channel ||
+      f.proof ||
+      f.since ||
+      f.until,
   );
 }
 
@@ -257,6 +271,20 @@ export function FilterForm({
           <option value="">Any asset</option>
           <option value="USDT">USDT</option>
           <option value="TRX">TRX</option>
+        </select>
+      </div>
+      <div class="field">
+        <label for="f-proof">Proof</label>
+        <select
+          id="f-proof"
+          value={f.proof}
+          title="How the transfer was established"
+          onChange={(e) => set({ proof: oneOf(e.currentTarget.value, PROOFS) })}
+        >
+          <option value="">Any proof</option>
+          <option value="signed">Signed</option>
+          <option value="quorum">Quorum</option>
+          <option value="provider">One provider</option>
         </select>
       </div>
       <div class="field">

@@ -253,6 +253,22 @@ function OverviewCards({ o }: { o: Overview }) {
             <dt>Newest scanned block's age</dt>
             <dd>{o.chain.lag_seconds === null ? '—' : seconds(o.chain.lag_seconds)}</dd>
           </div>
+          <div>
+            <dt>Finality</dt>
+            <dd>
+              {o.chain.light_client ? (
+                <>
+                  proven by {o.chain.light_client.proven_by_srs} of{' '}
+                  {o.chain.light_client.active_srs} SRs up to block{' '}
+                  <span class="mono">{o.chain.light_client.final_block}</span>
+                  {o.chain.light_client.known_srs < o.chain.light_client.active_srs &&
+                    ` (${o.chain.light_client.known_srs} SRs' keys known)`}
+                </>
+              ) : (
+                "the node's solidified head (light client off)"
+              )}
+            </dd>
+          </div>
         </dl>
         <OldBlocksNote c={o.chain} />
         <p class="muted">

@@ -1,0 +1,390 @@
+/**
+ * The finality gate (issue 28): with the light client on (TRON_LIGHT_CLIENT_CHECKPOINT), a block
+ * is committed (its events stored, its deliveries queued) only once tronwatch has proven it final
+ * itself, from the SRs' signatures: ≥ 19 distinct SRs of the current set have signed blocks at or
+ * above it on its chain (tron/light-client/finality.ts, java-tron `DposService.updateSolidBlock`).
+ * A provider's solidified head only says how far to read.
+ *
+ * How ingest uses it (ingest/loop.ts): every block the loop reads (the same reads as without it:
+ * one block read and its receipts, no request more) goes to `add`, in height order above
+ * `readHeight`; its signed header is checked by the light client and the block waits in a small
+ * look-ahead (about 18 blocks: the ones above the last final block) until the light client proves
+ * it final; `next`/`shift` hand the final ones out in chain order, and the loop commits them.
+ * The light client's state (store.ts, migration 065) is written in the transaction of the commit
+ * that reaches its final block, so a restart resumes from there: it is restored, cross-checked
+ * against the cursor (the block the cursor holds must be the one the SRs made final), and the
+ * blocks between its final block and the cursor are read again (proven again, not committed
+ * twice).
+ *
+ * Refusals: a block whose signature, signer, slot or chain fails (LightClientError, not `halt`),
+ * or whose parent is not the block read below it, is refused like any failed check: the loop
+ * sets its provider aside and stalls on that height until a provider serves a block that passes.
+ * A `halt` (more than 8 new SRs at one maintenance, a stale checkpoint, a cursor below the
+ * checkpoint, a committed block the SRs did not make final) stops ingest until an operator acts.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../config.js';
+import type { Queryable } from '../db/pool.js';
+import { witnessKeyFromProviders } from '../tron/light-client/checkpoint-build.js';
+import {
+  FINALITY_THRESHOLD,
+  type FinalBlock,
+  LightClient,
+  LightClientError,
+  type LightClientStatus,
+} from '../tron/light-client/finality.js';
+import { keyRotationsOfBlock, signedHeaderOf } from '../tron/light-client/follow.js';
+import {
+  ACTIVE_SR_COUNT,
+  type Checkpoint,
+  CheckpointError,
+  type KeyRotation,
+  parseCheckpoint,
+} from '../tron/light-client/sr-set.js';
+import { loadLightClientState } from '../tron/light-client/store.js';
+import type { VerifiedSolidifiedBlock } from '../tron/node-group.js';
+import { BlockCheckError } from '../tron/verify.js';
+
+/** Where the shipped checkpoints are (`checkpoints/` at the package root, beside src/ and dist/). */
+export const SHIPPED_CHECKPOINTS_DIR = fileURLToPath(
+  new URL('../../checkpoints/', import.meta.url),
+);
+
+/**
+ * A state the light client cannot go on from without an operator (a halt): never retried into
+ * success by waiting, so the loop stalls on it (logged, /healthz, metrics).
+ */
+export class FinalityHaltError extends Error {
+  readonly retryable = false;
+  constructor(
+    readonly blockNumber: number,
+    message: string,
+  ) {
+    super(`block ${blockNumber}: ${message}`);
+    this.name = 'FinalityHaltError';
+  }
+}
+
+/**
+ * The checkpoint TRON_LIGHT_CLIENT_CHECKPOINT names: `number:blockID` of a checkpoint shipped in
+ * `checkpoints/`, or the path of a checkpoint file (JSON, sr-set.ts `Checkpoint`; relative paths
+ * from `cwd`).
+ * @throws CheckpointError when no shipped checkpoint has that block, the file cannot be read or
+ *   is not JSON, or the checkpoint is malformed (parseCheckpoint's list of problems).
+ */
+export async function loadCheckpointSetting(
+  value: string,
+  cwd = process.cwd(),
+  shippedDir = SHIPPED_CHECKPOINTS_DIR,
+): Promise<Checkpoint> {
+  const m = /^(\d{1,16}):([0-9a-fA-F]{64})$/.exec(value.trim());
+  if (m) {
+    const number = Number(m[1]);
+    const id = (m[2] as string).toLowerCase();
+    const names = (await readdir(shippedDir)).filter((f) => f.endsWith('.json')).sort();
+    const seen: string[] = [];
+    for (const name of names) {
+      const cp = parseCheckpoint(JSON.parse(await readFile(path.join(shippedDir, name), 'utf8')));
+      seen.push(`${cp.block.number}:${cp.block.id}`);
+      if (cp.block.number === number && cp.block.id === id) return cp;
+    }
+    throw new CheckpointError(
+      `TRON_LIGHT_CLIENT_CHECKPOINT: no shipped checkpoint is block ${number}:${id} (shipped: ${seen.join(', ') || 'none'}); give a checkpoint file's path instead`,
+    );
+  }
+  const file = path.resolve(cwd, value);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CheckpointError(
+      `TRON_LIGHT_CLIENT_CHECKPOINT: cannot read ${file}: ${(err as Error).message}`,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new CheckpointError(
+      `TRON_LIGHT_CLIENT_CHECKPOINT: ${file} is not JSON: ${(err as Error).message}`,
+    );
+  }
+  return parseCheckpoint(json);
+}
+
+/** What /v1/status, /healthz, metrics and the console show of the light client. */
+export interface FinalityGateStatus extends LightClientStatus {
+  /** SRs whose blocks make a block final (19), and the set's size (27). */
+  threshold: number;
+  activeSrs: number;
+  /** The checkpoint followed: its block number and id. */
+  checkpoint: { number: number; id: string };
+  /** Blocks read and waiting for finality (the look-ahead). */
+  waiting: number;
+  /** The highest block read (the look-ahead's top). */
+  readHeight: number;
+}
+
+/** Options of FinalityGate. */
+export interface FinalityGateOptions {
+  /** The pinned checkpoint (loadCheckpointSetting, or a devnet chain's syntheticCheckpoint). */
+  checkpoint: Checkpoint;
+  /**
+   * The signing key of an SR new after a maintenance, agreed by a quorum of providers
+   * (checkpoint-build.ts witnessKeyFromProviders).
+   */
+  keyOf: (address: string, signal?: AbortSignal) => Promise<string>;
+}
+
+/** See the module doc. One per Ingester; not thread-safe (the loop is sequential). */
+export class FinalityGate {
+  readonly checkpoint: Checkpoint;
+  private readonly keyOf: FinalityGateOptions['keyOf'];
+  private lc: LightClient;
+  /** The block read last: the next block read must be its child. */
+  private tip: { number: number; id: string };
+  /** Blocks read and not final yet, by blockID. */
+  private readonly ahead = new Map<string, VerifiedSolidifiedBlock>();
+  /** Blocks proven final and not committed yet, in chain order. */
+  private readonly ready: VerifiedSolidifiedBlock[] = [];
+  /** The cursor as this gate knows it: final blocks at or below it are not committed again. */
+  private committed: { number: number; id: string } | undefined;
+
+  constructor(opts: FinalityGateOptions) {
+    this.checkpoint = opts.checkpoint;
+    this.keyOf = opts.keyOf;
+    this.lc = new LightClient(opts.checkpoint);
+    this.tip = { number: opts.checkpoint.block.number, id: opts.checkpoint.block.id };
+  }
+
+  /** Whether open() ran since the gate was made (or the cursor moved under it). */
+  get opened(): boolean {
+    return this.committed !== undefined;
+  }
+
+  /** The committed block as the gate knows it (undefined before open). */
+  get committedNumber(): number | undefined {
+    return this.committed?.number;
+  }
+
+  /** The last block the light client proved final. */
+  get finalBlock(): FinalBlock {
+    return this.lc.finalBlock;
+  }
+
+  /** The highest block read: the loop reads `readHeight + 1` next. */
+  get readHeight(): number {
+    return this.tip.number;
+  }
+
+  /**
+   * Start (or start again) from the stored state and the cursor: the stored light client when it
+   * follows the same checkpoint and its final block is not above the cursor, else a fresh one at
+   * the checkpoint. The look-ahead starts empty: reading resumes at the final block's child.
+   * @param cursor the cursor row (block_number, block_id; '' when no block was committed yet).
+   * @returns what was done, for the log: 'restored' or 'fresh' (and why a stored state was left).
+   * @throws FinalityHaltError when the cursor is below the checkpoint (those blocks cannot be
+   *   proven), or when the stored final block is the cursor's height with another blockID.
+   */
+  async open(
+    db: Queryable,
+    network: string,
+    cursor: { block_number: number; block_id: string },
+  ): Promise<{ from: 'restored' | 'fresh'; final: number; discarded?: string }> {
+    const stored = await loadLightClientState(db, network);
+    let discarded: string | undefined;
+    let lc: LightClient | undefined;
+    if (stored) {
+      const s = stored.snapshot;
+      if (s.checkpoint.block.id !== this.checkpoint.block.id) {
+        discarded = `it follows checkpoint ${s.checkpoint.block.number}, not the pinned ${this.checkpoint.block.number}`;
+      } else if (s.final.number > cursor.block_number) {
+        discarded = `its final block ${s.final.number} is above the cursor ${cursor.block_number}`;
+      } else {
+        lc = LightClient.restore(s);
+      }
+    }
+    const from = lc ? 'restored' : 'fresh';
+    lc ??= new LightClient(this.checkpoint);
+    const f = lc.finalBlock;
+    if (f.number > cursor.block_number) {
+      throw new FinalityHaltError(
+        cursor.block_number + 1,
+        `the cursor (block ${cursor.block_number}) is below the light client's checkpoint (block ${f.number}): the blocks between cannot be proven final; pin a checkpoint at or below the cursor`,
+      );
+    }
+    const cid = cursor.block_id.toLowerCase();
+    if (f.number === cursor.block_number && cid !== '' && cid !== f.id) {
+      throw new FinalityHaltError(
+        f.number,
+        `the committed block ${cid} is not the block ${f.id} the light client holds final there`,
+      );
+    }
+    this.lc = lc;
+    this.committed = { number: cursor.block_number, id: cid };
+    this.tip = { number: f.number, id: f.id };
+    this.ahead.clear();
+    this.ready.length = 0;
+    return discarded === undefined
+      ? { from, final: f.number }
+      : { from, final: f.number, discarded };
+  }
+
+  /** Forget the open() state: the next cursor read opens the gate again. */
+  close(): void {
+    this.committed = undefined;
+  }
+
+  /**
+   * Drop the look-ahead: reading starts again at the last final block's child (after a block
+   * that did not follow the one read below it). Final blocks not committed yet are kept.
+   */
+  private rewind(): void {
+    const f = this.lc.finalBlock;
+    const top = this.ready[this.ready.length - 1];
+    this.tip = top
+      ? { number: top.ref.number, id: top.verified.id }
+      : { number: f.number, id: f.id };
+    this.ahead.clear();
+  }
+
+  /**
+   * Check block `readHeight + 1` (read and verified by the node group) with the light client and
+   * keep it until it is final; the blocks it makes final join the ready queue (next/shift).
+   * @throws BlockCheckError('parent') when it does not follow the block read below it (the
+   *   look-ahead is dropped: the heights above the final block are read again);
+   *   LightClientError when the light client refuses it (halt false) or ingest must halt;
+   *   HeaderError for a header that cannot be read; FinalityHaltError when the light client makes
+   *   final, at the cursor's height, another block than the committed one.
+   */
+  async add(b: VerifiedSolidifiedBlock, signal?: AbortSignal): Promise<void> {
+    const n = b.ref.number;
+    if (n !== this.tip.number + 1) {
+      throw new Error(`finality gate: block ${n} read, expected ${this.tip.number + 1}`);
+    }
+    const header = signedHeaderOf(b.block, b.exact);
+    if (header.parentId !== this.tip.id) {
+      this.rewind();
+      throw new BlockCheckError(
+        'parent',
+        n,
+        `parentHash ${header.parentId} is not the blockID of block ${n - 1} read before (${this.tip.id}); reading again from the last final block`,
+      );
+    }
+    let rotations: KeyRotation[] = [];
+    const found = keyRotationsOfBlock(b.block, b.exact);
+    if (found.length > 0) {
+      // A key change counts only from a transaction list the header commits to (follow.ts).
+      if (b.verified.root === 'unverifiable') {
+        throw new BlockCheckError(
+          'tx_root',
+          n,
+          'an SR key change (type 46) in a transaction list whose root is not proven: configure gRPC (#grpc=) for exact bytes',
+        );
+      }
+      rotations = found;
+    }
+    let r = this.lc.submit(header, rotations);
+    if (r.status === 'need-key') {
+      this.lc.addCandidateKey(r.witness, await this.keyOf(r.witness, signal));
+      r = this.lc.submit(header, rotations);
+    }
+    if (r.status === 'held' || r.status === 'need-key') {
+      // Its parent is the tip, which the light client holds: cannot happen; never go on blindly.
+      throw new LightClientError('not-chained', n, `the light client answered ${r.status}`);
+    }
+    this.ahead.set(header.id, b);
+    this.tip = { number: n, id: header.id };
+    if (r.status !== 'verified') return;
+    for (const f of r.final) this.finalised(f);
+    for (const [id, x] of this.ahead)
+      if (x.ref.number <= this.lc.finalBlock.number) this.ahead.delete(id);
+  }
+
+  /** A block the light client made final: queue it, or check it against what is committed. */
+  private finalised(f: FinalBlock): void {
+    const c = this.committed;
+    if (c && f.number <= c.number) {
+      // Read again after a restart: committed already, never twice. The cursor's own block must
+      // be the one the SRs made final.
+      if (f.number === c.number && c.id !== '' && f.id !== c.id) {
+        throw new FinalityHaltError(
+          f.number,
+          `the committed block ${c.id} is not the block ${f.id} the SRs made final`,
+        );
+      }
+      return;
+    }
+    const b = this.ahead.get(f.id);
+    if (!b) throw new Error(`finality gate: final block ${f.number} ${f.id} was not read`);
+    this.ready.push(b);
+  }
+
+  /** The next block to commit (proven final, in chain order), or undefined. */
+  next(): VerifiedSolidifiedBlock | undefined {
+    return this.ready[0];
+  }
+
+  /** The block returned by next() was committed (its number and blockID). */
+  shift(): void {
+    const b = this.ready.shift();
+    if (b) this.committed = { number: b.ref.number, id: b.verified.id };
+  }
+
+  /**
+   * Whether committing `b` (the block next() returned) reaches the light client's final block:
+   * then the light client's state is what a restart resumes from, stored in that commit
+   * (store.ts saveLightClientState).
+   */
+  isFinalTip(b: VerifiedSolidifiedBlock): boolean {
+    return (
+      this.ready.length === 1 && this.ready[0] === b && b.ref.number === this.lc.finalBlock.number
+    );
+  }
+
+  /** The state to store (store.ts): the light client at its final block. */
+  snapshot(): ReturnType<LightClient['snapshot']> {
+    return this.lc.snapshot();
+  }
+
+  /** For /v1/status, /healthz, metrics and the console. */
+  status(): FinalityGateStatus {
+    return {
+      ...this.lc.status(),
+      threshold: FINALITY_THRESHOLD,
+      activeSrs: ACTIVE_SR_COUNT,
+      checkpoint: { number: this.checkpoint.block.number, id: this.checkpoint.block.id },
+      waiting: this.ahead.size + this.ready.length,
+      readHeight: this.tip.number,
+    };
+  }
+}
+
+/**
+ * The finality gate the configuration asks for: none without TRON_LIGHT_CLIENT_CHECKPOINT; else
+ * one at that checkpoint, asking TRON_NODE_URL's providers (agreed by TRON_NODE_QUORUM, at least
+ * every one that answers) for the key of an SR new after a maintenance.
+ * @throws CheckpointError as loadCheckpointSetting (a start with a bad pin fails, never runs
+ *   without the light client it asked for).
+ */
+export async function finalityGateFor(
+  cfg: Pick<Config, 'ingest'> & {
+    node: Pick<Config['node'], 'providers' | 'quorum' | 'timeoutMs'>;
+  },
+): Promise<FinalityGate | undefined> {
+  const pin = cfg.ingest.lightClientCheckpoint;
+  if (pin === undefined) return undefined;
+  const checkpoint = await loadCheckpointSetting(pin);
+  const providers = cfg.node.providers.map((p) => ({ url: p.url, name: p.name, apiKey: p.apiKey }));
+  return new FinalityGate({
+    checkpoint,
+    keyOf: (address, signal) =>
+      witnessKeyFromProviders(providers, address, {
+        quorum: cfg.node.quorum,
+        timeoutMs: cfg.node.timeoutMs,
+        ...(signal ? { signal } : {}),
+      }),
+  });
+}
