@@ -86,7 +86,7 @@ export interface CompleteOutcome {
   watchIds: string[];
   deadWatchIds: string[];
   /**
-   * The same for endpoints (migration 086): the endpoints of the watches moved, and those with a
+   * The same for endpoints (migration 091): the endpoints of the watches moved, and those with a
    * notification that went DEAD (src/endpoints/health.ts refreshEndpointHealth).
    */
   endpointIds: string[];
@@ -110,7 +110,7 @@ WITH r AS (
          AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms,
               error_class, request_headers, response_headers, response_body)
 ), locked AS (
-  -- endpoint_id: the endpoint the watch delivers to now (migration 086), kept on the attempt.
+  -- endpoint_id: the endpoint the watch delivers to now (migration 091), kept on the attempt.
   SELECT n.id, n.watch_id, w.endpoint_id
     FROM notifications n LEFT JOIN watches w ON w.id = n.watch_id
    WHERE n.id IN (SELECT id FROM r) ORDER BY n.id FOR UPDATE OF n

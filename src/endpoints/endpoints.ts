@@ -54,7 +54,7 @@ export interface EndpointRow {
   previous_secret_expires_at: Date | null;
   /** Live watches (active or paused) targeting it. */
   watch_count: number;
-  /** The streak (migration 086, src/endpoints/health.ts): newest 2xx and failed attempt starts. */
+  /** The streak (migration 091, src/endpoints/health.ts): newest 2xx and failed attempt starts. */
   last_success_at: Date | null;
   last_failure_at: Date | null;
   /** Failed attempts since the newest success. */

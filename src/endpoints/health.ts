@@ -2,7 +2,7 @@
  * An endpoint's delivery health, alert and automatic pause (issue 30 item 1: "health, failure
  * alerts, auto-pause, redelivery and dead letters work per endpoint as well as per watch").
  *
- * Every attempt records the endpoint it went to (attempts.endpoint_id, migration 086), and two
+ * Every attempt records the endpoint it went to (attempts.endpoint_id, migration 091), and two
  * partial indexes list an endpoint's successful and failed attempts by time, so everything here
  * is a few index probes per endpoint, whatever the number of watches on it (a gateway's endpoint
  * with 100,000 deposit addresses costs what one with a single watch costs).

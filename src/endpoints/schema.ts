@@ -60,7 +60,7 @@ const endpointMembers = {
 const dateOrNull = (description: string) =>
   T.Union([T.String({ format: 'date-time' }), T.Null()], { description });
 
-/** The endpoint's delivery streak and alert (migration 086), over every watch that targets it. */
+/** The endpoint's delivery streak and alert (migration 091), over every watch that targets it. */
 export const EndpointStreakSchema = T.Object(
   {
     last_success_at: dateOrNull('Start of the newest attempt to it answered 2xx; null: none yet.'),
