@@ -109,9 +109,12 @@ function lazySyntheticSource(opts: SyntheticChainOptions & { firstBlock: number 
       const hit = cache.get(n);
       if (hit) return hit;
       const b = syntheticBlock(opts, n);
-      const entry = {
+      // Synthetic JSON is complete (nothing hidden): the replay node may encode its exact gRPC
+      // bytes from it, as it does for every synthetic source.
+      const entry: BlockEntry = {
         block: Buffer.from(JSON.stringify(b.block)),
         infos: Buffer.from(JSON.stringify(b.infos)),
+        exactFromJson: true,
       };
       cache.set(n, entry);
       if (cache.size > BLOCK_CACHE) {
