@@ -24,6 +24,7 @@
  * the request-latency histogram of GET /metrics (on the metrics listener).
  */
 
+import { sharedCompilers } from './compilers.js';
 import { randomBytes } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -98,6 +99,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // dropped: the request schemas say `additionalProperties: false`, and removeAdditional is off
     // so that a typo (`directon`) cannot quietly fall back to a default.
     ajv: { customOptions: { allErrors: true, removeAdditional: false } },
+    // Routes compiled once per process, not once per app (tests build one app per test).
+    schemaController: { compilersFactory: sharedCompilers },
     // A request Node cannot parse (oversized headers, bad framing) gets the contract's body too.
     clientErrorHandler: clientError,
     // Errors raised before routing (bad %-encoding, an over-long path parameter) get the
