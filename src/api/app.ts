@@ -51,6 +51,7 @@ import { clientError, registerErrorHandling, sendError } from './error-handler.j
 import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
+import { eventStreamRoutes } from './routes/event-stream.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { lightClientSchemas } from './routes/light-client.js';
@@ -216,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   endpointRoutes(app, deps);
   watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
+  eventStreamRoutes(app, deps);
   auditRoutes(app, deps);
   testTransferRoutes(app, deps);
   await registerConsole(app, deps);
