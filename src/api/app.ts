@@ -24,7 +24,6 @@
  * the request-latency histogram of GET /metrics (on the metrics listener).
  */
 
-import { sharedCompilers } from './compilers.js';
 import { randomBytes } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -47,6 +46,7 @@ import {
   KeyCache,
   registerV1Guard,
 } from './auth.js';
+import { sharedCompilers } from './compilers.js';
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
