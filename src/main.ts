@@ -7,6 +7,7 @@
  *   scan | record | replay-node | synth the chain reader and its tools
  *   doctor                              checks a deployment's configuration and dependencies
  *   mcp                                 an MCP server over stdio, a client of a running service
+ *   listen                              forwards a key's events, signed, to a local URL (issue 32)
  * Each command parses config once (config.ts) and closes what it opens.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -615,6 +616,32 @@ program
       process.stderr.write(`tronwatch mcp: ${err instanceof Error ? err.message : String(err)}\n`);
       process.exit(2);
     }
+  });
+
+program
+  .command('listen')
+  .description(
+    "forward the key's new events (test mode with a tw_test_ key), signed exactly as its webhooks are, to a local URL: no public URL needed; one line per event with the receiver's status (TRONWATCH_URL, TRONWATCH_API_KEY; Ctrl-C stops)",
+  )
+  .requiredOption('--forward-to <url>', 'the local receiver, e.g. http://localhost:3000/hook')
+  .option(
+    '--url <url>',
+    'the tronwatch service (default TRONWATCH_URL, else http://127.0.0.1:8080)',
+  )
+  .option('--api-key <key>', 'the API key (default TRONWATCH_API_KEY)')
+  .action(async (o: { forwardTo: string; url?: string; apiKey?: string }) => {
+    const shutdown = processShutdown();
+    const { runListen } = await import('./listen/listen.js');
+    process.exitCode = await runListen({
+      forwardTo: o.forwardTo,
+      env: process.env,
+      url: o.url,
+      apiKey: o.apiKey,
+      signal: shutdown.signal,
+      out: (line) => process.stdout.write(`${line}\n`),
+      err: (line) => process.stderr.write(`tronwatch listen: ${line}\n`),
+    });
+    await shutdown.kill();
   });
 
 const secretsCmd = program

@@ -46,10 +46,12 @@ import {
   KeyCache,
   registerV1Guard,
 } from './auth.js';
+import { sharedCompilers } from './compilers.js';
 import { clientError, registerErrorHandling, sendError } from './error-handler.js';
 import { auditRoutes, auditSchemas } from './routes/audit.js';
 import { docsRoutes, swaggerOptions } from './routes/docs.js';
 import { endpointRoutes, endpointSchemas } from './routes/endpoints.js';
+import { eventStreamRoutes } from './routes/event-stream.js';
 import { eventRoutes, eventSchemas } from './routes/events.js';
 import { healthRoutes, healthSchemas } from './routes/health.js';
 import { lightClientSchemas } from './routes/light-client.js';
@@ -97,6 +99,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // dropped: the request schemas say `additionalProperties: false`, and removeAdditional is off
     // so that a typo (`directon`) cannot quietly fall back to a default.
     ajv: { customOptions: { allErrors: true, removeAdditional: false } },
+    // Routes compiled once per process, not once per app (tests build one app per test).
+    schemaController: { compilersFactory: sharedCompilers },
     // A request Node cannot parse (oversized headers, bad framing) gets the contract's body too.
     clientErrorHandler: clientError,
     // Errors raised before routing (bad %-encoding, an over-long path parameter) get the
@@ -213,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   endpointRoutes(app, deps);
   watchBatchRoutes(app, deps);
   eventRoutes(app, { ...deps, verifyCaller });
+  eventStreamRoutes(app, deps);
   auditRoutes(app, deps);
   testTransferRoutes(app, deps);
   await registerConsole(app, deps);

@@ -107,6 +107,8 @@ export const AUDIT_ACTIONS = {
   'endpoint.secret_rotated': "Rotated an endpoint's secret",
   'endpoint.previous_secret_expired': "Ended an endpoint secret rotation's grace period",
   'test_transfer.created': 'Test deposit triggered (test mode)',
+  'endpoint.paused': 'Switched an endpoint off automatically: its deliveries all failed for days',
+  'endpoint.redelivered': "Redelivered an endpoint's dead letters",
   'event.redelivered': 'Redelivered an event',
   'event.bulk_redelivered': 'Redelivered dead events in bulk',
   'telegram.link_created': 'Created a Telegram connect link',

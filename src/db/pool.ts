@@ -198,7 +198,8 @@ async function pgliteQuery<R>(
   };
 }
 
-class PgliteDb implements Db {
+/** The embedded database (PGlite): one connection, serialised by a FIFO mutex; `pg` is the cluster. */
+export class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   private readonly mutex = new Mutex();
   private closed = false;
@@ -284,6 +285,12 @@ export interface OpenDbOptions {
   embeddedDir: string;
   /** PostgreSQL connections in the pool, at most (DATABASE_POOL_SIZE). Default 10. */
   poolSize?: number;
+  /**
+   * Embedded only: start from this data folder image (a tarball from PGlite's `dumpDataDir`)
+   * instead of an empty cluster. Tests start each in-memory database from one migrated image:
+   * about 0.35 s instead of 1.5–3 s for a new cluster plus migrations.
+   */
+  embeddedImage?: Blob;
 }
 
 /**
@@ -300,6 +307,7 @@ export async function openDb(opts: OpenDbOptions, logger?: Logger): Promise<Db> 
   try {
     const db = await PGlite.create(opts.embeddedDir, {
       parsers: { [INT8_OID]: (v) => Number(v) },
+      ...(opts.embeddedImage ? { loadDataDir: opts.embeddedImage } : {}),
     });
     return new PgliteDb(db, unlock);
   } catch (err) {

@@ -204,10 +204,10 @@ WITH due AS (
   -- lease's expiry (unknown how long the attempt really ran); error_class 'lost' ($6, migration
   -- 009); nothing known of a request or an answer.
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
-                        error_class, lease_expired_at, watch_id)
+                        error_class, lease_expired_at, watch_id, endpoint_id)
   SELECT notification_id, attempts, lost_started_at,
          GREATEST(0, round(extract(epoch FROM due_at - lost_started_at) * 1000)),
-         NULL, $5::text, $6::text, due_at, watch_id
+         NULL, $5::text, $6::text, due_at, watch_id, endpoint_id
     FROM moved
    WHERE lost
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO NOTHING

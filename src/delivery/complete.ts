@@ -85,6 +85,12 @@ export interface CompleteOutcome {
    */
   watchIds: string[];
   deadWatchIds: string[];
+  /**
+   * The same for endpoints (migration 091): the endpoints of the watches moved, and those with a
+   * notification that went DEAD (src/endpoints/health.ts refreshEndpointHealth).
+   */
+  endpointIds: string[];
+  deadEndpointIds: string[];
 }
 
 type Target = 'DELIVERED' | 'PENDING' | 'DEAD';
@@ -104,14 +110,17 @@ WITH r AS (
          AS r(id, token, attempt, started_at, duration_ms, http_status, error, target, delay_ms,
               error_class, request_headers, response_headers, response_body)
 ), locked AS (
-  SELECT id, watch_id FROM notifications WHERE id IN (SELECT id FROM r) ORDER BY id FOR UPDATE
+  -- endpoint_id: the endpoint the watch delivers to now (migration 091), kept on the attempt.
+  SELECT n.id, n.watch_id, w.endpoint_id
+    FROM notifications n LEFT JOIN watches w ON w.id = n.watch_id
+   WHERE n.id IN (SELECT id FROM r) ORDER BY n.id FOR UPDATE OF n
 ), recorded AS (
   INSERT INTO attempts AS a (notification_id, attempt, started_at, duration_ms, http_status, error,
                              error_class, request_headers, response_headers, response_body,
-                             watch_id)
+                             watch_id, endpoint_id)
   SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
          r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body,
-         locked.watch_id
+         locked.watch_id, locked.endpoint_id
     FROM r JOIN locked ON locked.id = r.id
   ON CONFLICT (notification_id, attempt) WHERE NOT duplicate AND NOT throttled DO UPDATE
      SET started_at = excluded.started_at, duration_ms = excluded.duration_ms,
@@ -124,10 +133,10 @@ WITH r AS (
 ), kept AS (
   INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status, error,
                         error_class, request_headers, response_headers, response_body, duplicate,
-                        watch_id)
+                        watch_id, endpoint_id)
   SELECT r.id, r.attempt, r.started_at, r.duration_ms, r.http_status, r.error,
          r.error_class, r.request_headers::jsonb, r.response_headers::jsonb, r.response_body, true,
-         locked.watch_id
+         locked.watch_id, locked.endpoint_id
     FROM r JOIN locked ON locked.id = r.id
    WHERE NOT EXISTS (SELECT 1 FROM recorded
                       WHERE recorded.notification_id = r.id AND recorded.attempt = r.attempt)
@@ -148,7 +157,8 @@ UPDATE notifications AS n
   FROM r JOIN stored AS s ON s.notification_id = r.id AND s.attempt = r.attempt
  WHERE n.id = r.id
    AND n.status = 'PENDING' AND (n.lease_token = r.token OR r.target = 'DELIVERED')
-RETURNING r.target, n.watch_id, n.network`;
+RETURNING r.target, n.watch_id, n.network,
+          (SELECT l.endpoint_id FROM locked l WHERE l.id = n.id) AS endpoint_id`;
 
 /**
  * Record a batch of attempts and move their notifications, in one transaction.
@@ -170,6 +180,8 @@ export async function completeAttempts(
     stale: 0,
     watchIds: [],
     deadWatchIds: [],
+    endpointIds: [],
+    deadEndpointIds: [],
   };
   if (batch.length === 0) return outcome;
   const ids: string[] = [];
@@ -206,25 +218,27 @@ export async function completeAttempts(
     answerHeaders.push(jsonOrNull(c.result.responseHeaders));
     answerBodies.push(c.result.responseBody ?? null);
   }
-  const { rows: moved } = await db.query<{ target: Target; watch_id: string; network: string }>(
-    COMPLETE_SQL,
-    [
-      ids,
-      tokens,
-      numbers,
-      started,
-      durations,
-      statuses,
-      errors,
-      targets,
-      delays,
-      WORKER_LOST_ERROR,
-      classes,
-      sentHeaders,
-      answerHeaders,
-      answerBodies,
-    ],
-  );
+  const { rows: moved } = await db.query<{
+    target: Target;
+    watch_id: string;
+    network: string;
+    endpoint_id: string | null;
+  }>(COMPLETE_SQL, [
+    ids,
+    tokens,
+    numbers,
+    started,
+    durations,
+    statuses,
+    errors,
+    targets,
+    delays,
+    WORKER_LOST_ERROR,
+    classes,
+    sentHeaders,
+    answerHeaders,
+    answerBodies,
+  ]);
   outcome.recorded = batch.length;
   for (const r of moved) {
     // Test-mode deliveries (issue 32) never count in the live figures (metrics).
@@ -238,6 +252,10 @@ export async function completeAttempts(
   outcome.deadWatchIds = [
     ...new Set(moved.filter((r) => r.target === 'DEAD').map((r) => r.watch_id)),
   ];
+  const endpoints = (rows: typeof moved) =>
+    [...new Set(rows.map((r) => r.endpoint_id))].filter((e): e is string => e !== null);
+  outcome.endpointIds = endpoints(moved);
+  outcome.deadEndpointIds = endpoints(moved.filter((r) => r.target === 'DEAD'));
   return outcome;
 }
 

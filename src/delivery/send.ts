@@ -140,6 +140,41 @@ export function webhookHeaders(eventId: string, signature: string): Record<strin
   };
 }
 
+/**
+ * Every header of a webhook POST of `body` (event `eventId`) as an attempt starting at
+ * `startedAt` sends it: `extraHeaders`, then SPEC's (Content-Type, X-Signature, X-Event-Id,
+ * User-Agent), then the Standard Webhooks headers, all signed with `secret` (and `previousSecret`
+ * during a rotation's grace period; payload.ts signatureHeaders). Used by every attempt and by
+ * the event stream that `tronwatch listen` forwards (src/events/stream.ts), so both sign alike.
+ * @throws RangeError on a malformed secret (the message never contains it).
+ */
+export function signedRequestHeaders(
+  eventId: string,
+  body: Buffer,
+  secret: string,
+  previousSecret: string | null | undefined,
+  startedAt: Date,
+  extraHeaders: Record<string, string> = {},
+): Record<string, string> {
+  // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe); both
+  // also with the previous secret during a rotation's grace period.
+  const signed = signatureHeaders(secret, previousSecret, eventId, body, startedAt);
+  return {
+    ...extraHeaders,
+    ...webhookHeaders(eventId, signed['x-signature'] as string),
+    ...signed,
+  };
+}
+
+/**
+ * The headers that mark an event's environment on its deliveries: `Tronwatch-Test-Mode: true`
+ * for a test event (issue 32), none for a live one.
+ * @param network the event's network (`mainnet` live, `nile` test).
+ */
+export function environmentHeaders(network: string): Record<string, string> {
+  return isLivemode(network) ? {} : { [TEST_MODE_HEADER]: 'true' };
+}
+
 /** The connection was refused because the address is not public (DESIGN invariant 7). */
 export class AddressRefusedError extends Error {
   readonly code = 'ERR_ADDRESS_REFUSED';
@@ -410,9 +445,7 @@ export class WebhookSender {
     previousSecret?: string | null,
   ): Promise<AttemptResult> {
     // A test event (issue 32) says so in a header too, beside `livemode: false` in its body.
-    const headers = isLivemode(event.network)
-      ? extraHeaders
-      : { [TEST_MODE_HEADER]: 'true', ...extraHeaders };
+    const headers = { ...environmentHeaders(event.network), ...extraHeaders };
     return this.sendBody(
       url,
       event.id,
@@ -444,14 +477,14 @@ export class WebhookSender {
     if (!check.ok) return failedAttempt(`refused: ${check.reason}`, startedAt, t0);
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    // X-Signature (SPEC) and, additively, the Standard Webhooks headers (replay-safe); both
-    // also with the previous secret during a rotation's grace period.
-    const signed = signatureHeaders(secret, previousSecret, eventId, body, startedAt);
-    const requestHeaders: Record<string, string> = {
-      ...extraHeaders,
-      ...webhookHeaders(eventId, signed['x-signature'] as string),
-      ...signed,
-    };
+    const requestHeaders = signedRequestHeaders(
+      eventId,
+      body,
+      secret,
+      previousSecret,
+      startedAt,
+      extraHeaders,
+    );
     try {
       const res = await request(check.url, {
         method: 'POST',

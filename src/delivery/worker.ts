@@ -52,6 +52,7 @@ import { backoffDelay, sleep } from '../common/retry.js';
 import { type EncryptedSecret, type SecretBox, SecretDecryptError } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
+import { refreshEndpointHealth } from '../endpoints/health.js';
 import type { Resolver } from '../net/dns.js';
 import { MemoryPacer, type Pacer } from '../telegram/pacing.js';
 import { type AlertPolicy, DEFAULT_ALERT_POLICY, refreshWatchHealth } from '../watches/health.js';
@@ -62,7 +63,12 @@ import {
   leaseMs,
   startClaims,
 } from './claim.js';
-import { type Completion, completeAttempts, releaseClaims } from './complete.js';
+import {
+  type CompleteOutcome,
+  type Completion,
+  completeAttempts,
+  releaseClaims,
+} from './complete.js';
 import { EndpointPacing, endpointWindows, type GrantedSlot } from './endpoint-pacing.js';
 import { clearSecretProblem, holdClaims, recordSecretProblem } from './secret-problems.js';
 import { type AttemptResult, failedAttempt, WebhookSender } from './send.js';
@@ -168,6 +174,9 @@ export class DeliveryWorker {
   /** Watches whose health is to be refreshed (src/watches/health.ts), and those with a DEAD. */
   private readonly healthDirty = new Set<string>();
   private readonly healthDead = new Set<string>();
+  /** The same for endpoints (src/endpoints/health.ts). */
+  private readonly endpointDirty = new Set<string>();
+  private readonly endpointDead = new Set<string>();
   private healthRunning: Promise<void> | null = null;
   private readonly logger: Logger;
   private readonly metrics: Metrics | undefined;
@@ -831,7 +840,7 @@ export class DeliveryWorker {
         this.dead += o.dead;
         this.stale += o.stale;
         this.metrics?.deliveriesCompleted(o);
-        this.refreshHealth(o.watchIds, o.deadWatchIds);
+        this.refreshHealth(o);
         for (const c of batch) if (!c.result.ok) this.failed++;
         if (o.dead > 0) this.logger.warn({ count: o.dead }, 'notifications dead-lettered');
         if (o.stale > 0) {
@@ -856,20 +865,46 @@ export class DeliveryWorker {
   }
 
   /**
-   * Refresh the health, alert and automatic pause of the watches a batch moved
-   * (refreshWatchHealth), one run at a time: watches marked meanwhile go into the next run. A
-   * failed run is logged; the watch's next batch recomputes everything from the attempts.
+   * Refresh the health, alert and automatic pause of the endpoints and watches a batch moved
+   * (refreshEndpointHealth, then refreshWatchHealth), one run at a time: those marked meanwhile
+   * go into the next run. A failed run is logged; the next batch recomputes everything from the
+   * attempts.
    */
-  private refreshHealth(watchIds: readonly string[], deadWatchIds: readonly string[]): void {
-    for (const id of watchIds) this.healthDirty.add(id);
-    for (const id of deadWatchIds) this.healthDead.add(id);
-    if (this.healthRunning || this.healthDirty.size === 0) return;
+  private refreshHealth(
+    o: Pick<CompleteOutcome, 'watchIds' | 'deadWatchIds' | 'endpointIds' | 'deadEndpointIds'>,
+  ): void {
+    for (const id of o.watchIds) this.healthDirty.add(id);
+    for (const id of o.deadWatchIds) this.healthDead.add(id);
+    for (const id of o.endpointIds) this.endpointDirty.add(id);
+    for (const id of o.deadEndpointIds) this.endpointDead.add(id);
+    const dirty = () => this.healthDirty.size > 0 || this.endpointDirty.size > 0;
+    if (this.healthRunning || !dirty()) return;
     this.healthRunning = (async () => {
-      while (this.healthDirty.size > 0) {
+      while (dirty()) {
+        const endpoints = [...this.endpointDirty];
+        const deadEndpoints = [...this.endpointDead];
+        this.endpointDirty.clear();
+        this.endpointDead.clear();
         const ids = [...this.healthDirty];
         const dead = [...this.healthDead];
         this.healthDirty.clear();
         this.healthDead.clear();
+        try {
+          const e = await refreshEndpointHealth(this.db, endpoints, deadEndpoints, this.alerts);
+          for (const id of e.opened)
+            this.logger.warn({ endpoint_id: id }, 'endpoint alert: deliveries failing');
+          for (const id of e.recovered)
+            this.logger.info({ endpoint_id: id }, 'endpoint alert: recovered');
+          for (const id of e.paused) {
+            this.logger.warn(
+              { endpoint_id: id },
+              'endpoint switched off automatically: deliveries all failed',
+            );
+          }
+        } catch (err) {
+          this.dbErrors++;
+          this.logger.warn({ err: errorText(err) }, 'refreshing endpoint health failed');
+        }
         try {
           const c = await refreshWatchHealth(this.db, ids, dead, this.alerts);
           for (const id of c.opened)

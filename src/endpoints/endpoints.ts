@@ -25,6 +25,7 @@ import { newId } from '../common/ids.js';
 import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/pool.js';
+import { redeliverDead } from '../events/redeliver.js';
 import type { Resolver } from '../net/dns.js';
 import { checkWebhookUrl } from '../net/url-policy.js';
 import { normaliseLabel } from '../watches/create.js';
@@ -53,6 +54,20 @@ export interface EndpointRow {
   previous_secret_expires_at: Date | null;
   /** Live watches (active or paused) targeting it. */
   watch_count: number;
+  /** The streak (migration 091, src/endpoints/health.ts): newest 2xx and failed attempt starts. */
+  last_success_at: Date | null;
+  last_failure_at: Date | null;
+  /** Failed attempts since the newest success. */
+  consecutive_failures: number;
+  /** Start of the first of them; null when none. */
+  failing_since: Date | null;
+  /** 'failing' while its alert is open. */
+  alert_state: 'failing' | null;
+  alert_since: Date | null;
+  alert_reason: string | null;
+  /** Why tronwatch switched it off (its deliveries all failed for days); null otherwise. */
+  paused_reason: string | null;
+  auto_paused_at: Date | null;
 }
 
 /** The columns of an {@link EndpointRow} read from `endpoints AS e`. */
@@ -60,6 +75,8 @@ export const ENDPOINT_COLUMNS = `e.id, e.account_id, e.network, e.url, e.label, 
   e.rate_limit_per_second, e.max_concurrency, e.created_at, e.secret_rotated_at,
   CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_expires_at
   END AS previous_secret_expires_at,
+  e.last_success_at, e.last_failure_at, e.consecutive_failures, e.failing_since, e.alert_state,
+  e.alert_since, e.alert_reason, e.paused_reason, e.auto_paused_at,
   (SELECT count(*)::int FROM watches AS w
     WHERE w.endpoint_id = e.id AND w.deleted_at IS NULL) AS watch_count`;
 
@@ -210,7 +227,15 @@ export async function updateEndpoint(
               enabled = CASE WHEN $8::boolean THEN $9::boolean ELSE enabled END,
               rate_limit_per_second = CASE WHEN $10::boolean THEN $11::int
                                            ELSE rate_limit_per_second END,
-              max_concurrency = CASE WHEN $12::boolean THEN $13::int ELSE max_concurrency END
+              max_concurrency = CASE WHEN $12::boolean THEN $13::int ELSE max_concurrency END,
+              -- Switched on again (by its owner): tronwatch's pause reason goes, and the
+              -- failures before now no longer count towards the next automatic pause.
+              paused_reason = CASE WHEN $8::boolean AND $9::boolean THEN NULL
+                                   ELSE paused_reason END,
+              auto_paused_at = CASE WHEN $8::boolean AND $9::boolean THEN NULL
+                                    ELSE auto_paused_at END,
+              failures_counted_from = CASE WHEN $8::boolean AND $9::boolean AND NOT enabled
+                                           THEN now() ELSE failures_counted_from END
         WHERE id = $1 AND account_id = $2 AND network = $3 AND deleted_at IS NULL`,
       [
         id,
@@ -312,4 +337,24 @@ export async function expirePreviousEndpointSecret(
     return undefined;
   }
   return getEndpoint(db, accountId, network, id);
+}
+
+/**
+ * Redeliver the endpoint's dead letters (issue 30 item 1): every event of a watch that delivers to
+ * the endpoint now whose newest notification is DEAD gets a new notification (same event_id and
+ * payload bytes, attempts from 0, the schedule from now), at most BULK_REDELIVERY_LIMIT (10,000)
+ * per call, as the account's bulk redelivery (src/events/redeliver.ts redeliverDead, which this
+ * narrows to the endpoint). Deleted watches' events stay out (their watch no longer targets it).
+ * @param inTx run in the redelivery's transaction with how many were queued (the audit entry).
+ * @returns how many were queued, or undefined when there is no such live endpoint (404).
+ */
+export async function redeliverEndpointDead(
+  db: Db,
+  accountId: string,
+  network: string,
+  id: string,
+  inTx?: InTransaction<number>,
+): Promise<number | undefined> {
+  if (!(await getEndpoint(db, accountId, network, id))) return undefined;
+  return redeliverDead(db, accountId, network, { endpointId: id }, inTx);
 }

@@ -4,7 +4,7 @@
  * row into them (the secret only in the answers of creation and rotation).
  */
 import { type Static, Type as T } from '@sinclair/typebox';
-import { NullableString } from '../common/schema.js';
+import { NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
 import { DEFAULT_GRACE_SECONDS, MAX_GRACE_SECONDS } from '../watches/rotate-secret.js';
 import { LABEL_MAX_LENGTH } from '../watches/schema.js';
@@ -47,7 +47,53 @@ const endpointMembers = {
     description:
       "While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise.",
   }),
+  paused_reason: T.Union([T.String(), T.Null()], {
+    description:
+      'Why tronwatch switched it off itself (`enabled` false: every delivery attempt to it failed for WATCH_AUTO_PAUSE_DAYS); its deliveries wait in the outbox. Null otherwise; enabling it clears it.',
+  }),
+  auto_paused_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+    description: 'When tronwatch switched it off automatically; null otherwise.',
+  }),
+  health: T.Unsafe<EndpointStreak>({ $ref: 'EndpointStreak' }),
 };
+
+const dateOrNull = (description: string) =>
+  T.Union([T.String({ format: 'date-time' }), T.Null()], { description });
+
+/** The endpoint's delivery streak and alert (migration 091), over every watch that targets it. */
+export const EndpointStreakSchema = T.Object(
+  {
+    last_success_at: dateOrNull('Start of the newest attempt to it answered 2xx; null: none yet.'),
+    last_failure_at: dateOrNull('Start of the newest failed attempt to it; null: none yet.'),
+    consecutive_failures: T.Integer({
+      minimum: 0,
+      description:
+        'Failed attempts since the newest success, all watches together (0: the newest attempt succeeded).',
+    }),
+    failing_since: dateOrNull('Start of the first of those failed attempts; null when none.'),
+    alert: T.Union(
+      [
+        T.Object({
+          state: StringEnum(['failing'] as const),
+          since: T.String({ format: 'date-time' }),
+          reason: T.String(),
+        }),
+        T.Null(),
+      ],
+      {
+        description:
+          'Open while deliveries to it keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise.',
+      },
+    ),
+  },
+  {
+    $id: 'EndpointStreak',
+    description:
+      "Additive. An endpoint's delivery health, kept by the delivery worker after each batch: the same figures for 1 watch or 100,000.",
+  },
+);
+
+type EndpointStreak = Static<typeof EndpointStreakSchema>;
 
 /** An endpoint as listed and returned (never its secret). */
 export const EndpointSchema = T.Object(endpointMembers, {
@@ -159,16 +205,6 @@ export const RotateEndpointSecretSchema = T.Object(
   },
 );
 
-export const endpointSchemas = [
-  EndpointSchema,
-  EndpointListSchema,
-  EndpointCreatedSchema,
-  EndpointSecretRotatedSchema,
-  CreateEndpointSchema,
-  UpdateEndpointSchema,
-  RotateEndpointSecretSchema,
-];
-
 export const ENDPOINT_CREATED_NOTE =
   'Store this secret now: it is shown only once, and verifies every delivery of every watch that targets this endpoint.';
 export const ENDPOINT_ROTATED_NOTE =
@@ -189,10 +225,58 @@ export function endpointView(e: EndpointRow) {
     previous_secret_expires_at: e.previous_secret_expires_at
       ? new Date(e.previous_secret_expires_at).toISOString()
       : null,
+    paused_reason: e.paused_reason,
+    auto_paused_at: iso(e.auto_paused_at),
+    health: {
+      last_success_at: iso(e.last_success_at),
+      last_failure_at: iso(e.last_failure_at),
+      consecutive_failures: Number(e.consecutive_failures),
+      failing_since: iso(e.failing_since),
+      alert:
+        e.alert_state === 'failing'
+          ? {
+              state: 'failing' as const,
+              since: iso(e.alert_since) ?? '',
+              reason: e.alert_reason ?? '',
+            }
+          : null,
+    },
   };
 }
+
+function iso(d: Date | null): string | null {
+  return d ? new Date(d).toISOString() : null;
+}
+
+/** The answer of POST /v1/endpoints/{id}/redeliver. */
+export const EndpointRedeliveredSchema = T.Object(
+  {
+    redelivered: T.Integer({
+      minimum: 0,
+      description:
+        'Dead letters of the endpoint given a new delivery (at most 10,000 per call: call again for more).',
+    }),
+  },
+  {
+    $id: 'EndpointRedelivered',
+    description:
+      "How many of the endpoint's dead letters (events of its watches whose newest delivery is DEAD) were queued again.",
+  },
+);
 
 export type Endpoint = ReturnType<typeof endpointView>;
 export type CreateEndpointBody = Static<typeof CreateEndpointSchema>;
 export type UpdateEndpointBody = Static<typeof UpdateEndpointSchema>;
 export type RotateEndpointSecretBody = Static<typeof RotateEndpointSecretSchema>;
+
+export const endpointSchemas = [
+  EndpointStreakSchema,
+  EndpointSchema,
+  EndpointListSchema,
+  EndpointCreatedSchema,
+  EndpointSecretRotatedSchema,
+  CreateEndpointSchema,
+  UpdateEndpointSchema,
+  RotateEndpointSecretSchema,
+  EndpointRedeliveredSchema,
+];

@@ -19,6 +19,14 @@
  *   list_dead_letters         GET    /v1/events, pages of it: the events whose delivery is DEAD
  *   get_event                 GET    /v1/events/{event_id} (its delivery chains and attempts)
  *   redeliver_event           POST   /v1/events/{event_id}/redeliver
+ *   create_endpoint           POST   /v1/endpoints (one URL and secret for many watches; the secret once)
+ *   list_endpoints            GET    /v1/endpoints (with each one's health)
+ *   update_endpoint           PATCH  /v1/endpoints/{id} (url, label, enabled, pace)
+ *   rotate_endpoint_secret    POST   /v1/endpoints/{id}/rotate-secret (the new secret, once)
+ *   redeliver_endpoint        POST   /v1/endpoints/{id}/redeliver (its dead letters)
+ *   delete_endpoint           DELETE /v1/endpoints/{id}
+ *   create_watches            POST   /v1/watches/batch (up to 1,000, each item its own result)
+ *   act_on_watches            POST   /v1/watches/batch/{pause,resume,delete} (ids or a label)
  *   get_status                GET    /v1/status
  *   explain_transaction       GET    /v1/watches/{id}/transactions/{tx_id}
  *   verify_webhook_signature  local: X-Signature and the Standard Webhooks headers of a delivery
@@ -302,6 +310,19 @@ export function createMcpServer(
             .nullable()
             .optional()
             .describe('Your name for the watch, at most 100 characters.'),
+          endpoint_id: z
+            .string()
+            .optional()
+            .describe(
+              'Deliver to this endpoint of yours (`ep_…`, create_endpoint) instead of a webhook_url: signed with its secret.',
+            ),
+          metadata: z
+            .record(z.string(), z.string())
+            .nullable()
+            .optional()
+            .describe(
+              'Your reference for the watch (customer, order, invoice): string values, at most 20 keys; copied into every event of the watch.',
+            ),
         }),
         outputSchema: z.looseObject({
           ...watchOut,
@@ -648,6 +669,206 @@ export function createMcpServer(
       },
       async ({ watch_id, tx_id }) =>
         call('GET', `/v1/watches/${seg(watch_id)}/transactions/${seg(tx_id)}`),
+    ),
+  );
+
+  const endpointId = z.string().describe('Endpoint id (`ep_…`).');
+  /** The members of an Endpoint an agent relies on (GET /v1/endpoints; the answers carry more). */
+  const endpointOut = {
+    id: z.string(),
+    url: z.string(),
+    label: z.string().nullable(),
+    enabled: z.boolean(),
+    rate_limit_per_second: z.number().nullable(),
+    max_concurrency: z.number().nullable(),
+    watch_count: z.number(),
+    health: z.looseObject({
+      consecutive_failures: z.number(),
+      last_success_at: z.string().nullable(),
+      last_failure_at: z.string().nullable(),
+    }),
+  };
+  const pace = {
+    rate_limit_per_second: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe('At most this many deliveries to it per second (1 to 10000); null: none.'),
+    max_concurrency: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe('At most this many deliveries to it in flight (1 to 1000); null: none.'),
+  };
+
+  track(
+    server.registerTool(
+      'create_endpoint',
+      {
+        title: 'Create an endpoint',
+        description:
+          "One receiver (URL, secret, pace, on/off) for many watches (POST /v1/endpoints): a watch created with its endpoint_id delivers there, signed with the endpoint's secret. The secret (whsec_…) is in this answer only. 400 for a URL that is not public HTTPS.",
+        inputSchema: z.looseObject({
+          url: z.string().describe('HTTPS URL that receives the events of every watch on it.'),
+          label: z.string().nullable().optional().describe('Your name for it.'),
+          enabled: z.boolean().optional().describe('Default true; false holds its deliveries.'),
+          ...pace,
+        }),
+        outputSchema: z.looseObject({ ...endpointOut, secret: z.string() }),
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      },
+      async (args) => call('POST', '/v1/endpoints', args),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'list_endpoints',
+      {
+        title: 'List endpoints',
+        description:
+          'Your endpoints, newest first, each with its watch count and health (failures in a row, newest success and failure, an open alert) over all its watches (GET /v1/endpoints). Never includes secrets.',
+        outputSchema: { data: z.array(z.looseObject(endpointOut)) },
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      async () => call('GET', '/v1/endpoints'),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'update_endpoint',
+      {
+        title: 'Update an endpoint',
+        description:
+          "Change an endpoint's url (checked as at creation), label, enabled (false holds its deliveries in the outbox; true sends them) or pace (PATCH /v1/endpoints/{id}). 404 when it is not yours.",
+        inputSchema: z.looseObject({
+          endpoint_id: endpointId,
+          url: z.string().optional().describe('New HTTPS URL.'),
+          label: z.string().nullable().optional().describe('New label; null removes it.'),
+          enabled: z.boolean().optional(),
+          ...pace,
+        }),
+        outputSchema: z.looseObject(endpointOut),
+        annotations: { idempotentHint: true, destructiveHint: false, openWorldHint: false },
+      },
+      async ({ endpoint_id, ...changes }) =>
+        call('PATCH', `/v1/endpoints/${seg(endpoint_id)}`, changes),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'rotate_endpoint_secret',
+      {
+        title: "Rotate an endpoint's secret",
+        description:
+          'Issue a new secret for an endpoint (POST /v1/endpoints/{id}/rotate-secret): shown in this answer only. Until previous_secret_expires_at (grace_period_seconds, default 86400, 0 = at once) every delivery of its watches is signed with both secrets.',
+        inputSchema: {
+          endpoint_id: endpointId,
+          grace_period_seconds: z
+            .number()
+            .int()
+            .optional()
+            .describe('0 to 604800 seconds; default 86400.'),
+        },
+        outputSchema: z.looseObject({
+          ...endpointOut,
+          secret: z.string(),
+          previous_secret_expires_at: z.string().nullable(),
+        }),
+        annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ endpoint_id, grace_period_seconds }) =>
+        call(
+          'POST',
+          `/v1/endpoints/${seg(endpoint_id)}/rotate-secret`,
+          grace_period_seconds === undefined ? {} : { grace_period_seconds },
+        ),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'redeliver_endpoint',
+      {
+        title: "Redeliver an endpoint's dead letters",
+        description:
+          'Send again every event of a watch on this endpoint whose delivery went DEAD (POST /v1/endpoints/{id}/redeliver): same event_id and body, attempts from 0; at most 10,000 per call. Use it once the receiver is fixed. 404 when it is not yours.',
+        inputSchema: { endpoint_id: endpointId },
+        outputSchema: { redelivered: z.number() },
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ endpoint_id }) => call('POST', `/v1/endpoints/${seg(endpoint_id)}/redeliver`),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'delete_endpoint',
+      {
+        title: 'Delete an endpoint',
+        description:
+          'Delete an endpoint no watch targets any more (DELETE /v1/endpoints/{id}). 409 endpoint_watches_active while watches (active or paused) target it; 404 when it is not yours.',
+        inputSchema: { endpoint_id: endpointId },
+        outputSchema: { deleted: z.boolean(), endpoint_id: z.string() },
+        annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ endpoint_id }) => {
+        const r = await call('DELETE', `/v1/endpoints/${seg(endpoint_id)}`);
+        if (r.isError) return r;
+        return localResult({ deleted: true, endpoint_id });
+      },
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'create_watches',
+      {
+        title: 'Create watches in bulk',
+        description:
+          'Create 1 to 1,000 watches in one call (POST /v1/watches/batch), each item a create_watch body (typically endpoint_id and metadata per deposit address). Each item gets its own result: status 201 and the watch, or the error it alone would have got (400, 402 quota_exceeded, 404 endpoint, 409 duplicate, 429 for it and every later item); an invalid item never stops the others.',
+        inputSchema: {
+          items: z
+            .array(z.looseObject({}))
+            .min(1)
+            .max(1_000)
+            .describe('create_watch bodies (address, asset_filter, one target, …).'),
+        },
+        outputSchema: z.looseObject({
+          created: z.number(),
+          failed: z.number(),
+          results: z.array(z.looseObject({ index: z.number(), status: z.number() })),
+        }),
+        annotations: { destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ items }) => call('POST', '/v1/watches/batch', { items }),
+    ),
+  );
+
+  track(
+    server.registerTool(
+      'act_on_watches',
+      {
+        title: 'Pause, resume or delete watches in bulk',
+        description:
+          'Pause, resume or delete many watches at once (POST /v1/watches/batch/{action}): give ids (1 to 1,000) or a label (every watch carrying it). Each watch gets its own result (404 when not yours, 402 quota_exceeded on resume).',
+        inputSchema: z.looseObject({
+          action: z.enum(['pause', 'resume', 'delete']),
+          ids: z.array(z.string()).optional().describe('Watch ids (`wh_…`).'),
+          label: z.string().optional().describe('Or: every watch with exactly this label.'),
+        }),
+        outputSchema: z.looseObject({
+          succeeded: z.number(),
+          failed: z.number(),
+          results: z.array(z.looseObject({ id: z.string(), status: z.number() })),
+        }),
+        annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      },
+      async ({ action, ...selection }) => call('POST', `/v1/watches/batch/${action}`, selection),
     ),
   );
 

@@ -253,8 +253,10 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/endpoints',
       '/v1/endpoints/{id}',
       '/v1/endpoints/{id}/previous-secret/expire',
+      '/v1/endpoints/{id}/redeliver',
       '/v1/endpoints/{id}/rotate-secret',
       '/v1/events',
+      '/v1/events/stream',
       '/v1/events/{event_id}',
       '/v1/events/{event_id}/redeliver',
       '/v1/status',
@@ -292,6 +294,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
         ['204', '400', '401', '403', '404', '413', '415', '429', '500'],
       ],
       ['/v1/events', 'get', ['200', '400', '401', '403', '429', '500']],
+      ['/v1/events/stream', 'get', ['200', '400', '401', '403', '429', '500']],
       [
         '/v1/events/{event_id}/redeliver',
         'post',

@@ -207,20 +207,28 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   it('lists the same tools on both transports', async () => {
     const names = async (c: Client) => (await c.listTools()).tools.map((x) => x.name).sort();
     const expected = [
+      'act_on_watches',
+      'create_endpoint',
       'create_test_transfer',
       'create_watch',
+      'create_watches',
+      'delete_endpoint',
       'delete_watch',
       'explain_transaction',
       'get_event',
       'get_status',
       'get_watch_health',
       'list_dead_letters',
+      'list_endpoints',
       'list_events',
       'list_watches',
       'pause_watch',
+      'redeliver_endpoint',
       'redeliver_event',
       'resume_watch',
+      'rotate_endpoint_secret',
       'rotate_watch_secret',
+      'update_endpoint',
       'update_watch',
       'validate_address',
       'verify_webhook_signature',
@@ -230,6 +238,88 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     // Every tool declares the shape of its answer.
     for (const t of (await http.listTools()).tools) {
       expect(t.outputSchema?.type, t.name).toBe('object');
+    }
+  });
+
+  it('manages endpoints and watches in bulk (issue 30), on both transports; another account gets 404', async () => {
+    for (const { name, c, other } of transports()) {
+      const ep = body(
+        await tool(c, 'create_endpoint', {
+          url: `${receiver.origin}/hook/endpoint-${name}`,
+          label: `deposits ${name}`,
+          rate_limit_per_second: 50,
+        }),
+      ) as { id: string; secret: string };
+      expect(ep.id).toMatch(/^ep_/);
+      expect(ep.secret).toMatch(/^whsec_/);
+      // Two deposit addresses on it with their customer reference; a third item is invalid and
+      // gets its own 400 without stopping the others.
+      const hexes = [1, 2].map(
+        (i) => `41${name === 'http' ? 'e1' : 'e2'}${String(i).padStart(38, '0')}`,
+      );
+      const batch = await tool(c, 'create_watches', {
+        items: [
+          ...hexes.map((address, i) => ({
+            address,
+            asset_filter: 'USDT',
+            endpoint_id: ep.id,
+            label: `batch-${name}`,
+            metadata: { customer_id: `c_${i}` },
+          })),
+          { address: 'Tnot-an-address', asset_filter: 'USDT', endpoint_id: ep.id },
+        ],
+      });
+      expect(batch.isError, JSON.stringify(batch)).toBeFalsy();
+      const made = body(batch) as {
+        created: number;
+        failed: number;
+        results: Array<{ status: number; watch?: { id: string; metadata: unknown } }>;
+      };
+      expect(made.results.map((r) => r.status)).toEqual([201, 201, 400]);
+      expect(made.results[0]?.watch?.metadata).toEqual({ customer_id: 'c_0' });
+      const listed = body(await tool(c, 'list_endpoints')) as {
+        data: Array<{ id: string; watch_count: number; health: { consecutive_failures: number } }>;
+      };
+      expect(listed.data.find((e) => e.id === ep.id)).toMatchObject({
+        watch_count: 2,
+        health: { consecutive_failures: 0 },
+      });
+      // Another account: the endpoint is not there (404), whatever the tool.
+      for (const [t, args] of [
+        ['update_endpoint', { endpoint_id: ep.id, enabled: false }],
+        ['rotate_endpoint_secret', { endpoint_id: ep.id }],
+        ['redeliver_endpoint', { endpoint_id: ep.id }],
+        ['delete_endpoint', { endpoint_id: ep.id }],
+      ] as const) {
+        const r = await tool(other, t, args);
+        expect(r.isError, t).toBe(true);
+        expect(body(r), t).toMatchObject({ status: 404 });
+      }
+      expect(body(await tool(c, 'redeliver_endpoint', { endpoint_id: ep.id }))).toEqual({
+        redelivered: 0,
+      });
+      const rotated = body(await tool(c, 'rotate_endpoint_secret', { endpoint_id: ep.id })) as {
+        secret: string;
+      };
+      expect(rotated.secret).not.toBe(ep.secret);
+      // Watches on it: deleting it is refused (409) until they are gone.
+      const refused = await tool(c, 'delete_endpoint', { endpoint_id: ep.id });
+      expect(body(refused)).toMatchObject({ status: 409, code: 'endpoint_watches_active' });
+      const paused = body(
+        await tool(c, 'act_on_watches', { action: 'pause', label: `batch-${name}` }),
+      ) as { succeeded: number };
+      expect(paused.succeeded).toBe(2);
+      const deleted = body(
+        await tool(c, 'act_on_watches', {
+          action: 'delete',
+          ids: made.results.flatMap((r) => (r.watch ? [r.watch.id] : [])),
+        }),
+      ) as { succeeded: number };
+      expect(deleted.succeeded).toBe(2);
+      expect(body(await tool(c, 'delete_endpoint', { endpoint_id: ep.id }))).toEqual({
+        deleted: true,
+        endpoint_id: ep.id,
+      });
     }
   });
 
@@ -658,6 +748,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       'get_status',
       'get_watch_health',
       'list_dead_letters',
+      'list_endpoints',
       'list_events',
       'list_watches',
       'validate_address',

@@ -37,7 +37,8 @@ import type {
 export type Watch = ServerWatch;
 export type Endpoint = ServerEndpoint;
 /** GET /console/api/endpoints: an Endpoint and its last day of attempts (src/endpoints/health.ts). */
-export type EndpointWithHealth = Endpoint & { health: ServerEndpointHealth | null };
+/** An endpoint as the console lists it: its streak (`health`) and its last day (`day`). */
+export type EndpointWithHealth = Endpoint & { day: ServerEndpointHealth | null };
 /** GET /console/api/alert-settings (issue 29 item 1). */
 export type AlertSettings = ServerAlertSettings;
 export type AlertChannel = AlertChannelView;

@@ -113,6 +113,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver an endpoint's dead letters
+         * @description Every event of a watch on this endpoint whose newest delivery is DEAD gets a new delivery: the same `event_id` and body bytes, attempts from 0, the retry schedule from now (at most 10,000 per call: call again for more). Events still being delivered are left alone.
+         */
+        post: operations["redeliverEndpointDeadLetters"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/endpoints/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -187,6 +207,26 @@ export interface paths {
          * @description A new delivery chain for the event: the same event_id and payload bytes, attempts from 0, the schedule from now. The earlier chains and their attempts are kept; GET /v1/events then shows the new one. Refused (409) while the newest chain is still PENDING.
          */
         post: operations["redeliverEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream new events with their signed webhook requests (tronwatch listen)
+         * @description Server-sent events: each new event of the key’s environment (`event: delivery`) with the exact request its webhook deliveries send: `body` (the JSON text as signed) and `headers` (X-Signature with the watch’s or its endpoint’s secret, X-Event-Id, the Standard Webhooks headers, `Tronwatch-Test-Mode: true` for a test event). `tronwatch listen --forward-to <url>` reads it and POSTs each to a local receiver. Chat (Telegram) watches’ events are not streamed (nothing signs them). Resume with `Last-Event-ID` (or `since`): the `id` of the last message received. A revoked key’s stream ends (`event: end`). At most 5 streams per account per server process (429 too_many_streams).
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -679,16 +719,21 @@ export interface components {
         };
         /** @description A receiver shared by many watches: its URL, secret (never returned but once), pace and on/off. Every delivery of every watch that targets it (`endpoint_id`) is signed with its secret. */
         Endpoint: {
+            /** @description When tronwatch switched it off automatically; null otherwise. */
+            auto_paused_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
             enabled: boolean;
+            health: components["schemas"]["EndpointStreak"];
             /** @description Identifier of the endpoint (`ep_…`). */
             id: string;
             /** @description Your name for the endpoint; null: none. */
             label: string | null;
             /** @description Deliveries in flight to this endpoint at most, across every worker replica (1 to 1000); null: no cap of its own (each worker still has its DELIVERY_CONCURRENCY). */
             max_concurrency: number | null;
+            /** @description Why tronwatch switched it off itself (`enabled` false: every delivery attempt to it failed for WATCH_AUTO_PAUSE_DAYS); its deliveries wait in the outbox. Null otherwise; enabling it clears it. */
+            paused_reason: string | null;
             /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
             previous_secret_expires_at: string | null;
             /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
@@ -702,10 +747,13 @@ export interface components {
         };
         /** @description A new endpoint with its secret (shown once). */
         EndpointCreated: {
+            /** @description When tronwatch switched it off automatically; null otherwise. */
+            auto_paused_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
             enabled: boolean;
+            health: components["schemas"]["EndpointStreak"];
             /** @description Identifier of the endpoint (`ep_…`). */
             id: string;
             /** @description Your name for the endpoint; null: none. */
@@ -714,6 +762,8 @@ export interface components {
             max_concurrency: number | null;
             /** @description Free text. */
             note: string;
+            /** @description Why tronwatch switched it off itself (`enabled` false: every delivery attempt to it failed for WATCH_AUTO_PAUSE_DAYS); its deliveries wait in the outbox. Null otherwise; enabling it clears it. */
+            paused_reason: string | null;
             /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
             previous_secret_expires_at: string | null;
             /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
@@ -731,12 +781,20 @@ export interface components {
         EndpointList: {
             data: components["schemas"]["Endpoint"][];
         };
+        /** @description How many of the endpoint's dead letters (events of its watches whose newest delivery is DEAD) were queued again. */
+        EndpointRedelivered: {
+            /** @description Dead letters of the endpoint given a new delivery (at most 10,000 per call: call again for more). */
+            redelivered: number;
+        };
         /** @description The endpoint after a rotation, with its new secret (shown once). */
         EndpointSecretRotated: {
+            /** @description When tronwatch switched it off automatically; null otherwise. */
+            auto_paused_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** @description False: deliveries to it wait in the outbox (no attempt used, nothing lost) until it is enabled again. */
             enabled: boolean;
+            health: components["schemas"]["EndpointStreak"];
             /** @description Identifier of the endpoint (`ep_…`). */
             id: string;
             /** @description Your name for the endpoint; null: none. */
@@ -745,6 +803,8 @@ export interface components {
             max_concurrency: number | null;
             /** @description Free text. */
             note: string;
+            /** @description Why tronwatch switched it off itself (`enabled` false: every delivery attempt to it failed for WATCH_AUTO_PAUSE_DAYS); its deliveries wait in the outbox. Null otherwise; enabling it clears it. */
+            paused_reason: string | null;
             /** @description While a rotation's grace period runs, when it ends: until then every delivery is signed with both secrets (`X-Signature` / `X-Signature-Previous`, two `webhook-signature` entries). Null otherwise. */
             previous_secret_expires_at: string | null;
             /** @description Deliveries started per second to this endpoint at most, across every worker replica (1 to 10000); null: no limit of its own. Waiting for a slot is not an attempt. */
@@ -757,6 +817,25 @@ export interface components {
             url: string;
             /** @description Watches (active or paused) that target it. */
             watch_count: number;
+        };
+        /** @description Additive. An endpoint's delivery health, kept by the delivery worker after each batch: the same figures for 1 watch or 100,000. */
+        EndpointStreak: {
+            /** @description Open while deliveries to it keep failing (WATCH_ALERT_FAILURES consecutive failed attempts, or a delivery gone DEAD) until one succeeds; null otherwise. */
+            alert: {
+                reason: string;
+                /** Format: date-time */
+                since: string;
+                /** @enum {string} */
+                state: "failing";
+            } | null;
+            /** @description Failed attempts since the newest success, all watches together (0: the newest attempt succeeded). */
+            consecutive_failures: number;
+            /** @description Start of the first of those failed attempts; null when none. */
+            failing_since: string | null;
+            /** @description Start of the newest failed attempt to it; null: none yet. */
+            last_failure_at: string | null;
+            /** @description Start of the newest attempt to it answered 2xx; null: none yet. */
+            last_success_at: string | null;
         };
         /** @description A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries. */
         EndpointWatchCreated: {
@@ -2403,6 +2482,124 @@ export interface operations {
             };
         };
     };
+    redeliverEndpointDeadLetters: {
+        parameters: {
+            query?: {
+                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
+                network?: "mainnet";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How many were queued again. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointRedelivered"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     rotateEndpointSecret: {
         parameters: {
             query?: {
@@ -2821,6 +3018,88 @@ export interface operations {
                 };
             };
             /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description Resume after this instant (ISO 8601 UTC, as in a message’s `id`); default now. */
+                since?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream: `event: ready`, then one `event: delivery` per new event (data: `{event_id, watch_id, type, network, livemode, created_at, headers, body}`). */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited, or too_many_streams: this account’s streams are open. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];

@@ -8,6 +8,7 @@
  *   DELETE /v1/endpoints/{id}            → 204; 409 endpoint_watches_active while watches target it
  *   POST   /v1/endpoints/{id}/rotate-secret           → 200 EndpointSecretRotated (once)
  *   POST   /v1/endpoints/{id}/previous-secret/expire  → 200 Endpoint (the grace period ended now)
+ *   POST   /v1/endpoints/{id}/redeliver  → 200 { redelivered } (its dead letters, queued again)
  *
  * A watch targets an endpoint with `endpoint_id` at creation (src/watches/create.ts). The domain
  * is src/endpoints/endpoints.ts; the `…Answer` functions below are shared with the console
@@ -28,6 +29,7 @@ import {
   expirePreviousEndpointSecret,
   getEndpoint,
   listEndpoints,
+  redeliverEndpointDead,
   rotateEndpointSecret,
   updateEndpoint,
 } from '../../endpoints/endpoints.js';
@@ -38,6 +40,7 @@ import {
   ENDPOINT_ROTATED_NOTE,
   EndpointCreatedSchema,
   EndpointListSchema,
+  EndpointRedeliveredSchema,
   EndpointSchema,
   EndpointSecretRotatedSchema,
   endpointView,
@@ -278,6 +281,32 @@ export function endpointRoutes(app: App, deps: AppDeps): void {
       return expirePreviousEndpointSecretAnswer(deps, request, auth.accountId, request.params.id);
     },
   );
+
+  app.post(
+    '/v1/endpoints/:id/redeliver',
+    {
+      schema: {
+        operationId: 'redeliverEndpointDeadLetters',
+        summary: "Redeliver an endpoint's dead letters",
+        description:
+          'Every event of a watch on this endpoint whose newest delivery is DEAD gets a new delivery: the same `event_id` and body bytes, attempts from 0, the retry schedule from now (at most 10,000 per call: call again for more). Events still being delivered are left alone.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointRedeliveredSchema), 'How many were queued again.'),
+          404: errorResponse(NOT_FOUND),
+          ...bodyErrors,
+        },
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      return redeliverEndpointAnswer(deps, request, auth.accountId, request.params.id);
+    },
+  );
 }
 
 /*
@@ -434,6 +463,31 @@ export async function expirePreviousEndpointSecretAnswer(
     targetId: id,
   });
   return endpointView(row);
+}
+
+/**
+ * Redeliver an endpoint's dead letters (POST …/endpoints/{id}/redeliver), with one audit entry.
+ * @throws ApiError 404.
+ */
+export async function redeliverEndpointAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+): Promise<{ redelivered: number }> {
+  const audit = auditContextOf(request);
+  const n = isId(id, 'ep')
+    ? await redeliverEndpointDead(deps.db, accountId, deps.config.network, id, (tx, count) =>
+        recordAudit(tx, audit, {
+          action: 'endpoint.redelivered',
+          targetId: id,
+          detail: { count },
+        }),
+      )
+    : undefined;
+  if (n === undefined) throw notFound();
+  request.log.info({ endpoint_id: id, account_id: accountId, count: n }, 'endpoint redelivered');
+  return { redelivered: n };
 }
 
 export { endpointSchemas } from '../../endpoints/schema.js';

@@ -2,7 +2,7 @@
  * The console's endpoints (issue 30 item 4), on the same functions as /v1/endpoints
  * (src/api/routes/endpoints.ts `…Answer`): one rule set, the same answers and audit entries.
  *
- *   GET    /console/api/endpoints                → { data: (Endpoint & { health })[] } (last day)
+ *   GET    /console/api/endpoints                → { data: (Endpoint & { day })[] } (day: last 24 h)
  *   GET    /console/api/endpoints/{id}/watches   → { data: Watch[] } the live watches on it
  *   POST   /console/api/endpoints                → 201 EndpointCreated (the secret, once)
  *   PATCH  /console/api/endpoints/{id}           → Endpoint (url, label, enabled, pace)
@@ -58,7 +58,8 @@ export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
         deps.db,
         rows.map((r) => r.id),
       );
-      return { data: rows.map((e) => ({ ...endpointView(e), health: health.get(e.id) ?? null })) };
+      // `day`: the last day's figures; `health` (in endpointView): the streak and the alert.
+      return { data: rows.map((e) => ({ ...endpointView(e), day: health.get(e.id) ?? null })) };
     },
   );
 

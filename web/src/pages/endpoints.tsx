@@ -117,7 +117,7 @@ export function EndpointsPage() {
         <CreateEndpointForm
           first={list !== undefined && list.length === 0}
           onCreated={(e, s) => {
-            endpoints.setData([{ ...e, health: null }, ...(list ?? [])]);
+            endpoints.setData([{ ...e, day: null }, ...(list ?? [])]);
             setSecret({ title: `Secret of ${name(e)}`, secret: s });
           }}
           onError={(text) => setMessage({ tone: 'error', text })}
@@ -256,11 +256,29 @@ function pace(e: Endpoint): string {
 }
 
 function Health({ e }: { e: EndpointWithHealth }) {
-  const h = e.health;
-  if (!h || h.attempts === 0) return <span class="muted">no deliveries</span>;
+  const h = e.day;
+  const alert = e.health.alert;
+  const failing = alert && (
+    <div>
+      <Pill tone="red">failing</Pill> {e.health.consecutive_failures.toLocaleString('en')} failed in
+      a row since <Time iso={alert.since} rel />
+    </div>
+  );
+  const paused = e.paused_reason && <div class="muted">Switched off: {e.paused_reason}</div>;
+  if (!h || h.attempts === 0) {
+    return (
+      <span>
+        {failing}
+        {paused}
+        {!failing && !paused && <span class="muted">no deliveries</span>}
+      </span>
+    );
+  }
   const rate = h.succeeded / h.attempts;
   return (
     <span>
+      {failing}
+      {paused}
       <Pill tone={rate >= 0.99 ? 'green' : rate >= 0.9 ? 'amber' : 'red'}>
         {(rate * 100).toFixed(rate === 1 ? 0 : 1)}%
       </Pill>{' '}
