@@ -21,12 +21,16 @@
  *       deliveries then wait in the outbox without using attempts (as for an endpoint switched off
  *       by its owner) until it is enabled again: nothing is lost and no attempt is burnt on a
  *       receiver that is gone. 0 days: never.
- *   The alert's messages (e-mail, alert channels) are the watches' (src/watches/health.ts): each
- *   watch on the endpoint whose deliveries fail opens its own.
+ *   Each of these changes queues ONE alert message for the endpoint (migration 092: e-mail and
+ *   each alert channel, through the watches' outbox and pace, src/watches/alert-outbox.ts), named
+ *   by the endpoint's host and label with the number of its watches. The watches on the endpoint
+ *   keep their own streak and alert state but queue no message and are not paused one by one
+ *   (src/watches/health.ts): a receiver that goes down under 10,000 deposit addresses is one
+ *   'failing' message, not 10,000.
  */
 import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
 import type { Db, Queryable } from '../db/pool.js';
-import type { AlertPolicy } from '../watches/health.js';
+import { type AlertPolicy, queueAlert } from '../watches/health.js';
 
 /** The last day of deliveries to one endpoint. */
 export interface EndpointHealth {
@@ -161,6 +165,7 @@ export async function refreshEndpointHealth(
               WHERE id = $1`,
             [id],
           );
+          await queueAlert(tx, e, 'recovered', 'Deliveries to the endpoint succeed again.');
           changes.recovered.push(id);
         }
         return;
@@ -175,6 +180,7 @@ export async function refreshEndpointHealth(
             WHERE id = $1`,
           [id, now, reason],
         );
+        await queueAlert(tx, e, 'failing', `Deliveries to the endpoint are failing: ${reason}.`);
         changes.opened.push(id);
       }
       if (policy.autoPauseDays > 0 && e.enabled && st.first_failure) {
@@ -198,6 +204,12 @@ export async function refreshEndpointHealth(
               targetId: id,
               detail: { automatic: true, failures, days },
             },
+          );
+          await queueAlert(
+            tx,
+            e,
+            'auto_paused',
+            `The endpoint was switched off: ${reason}. Fix the receiver, then enable the endpoint: its deliveries wait until then.`,
           );
           changes.paused.push(id);
         }

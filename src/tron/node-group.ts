@@ -583,8 +583,9 @@ export class NodeGroup {
    * 15 leaves room for clock skew). When the claims fall short, their heads are read once more;
    * a provider whose head still does not reach n served the block early: set aside.
    * @returns those providers (none: the block is solid for the quorum).
-   * This is where a light client (SR signatures, finality: tron/light-client/) would accept a
-   * block's header as final instead of taking the providers' heads for it.
+   * With the light client on (TRON_LIGHT_CLIENT_CHECKPOINT), this check still runs and a block
+   * must also pass ingest/finality-gate.ts: committed only once 19 of the 27 super
+   * representatives have signed blocks on top of it, whatever the providers' heads say.
    */
   private async solidFor(won: Vote, n: number, signal?: AbortSignal): Promise<Member[]> {
     const oldEnough = won.block.ref.timestamp <= Date.now() - SOLID_AGE_BLOCKS * this.interval;

@@ -515,18 +515,20 @@ function varintOf(buf: Uint8Array, field: number): number {
   return p < 0 ? 0 : readVarintNumber(buf, p, buf.length);
 }
 
-/** The hex of the last length-delimited `field` readMessage recorded, from the message's hex. */
-function fieldHex(hexOfBuf: string, field: number): string {
+/**
+ * The lower-case hex of the last length-delimited `field` readMessage recorded in `raw`: only
+ * the field's own bytes are hex-encoded (never the whole message's hex lower-cased for it).
+ */
+function fieldHex(raw: Buffer, field: number): string {
   const start = lenStart[field] as number;
-  return start < 0 ? '' : hexOfBuf.slice(2 * start, 2 * (lenEnd[field] as number));
+  return start < 0 ? '' : raw.toString('hex', start, lenEnd[field] as number);
 }
 
 /**
- * The contracts of a `Transaction.raw` (`raw`, whose hex is `rawHex`, lower-case): the hex of a
- * field is the matching slice of `rawHex`, so no bytes are re-encoded.
+ * The contracts of a `Transaction.raw` (`raw`), their fields as lower-case hex of the signed bytes.
  * @throws PbDecodeError on malformed bytes.
  */
-function signedContracts(raw: Buffer, rawHex: string): SignedContract[] {
+function signedContracts(raw: Buffer): SignedContract[] {
   const ranges: number[] = [];
   readMessage(raw, 0, raw.length, 11, ranges);
   const out: SignedContract[] = [];
@@ -551,18 +553,18 @@ function signedContracts(raw: Buffer, rawHex: string): SignedContract[] {
       const ap = varPos[3] as number;
       out.push({
         type,
-        owner: fieldHex(rawHex, 1),
-        target: fieldHex(rawHex, 2),
+        owner: fieldHex(raw, 1),
+        target: fieldHex(raw, 2),
         amount: ap < 0 ? 0n : BigInt.asIntN(64, readVarintBig(raw, ap)),
         data: '',
       });
     } else if (type === TRIGGER_SMART_CONTRACT) {
       out.push({
         type,
-        owner: fieldHex(rawHex, 1),
-        target: fieldHex(rawHex, 2),
+        owner: fieldHex(raw, 1),
+        target: fieldHex(raw, 2),
         amount: 0n,
-        data: fieldHex(rawHex, 4),
+        data: fieldHex(raw, 4),
       });
     } else {
       out.push({ type, owner: '', target: '', amount: 0n, data: '' });
@@ -589,8 +591,8 @@ function checkTransaction(
 ): SignedTransaction {
   const at = bytes.rawAt[i] as number;
   if (at < 0) throw new BlockCheckError('tx_id', block, `transaction ${i} has no raw_data_hex`);
-  const rawHex = lower(tx.raw_data_hex);
-  const raw = bytes.buf.subarray(at, at + rawHex.length / 2);
+  // rawAt ≥ 0: raw_data_hex is a non-empty even-length hex string, written at `at`.
+  const raw = bytes.buf.subarray(at, at + ((tx.raw_data_hex as string).length >> 1));
   const id = hash('sha256', raw, 'hex');
   if (lower(tx.txID) !== id) {
     throw new BlockCheckError(
@@ -601,7 +603,7 @@ function checkTransaction(
   }
   let signed: SignedContract[];
   try {
-    signed = signedContracts(raw, rawHex);
+    signed = signedContracts(raw);
   } catch (err) {
     if (!(err instanceof PbDecodeError)) throw err;
     throw new BlockCheckError('tx_fields', block, `tx ${id}: raw_data is not protobuf`);

@@ -273,8 +273,13 @@ export interface AlertWebhookPayload {
   /** When the message was made, ISO 8601. */
   timestamp: string;
   data: {
-    /** The watch (null in a test). */
+    /** The watch (null in a test, and in an endpoint's alert). */
     watch: { id: string; address: string; label: string | null } | null;
+    /**
+     * Additive (issue 30): the endpoint an endpoint's alert is about (one alert for all the
+     * watches on it; `watch` is then null), with its live watches; absent otherwise.
+     */
+    endpoint?: { id: string; label: string | null; watch_count: number };
     /** The receiver's host (and port); null for a chat watch or a test. */
     endpoint_host: string | null;
     /** The watch's state after the last change. */
@@ -345,7 +350,10 @@ export class AlertChannelSender {
       type: 'watch.alert',
       timestamp: new Date().toISOString(),
       data: {
-        watch: { id: m.watch.id, address: m.watch.address, label: m.watch.label },
+        watch: m.watch.endpoint
+          ? null
+          : { id: m.watch.id, address: m.watch.address, label: m.watch.label },
+        ...(m.watch.endpoint ? { endpoint: m.watch.endpoint } : {}),
         endpoint_host: m.alert.host,
         state: m.alert.state,
         outages: m.alert.outages,

@@ -26,7 +26,13 @@ export interface AlertMail {
   /** Plain text body. */
   text: string;
   /** The alerts it carries (one, or several summed up), for logs and tests. */
-  alert: { watch_id: string; ids: string[]; kinds: AlertKind[] };
+  alert: {
+    /** The watch; null for an endpoint's alert (issue 30), which sets `endpoint_id`. */
+    watch_id: string | null;
+    endpoint_id?: string;
+    ids: string[];
+    kinds: AlertKind[];
+  };
 }
 
 /** The transport: resolves once the message is accepted, throws when it was not. */
@@ -71,7 +77,8 @@ export function emailAlertSender(db: Db, transport: AlertMailer): AlertSender {
         subject: m.alert.subject,
         text: m.alert.text,
         alert: {
-          watch_id: m.watch.id,
+          watch_id: m.watch.endpoint ? null : m.watch.id,
+          ...(m.watch.endpoint ? { endpoint_id: m.watch.endpoint.id } : {}),
           ids: m.changes.map((c) => c.id),
           kinds: m.changes.map((c) => c.kind),
         },

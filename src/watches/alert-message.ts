@@ -30,6 +30,12 @@ export interface AlertWatch {
   label: string | null;
   /** The watch's webhook URL (only its host is ever shown); null for a chat watch. */
   webhook_url: string | null;
+  /**
+   * Set when the alert is about an endpoint (issue 30, migration 092) rather than one watch:
+   * then `id` is the endpoint's, `address` is empty, `webhook_url` is the endpoint's URL, and
+   * `watch_count` its live watches (one alert for all of them).
+   */
+  endpoint?: { id: string; label: string | null; watch_count: number } | null;
 }
 
 /** One composed alert: what every channel sends, in its own format. */
@@ -79,6 +85,17 @@ export function watchLink(consoleUrl: string, watchId: string): string {
   return `${consoleUrl.replace(/\/+$/, '')}/console/watches/${encodeURIComponent(watchId)}`;
 }
 
+/** The console's Endpoints page: `${consoleUrl}/console/endpoints` (an endpoint's alert). */
+export function endpointsLink(consoleUrl: string): string {
+  return `${consoleUrl.replace(/\/+$/, '')}/console/endpoints`;
+}
+
+const ENDPOINT_SUBJECTS: Record<AlertKind, string> = {
+  failing: 'Deliveries to your endpoint are failing',
+  recovered: 'Deliveries to your endpoint recovered',
+  auto_paused: 'Your endpoint was switched off: its deliveries kept failing',
+};
+
 /** `2026-11-28 02:40:05 UTC`: an alert's times, to the second, in UTC. */
 export function alertTime(d: Date): string {
   return `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
@@ -99,14 +116,23 @@ export function composeAlert(
   const last = changes[changes.length - 1];
   if (!first || !last) throw new RangeError('an alert needs at least one change');
   const host = receiverHost(watch.webhook_url);
-  const link = watchLink(consoleUrl, watch.id);
+  const ep = watch.endpoint ?? null;
+  const link = ep ? endpointsLink(consoleUrl) : watchLink(consoleUrl, watch.id);
   const name = watch.label ? `${watch.label} (${watch.address})` : watch.address;
-  const head = [`Watch: ${name}`, `Endpoint: ${host ?? 'Telegram'}`, ''];
+  // An endpoint's alert speaks for all its watches (one message, not one per deposit address).
+  const head = ep
+    ? [
+        `Endpoint: ${host ?? 'Telegram'}`,
+        `Endpoint id: ${ep.label ? `${ep.label} (${ep.id})` : ep.id}`,
+        `Watches on it: ${ep.watch_count.toLocaleString('en')}`,
+        '',
+      ]
+    : [`Watch: ${name}`, `Endpoint: ${host ?? 'Telegram'}`, ''];
   const outages = changes.filter((c) => c.kind === 'failing').length;
   const state = STATE[last.kind];
   if (changes.length === 1) {
     return {
-      subject: SUBJECTS[first.kind],
+      subject: (ep ? ENDPOINT_SUBJECTS : SUBJECTS)[first.kind],
       text: [...head, first.message, `At: ${alertTime(first.at)}`, '', link].join('\n'),
       state,
       outages,
@@ -116,10 +142,10 @@ export function composeAlert(
   }
   const now = { failing: 'failing', recovered: 'delivering again', paused: 'paused' }[state];
   return {
-    subject: `Deliveries to your webhook are flapping: ${outages} ${outages === 1 ? 'outage' : 'outages'} since ${alertTime(first.at)}, now ${now}`,
+    subject: `Deliveries to your ${ep ? 'endpoint' : 'webhook'} are flapping: ${outages} ${outages === 1 ? 'outage' : 'outages'} since ${alertTime(first.at)}, now ${now}`,
     text: [
       ...head,
-      `The endpoint changed state ${changes.length} times since ${alertTime(first.at)} (${outages} ${outages === 1 ? 'outage' : 'outages'}). tronwatch sends at most one alert per watch and channel every ${paceMinutes} minutes and sums up the changes in between:`,
+      `The endpoint changed state ${changes.length} times since ${alertTime(first.at)} (${outages} ${outages === 1 ? 'outage' : 'outages'}). tronwatch sends at most one alert per ${ep ? 'endpoint' : 'watch'} and channel every ${paceMinutes} minutes and sums up the changes in between:`,
       ...changes.map((c) => `- ${alertTime(c.at)}  ${c.message}`),
       '',
       `Now: ${now}.`,

@@ -41,7 +41,8 @@ export const EMAIL_TARGET = 'email';
 
 /**
  * Queue the sends of alert `alertId` in the caller's transaction: one for e-mail, one per
- * enabled alert channel of the watch's account (migration 056).
+ * enabled alert channel of the account (migration 056). The alert is about a watch (`w.id`
+ * `wch_…`) or, for an endpoint's alert (issue 30, migration 092), an endpoint (`ep_…`).
  */
 export async function queueAlertSends(
   tx: Queryable,
@@ -52,13 +53,19 @@ export async function queueAlertSends(
     `SELECT id FROM alert_channels WHERE account_id = $1 AND enabled ORDER BY id`,
     [w.account_id],
   );
+  const endpoint = isEndpointId(w.id);
   for (const target of [EMAIL_TARGET, ...rows.map((r) => r.id)]) {
     await tx.query(
-      `INSERT INTO alert_sends (id, alert_id, watch_id, account_id, target)
-       VALUES ($1, $2, $3, $4, $5)`,
-      [newId('als'), alertId, w.id, w.account_id, target],
+      `INSERT INTO alert_sends (id, alert_id, watch_id, endpoint_id, account_id, target)
+       VALUES ($1, $2, $3, $4, $5, $6)`,
+      [newId('als'), alertId, endpoint ? null : w.id, endpoint ? w.id : null, w.account_id, target],
     );
   }
+}
+
+/** An endpoint's id (`ep_…`), as opposed to a watch's: the subject of an alert. */
+export function isEndpointId(id: string): boolean {
+  return id.startsWith('ep_');
 }
 
 /** What a target's sender is given: one composed alert (one change, or a summary). */
@@ -116,9 +123,11 @@ export interface AlertLoopOptions {
   batch?: number;
 }
 
+/** One watch (or one endpoint, issue 30) and one target: what is paced and summed up. */
 interface Group {
   target: string;
-  watch_id: string;
+  /** The watch's id, or the endpoint's (`ep_…`) for an endpoint's alert. */
+  subject: string;
   account_id: string;
 }
 
@@ -156,19 +165,26 @@ export class AlertLoop {
     // Due groups only (their backoff over, their pace elapsed, a sender for their target), so
     // the batch is never filled with groups that wait.
     const { rows: groups } = await db.query<Group>(
-      `SELECT g.target, g.watch_id, g.account_id
-         FROM (SELECT s.target, s.watch_id, s.account_id, max(s.due_at) AS due,
+      // A send is about one watch or one endpoint (migration 092); each subject is paced alone.
+      `SELECT g.target, coalesce(g.watch_id, g.endpoint_id) AS subject, g.account_id
+         FROM (SELECT s.target, s.watch_id, s.endpoint_id, s.account_id, max(s.due_at) AS due,
                       min(s.created_at) AS first,
-                      (SELECT max(l.sent_at) FROM alert_sends l
-                        WHERE l.target = s.target AND l.watch_id = s.watch_id
-                          AND l.sent_at IS NOT NULL) AS last_sent
+                      CASE WHEN s.watch_id IS NOT NULL THEN
+                        (SELECT max(l.sent_at) FROM alert_sends l
+                          WHERE l.target = s.target AND l.watch_id = s.watch_id
+                            AND l.sent_at IS NOT NULL)
+                      ELSE
+                        (SELECT max(l.sent_at) FROM alert_sends l
+                          WHERE l.target = s.target AND l.endpoint_id = s.endpoint_id
+                            AND l.sent_at IS NOT NULL AND l.endpoint_id IS NOT NULL)
+                      END AS last_sent
                  FROM alert_sends s
                 WHERE s.sent_at IS NULL AND s.given_up_at IS NULL
                   AND ((s.target = 'email' AND $3::boolean) OR (s.target <> 'email' AND $4::boolean))
-                GROUP BY s.target, s.watch_id, s.account_id) AS g
+                GROUP BY s.target, s.watch_id, s.endpoint_id, s.account_id) AS g
         WHERE g.due <= now()
           AND (g.last_sent IS NULL OR g.last_sent + make_interval(secs => $2::float8) <= now())
-        ORDER BY g.first, g.target, g.watch_id
+        ORDER BY g.first, g.target, subject
         LIMIT $1`,
       [
         this.o.batch ?? 200,
@@ -200,16 +216,27 @@ export class AlertLoop {
     }>(
       `SELECT s.id AS send_id, s.tries, a.id, a.kind, a.message, a.created_at
          FROM alert_sends s JOIN watch_alerts a ON a.id = s.alert_id
-        WHERE s.target = $1 AND s.watch_id = $2 AND s.sent_at IS NULL AND s.given_up_at IS NULL
+        WHERE s.target = $1 AND s.sent_at IS NULL AND s.given_up_at IS NULL
+          AND (s.watch_id = $2 OR s.endpoint_id = $2)
         ORDER BY a.created_at, a.id`,
-      [g.target, g.watch_id],
+      [g.target, g.subject],
     );
-    const { rows: ws } = await db.query<AlertWatch>(
-      // A watch on an endpoint (issue 30) delivers to the endpoint's URL: that is its receiver.
-      `SELECT w.id, w.address, w.label, COALESCE(ep.url, w.webhook_url) AS webhook_url
-         FROM watches w LEFT JOIN endpoints ep ON ep.id = w.endpoint_id WHERE w.id = $1`,
-      [g.watch_id],
-    );
+    const { rows: ws } = isEndpointId(g.subject)
+      ? // An endpoint's alert (issue 30): named by its label and host, with its live watches.
+        await db.query<AlertWatch>(
+          `SELECT e.id, '' AS address, e.label, e.url AS webhook_url,
+                  json_build_object('id', e.id, 'label', e.label, 'watch_count',
+                    (SELECT count(*)::int FROM watches w
+                      WHERE w.endpoint_id = e.id AND w.deleted_at IS NULL)) AS endpoint
+             FROM endpoints e WHERE e.id = $1`,
+          [g.subject],
+        )
+      : await db.query<AlertWatch>(
+          // A watch on an endpoint (issue 30) delivers to the endpoint's URL: its receiver.
+          `SELECT w.id, w.address, w.label, COALESCE(ep.url, w.webhook_url) AS webhook_url
+             FROM watches w LEFT JOIN endpoints ep ON ep.id = w.endpoint_id WHERE w.id = $1`,
+          [g.subject],
+        );
     const watch = ws[0];
     if (!watch || rows.length === 0) return false;
     const changes: AlertChange[] = rows.map((r) => ({
@@ -245,7 +272,7 @@ export class AlertLoop {
       }
       this.o.logger.warn(
         {
-          watch_id: g.watch_id,
+          [isEndpointId(g.subject) ? 'endpoint_id' : 'watch_id']: g.subject,
           alert_target: g.target === EMAIL_TARGET ? 'email' : g.target,
           err: line,
         },

@@ -21,6 +21,9 @@
  *     - pauses an ACTIVE watch whose attempts have all failed for `autoPauseDays` (counted from the
  *       first failure after the last success, or from its last resume), with the reason kept
  *       (`paused_reason`, `auto_paused_at`) and an e-mail queued. 0 days: never.
+ *   A watch on an endpoint (issue 30) keeps its streak and alert state, but queues no message and
+ *   is never paused alone: the endpoint does both, once for all its watches
+ *   (src/endpoints/health.ts refreshEndpointHealth, migration 092).
  *   An alert is a `watch_alerts` row plus one `alert_sends` row per target (e-mail and each
  *   enabled alert channel of the account) in the same transaction: the worker's alert loop
  *   (src/watches/alert-outbox.ts) sends them, paced per watch and target (a flapping endpoint gets
@@ -29,7 +32,7 @@
 import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
 import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { queueAlertSends } from './alert-outbox.js';
+import { isEndpointId, queueAlertSends } from './alert-outbox.js';
 
 /** What the alerts need from config (config.alerts). */
 export interface AlertPolicy {
@@ -188,6 +191,8 @@ interface HealthState {
   account_id: string;
   status: 'ACTIVE' | 'PAUSED';
   channel: string;
+  /** The endpoint it delivers to (issue 30); null: its own URL. */
+  endpoint_id: string | null;
   alert_state: 'failing' | null;
   alert_since: Date | null;
   alert_mailed_at: Date | null;
@@ -219,13 +224,17 @@ export async function refreshWatchHealth(
   for (const id of new Set(watchIds)) {
     await db.transaction(async (tx) => {
       const { rows } = await tx.query<HealthState>(
-        `SELECT id, account_id, status, channel, alert_state, alert_since, alert_mailed_at,
+        `SELECT id, account_id, status, channel, endpoint_id, alert_state, alert_since,
+                alert_mailed_at,
                 failures_counted_from, deleted_at IS NOT NULL AS deleted
            FROM watches WHERE id = $1 FOR UPDATE`,
         [id],
       );
       const w = rows[0];
       if (w?.channel !== 'webhook') return;
+      // A watch on an endpoint keeps its streak and alert state, but its messages and its pause
+      // are the endpoint's (src/endpoints/health.ts): one for all the watches on it.
+      const own = w.endpoint_id === null;
       const { rows: s } = await tx.query<{
         last_ok: Date | null;
         failures: number;
@@ -263,7 +272,7 @@ export async function refreshWatchHealth(
             WHERE id = $1`,
           [id],
         );
-        if (mailed) {
+        if (mailed && own) {
           await queueAlert(tx, w, 'recovered', 'Deliveries succeed again.');
         }
         changes.recovered.push(id);
@@ -282,10 +291,10 @@ export async function refreshWatchHealth(
             WHERE id = $1`,
           [id, now, reason],
         );
-        await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
+        if (own) await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
         changes.opened.push(id);
       }
-      if (policy.autoPauseDays > 0 && w.status === 'ACTIVE' && st.first_failure) {
+      if (own && policy.autoPauseDays > 0 && w.status === 'ACTIVE' && st.first_failure) {
         const from = Math.max(
           new Date(st.first_failure).getTime(),
           w.failures_counted_from ? new Date(w.failures_counted_from).getTime() : 0,
@@ -325,18 +334,21 @@ export async function refreshWatchHealth(
 /**
  * Queue one alert in the caller's transaction: its `watch_alerts` row and one `alert_sends` row
  * per target (migration 055): 'email', and each enabled alert channel of the account
- * (src/watches/alert-channels.ts). `message` is one sentence without any URL.
+ * (src/watches/alert-channels.ts). `message` is one sentence without any URL. `w.id` is a
+ * watch's id, or an endpoint's (`ep_…`, migration 092) for an endpoint's alert.
  */
-async function queueAlert(
+export async function queueAlert(
   tx: Queryable,
   w: { id: string; account_id: string },
   kind: 'failing' | 'recovered' | 'auto_paused',
   message: string,
 ): Promise<void> {
   const alertId = newId('alr');
+  const endpoint = isEndpointId(w.id);
   await tx.query(
-    `INSERT INTO watch_alerts (id, watch_id, account_id, kind, message) VALUES ($1, $2, $3, $4, $5)`,
-    [alertId, w.id, w.account_id, kind, message],
+    `INSERT INTO watch_alerts (id, watch_id, endpoint_id, account_id, kind, message)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [alertId, endpoint ? null : w.id, endpoint ? w.id : null, w.account_id, kind, message],
   );
   await queueAlertSends(tx, alertId, w);
 }

@@ -81,12 +81,22 @@ async function migratedPgliteImage(): Promise<Blob> {
   pgliteImage ??= (async () => {
     const files = (await fs.readdir(MIGRATIONS_DIR)).sort();
     const hash = createHash('sha256');
-    const pkg = path.resolve(MIGRATIONS_DIR, '..', 'node_modules/@electric-sql/pglite/package.json');
+    const pkg = path.resolve(
+      MIGRATIONS_DIR,
+      '..',
+      'node_modules/@electric-sql/pglite/package.json',
+    );
     hash.update(JSON.parse(await fs.readFile(pkg, 'utf8')).version as string);
     for (const f of files) {
-      hash.update(f).update('\0').update(await fs.readFile(path.join(MIGRATIONS_DIR, f)));
+      hash
+        .update(f)
+        .update('\0')
+        .update(await fs.readFile(path.join(MIGRATIONS_DIR, f)));
     }
-    const file = path.join(os.tmpdir(), `tronwatch-test-pglite-${hash.digest('hex').slice(0, 16)}.tar`);
+    const file = path.join(
+      os.tmpdir(),
+      `tronwatch-test-pglite-${hash.digest('hex').slice(0, 16)}.tar`,
+    );
     try {
       return new Blob([await fs.readFile(file)]);
     } catch {

@@ -18,6 +18,8 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
 import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { type AlertMail, emailAlertSender } from '../../src/watches/alert-mail.js';
+import { AlertLoop } from '../../src/watches/alert-outbox.js';
 import {
   type ApiHarness,
   apiHarness,
@@ -265,6 +267,101 @@ describe.each(dbEngines)('endpoint operations on %s', (engine) => {
     expect(audit).toHaveLength(2);
   }, 300_000);
 
+  it('alerts once per endpoint, not once per watch, through the real worker and alert loop', async () => {
+    let status = 500;
+    const n = 25;
+    const { hh, c, ep, watchIds } = await setUp(
+      { DELIVERY_SCHEDULE_SCALE: '0.0001', WATCH_ALERT_FAILURES: '3', WATCH_AUTO_PAUSE_DAYS: '0' },
+      () => status,
+      n,
+    );
+    const first = await eventsFor(hh, watchIds, 'f');
+    startWorker(hh);
+    // Every watch's deliveries fail until DEAD: each watch's own alert state opens too.
+    await vi.waitFor(
+      async () => {
+        const { rows } = await hh.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM watches WHERE id = ANY($1) AND alert_state = 'failing'`,
+          [watchIds],
+        );
+        if (rows[0]?.n !== n) throw new Error(`${rows[0]?.n} of ${n} watches failing`);
+        const e = await getEndpoint(hh, c, ep.id);
+        if (e.health.alert === null) throw new Error('endpoint alert not open');
+      },
+      { timeout: 120_000, interval: 100 },
+    );
+    const alerts = async () =>
+      (
+        await hh.db.query<{ kind: string; watch_id: string | null; endpoint_id: string | null }>(
+          `SELECT kind, watch_id, endpoint_id FROM watch_alerts
+            WHERE endpoint_id = $1 OR watch_id = ANY($2) ORDER BY created_at, id`,
+          [ep.id, watchIds],
+        )
+      ).rows;
+    // One alert for the endpoint, none for its 25 watches.
+    expect(await alerts()).toEqual([{ kind: 'failing', watch_id: null, endpoint_id: ep.id }]);
+
+    // The outbox sends it as one e-mail about the endpoint, naming its host and its watches.
+    const sent: AlertMail[] = [];
+    const loop = new AlertLoop({
+      db: hh.db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes: 0,
+      email: emailAlertSender(hh.db, async (m) => void sent.push(m)),
+      logger: silentLogger,
+    });
+    expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]?.subject).toBe('Deliveries to your endpoint are failing');
+    expect(sent[0]?.alert).toMatchObject({
+      watch_id: null,
+      endpoint_id: ep.id,
+      kinds: ['failing'],
+    });
+    expect(sent[0]?.text).toContain(`Endpoint: ${new URL(r?.url ?? '').host}\n`);
+    expect(sent[0]?.text).toContain(`Endpoint id: deposits (${ep.id})`);
+    expect(sent[0]?.text).toContain(`Watches on it: ${n}`);
+    expect(sent[0]?.text).toContain('https://tw.example/console/endpoints');
+
+    // Every delivery goes DEAD; still the one alert. Then the receiver is fixed and its dead
+    // letters redelivered: one 'recovered' for the endpoint, still nothing per watch.
+    await vi.waitFor(
+      async () => {
+        const { rows } = await hh.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM notifications WHERE status = 'DEAD' AND event_id = ANY($1)`,
+          [first],
+        );
+        if (rows[0]?.n !== n) throw new Error(`${rows[0]?.n} of ${n} DEAD`);
+      },
+      { timeout: 120_000, interval: 100 },
+    );
+    expect(await alerts()).toHaveLength(1);
+    status = 200;
+    const redelivered = await hh.app.inject({
+      method: 'POST',
+      url: `/v1/endpoints/${ep.id}/redeliver`,
+      headers: c.headers,
+    });
+    expect(json(redelivered)).toEqual({ redelivered: n });
+    await vi.waitFor(
+      async () => {
+        const e = await getEndpoint(hh, c, ep.id);
+        if (e.health.alert !== null) throw new Error('endpoint still failing');
+      },
+      { timeout: 120_000, interval: 100 },
+    );
+    expect(await alerts()).toEqual([
+      { kind: 'failing', watch_id: null, endpoint_id: ep.id },
+      { kind: 'recovered', watch_id: null, endpoint_id: ep.id },
+    ]);
+    expect(await loop.runOnce()).toEqual({ sent: 1, failed: 0 });
+    expect(sent.map((m) => m.subject)).toEqual([
+      'Deliveries to your endpoint are failing',
+      'Deliveries to your endpoint recovered',
+    ]);
+    await loop.stop();
+  }, 300_000);
+
   it('switches an endpoint off after WATCH_AUTO_PAUSE_DAYS of failures; enabled again, it delivers what waited', async () => {
     let status = 503;
     const { hh, c, ep, watchIds } = await setUp(
@@ -289,6 +386,22 @@ describe.each(dbEngines)('endpoint operations on %s', (engine) => {
       `SELECT actor_type, target_id FROM audit_log WHERE action = 'endpoint.paused'`,
     );
     expect(audit).toEqual([{ actor_type: 'system', target_id: ep.id }]);
+    // The pause is the endpoint's: no watch on it was paused alone, and its alerts are the
+    // endpoint's (migration 092), none per watch.
+    const { rows: statuses } = await hh.db.query<{ status: string }>(
+      'SELECT status FROM watches WHERE id = ANY($1)',
+      [watchIds],
+    );
+    expect(statuses.map((w) => w.status)).toEqual(['ACTIVE', 'ACTIVE']);
+    const { rows: alerts } = await hh.db.query<{ kind: string; endpoint_id: string | null }>(
+      `SELECT kind, endpoint_id FROM watch_alerts
+        WHERE endpoint_id = $1 OR watch_id = ANY($2) ORDER BY kind`,
+      [ep.id, watchIds],
+    );
+    expect(alerts.filter((a) => a.kind === 'auto_paused')).toEqual([
+      { kind: 'auto_paused', endpoint_id: ep.id },
+    ]);
+    expect(alerts.every((a) => a.endpoint_id === ep.id)).toBe(true);
     // Switched off: nothing is attempted any more, nothing is lost.
     const { rows: before } = await hh.db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM attempts WHERE endpoint_id = $1',
