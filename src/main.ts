@@ -32,8 +32,9 @@ import { CHECK_NAMES, formatReport, runDoctor, selects } from './doctor/doctor.j
 import { runStdioMcp } from './mcp/stdio.js';
 import { rotateKey } from './secrets/rotate.js';
 import { type Role, secretBox, startService } from './service.js';
+import { type GrpcTarget, parseGrpcTarget } from './tron/grpc.js';
 import { buildCheckpoint } from './tron/light-client/checkpoint-build.js';
-import { nodeClientFor } from './tron/node-client.js';
+import { NodeClient, nodeClientFor } from './tron/node-client.js';
 import { scan, transferLine } from './tron/scan.js';
 
 function int(name: string, min = 0) {
@@ -149,15 +150,56 @@ program
   .description(
     'record solidified blocks FROM..TO and their transaction infos into DIR (the chain/ layout)',
   )
-  .option('--node <url>', 'node URL (default: TRON_NODE_URL)')
+  .option(
+    '--node <url>',
+    "node URL (default: TRON_NODE_URL's first provider, with its gRPC address)",
+  )
+  .option(
+    '--grpc <address>',
+    "where the node serves java-tron's gRPC (grpc://host:port or grpcs://host:port), for each block's exact bytes (blockext-<n>.bin); `none` records JSON only, which the demo and tronwatch cannot prove a recorded mainnet block from (default: TRON_NODE_URL's #grpc= when --node is not given)",
+  )
   .requiredOption('--from <n>', 'first block', int('--from'))
   .requiredOption('--to <n>', 'last block (inclusive)', int('--to'))
   .requiredOption('--out <dir>', 'output folder')
-  .action(async (o: { node?: string; from: number; to: number; out: string }) => {
+  .action(async (o: { node?: string; grpc?: string; from: number; to: number; out: string }) => {
     const cfg = config();
     const log = createLogger(cfg.logLevel);
+    let grpc: GrpcTarget | undefined;
+    if (o.grpc !== undefined && o.grpc !== 'none') {
+      try {
+        grpc = parseGrpcTarget(o.grpc);
+      } catch (err) {
+        process.stderr.write(`tronwatch record: --grpc: ${(err as Error).message}\n`);
+        process.exit(2);
+      }
+    }
+    const first = cfg.node.providers[0];
+    const client =
+      o.node === undefined && o.grpc === undefined
+        ? nodeClientFor(cfg.node, log, { provider: first })
+        : new NodeClient({
+            url: o.node ?? first?.url ?? cfg.node.url,
+            apiKey: cfg.node.apiKey,
+            timeoutMs: cfg.node.timeoutMs,
+            retries: cfg.node.retries,
+            connections: cfg.node.concurrency + 2,
+            ...(grpc ? { grpc } : {}),
+            logger: log,
+          });
+    if (!client.servesExact) {
+      if (o.grpc !== 'none') {
+        process.stderr.write(
+          `tronwatch record: ${client.name} has no gRPC address, so the exact bytes of each block (blockext-<n>.bin) cannot be recorded, and without them neither tronwatch nor the demo can prove a recorded block. Give --grpc grpc://host:port (TronGrid: grpc://grpc.trongrid.io:50052), or --grpc none to record JSON only.\n`,
+        );
+        await client.close();
+        process.exit(2);
+      }
+      log.warn(
+        { provider: client.name },
+        'recording JSON only (--grpc none): no blockext-<n>.bin, so the demo and the replay node cannot prove these blocks',
+      );
+    }
     const shutdown = processShutdown(log);
-    const client = nodeClientFor(cfg.node, log, { url: o.node });
     shutdown.add('node client', () => client.close());
     let last = Date.now();
     try {

@@ -12,8 +12,13 @@
  * Per block: getblockbynum (retried while empty: `{}` is a load-balancer quirk for solidified
  * blocks); then, only when the block has transactions, gettransactioninfobyblocknum (retried while
  * empty or while its length differs from the block's transaction count); a block without
- * transactions gets `[]`, as the node answers. Files are written to a temporary name and renamed,
- * txinfo before block, so a `block-<n>.json` present means its pair is complete.
+ * transactions gets `[]`, as the node answers. With a gRPC address (the client's
+ * `servesExact`), also `blockext-<n>.bin` = the exact bytes of its gRPC `GetBlockByNum2` answer
+ * (a `BlockExtention`), checked to be the same block (same blockID as the JSON answer): tronwatch
+ * proves a block's transactions from those bytes, and a recorded block's JSON alone cannot prove
+ * them (it can hide bytes: mainnet block 79,072,107 does), so the replay node and
+ * `npm run demo -- --blocks DIR` need them. Files are written to a temporary name and renamed,
+ * txinfo and blockext before block, so a `block-<n>.json` present means its set is complete.
  */
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,6 +46,11 @@ export interface RecordOptions {
   onProgress?: (p: RecordProgress) => void;
   /** TronGrid key, sent as TRON-PRO-API-KEY (the client keeps its own private). */
   apiKey?: string | undefined;
+  /**
+   * Also record `blockext-<n>.bin` (module doc). Default: when the client has a gRPC address.
+   * @throws RangeError (before any request) when true and the client has none.
+   */
+  exact?: boolean;
   /** Blocks fetched at once. Default 4. */
   concurrency?: number;
   /** Retries of a transient failure. Default 6. */
@@ -55,8 +65,10 @@ export interface RecordResult {
   to: number;
   blocks: number;
   transactions: number;
-  /** Bytes written (blocks + txinfos). */
+  /** Bytes written (blocks + txinfos + exact bytes). */
   bytes: number;
+  /** Whether `blockext-<n>.bin` files were written (RecordOptions.exact). */
+  exact: boolean;
 }
 
 /**
@@ -68,6 +80,12 @@ export async function recordBlocks(opts: RecordOptions): Promise<RecordResult> {
   const { client, from, to, outDir } = opts;
   if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to) || from < 0 || to < from) {
     throw new RangeError(`invalid block range ${from}..${to}: need integers 0 <= from <= to`);
+  }
+  const exact = opts.exact ?? client.servesExact;
+  if (exact && !client.servesExact) {
+    throw new RangeError(
+      `exact bytes asked for, but ${client.name} has no gRPC address (#grpc=grpc://host:port)`,
+    );
   }
   const head = await client.getSolidifiedHead(opts.signal);
   if (to > head.number) {
@@ -154,9 +172,11 @@ export async function recordBlocks(opts: RecordOptions): Promise<RecordResult> {
     return json;
   }
 
-  async function fetchBlock(n: number): Promise<{ block: Buffer; infos: Buffer; txCount: number }> {
+  async function fetchBlock(
+    n: number,
+  ): Promise<{ block: Buffer; infos: Buffer; txCount: number; blockId: string }> {
     const path = '/walletsolidity/getblockbynum';
-    const { block, txCount } = await withRetry(
+    const { block, txCount, blockId } = await withRetry(
       async () => {
         const body = await postRaw(path, n);
         const j = inspect(path, n, body) as {
@@ -171,11 +191,15 @@ export async function recordBlocks(opts: RecordOptions): Promise<RecordResult> {
         if (num !== n || typeof j.blockID !== 'string') {
           throw new NodeError('malformed', `${path} ${n}: node returned block ${num}`, false);
         }
-        return { block: body, txCount: Array.isArray(j.transactions) ? j.transactions.length : 0 };
+        return {
+          block: body,
+          txCount: Array.isArray(j.transactions) ? j.transactions.length : 0,
+          blockId: j.blockID.toLowerCase(),
+        };
       },
       { retries, signal },
     );
-    if (txCount === 0) return { block, infos: Buffer.from('[]'), txCount };
+    if (txCount === 0) return { block, infos: Buffer.from('[]'), txCount, blockId };
     const ipath = '/walletsolidity/gettransactioninfobyblocknum';
     const infos = await withRetry(
       async () => {
@@ -195,7 +219,20 @@ export async function recordBlocks(opts: RecordOptions): Promise<RecordResult> {
       },
       { retries, signal },
     );
-    return { block, infos, txCount };
+    return { block, infos, txCount, blockId };
+  }
+
+  /** The gRPC answer for block n, checked to be the block the JSON answer was (same blockID). */
+  async function fetchExact(n: number, blockId: string): Promise<Buffer> {
+    const got = await client.getExactBlockBytes(n, signal);
+    if (got.blockId !== blockId) {
+      throw new NodeError(
+        'inconsistent',
+        `block ${n}: gRPC GetBlockByNum2 answered block ${got.blockId}, getblockbynum ${blockId}`,
+        false,
+      );
+    }
+    return got.bytes;
   }
 
   async function writeExact(name: string, bytes: Buffer): Promise<void> {
@@ -206,17 +243,19 @@ export async function recordBlocks(opts: RecordOptions): Promise<RecordResult> {
   }
 
   const total = to - from + 1;
-  const result: RecordResult = { from, to, blocks: 0, transactions: 0, bytes: 0 };
+  const result: RecordResult = { from, to, blocks: 0, transactions: 0, bytes: 0, exact };
   let next = from;
   async function worker(): Promise<void> {
     while (next <= to && !signal.aborted) {
       const n = next++;
-      const { block, infos, txCount } = await fetchBlock(n);
+      const { block, infos, txCount, blockId } = await fetchBlock(n);
+      const ext = exact ? await fetchExact(n, blockId) : undefined;
       await writeExact(`txinfo-${n}.json`, infos);
+      if (ext) await writeExact(`blockext-${n}.bin`, ext);
       await writeExact(`block-${n}.json`, block);
       result.blocks++;
       result.transactions += txCount;
-      result.bytes += block.length + infos.length;
+      result.bytes += block.length + infos.length + (ext?.length ?? 0);
       opts.onProgress?.({ blockNumber: n, txCount, done: result.blocks, total });
     }
   }

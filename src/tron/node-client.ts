@@ -844,17 +844,52 @@ export class NodeClient {
     return d.exact;
   }
 
+  /** Whether this client reads exact bytes (a gRPC address is configured: NodeClientOptions.grpc). */
+  get servesExact(): boolean {
+    return this.grpc !== undefined;
+  }
+
+  /**
+   * Solidified block `n`'s gRPC `GetBlockByNum2` answer (a `BlockExtention`) exactly as the
+   * provider sent it, checked to decode as block n (`tronwatch record` writes it as
+   * `blockext-<n>.bin`). Same rate slots and retries as every request.
+   * @returns the bytes, and the blockID they decode to (lower-case hex).
+   * @throws NodeError: 'empty' (retried) when the node answers no block, 'malformed' for bytes
+   *   that are not a block or are another block, as GrpcBlockClient otherwise.
+   */
+  async getExactBlockBytes(
+    n: number,
+    signal?: AbortSignal,
+  ): Promise<{ bytes: Buffer; blockId: string }> {
+    let kept: Buffer | undefined;
+    const d = await this.readExact(n, false, signal, (b) => {
+      kept = b;
+    });
+    if (!d || !kept) throw new NodeError('empty', `gRPC GetBlockByNum2 ${n}: no block`, true);
+    const number = Number(d.block.block_header?.raw_data?.number ?? 0);
+    if (number !== n) {
+      throw new NodeError(
+        'malformed',
+        `gRPC GetBlockByNum2 ${n}: node returned block ${number}`,
+        false,
+      );
+    }
+    return { bytes: kept, blockId: String(d.block.blockID).toLowerCase() };
+  }
+
   /**
    * Block `n` read once over gRPC and decoded (tron/exact-block.ts), through the rate slots and
    * retries of every request.
    * @param emptyOk an empty answer (no block) is `undefined` (a block asked for before it is
    *   solidified); otherwise it is retried as a transient fault ('empty').
+   * @param onBytes called with each answer's bytes as received (before decoding).
    * @throws NodeError: 'malformed' for bytes that are not a block, as GrpcBlockClient otherwise.
    */
   private async readExact(
     n: number,
     emptyOk: boolean,
     signal?: AbortSignal,
+    onBytes?: (bytes: Buffer) => void,
   ): Promise<DecodedBlock | undefined> {
     const grpc = this.grpc;
     if (!grpc) throw new NodeError('malformed', `${this.name}: no gRPC address configured`, false);
@@ -863,6 +898,7 @@ export class NodeClient {
         await this.gate(signal);
         this.requestCount++;
         const bytes = await grpc.getBlockByNum2(n, this.timeoutMs, signal);
+        onBytes?.(bytes);
         let d: DecodedBlock | undefined;
         try {
           d = decodeBlockExtention(bytes);

@@ -57,29 +57,53 @@ function readVarint(buf: Uint8Array, pos: number): [bigint, number] {
  */
 export function pbFields(buf: Uint8Array): PbField[] {
   const out: PbField[] = [];
+  const n = buf.length;
   let pos = 0;
-  while (pos < buf.length) {
-    const [tag, p] = readVarint(buf, pos);
-    pos = p;
-    const field = Number(tag >> 3n);
-    const wire = Number(tag & 7n);
+  while (pos < n) {
+    // One-byte tags (fields 1–15) and varints below 2^49 are read as numbers, without a bigint or
+    // a tuple per read (a block of 600 transactions has about 15,000 fields); anything longer
+    // goes through readVarint, with the same results and errors.
+    let field: number;
+    let wire: number;
+    const t0 = buf[pos] as number;
+    if (t0 < 0x80) {
+      field = t0 >> 3;
+      wire = t0 & 7;
+      pos++;
+    } else {
+      const [tag, p] = readVarint(buf, pos);
+      pos = p;
+      field = Number(tag >> 3n);
+      wire = Number(tag & 7n);
+    }
     if (field === 0) throw new PbDecodeError('field number 0');
     if (wire === 0) {
-      const [value, q] = readVarint(buf, pos);
-      pos = q;
-      out.push({ field, wire, value });
+      const small = smallVarint(buf, pos);
+      if (small >= 0) {
+        pos = smallEnd;
+        out.push({ field, wire, value: BigInt(small) });
+      } else {
+        const [value, q] = readVarint(buf, pos);
+        pos = q;
+        out.push({ field, wire, value });
+      }
     } else if (wire === 2) {
+      const small = smallVarint(buf, pos);
+      if (small >= 0 && smallEnd + small <= n) {
+        out.push({ field, wire, bytes: buf.subarray(smallEnd, smallEnd + small) });
+        pos = smallEnd + small;
+        continue;
+      }
       const [len, q] = readVarint(buf, pos);
       const end = q + Number(len);
-      if (len > BigInt(buf.length) || end > buf.length) {
+      if (len > BigInt(n) || end > n) {
         throw new PbDecodeError(`field ${field}: length ${len} runs past the end`);
       }
       out.push({ field, wire, bytes: buf.subarray(q, end) });
       pos = end;
     } else if (wire === 1 || wire === 5) {
       const end = pos + (wire === 1 ? 8 : 4);
-      if (end > buf.length)
-        throw new PbDecodeError(`field ${field}: fixed value runs past the end`);
+      if (end > n) throw new PbDecodeError(`field ${field}: fixed value runs past the end`);
       out.push({ field, wire, bytes: buf.subarray(pos, end) });
       pos = end;
     } else {
@@ -87,6 +111,31 @@ export function pbFields(buf: Uint8Array): PbField[] {
     }
   }
   return out;
+}
+
+/** Position after the varint smallVarint last read. */
+let smallEnd = 0;
+
+/**
+ * The varint at `pos` as a number when it ends within 7 bytes (below 2^49: exact), its end in
+ * `smallEnd`; −1 when it is longer or runs past the end (the caller then reads it with
+ * readVarint, which returns it or throws the error).
+ */
+function smallVarint(buf: Uint8Array, pos: number): number {
+  let x = 0;
+  let mul = 1;
+  const n = buf.length;
+  for (let i = 0; i < 7; i++) {
+    if (pos + i >= n) return -1;
+    const b = buf[pos + i] as number;
+    x += (b & 0x7f) * mul;
+    if (b < 0x80) {
+      smallEnd = pos + i + 1;
+      return x;
+    }
+    mul *= 128;
+  }
+  return -1;
 }
 
 /** The bytes of every length-delimited occurrence of `field`, in order. */

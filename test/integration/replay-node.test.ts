@@ -9,6 +9,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { lackingExactBytes } from '../../src/devnet/demo.js';
 import { recordBlocks } from '../../src/devnet/record.js';
 import {
   dirSource,
@@ -657,5 +658,60 @@ describe('replay node on recorded mainnet block 79072107', () => {
     await expect(
       recordBlocks({ client: client(a), from: REAL, to: REAL + 1, outDir: out }),
     ).rejects.toThrow(/solidified head/);
+  });
+
+  it('record with gRPC writes each block’s exact bytes: the recorded folder proves the real block over gRPC', async () => {
+    const grpcClient = (node: ReplayNode) => {
+      const c = new NodeClient({
+        url: node.url,
+        retries: 2,
+        timeoutMs: 5_000,
+        grpc: parseGrpcTarget(node.grpcUrl as string),
+      });
+      opened.push(c);
+      return c;
+    };
+    const a = await start({ source: dirSource(CHAIN_DIR), instant: true, grpc: true });
+    const out = await tempDir();
+    const res = await recordBlocks({
+      client: grpcClient(a),
+      from: REAL - 1,
+      to: REAL,
+      outDir: out,
+      concurrency: 2,
+    });
+    expect(res).toMatchObject({ blocks: 2, transactions: 619, exact: true });
+    expect((await readdir(out)).sort()).toEqual([
+      `block-${REAL - 1}.json`,
+      `block-${REAL}.json`,
+      `blockext-${REAL - 1}.bin`,
+      `blockext-${REAL}.bin`,
+      `txinfo-${REAL - 1}.json`,
+      `txinfo-${REAL}.json`,
+    ]);
+    const recorded = await readFile(join(out, `blockext-${REAL}.bin`));
+    expect(recorded.equals(await readFile(join(CHAIN_DIR, `blockext-${REAL}.bin`)))).toBe(true);
+    // What the demo checks before it starts (npm run demo -- --blocks DIR).
+    expect(lackingExactBytes(out)).toEqual([]);
+    // A replay node on the recorded folder serves those bytes, and the real block is proven from
+    // them (a folder recorded without them has no gRPC answer for it: NOT_FOUND).
+    const b = await start({ source: dirSource(out), instant: true, grpc: true });
+    const reader = grpcClient(b);
+    await reader.getSolidifiedHead();
+    const blk = await reader.getSolidifiedBlock(REAL);
+    const v = verifyBlock(blk.block, blk.infos, blk.exact);
+    expect(v.root).toBe('exact');
+    expect(v.transfers).toHaveLength(384);
+    expect(v.transfers.every((t) => t.proof === 'signed')).toBe(true);
+  });
+
+  it('record refuses to promise exact bytes without a gRPC address, before any request', async () => {
+    const a = await start({ source: dirSource(CHAIN_DIR), instant: true, logRequests: true });
+    const out = await tempDir();
+    await expect(
+      recordBlocks({ client: client(a), from: REAL, to: REAL, outDir: out, exact: true }),
+    ).rejects.toThrow(/no gRPC address/);
+    expect(a.requestLog).toEqual([]);
+    expect(await readdir(out)).toEqual([]);
   });
 });

@@ -199,6 +199,36 @@ describe('forged copies of block 79072107', () => {
     }
   });
 
+  it('a fee-shaped pair of logs (TetherToken with its fee on) is refused: the owner is chain state not read', () => {
+    // The fee rule checkDirectUsdtCall documents (TetherToken.transfer): a fee of
+    // value * basisPointsRate / 10000, capped at maximumFee, goes to the token's owner as its own
+    // Transfer log, and the recipient's log carries value - fee. The fee is 0 on TRON; were it
+    // switched on, such a block would stall here rather than let one provider name any address as
+    // the owner.
+    const b = realBlock();
+    const infos = realInfos();
+    const tx = b.transactions?.[firstUsdtTransfer(b)] as TransactionJson;
+    const info = infos.find((x) => x.id === tx.txID) as TransactionInfoJson;
+    const log = info.log?.[0] as { address: string; topics: string[]; data: string };
+    const value = BigInt(`0x${log.data}`);
+    const fee = value / 1000n;
+    const word = (v: bigint) => v.toString(16).padStart(64, '0');
+    info.log = [
+      {
+        ...log,
+        topics: [
+          log.topics[0] as string,
+          log.topics[1] as string,
+          `${'0'.repeat(24)}${'cd'.repeat(20)}`,
+        ],
+        data: word(fee),
+      },
+      { ...log, topics: [...log.topics], data: word(value - fee) },
+    ];
+    expect(failure(() => verifyBlock(b, infos))).toBe('transfer_log');
+    expect(failure(() => verifyBlock(b, infos, realExact()))).toBe('transfer_log');
+  });
+
   it('receipts missing, doubled, or of another block: receipts', () => {
     const missing = realInfos().slice(1);
     expect(failure(() => verifyBlock(realBlock(), missing))).toBe('receipts');
