@@ -117,7 +117,9 @@ export async function benchIngestWatches(
       lines.push(
         `ingest with ${big.toLocaleString('en-US')} active watches:  ${large.blocksPerSec.toFixed(1)} blocks/s (${large.events} events; seeding took ${large.seedSec.toFixed(0)} s)`,
       );
-      lines.push(`ratio 1M/1k: ${(large.blocksPerSec / smallRate).toFixed(2)}  (goal: ≥ 0.90)`);
+      lines.push(
+        `ratio ${big.toLocaleString('en-US')}/1,000: ${(large.blocksPerSec / smallRate).toFixed(2)}  (goal: ≥ 0.90); mainnet produces 0.33 blocks/s`,
+      );
     } finally {
       await node.stop();
     }
