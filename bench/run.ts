@@ -16,6 +16,10 @@
  * BENCH_HOT_CLAIMS (20), BENCH_HOT_KEEP=1 (keep the database). PostgreSQL only.
  * console-docs (issue 19 item 7: the API docs page's time to usable, goal under 1.5 s, next to
  * the Overview page's; headless Chromium, `npm run build:web` first): BENCH_DOCS_RUNS (7).
+ * endpoints (issue 30 item 5: watches/s through the batch API onto one endpoint next to one
+ * request per watch; a burst of deliveries to an endpoint at its rate limit next to one without,
+ * the most arrivals in a second and in service at once next to the limits): BENCH_EP_WATCHES
+ * (100,000), BENCH_EP_SINGLE (1,000), BENCH_EP_BURST (10,000), BENCH_EP_RATE (500), BENCH_EP_CAP (16).
  * light-client (issue 28: witness-signature checks per second on real and devnet headers, and the
  * light client's share of a 600-transaction block's in-process cost): BENCH_LC_BLOCKS (200).
  * PostgreSQL parts use DATABASE_URL when set (a fresh database each), else PGlite.
@@ -24,6 +28,7 @@ import { benchApi } from './api.js';
 import { benchConsoleDocs } from './console-docs.js';
 import { benchDelivery } from './delivery.js';
 import { benchE2e } from './e2e.js';
+import { benchEndpoints } from './endpoints.js';
 import { benchHotQueries } from './hot-queries.js';
 import { benchIngestRate } from './ingest-rate.js';
 import { benchIngestWatches } from './ingest-watches.js';
@@ -94,6 +99,18 @@ parts.push({
       stallBlocks: env('BENCH_STALL_BLOCKS', 100),
       catchUpBlocks: env('BENCH_CATCHUP_BLOCKS', 28_800),
       catchUpRps: env('BENCH_CATCHUP_RPS', 200),
+    }),
+});
+
+parts.push({
+  name: 'endpoints',
+  run: () =>
+    benchEndpoints({
+      watches: env('BENCH_EP_WATCHES', 100_000),
+      single: env('BENCH_EP_SINGLE', 1_000),
+      burst: env('BENCH_EP_BURST', 10_000),
+      rate: env('BENCH_EP_RATE', 500),
+      cap: env('BENCH_EP_CAP', 16),
     }),
 });
 

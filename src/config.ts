@@ -66,6 +66,14 @@ export const EnvSchema = T.Object({
     description:
       "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's gRPC API (each block is then read once, as exact bytes, `GetBlockByNum2`, instead of as JSON: two requests per block, its bytes and its receipts, and its transaction root is checked from the bytes; the default for TronGrid, `#grpc=none` turns it off). See [Trusting the node](trusting-the-node.md#trusting-the-node). Caught up, the ingester asks for the next block itself (`GetBlockByNum2` with gRPC, else `/walletsolidity/getblockbynum`), timed to the block interval (`{}`, not solidified yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
   }),
+  TRON_TESTNET_NODE_URL: T.Optional(
+    T.String({
+      pattern: '^\\s*https?://',
+      description:
+        "The test environment's chain (issue 32): TRON's Nile testnet, java-tron HTTP API, in `TRON_NODE_URL`'s form (comma-separated providers, each with `#key=`, `#max_rps=`, `#grpc=`). TronGrid serves Nile at `https://nile.trongrid.io` (no API key needed; TRON's API reference, developers.tron.network/v4.3.0/reference, lists it beside mainnet and Shasta); give its gRPC with `#grpc=grpc://host:port` for exact bytes, since none is assumed for it. When set, the ingest role also follows Nile, through the same reader, checks and commit as mainnet, with its own cursor, head, leader lock and `/v1/status` entry, and matches test watches there (USDT = Nile's TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf). `TRON_NODE_TIMEOUT_MS`, `TRON_NODE_RETRIES`, `TRON_NODE_CONCURRENCY` and `TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER` apply to it too; its quorum is 1.",
+      unset: 'test mode has only the deposits of `POST /v1/test/transfers`',
+    }),
+  ),
   TRON_API_KEY: T.Optional(
     T.String({
       minLength: 1,
@@ -393,6 +401,35 @@ const Unset = <S extends TSchema>(s: S) => T.Union([T.Optional(s, false), T.Unde
 const Group = <P extends TProperties>(properties: P) =>
   T.Object(properties, { additionalProperties: false });
 
+/** One chain's node settings (TRON_NODE_URL's; TRON_TESTNET_NODE_URL's for the test network). */
+const NodeSchema = Group({
+  url: T.String({ description: 'TRON_NODE_URL without trailing slashes.' }),
+  apiKey: Unset(V.TRON_API_KEY),
+  timeoutMs: V.TRON_NODE_TIMEOUT_MS,
+  retries: V.TRON_NODE_RETRIES,
+  concurrency: V.TRON_NODE_CONCURRENCY,
+  maxRps: T.Integer({
+    minimum: 0,
+    description: 'TRON_NODE_MAX_RPS, or when unset 10 (remote node) / 0 (loopback node).',
+  }),
+  providers: T.Array(
+    Group({
+      url: T.String({ description: 'HTTP API base, without fragment or trailing slashes.' }),
+      name: T.String({
+        description: 'The origin (never path, query or fragment: they may hold a key).',
+      }),
+      apiKey: Unset(T.String({ minLength: 1 })),
+      maxRps: T.Integer({ minimum: 0 }),
+      grpc: Unset(Group({ host: T.String(), port: T.Integer({ minimum: 1 }), tls: T.Boolean() })),
+    }),
+    { minItems: 1, description: 'TRON_NODE_URL split on commas, in order of preference.' },
+  ),
+  quorum: V.TRON_NODE_QUORUM,
+  allowUnprovenSingleProvider: T.Boolean({
+    description: 'TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.',
+  }),
+});
+
 /**
  * The typed configuration every module receives (never process.env), grouped by concern. The
  * {@link Config} type is inferred from it; {@link loadConfig} maps the validated {@link Env} onto
@@ -409,33 +446,8 @@ export const ConfigSchema = Group({
     poolSize: V.DATABASE_POOL_SIZE,
   }),
   redis: Group({ url: Unset(V.REDIS_URL) }),
-  node: Group({
-    url: T.String({ description: 'TRON_NODE_URL without trailing slashes.' }),
-    apiKey: Unset(V.TRON_API_KEY),
-    timeoutMs: V.TRON_NODE_TIMEOUT_MS,
-    retries: V.TRON_NODE_RETRIES,
-    concurrency: V.TRON_NODE_CONCURRENCY,
-    maxRps: T.Integer({
-      minimum: 0,
-      description: 'TRON_NODE_MAX_RPS, or when unset 10 (remote node) / 0 (loopback node).',
-    }),
-    providers: T.Array(
-      Group({
-        url: T.String({ description: 'HTTP API base, without fragment or trailing slashes.' }),
-        name: T.String({
-          description: 'The origin (never path, query or fragment: they may hold a key).',
-        }),
-        apiKey: Unset(T.String({ minLength: 1 })),
-        maxRps: T.Integer({ minimum: 0 }),
-        grpc: Unset(Group({ host: T.String(), port: T.Integer({ minimum: 1 }), tls: T.Boolean() })),
-      }),
-      { minItems: 1, description: 'TRON_NODE_URL split on commas, in order of preference.' },
-    ),
-    quorum: V.TRON_NODE_QUORUM,
-    allowUnprovenSingleProvider: T.Boolean({
-      description: 'TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.',
-    }),
-  }),
+  node: NodeSchema,
+  testnetNode: Unset(NodeSchema),
   ingest: Group({
     startBlock: Unset(T.Integer({ minimum: 0, description: 'INGEST_START_BLOCK: its number.' })),
     startBlockId: Unset(
@@ -584,17 +596,23 @@ function startBlockOf(v: string | undefined): {
   }
 }
 
-function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
-  const entries = e.TRON_NODE_URL.split(',')
+function parseProviders(
+  e: Env,
+  problems: string[],
+  variable: 'TRON_NODE_URL' | 'TRON_TESTNET_NODE_URL' = 'TRON_NODE_URL',
+): ProviderSettings[] {
+  const testnet = variable === 'TRON_TESTNET_NODE_URL';
+  const entries = (testnet ? (e.TRON_TESTNET_NODE_URL ?? '') : e.TRON_NODE_URL)
+    .split(',')
     .map((x) => x.trim())
     .filter((x) => x !== '');
-  if (entries.length === 0) problems.push('TRON_NODE_URL: no provider URL');
-  if (entries.length > 1 && e.TRON_API_KEY !== undefined) {
+  if (entries.length === 0) problems.push(`${variable}: no provider URL`);
+  if (!testnet && entries.length > 1 && e.TRON_API_KEY !== undefined) {
     problems.push(
       'TRON_API_KEY: with several TRON_NODE_URL providers, give each its own key in its URL (https://api.trongrid.io#key=…)',
     );
   }
-  if (e.TRON_NODE_QUORUM > Math.max(1, entries.length)) {
+  if (!testnet && e.TRON_NODE_QUORUM > Math.max(1, entries.length)) {
     problems.push(
       `TRON_NODE_QUORUM: ${e.TRON_NODE_QUORUM} is more than the ${entries.length} providers of TRON_NODE_URL`,
     );
@@ -602,7 +620,7 @@ function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
   const out: ProviderSettings[] = [];
   const seen = new Map<string, number>();
   for (const [i, entry] of entries.entries()) {
-    const what = `TRON_NODE_URL provider ${i + 1}`;
+    const what = `${variable} provider ${i + 1}`;
     let u: URL;
     try {
       u = new URL(entry);
@@ -647,7 +665,9 @@ function parseProviders(e: Env, problems: string[]): ProviderSettings[] {
     out.push({
       url,
       name: count === 1 ? origin : `${origin}#${count}`,
-      apiKey: settings.get('key') ?? (entries.length === 1 ? e.TRON_API_KEY : undefined),
+      // TRON_API_KEY is mainnet's TronGrid key: never sent to the testnet's providers.
+      apiKey:
+        settings.get('key') ?? (!testnet && entries.length === 1 ? e.TRON_API_KEY : undefined),
       maxRps: rps !== null ? Number(rps) : (e.TRON_NODE_MAX_RPS ?? defaultMaxRps(url)),
       grpc,
     });
@@ -798,8 +818,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (problems.length > 0) throw new ConfigError(problems);
   const e = withDefaults as Env;
   const providers = parseProviders(e, problems);
+  const testnetProviders =
+    e.TRON_TESTNET_NODE_URL === undefined
+      ? undefined
+      : parseProviders(e, problems, 'TRON_TESTNET_NODE_URL');
   if (problems.length > 0) throw new ConfigError(problems);
   const first = providers[0] as ProviderSettings;
+  const testnetFirst = testnetProviders?.[0];
   const dataDir = path.resolve(e.DATA_DIR);
   return {
     network: 'mainnet',
@@ -821,6 +846,20 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       quorum: e.TRON_NODE_QUORUM,
       allowUnprovenSingleProvider: e.TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER === '1',
     },
+    testnetNode:
+      testnetProviders && testnetFirst
+        ? {
+            url: testnetFirst.url,
+            apiKey: testnetFirst.apiKey,
+            timeoutMs: e.TRON_NODE_TIMEOUT_MS,
+            retries: e.TRON_NODE_RETRIES,
+            concurrency: e.TRON_NODE_CONCURRENCY,
+            maxRps: testnetFirst.maxRps,
+            providers: testnetProviders,
+            quorum: 1,
+            allowUnprovenSingleProvider: e.TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER === '1',
+          }
+        : undefined,
     ingest: {
       ...startBlockOf(e.INGEST_START_BLOCK),
       blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS,

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './api/app.js';
 import { buildMetricsApp } from './api/metrics-app.js';
+import { TEST_NETWORK } from './common/environment.js';
 import type { Logger } from './common/logger.js';
 import { Metrics } from './common/metrics.js';
 import {
@@ -39,6 +40,7 @@ import type { TelegramBot } from './telegram/bot.js';
 import { BotConnection } from './telegram/connection.js';
 import { FallbackPacer, MemoryPacer, type Pacer } from './telegram/pacing.js';
 import { runUpdatePolling, setUpdateWebhook } from './telegram/updates.js';
+import { usdtContractHexOf } from './tron/address.js';
 import { type NodeGroup, nodeGroupFor } from './tron/node-group.js';
 import { AlertChannelSender } from './watches/alert-channels.js';
 import { emailAlertSender, mailerTransport } from './watches/alert-mail.js';
@@ -54,6 +56,8 @@ export interface Service {
   metricsUrl: string;
   app: FastifyInstance | undefined;
   ingester: Ingester | undefined;
+  /** The test environment's ingester (Nile) when TRON_TESTNET_NODE_URL is set (issue 32 item 2). */
+  testIngester: Ingester | undefined;
   worker: DeliveryWorker | undefined;
   /**
    * The bot's connection when TELEGRAM_BOT_TOKEN is set (and the api or worker role runs): getMe
@@ -114,7 +118,10 @@ export interface StartOptions {
 export async function startService(cfg: Config, opts: StartOptions): Promise<Service> {
   const { logger } = opts;
   // Before anything opens: an ingester that could prove nothing does not start (issue 26).
-  if (opts.roles.includes('ingest')) assertProvable(cfg.node, logger);
+  if (opts.roles.includes('ingest')) {
+    assertProvable(cfg.node, logger);
+    if (cfg.testnetNode) assertProvable(cfg.testnetNode, logger);
+  }
   const shutdown = opts.shutdown ?? new Shutdown(logger);
   if (cfg.delivery.allowCidrs.length > 0) {
     logger.warn(
@@ -131,6 +138,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
   let url: string | undefined;
   let metricsUrl: string;
   let ingester: Ingester | undefined;
+  let testIngester: Ingester | undefined;
   let worker: DeliveryWorker | undefined;
   let telegram: BotConnection | undefined;
   let chatWorker: ChatDeliveryWorker | undefined;
@@ -162,6 +170,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     // with Retry-After (src/api/app.ts, `started`), so a load balancer sees it alive and not ready.
     let started = false;
     let heads: HeadRefresher | undefined;
+    let testHeads: HeadRefresher | undefined;
     let chain: NodeGroup | undefined;
     if (opts.roles.includes('api')) {
       ({ app, url } = await startApi(cfg, {
@@ -173,7 +182,8 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         shutdown,
         mailer,
         started: () => started,
-        refreshHead: () => heads?.refresh() ?? Promise.resolve(undefined),
+        refreshHead: (network) =>
+          (network === TEST_NETWORK ? testHeads : heads)?.refresh() ?? Promise.resolve(undefined),
         chain: () => chain,
         devMailboxUrl: opts.devMailboxUrl,
       }));
@@ -263,6 +273,23 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         running,
         ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
       });
+      // The test environment's chain (issue 32 item 2), when TRON_TESTNET_NODE_URL is set: the
+      // same reader, checks and commit, its own cursor, head, leader lock and stall record. No
+      // light client (no pinned Nile checkpoint ships) and no metrics (the chain gauges are
+      // mainnet's: a second ingester would overwrite them).
+      if (cfg.testnetNode) {
+        testIngester = startIngest(cfg, {
+          ...opts,
+          finality: undefined,
+          db,
+          metrics,
+          worker,
+          shutdown,
+          running,
+          ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
+          chain: { network: TEST_NETWORK, node: cfg.testnetNode },
+        });
+      }
     }
     if (app && telegram) {
       // The bot's updates once getMe has answered (the webhook route answers 503 until then).
@@ -283,8 +310,19 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       );
     }
     // Fresh chain heads for watch activation, through the ingester's providers when it runs here.
-    if (app)
+    if (app) {
       ({ heads, group: chain } = headRefresher(cfg, { db, logger, metrics, shutdown, ingester }));
+      if (cfg.testnetNode) {
+        ({ heads: testHeads } = headRefresher(cfg, {
+          db,
+          logger,
+          metrics,
+          shutdown,
+          ingester: testIngester,
+          chain: { network: TEST_NETWORK, node: cfg.testnetNode },
+        }));
+      }
+    }
     started = true;
     if (url) logger.info({ url }, 'api listening');
     // Every role: /metrics is served here only, never on the API port (issue 17 item 3).
@@ -300,6 +338,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     metricsUrl,
     app,
     ingester,
+    testIngester,
     worker,
     telegram,
     mailer,
@@ -330,7 +369,7 @@ async function startApi(
     mailer: Mailer | undefined;
     shutdown: Shutdown;
     started: () => boolean;
-    refreshHead: () => Promise<Date | undefined>;
+    refreshHead: (network?: string) => Promise<Date | undefined>;
     chain: () => NodeGroup | undefined;
     devMailboxUrl: string | undefined;
   },
@@ -376,37 +415,52 @@ function startIngest(
     onEvents?: () => void;
     /** The light client's gate (TRON_LIGHT_CLIENT_CHECKPOINT), when on. */
     finality: FinalityGate | undefined;
+    /**
+     * Another chain than the deployment's (the test environment's Nile, issue 32): its network
+     * and node settings. Its ingester reports no metrics and starts at the chain's solidified
+     * head (INGEST_START_BLOCK is mainnet's). Default: cfg.network with cfg.node.
+     */
+    chain?: { network: string; node: Config['node'] };
   },
 ): Ingester {
-  const group = nodeGroupFor(cfg.node, {
+  const network = o.chain?.network ?? cfg.network;
+  const main = o.chain === undefined;
+  const group = nodeGroupFor(o.chain?.node ?? cfg.node, {
     blockIntervalMs: cfg.ingest.blockIntervalMs,
-    logger: o.logger,
-    metrics: o.metrics,
+    logger: main ? o.logger : o.logger.child({ network }),
+    metrics: main ? o.metrics : undefined,
+    usdtContractHex: usdtContractHexOf(network),
   });
-  o.shutdown.add('node client', () => group.close());
-  o.metrics.countNodeRequests(() => group.requestCount);
+  o.shutdown.add(main ? 'node client' : `node client (${network})`, () => group.close());
+  if (main) o.metrics.countNodeRequests(() => group.requestCount);
   const w = o.worker;
   const ingester = new Ingester({
     db: o.db,
     client: group,
-    config: cfg,
-    logger: o.logger,
+    config: main
+      ? cfg
+      : {
+          network,
+          node: o.chain?.node ?? cfg.node,
+          ingest: { blockIntervalMs: cfg.ingest.blockIntervalMs },
+        },
+    logger: main ? o.logger : o.logger.child({ network }),
     onEvents: () => {
       w?.wake();
       o.onEvents?.();
     },
-    metrics: o.metrics,
+    ...(main ? { metrics: o.metrics } : {}),
     finality: o.finality,
     ...o.ingest,
   });
   const leading = runWhileLeader(
-    { url: cfg.database.url, network: cfg.network, logger: o.logger },
+    { url: cfg.database.url, network, logger: o.logger },
     o.shutdown.signal,
     (term) => ingester.run(term),
   );
   o.running.push(leading);
   // The block in flight finishes before the node client closes.
-  o.shutdown.add('ingest', () => leading.catch(() => undefined));
+  o.shutdown.add(main ? 'ingest' : `ingest (${network})`, () => leading.catch(() => undefined));
   return ingester;
 }
 
@@ -424,21 +478,27 @@ function headRefresher(
     metrics: Metrics;
     shutdown: Shutdown;
     ingester: Ingester | undefined;
+    /** Another chain than cfg's (the test network's Nile): its network and node settings. */
+    chain?: { network: string; node: Config['node'] };
   },
 ): { heads: HeadRefresher; group: NodeGroup } {
+  const network = o.chain?.network ?? cfg.network;
   let group = o.ingester?.group;
   if (!group) {
-    const own = nodeGroupFor(cfg.node, {
+    const own = nodeGroupFor(o.chain?.node ?? cfg.node, {
       blockIntervalMs: cfg.ingest.blockIntervalMs,
       logger: o.logger,
+      usdtContractHex: usdtContractHexOf(network),
     });
-    o.shutdown.add('head node client', () => own.close());
-    o.metrics.countNodeRequests(() => own.requestCount);
+    o.shutdown.add(o.chain ? `head node client (${network})` : 'head node client', () =>
+      own.close(),
+    );
+    if (!o.chain) o.metrics.countNodeRequests(() => own.requestCount);
     group = own;
   }
   const heads = new HeadRefresher({
     db: o.db,
-    network: cfg.network,
+    network,
     group,
     blockIntervalMs: cfg.ingest.blockIntervalMs,
     logger: o.logger,

@@ -67,9 +67,11 @@ export interface AppDeps {
   /**
    * Make the stored chain head fresh (at most one block interval old) before a watch is created
    * or resumed (src/ingest/head-refresh.ts); never throws. Absent: the stored head as it is.
+   * @param network the watch's network (default the live one): `nile` refreshes the test
+   *   network's head when this deployment follows Nile (TRON_TESTNET_NODE_URL; issue 32).
    * @returns the database time the head was known fresh (activationBlock's `asOf`), or undefined.
    */
-  refreshHead?: () => Promise<Date | undefined>;
+  refreshHead?: (network?: string) => Promise<Date | undefined>;
   /**
    * False while the process is starting (waiting for PostgreSQL, applying migrations: service.ts
    * listens first, issue 17 item 6): every route but /healthz then answers 503 with Retry-After,

@@ -80,6 +80,12 @@ export interface SyntheticChainOptions {
   startTimestamp?: number;
   /** Fraction of transactions that are failed contract calls, in [0, 1]. Default 0.02. */
   failedRate?: number;
+  /**
+   * The chain's USDT contract, 41-hex. Default mainnet's (TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t);
+   * a Nile-shaped chain (issue 32 item 5) passes Nile's, 41eca9bc…5f
+   * (TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf).
+   */
+  usdtContract?: string;
 }
 
 /** One synthetic block: the node's two answers and the transfers it contains, in block order. */
@@ -96,6 +102,8 @@ interface Resolved {
   addresses: number;
   startTimestamp: number;
   failedRate: number;
+  /** The USDT contract, 41-hex. */
+  usdt: string;
   /** Every option, so two chains that differ in anything get different block ids. */
   key: string;
 }
@@ -167,8 +175,11 @@ function resolve(opts: SyntheticChainOptions): Resolved {
   }
   if (!(r.failedRate >= 0 && r.failedRate <= 1))
     throw new RangeError('failedRate must be in [0, 1]');
-  const key = `${r.seed}/${r.firstBlock}/${r.txPerBlock}/${r.addresses}/${r.startTimestamp}/${r.failedRate}`;
-  return { ...r, key };
+  const usdt = (opts.usdtContract ?? USDT).toLowerCase();
+  if (!/^41[0-9a-f]{40}$/.test(usdt)) throw new RangeError('usdtContract must be 41-hex');
+  // Mainnet's USDT leaves the key (so the ids) as they were before the option existed.
+  const key = `${r.seed}/${r.firstBlock}/${r.txPerBlock}/${r.addresses}/${r.startTimestamp}/${r.failedRate}${usdt === USDT ? '' : `/${usdt}`}`;
+  return { ...r, usdt, key };
 }
 
 function sha256(data: string | Uint8Array): Buffer {
@@ -850,7 +861,7 @@ function usdtCall(
 ): Draft {
   return {
     type: 'TriggerSmartContract',
-    value: { owner_address: owner, contract_address: USDT, data },
+    value: { owner_address: owner, contract_address: ctx.r.usdt, data },
     feeLimit: feeLimit(ctx),
     outcome: {
       contractRet: 'SUCCESS',
@@ -867,7 +878,7 @@ function usdtTransfer(ctx: Ctx): Draft {
   const [from, to] = twoAccounts(ctx);
   const data = SEL_TRANSFER + addressWord(to, ctx.rng.chance(0.6)) + word(amount);
   const legs: Leg[] = [{ eventIndex: 0, asset: 'USDT', from, to, amountRaw: amount }];
-  return usdtCall(ctx, from, data, ZERO_WORD, transferLog(USDT, from, to, amount), legs);
+  return usdtCall(ctx, from, data, ZERO_WORD, transferLog(ctx.r.usdt, from, to, amount), legs);
 }
 
 function usdtTransferFrom(ctx: Ctx): Draft {
@@ -877,14 +888,14 @@ function usdtTransferFrom(ctx: Ctx): Draft {
   while (dest === from) dest = account(ctx);
   const data = SEL_TRANSFER_FROM + addressWord(from) + addressWord(dest) + word(amount);
   const legs: Leg[] = [{ eventIndex: 0, asset: 'USDT', from, to: dest, amountRaw: amount }];
-  return usdtCall(ctx, spender, data, TRUE_WORD, transferLog(USDT, from, dest, amount), legs);
+  return usdtCall(ctx, spender, data, TRUE_WORD, transferLog(ctx.r.usdt, from, dest, amount), legs);
 }
 
 function usdtApprove(ctx: Ctx): Draft {
   const [owner, spender] = twoAccounts(ctx);
   const amount = ctx.rng.chance(0.7) ? MAX_UINT256 : word(usdtAmount(ctx));
   const log: LogJson = {
-    address: USDT.slice(2),
+    address: ctx.r.usdt.slice(2),
     topics: [TOPIC_APPROVAL, topicOf(owner), topicOf(spender)],
     data: amount,
   };
@@ -901,11 +912,25 @@ function usdtPoison(ctx: Ctx): Draft {
   const lookalike = `41${peer.slice(2, 8)}${ctx.rng.hex(14)}${peer.slice(-6)}`;
   if (ctx.rng.chance(0.5)) {
     const data = SEL_TRANSFER + addressWord(victim) + ZERO_WORD;
-    return usdtCall(ctx, lookalike, data, ZERO_WORD, transferLog(USDT, lookalike, victim, 0n), []);
+    return usdtCall(
+      ctx,
+      lookalike,
+      data,
+      ZERO_WORD,
+      transferLog(ctx.r.usdt, lookalike, victim, 0n),
+      [],
+    );
   }
   const scammer = account(ctx);
   const data = SEL_TRANSFER_FROM + addressWord(victim) + addressWord(lookalike) + ZERO_WORD;
-  return usdtCall(ctx, scammer, data, TRUE_WORD, transferLog(USDT, victim, lookalike, 0n), []);
+  return usdtCall(
+    ctx,
+    scammer,
+    data,
+    TRUE_WORD,
+    transferLog(ctx.r.usdt, victim, lookalike, 0n),
+    [],
+  );
 }
 
 function otherTokenAmount(ctx: Ctx): bigint {
@@ -949,12 +974,12 @@ function routerSwap(ctx: Ctx): Draft {
   const usdtIn = rng.chance(0.5);
   const usdt = usdtAmount(ctx);
   const other = otherTokenAmount(ctx);
-  const [tokenIn, tokenOut] = usdtIn ? [USDT, token] : [token, USDT];
+  const [tokenIn, tokenOut] = usdtIn ? [ctx.r.usdt, token] : [token, ctx.r.usdt];
   const [amountIn, amountOut] = usdtIn ? [usdt, other] : [other, usdt];
   const reserveUsdt = usdt * BigInt(rng.int(50, 5000));
   const reserveOther = other * BigInt(rng.int(50, 5000));
   // Pair token order is by address; amounts in the Swap event follow it.
-  const usdtIsToken0 = USDT < token;
+  const usdtIsToken0 = ctx.r.usdt < token;
   const [r0, r1] = usdtIsToken0 ? [reserveUsdt, reserveOther] : [reserveOther, reserveUsdt];
   const in0 = tokenIn < tokenOut;
   const swapData =
@@ -1015,12 +1040,12 @@ function routerDisperse(ctx: Ctx): Draft {
     values.push(j > 0 && rng.chance(0.1) ? 0n : usdtAmount(ctx));
   }
   const log: LogJson[] = recipients.map((to, j) =>
-    transferLog(USDT, sender, to, values[j] as bigint),
+    transferLog(ctx.r.usdt, sender, to, values[j] as bigint),
   );
   const total = values.reduce((s, v) => s + v, 0n);
   log.push({
     address: DISPERSE.slice(2),
-    topics: [TOPIC_DISPERSED, topicOf(sender), topicOf(USDT)],
+    topics: [TOPIC_DISPERSED, topicOf(sender), topicOf(ctx.r.usdt)],
     data: word(total),
   });
   const legs: Leg[] = [];
@@ -1030,7 +1055,7 @@ function routerDisperse(ctx: Ctx): Draft {
   });
   const data =
     SEL_DISPERSE +
-    addressWord(USDT) +
+    addressWord(ctx.r.usdt) +
     word(0x60) +
     word(0x80 + 32 * k) +
     word(k) +
@@ -1384,7 +1409,7 @@ function buildTx(ctx: Ctx, d: Draft, seen: Set<string>): BuiltTx {
       from: l.from,
       to: l.to,
       amountRaw: l.amountRaw,
-      contract: l.asset === 'USDT' ? USDT : null,
+      contract: l.asset === 'USDT' ? ctx.r.usdt : null,
     }),
   );
   return { tx, info, transfers };

@@ -95,7 +95,8 @@ export interface IngesterOptions {
    */
   client: NodeGroup | NodeClient;
   /** Request caps, keys and the quorum are the group's business (nodeGroupFor), not the loop's. */
-  config: Pick<Config, 'network'> & {
+  /** `network`: the chain followed (`mainnet`, or `nile` for the test environment: issue 32). */
+  config: { network: string } & {
     node: Pick<Config['node'], 'concurrency'>;
     /** The start block (and its checkpoint id) apply only when no cursor exists yet. */
     ingest: Pick<Config['ingest'], 'blockIntervalMs'> & {

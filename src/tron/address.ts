@@ -91,3 +91,13 @@ export const USDT_CONTRACT_HEX = '41a614f803b6fd780986a42c78ec9c7f77e6ded13c';
  * Nile's USDT, e.g. pooli-shop/pooli `NileUSDTContract`).
  */
 export const NILE_USDT_CONTRACT_BASE58 = 'TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf';
+/** Nile's USDT as 41-hex (base58check-decoded TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf). */
+export const NILE_USDT_CONTRACT_HEX = '41eca9bc828a3005b9a3b909f2cc5c2a54794de05f';
+
+/**
+ * The USDT contract a network's transfers are read from, 41-hex: Nile's on `nile` (the test
+ * environment's network, issue 32), mainnet's otherwise.
+ */
+export function usdtContractHexOf(network: string): string {
+  return network === 'nile' ? NILE_USDT_CONTRACT_HEX : USDT_CONTRACT_HEX;
+}

@@ -30,7 +30,6 @@ import type {
 
 /** keccak256("Transfer(address,address,uint256)"). */
 export const TRANSFER_TOPIC = 'ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
-const USDT_LOG_ADDRESS = USDT_CONTRACT_HEX.slice(2); // logs carry 20 bytes, without 0x41
 const HEX64 = /^[0-9a-fA-F]{64}$/;
 
 /** The node answered something that is not a well-formed block or transaction info. */
@@ -73,14 +72,11 @@ const SIGNED_SELECTORS: ReadonlyArray<readonly [string, number]> = [
  * TriggerSmartContract of USDT whose selector is transfer or transferFrom with complete call data
  * (tron/verify.ts refuses any log of such a call that is not exactly the signed transfer).
  */
-export function isDirectUsdtTransfer(tx: TransactionJson): boolean {
+export function isDirectUsdtTransfer(tx: TransactionJson, usdt = USDT_CONTRACT_HEX): boolean {
   const c = tx.raw_data?.contract;
   if (c?.length !== 1 || c[0]?.type !== 'TriggerSmartContract') return false;
   const v = c[0].parameter?.value ?? {};
-  if (
-    typeof v.contract_address !== 'string' ||
-    v.contract_address.toLowerCase() !== USDT_CONTRACT_HEX
-  ) {
+  if (typeof v.contract_address !== 'string' || v.contract_address.toLowerCase() !== usdt) {
     return false;
   }
   const data = typeof v.data === 'string' ? v.data.toLowerCase() : '';
@@ -118,8 +114,9 @@ function usdtTransfer(
   index: number,
   info: TransactionInfoJson,
   ref: BlockRef,
+  usdt: string,
 ): Transfer | null {
-  if (log.address?.toLowerCase() !== USDT_LOG_ADDRESS) return null;
+  if (log.address?.toLowerCase() !== usdt.slice(2)) return null;
   const topics = log.topics ?? [];
   if (topics.length !== 3 || topics[0]?.toLowerCase() !== TRANSFER_TOPIC) return null;
   const [, fromTopic, toTopic] = topics;
@@ -141,7 +138,7 @@ function usdtTransfer(
     from: topicAddress(fromTopic),
     to: topicAddress(toTopic),
     amountRaw: amount,
-    contract: USDT_CONTRACT_HEX,
+    contract: usdt,
   };
 }
 
@@ -154,13 +151,17 @@ function usdtTransfer(
  * @param opts.proof set each transfer's `proof` to what its evidence is worth on its own:
  *   `signed` for a TRX transfer and a direct USDT transfer/transferFrom's log, `provider` for
  *   any other log (the node group raises it to `quorum` when k ≥ 2 providers agreed).
+ * @param opts.usdt the USDT contract of the block's chain, 41-hex (logs carry its low 20 bytes):
+ *   mainnet's TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t by default, Nile's for the test network
+ *   (address.ts usdtContractHexOf).
  * @throws MalformedBlockError on a structurally invalid block or log.
  */
 export function extractTransfers(
   block: BlockJson,
   infos: readonly TransactionInfoJson[],
-  opts: { proof?: boolean } = {},
+  opts: { proof?: boolean; usdt?: string } = {},
 ): Transfer[] {
+  const usdt = opts.usdt ?? USDT_CONTRACT_HEX;
   const ref = blockRef(block);
   const txs = block.transactions ?? [];
   const out: Transfer[] = [];
@@ -184,10 +185,10 @@ export function extractTransfers(
       info = byId.get(id);
     }
     if (!info?.log) continue;
-    const proof = opts.proof ? (isDirectUsdtTransfer(tx) ? 'signed' : 'provider') : undefined;
+    const proof = opts.proof ? (isDirectUsdtTransfer(tx, usdt) ? 'signed' : 'provider') : undefined;
     const logs = info.log;
     for (let j = 0; j < logs.length; j++) {
-      const t = usdtTransfer(logs[j] as LogJson, j, info, ref);
+      const t = usdtTransfer(logs[j] as LogJson, j, info, ref, usdt);
       if (t) {
         if (proof) t.proof = proof;
         out.push(t);

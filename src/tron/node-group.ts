@@ -25,6 +25,7 @@
  */
 import type { Logger } from '../common/logger.js';
 import type { Metrics } from '../common/metrics.js';
+import { USDT_CONTRACT_HEX } from './address.js';
 import {
   type ChainHeads,
   type NodeClient,
@@ -126,6 +127,11 @@ export interface NodeGroupOptions {
    * set 0 so that a lying provider is asked (and caught) on every block.
    */
   asideBaseMs?: number;
+  /**
+   * The chain's USDT contract, 41-hex (tron/address.ts usdtContractHexOf): mainnet's by default,
+   * Nile's for the test network's ingester (issue 32 item 2).
+   */
+  usdtContractHex?: string;
 }
 
 /**
@@ -140,7 +146,13 @@ const GROUP_RETRIES = 2;
  */
 export function nodeGroupFor(
   node: NodeSettings & { providers: ProviderOptions[]; quorum: number },
-  opts: { blockIntervalMs: number; logger: Logger; metrics?: Metrics | undefined },
+  opts: {
+    blockIntervalMs: number;
+    logger: Logger;
+    metrics?: Metrics | undefined;
+    /** The chain's USDT contract (41-hex); default mainnet's. */
+    usdtContractHex?: string | undefined;
+  },
 ): NodeGroup {
   const several = node.providers.length > 1;
   return new NodeGroup({
@@ -154,6 +166,7 @@ export function nodeGroupFor(
     blockIntervalMs: opts.blockIntervalMs,
     logger: opts.logger,
     metrics: opts.metrics,
+    ...(opts.usdtContractHex ? { usdtContractHex: opts.usdtContractHex } : {}),
   });
 }
 
@@ -193,6 +206,8 @@ export class NodeGroup {
   readonly quorum: number;
   private readonly interval: number;
   private readonly logger: Logger | undefined;
+  /** The chain's USDT contract, 41-hex (NodeGroupOptions.usdtContractHex). */
+  private readonly usdt: string;
   private readonly metrics: Metrics | undefined;
   private readonly now: () => number;
   private readonly asideBaseMs: number;
@@ -222,6 +237,7 @@ export class NodeGroup {
     this.metrics = opts.metrics;
     this.now = opts.now ?? (() => performance.now());
     this.asideBaseMs = opts.asideBaseMs ?? ASIDE_BASE_MS;
+    this.usdt = opts.usdtContractHex ?? USDT_CONTRACT_HEX;
     this.members = opts.clients.map((client, index) => ({
       index,
       client,
@@ -613,7 +629,7 @@ export class NodeGroup {
       ? await m.client.getBlockIfSolidified(n, signal)
       : await m.client.getSolidifiedBlock(n, signal);
     if (!b) return undefined;
-    const verified = verifyBlock(b.block, b.infos, b.exact);
+    const verified = verifyBlock(b.block, b.infos, b.exact, this.usdt);
     this.metrics?.blockVerified(verified.root);
     const cp = this.checkpoint;
     if (cp && n === cp.number && verified.id !== cp.id) {

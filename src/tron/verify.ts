@@ -124,7 +124,6 @@ export interface ExactBlock {
 
 const ZERO_ROOT = '0'.repeat(64);
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
-const USDT20 = USDT_CONTRACT_HEX.slice(2);
 /** protocol `Transaction.Contract.ContractType`: the two types matching reads. */
 const TRANSFER_CONTRACT = 1;
 const CREATE_SMART_CONTRACT = 30;
@@ -745,11 +744,16 @@ function usdtCall(s: SignedContract): UsdtCall {
  * loudly rather than guess (to revisit if Tether ever switches the fee on).
  * @throws BlockCheckError('transfer_log').
  */
-function checkDirectUsdtCall(s: SignedContract, info: TransactionInfoJson, block: number): void {
+function checkDirectUsdtCall(
+  s: SignedContract,
+  info: TransactionInfoJson,
+  block: number,
+  usdt20: string,
+): void {
   const call = usdtCall(s);
   const logs = info.log ?? [];
   const only = logs.length === 1 ? (logs[0] as LogJson) : undefined;
-  const onlyLog = only && lower(only.address) === USDT20 ? usdtLog(only) : undefined;
+  const onlyLog = only && lower(only.address) === usdt20 ? usdtLog(only) : undefined;
   let why: string | undefined;
   if (call.kind === 'transfer') {
     if (
@@ -766,7 +770,7 @@ function checkDirectUsdtCall(s: SignedContract, info: TransactionInfoJson, block
     }
   } else {
     for (const l of logs) {
-      if (lower(l.address) === USDT20 && usdtLog(l).kind === 'transfer') {
+      if (lower(l.address) === usdt20 && usdtLog(l).kind === 'transfer') {
         why =
           'a USDT Transfer log on a call of USDT that is not transfer or transferFrom (or whose call data is too short)';
         break;
@@ -794,6 +798,7 @@ function checkInfos(
   infos: readonly TransactionInfoJson[],
   block: number,
   timestamp: bigint,
+  usdt: string = USDT_CONTRACT_HEX,
 ): TransactionInfoJson[] {
   if (infos.length !== txs.length) {
     throw new BlockCheckError(
@@ -869,8 +874,8 @@ function checkInfos(
     }
     if (ret === 'SUCCESS') {
       for (const c of contracts) {
-        if (c.type === TRIGGER_SMART_CONTRACT && c.target === USDT_CONTRACT_HEX) {
-          checkDirectUsdtCall(c, info, block);
+        if (c.type === TRIGGER_SMART_CONTRACT && c.target === usdt) {
+          checkDirectUsdtCall(c, info, block, usdt.slice(2));
         }
       }
     }
@@ -1105,13 +1110,14 @@ function checkTransactionsAndInfos(
   blockNumber: number,
   timestamp: bigint,
   bytes = transactionBytes(txs, false),
+  usdt: string = USDT_CONTRACT_HEX,
 ): { signed: SignedTransaction[]; infos: TransactionInfoJson[] } {
   const signed: SignedTransaction[] = new Array(txs.length);
   for (let i = 0; i < txs.length; i++) {
     signed[i] = checkTransaction(txs[i] as TransactionJson, i, blockNumber, bytes);
   }
   if (txs.length === 0 && infos.length === 0) return { signed, infos: [] };
-  return { signed, infos: checkInfos(txs, signed, infos, blockNumber, timestamp) };
+  return { signed, infos: checkInfos(txs, signed, infos, blockNumber, timestamp, usdt) };
 }
 
 /**
@@ -1181,6 +1187,8 @@ export function transfersFingerprint(
  * transfers from the verified answer.
  * @param exact the same block's exact protobuf bytes (gRPC), when a provider serves them: the
  *   transaction root is then checked from them; without, from JSON where it can be.
+ * @param usdt the chain's USDT contract, 41-hex (default mainnet's; Nile's for the test network:
+ *   address.ts usdtContractHexOf): whose logs are transfers and whose direct calls are checked.
  * @returns what was established; the infos are then known to be one per transaction.
  * @throws BlockCheckError naming the failed check (never retryable as the same answer).
  */
@@ -1188,6 +1196,7 @@ export function verifyBlock(
   block: BlockJson,
   infos: readonly TransactionInfoJson[],
   exact?: ExactBlock,
+  usdt: string = USDT_CONTRACT_HEX,
 ): VerifiedBlock {
   const raw = (block.block_header?.raw_data ?? {}) as Record<string, unknown>;
   if (raw.number === undefined && raw.timestamp === undefined && !block.blockID) {
@@ -1207,7 +1216,7 @@ export function verifyBlock(
   }
   const txs = block.transactions ?? [];
   const bytes = transactionBytes(txs, !exact);
-  const { signed } = checkTransactionsAndInfos(txs, infos, n, timestamp, bytes);
+  const { signed } = checkTransactionsAndInfos(txs, infos, n, timestamp, bytes, usdt);
   const txTrieRoot = lower(raw.txTrieRoot ?? '') || ZERO_ROOT;
   let root: RootStatus;
   if (exact) {
@@ -1233,7 +1242,7 @@ export function verifyBlock(
   }
   let transfers: Transfer[];
   try {
-    transfers = extractTransfers(block, infos, { proof: true });
+    transfers = extractTransfers(block, infos, { proof: true, usdt });
   } catch (err) {
     if (!(err instanceof MalformedBlockError)) throw err;
     throw new BlockCheckError('receipts', n, err.message);

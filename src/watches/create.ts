@@ -58,7 +58,7 @@ export interface WatchDeps {
    * Absent: activation uses the stored head as it is.
    * @returns the database time the head was known fresh (activationBlock's `asOf`), or undefined.
    */
-  refreshHead?: (() => Promise<Date | undefined>) | undefined;
+  refreshHead?: ((network?: string) => Promise<Date | undefined>) | undefined;
 }
 
 /**
@@ -113,7 +113,7 @@ export async function createWatchFromRequest(
   const metadata = normaliseMetadata(body.metadata, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
   // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
-  const headAsOf = await deps.refreshHead?.();
+  const headAsOf = await deps.refreshHead?.(deps.network ?? deps.config.network);
   return createWatch(
     deps.db,
     deps.secrets,

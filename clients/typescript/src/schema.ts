@@ -1296,7 +1296,7 @@ export interface components {
             lag_seconds: number | null;
             /** @description Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it. */
             light_client: components["schemas"]["LightClientStatus"] | null;
-            /** @description The network this deployment serves (`mainnet`). */
+            /** @description The key's network: `mainnet` (a live key) or `nile` (a test key: the test environment's chain, followed when TRON_TESTNET_NODE_URL is set; otherwise its heads are null). */
             network: string | null;
             /** @description Additive: each TRON node provider (TRON_NODE_URL, by position) as the ingester last saw it; empty before it ran. */
             node_providers: (components["schemas"]["NodeProviderHealth"] & {

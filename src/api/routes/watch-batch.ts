@@ -274,7 +274,7 @@ export async function batchActionAnswer(
     ]);
   }
   const ids = body.ids ?? (await idsWithLabel(deps.db, accountId, network, body.label ?? ''));
-  const headAsOf = action === 'resume' ? await deps.refreshHead?.() : undefined;
+  const headAsOf = action === 'resume' ? await deps.refreshHead?.(network) : undefined;
   const audit = auditContextOf(request);
   const auditAction = {
     pause: 'watch.paused',

@@ -423,7 +423,7 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         const auth = requireAuth(request);
         const { id } = request.params;
         if (!isId(id, 'wh')) throw new ApiError(404, 'watch not found');
-        const headAsOf = action === 'resume' ? await deps.refreshHead?.() : undefined;
+        const headAsOf = action === 'resume' ? await deps.refreshHead?.(auth.network) : undefined;
         const audit = auditContextOf(request);
         const record = (tx: Queryable, w: WatchRow) =>
           recordAudit(tx, audit, {
