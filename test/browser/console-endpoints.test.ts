@@ -170,5 +170,21 @@ describe.skipIf(!READY)('the Endpoints page in a browser', () => {
     await page.getByRole('button', { name: 'Delete endpoint' }).click();
     await visible(page.getByText(/still has watches: delete them or move them/));
     await bothWidths('endpoints-refused-delete');
+
+    // An endpoint whose deliveries fail, switched off by tronwatch: the columns the delivery
+    // worker writes (src/endpoints/health.ts, covered by endpoint-operations.test.ts), shown.
+    await service.svc.db.query(
+      `UPDATE endpoints SET consecutive_failures = 7, failing_since = now() - interval '2 hours',
+              last_failure_at = now(), alert_state = 'failing',
+              alert_since = now() - interval '1 hour', alert_reason = '7 delivery attempts in a row failed',
+              enabled = false, auto_paused_at = now(),
+              paused_reason = 'every delivery attempt since 2026-11-23 failed: switched off automatically'`,
+    );
+    await page.reload();
+    await visible(page.getByRole('cell', { name: /Deposits EU/ }));
+    await visible(page.getByText('failing', { exact: true }));
+    await visible(page.getByText(/7 failed in a row since/));
+    await visible(page.getByText(/Switched off: every delivery attempt since 2026-11-23 failed/));
+    await bothWidths('endpoints-failing');
   }, 180_000);
 });
