@@ -456,6 +456,10 @@ program
   .option('--offline', 'do not try live mainnet; use the synthetic chain')
   .option('--telegram', 'also deliver to a Telegram chat, through a local Bot API stand-in')
   .option(
+    '--testnet',
+    "test mode on a Nile-shaped chain (Nile's USDT contract) served as TRON_TESTNET_NODE_URL, watched with a tw_test_ key (offline)",
+  )
+  .option(
     '--keep',
     'keep the service running after the report (look around the console; Ctrl-C stops)',
   )
@@ -470,6 +474,7 @@ program
       offline?: boolean;
       keep?: boolean;
       telegram?: boolean;
+      testnet?: boolean;
       logLevel: Config['logLevel'];
     }) => {
       // Only with --keep does Ctrl-C end the wait (without it, Ctrl-C ends the process as usual).
@@ -478,6 +483,7 @@ program
         ...(o.blocks ? { blocks: o.blocks } : {}),
         ...(o.offline ? { offline: true } : {}),
         ...(o.telegram ? { telegram: true } : {}),
+        ...(o.testnet ? { testnet: true } : {}),
         ...(shutdown ? { keepUntil: shutdown.signal } : {}),
         logLevel: o.logLevel,
       });

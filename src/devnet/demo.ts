@@ -36,7 +36,7 @@ import { type Config, loadConfig } from '../config.js';
 import { hashPassword } from '../console/passwords.js';
 import type { Event, EventWithDelivery } from '../events/event.js';
 import { type Service, startService } from '../service.js';
-import { hexToBase58 } from '../tron/address.js';
+import { hexToBase58, NILE_USDT_CONTRACT_HEX } from '../tron/address.js';
 import { formatAmount } from '../tron/amount.js';
 import { extractTransfers } from '../tron/extract.js';
 import { parseNodeJson } from '../tron/json.js';
@@ -76,6 +76,13 @@ export interface DemoOptions {
   logLevel?: LogLevel;
   /** Also deliver to a Telegram chat, through the Bot API stand-in (`--telegram`). */
   telegram?: boolean;
+  /**
+   * Test mode on a Nile-shaped chain (`--testnet`, issue 32 item 5): a synthetic chain whose USDT
+   * is Nile's, served by a second replay node as TRON_TESTNET_NODE_URL, watched with a `tw_test_`
+   * key; every event must say `network: "nile"`, `livemode: false`. Offline (mainnet is the
+   * synthetic chain too, idle).
+   */
+  testnet?: boolean;
 }
 
 interface DemoWatch {
@@ -219,7 +226,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The chain the demo runs on, and what is known of its coming transfers. */
 interface DemoChain {
-  mode: 'recorded' | 'live' | 'synthetic';
+  mode: 'recorded' | 'live' | 'synthetic' | 'nile';
+  /** `nile` mode: the mainnet chain the service is given beside it (TRON_NODE_URL). */
+  mainnet?: ReplayNode;
   nodeUrl: string;
   /** The chain's block interval, ms (TRON_BLOCK_INTERVAL_MS). */
   intervalMs: number;
@@ -241,6 +250,48 @@ const LAG = 18;
  */
 async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoChain> {
   const intervalMs = 250;
+  if (opts.testnet) {
+    // The live environment's chain: the six synthetic mainnet blocks, idle behind their lead-in.
+    const mainnet = await startChain({ offline: true }, shutdown);
+    // The test environment's chain: Nile-shaped (Nile's USDT contract), ten blocks, read from its
+    // solidified head (no INGEST_START_BLOCK for Nile): the node starts at its first block and
+    // halts at first + 3 until the watches exist, so they activate inside the served blocks.
+    const nile = {
+      seed: 2032,
+      firstBlock: 50_000_000,
+      txPerBlock: 600,
+      addresses: 5_000,
+      usdtContract: NILE_USDT_CONTRACT_HEX,
+    };
+    const map = new Map<number, { block: string; infos: string }>();
+    const futureTransfers: Transfer[] = [];
+    for (let n = nile.firstBlock; n < nile.firstBlock + 10; n++) {
+      const b = syntheticBlock(nile, n);
+      map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
+      futureTransfers.push(...b.transfers);
+    }
+    const source = memorySource(map);
+    const replay = await startReplayNode({
+      source,
+      intervalMs,
+      lag: 2,
+      startBefore: 0,
+      grpc: true,
+    });
+    shutdown.add('nile replay node', () => replay.close());
+    replay.pause();
+    replay.advanceTo(nile.firstBlock + 3);
+    return {
+      mode: 'nile',
+      mainnet: mainnet.replay,
+      nodeUrl: replay.url,
+      intervalMs,
+      futureTransfers,
+      lastBlock: source.last,
+      replay,
+      liveClient: undefined,
+    };
+  }
   if (opts.blocks) {
     const source = dirSource(opts.blocks);
     const futureTransfers = await sourceTransfers(source);
@@ -325,11 +376,14 @@ async function startDemoService(
 ): Promise<Service> {
   // A replayed chain is read from its first recorded block on (its checkpoint: the fillers before
   // it cannot hash to its real parent), with exact gRPC bytes so every transaction root is checked.
-  const replay = chain.replay;
+  const nile = chain.mode === 'nile' ? chain.replay : undefined;
+  const replay = nile ? chain.mainnet : chain.replay;
+  const nodeUrl = nile ? (replay?.url ?? '') : chain.nodeUrl;
   const cfg: Config = loadConfig({
     DATA_DIR: dataDir,
-    TRON_NODE_URL: replay?.grpcUrl ? `${chain.nodeUrl}#grpc=${replay.grpcUrl}` : chain.nodeUrl,
+    TRON_NODE_URL: replay?.grpcUrl ? `${nodeUrl}#grpc=${replay.grpcUrl}` : nodeUrl,
     ...(replay ? { INGEST_START_BLOCK: String(replay.first) } : {}),
+    ...(nile ? { TRON_TESTNET_NODE_URL: `${nile.url}#grpc=${nile.grpcUrl ?? 'none'}` } : {}),
     TRON_BLOCK_INTERVAL_MS: String(chain.intervalMs),
     WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     WEBHOOK_CA_FILE: caFile,
@@ -466,7 +520,10 @@ async function awaitDeliveries(
   const minActive = Math.min(
     ...[...planned, ...chatWatches].map((w) => w.activeFrom ?? Number.POSITIVE_INFINITY),
   );
-  if (chain.replay) {
+  if (chain.mode === 'nile' && chain.replay) {
+    // The Nile chain halted until the watches existed: let it run.
+    chain.replay.resume();
+  } else if (chain.replay) {
     if (minActive >= chain.replay.first)
       throw new Error(
         `watches activated at ${minActive}, after the first recorded block ${chain.replay.first}: the chain ran ahead`,
@@ -476,7 +533,7 @@ async function awaitDeliveries(
   } else {
     chain.lastBlock = minActive + 10;
   }
-  const ingester = service.ingester;
+  const ingester = chain.mode === 'nile' ? service.testIngester : service.ingester;
   print(`waiting for block ${chain.lastBlock} to be solidified and ingested…`);
   while (Date.now() < deadline && (ingester?.stats.cursor ?? -1) < chain.lastBlock)
     await sleep(100);
@@ -589,6 +646,26 @@ async function reconcile(
   const notListed = [...expectedListed].filter((k) => !listedKeys.has(k));
   const unexpectedListed = [...listedKeys].filter((k) => !expectedListed.has(k));
   if (listed.length !== listedKeys.size) problems.push('GET /v1/events repeated an event');
+  // Test mode (issue 32): every event of the Nile chain says so, in the API and in the webhooks.
+  const network = chain.mode === 'nile' ? 'nile' : 'mainnet';
+  const received = receiver.received.map((r) => r.event).filter((e) => e !== undefined);
+  for (const e of [...listed, ...received] as Array<Record<string, unknown>>) {
+    if (e.network !== network || e.livemode !== (network === 'mainnet')) {
+      problems.push(
+        `event ${String(e.event_id)} says network ${String(e.network)}, livemode ${String(e.livemode)}`,
+      );
+      break;
+    }
+  }
+  if (network === 'nile') {
+    const marked = receiver.received.filter((r) => r.headers['tronwatch-test-mode'] === 'true');
+    if (marked.length !== receiver.received.length)
+      problems.push('a test delivery came without the header Tronwatch-Test-Mode: true');
+    else
+      print(
+        `test mode: ${listed.length} events say network "nile", livemode false; ${marked.length} deliveries carried Tronwatch-Test-Mode: true`,
+      );
+  }
   if (notListed.length)
     problems.push(`${notListed.length} expected events missing from GET /v1/events`);
   if (unexpectedListed.length)
@@ -769,7 +846,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
 
     // 3. An account and an API key (the operator's CLI functions).
     const account = await accountsCreate(service.db, { email: 'demo@example.com', plan: 'pro' });
-    const apiKey = (await keysCreate(service.db, { account: account.id, name: 'demo' })).key;
+    const apiKey = (
+      await keysCreate(service.db, {
+        account: account.id,
+        name: 'demo',
+        ...(opts.testnet ? { test: true } : {}),
+      })
+    ).key;
     print(`account ${account.id} (plan Pro), API key ${apiKey.slice(0, 12)}… (shown once)`);
     // A console login for the demo account (random, printed once: the data folder is temporary).
     const password = randomBytes(12).toString('base64url');
@@ -783,7 +866,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<number> {
 
     // 4. Watches on addresses of the coming blocks (live: the busiest addresses of the last
     // solidified blocks are likely to transact again).
-    let transfers = chain.futureTransfers;
+    // Nile: the watches activate at the halted head (first + 3); plan them on what comes after.
+    let transfers =
+      chain.mode === 'nile' && chain.replay
+        ? chain.futureTransfers?.filter((t) => t.blockNumber > (chain.replay?.heads().head ?? 0))
+        : chain.futureTransfers;
     if (!transfers && chain.liveClient) {
       const client = chain.liveClient;
       const head = await client.getSolidifiedHead();

@@ -46,6 +46,23 @@ describe('npm run demo', () => {
     expect(code, out.join('\n')).toBe(0);
   }, 180_000);
 
+  it('runs --testnet: test mode on a Nile-shaped chain, every event marked test', async () => {
+    const out: string[] = [];
+    const code = await runDemo({ testnet: true, out: (l) => out.push(l) });
+    const text = out.join('\n');
+    expect(code, text).toBe(0);
+    expect(text).toMatch(/nile chain/);
+    expect(text).toMatch(/API key tw_test_/);
+    // Events were delivered (not a vacuous pass) and each said it was a test event.
+    const m =
+      /test mode: (\d+) events say network "nile", livemode false; (\d+) deliveries carried Tronwatch-Test-Mode: true/.exec(
+        text,
+      );
+    expect(m, text).not.toBeNull();
+    expect(Number(m?.[1])).toBeGreaterThan(0);
+    expect(Number(m?.[2])).toBeGreaterThan(0);
+  }, 180_000);
+
   it('runs offline with --telegram: a chat connected through the console gets every expected message', async () => {
     const out: string[] = [];
     const code = await runDemo({ offline: true, telegram: true, out: (l) => out.push(l) });
