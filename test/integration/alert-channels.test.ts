@@ -27,6 +27,7 @@ import { base58ToHex } from '../../src/tron/address.js';
 import { AlertChannelSender, saveAlertChannel } from '../../src/watches/alert-channels.js';
 import { emailAlertSender, mailerTransport } from '../../src/watches/alert-mail.js';
 import { AlertLoop, queueAlertSends } from '../../src/watches/alert-outbox.js';
+import { queueAlert } from '../../src/watches/health.js';
 import { type ApiHarness, apiHarness, json } from '../helpers/api.js';
 import { Browser } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
@@ -285,6 +286,45 @@ describe.each(dbEngines)('alert channels on %s', (engine) => {
         'watch.alert',
         'watch.alert',
       ]);
+
+      // An endpoint's alert (issue 30, migration 092): one message about the endpoint on every
+      // target, `watch` null and `endpoint` set in the signed webhook, host only.
+      const endpointId = newId('ep');
+      await hh.db.query(
+        `INSERT INTO endpoints (id, account_id, network, url, label, secret_key_id,
+                                secret_ciphertext)
+         VALUES ($1, $2, 'mainnet', $3, 'Gateway', 'k', '\\x00'::bytea)`,
+        [endpointId, accountId, `https://pay.example${WATCH_PATH}?${WATCH_QUERY}`],
+      );
+      await hh.db.transaction((tx) =>
+        queueAlert(
+          tx,
+          { id: endpointId, account_id: accountId },
+          'failing',
+          'Deliveries to the endpoint are failing: 5 delivery attempts in a row failed.',
+        ),
+      );
+      expect(await loop.runOnce()).toEqual({ sent: 3, failed: 0 });
+      expect(verify(hookReqs()[3])).toMatchObject({
+        type: 'watch.alert',
+        data: {
+          watch: null,
+          endpoint: { id: endpointId, label: 'Gateway', watch_count: 0 },
+          endpoint_host: 'pay.example',
+          state: 'failing',
+          console_url: 'https://tw.example/console/endpoints',
+        },
+      });
+      const slackEndpoint = slackReqs()
+        .map((q) => (JSON.parse(q.body.toString('utf8')) as { text?: string }).text ?? '')
+        .filter((t) => t.startsWith('*Deliveries to your endpoint are failing*'));
+      expect(slackEndpoint).toHaveLength(1);
+      expect(slackEndpoint[0]).toContain(`Endpoint id: Gateway (${endpointId})`);
+      const endpointMail = await smtp.waitFor(
+        'oncall@example.com',
+        /^Deliveries to your endpoint are failing$/,
+      );
+      expect(endpointMail.text).toContain('Endpoint: pay.example\n');
 
       // Turned off: no message is queued for it; removed: gone from the page.
       const off = await b.put('/console/api/alert-settings/channels/webhook', { enabled: false });
