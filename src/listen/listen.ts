@@ -23,7 +23,7 @@
  * Like `tronwatch mcp`, this is a client: it reads TRONWATCH_URL and TRONWATCH_API_KEY (or the
  * --url and --api-key options), opens no database, and never prints the key or a secret.
  */
-import { mcpClientSettings } from '../mcp/stdio.js';
+import { clientSettings } from '../common/client-settings.js';
 
 /** Wait before opening a dropped stream again, ms. */
 export const RECONNECT_MS = 3_000;
@@ -163,7 +163,7 @@ export async function runListen(o: ListenOptions): Promise<number> {
   }
   let settings: { url: string; apiKey: string };
   try {
-    settings = mcpClientSettings({
+    settings = clientSettings({
       ...o.env,
       ...(o.url !== undefined ? { TRONWATCH_URL: o.url } : {}),
       ...(o.apiKey !== undefined ? { TRONWATCH_API_KEY: o.apiKey } : {}),

@@ -8,37 +8,14 @@
  * protocol only; problems go to stderr.
  */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { type ClientSettings, clientSettings } from '../common/client-settings.js';
 import { type ApiBackend, httpBackend } from './backend.js';
 import { createMcpServer } from './tools.js';
 
-/** The stdio server's settings, from the environment. */
-export interface McpClientSettings {
-  /** TRONWATCH_URL: the service's base URL (default http://127.0.0.1:8080). */
-  url: string;
-  /** TRONWATCH_API_KEY: a `tw_live_…` key (required). */
-  apiKey: string;
-}
-
+/** The stdio server's settings, from the environment (src/common/client-settings.ts). */
+export type McpClientSettings = ClientSettings;
 /** Read and check the settings. @throws Error naming the variable at fault (never its value). */
-export function mcpClientSettings(env: NodeJS.ProcessEnv): McpClientSettings {
-  const apiKey = env.TRONWATCH_API_KEY?.trim() ?? '';
-  if (apiKey === '') {
-    throw new Error('TRONWATCH_API_KEY is unset: set it to an API key (tw_live_…)');
-  }
-  const url = env.TRONWATCH_URL?.trim() || 'http://127.0.0.1:8080';
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error(
-      'TRONWATCH_URL is not a URL: set it to the service, e.g. https://tronwatch.example.com',
-    );
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new Error('TRONWATCH_URL must be an http:// or https:// URL');
-  }
-  return { url: url.replace(/\/+$/, ''), apiKey };
-}
+export const mcpClientSettings = clientSettings;
 
 /**
  * Before serving: the service answers at `url` and accepts the key (GET /v1/status, one request
