@@ -219,6 +219,55 @@ export async function recordAudit(
 }
 
 /**
+ * Write several entries of one context in one statement (a batch's changes; the same rows
+ * recordAudit would write one by one, in order: ids ascending). Pass the transaction of the
+ * changes they record. No entries: nothing.
+ */
+export async function recordAudits(
+  db: Queryable,
+  ctx: AuditContext,
+  entries: readonly AuditEntry[],
+): Promise<void> {
+  if (entries.length === 0) return;
+  const ids = entries.map(() => newId('aud')).sort();
+  await db.query(
+    `INSERT INTO audit_log (id, account_id, actor_type, actor_id, session_id, action, target_id,
+                            detail, client_ip, actor_label, network)
+     SELECT e.id, $1::text, $2::text, $3::text, $4::text, e.action, e.target_id, e.detail::jsonb,
+            $5::text,
+            coalesce($6::text, CASE $2::text
+              WHEN 'user' THEN (SELECT u.email FROM console_users u WHERE u.id = $3::text)
+              WHEN 'api_key' THEN (SELECT k.key_prefix || coalesce(' · ' || k.name, '')
+                                     FROM api_keys k WHERE k.id = $3::text)
+              ELSE $3::text END),
+            e.network
+       FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+            WITH ORDINALITY AS e(id, action, target_id, detail, network, ord)
+      ORDER BY e.ord`,
+    [
+      ctx.accountId,
+      ctx.actor.type,
+      ctx.actor.id,
+      ctx.actor.sessionId ?? null,
+      ctx.clientIp?.slice(0, 64) ?? null,
+      ctx.actor.label ?? null,
+      ids,
+      entries.map((e) => e.action),
+      entries.map((e) => {
+        const target = e.targetId ?? null;
+        return target === null
+          ? null
+          : CREDENTIAL_VALUE.test(target)
+            ? REDACTED
+            : target.slice(0, 128);
+      }),
+      entries.map((e) => JSON.stringify(cleanDetail(e.detail))),
+      entries.map((e) => (ENVIRONMENT_ACTIONS.test(e.action) ? (ctx.network ?? null) : null)),
+    ],
+  );
+}
+
+/**
  * A step a domain function runs inside its own transaction, after its change and before COMMIT,
  * with the change's result: how a caller writes the audit entry in the same transaction when the
  * function opens the transaction itself (createWatch, resumeWatch, redeliverEvent, …).

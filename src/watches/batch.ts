@@ -4,10 +4,12 @@
  *
  * - Create: up to {@link MAX_BATCH_ITEMS} CreateWatch items in one request. Each item is
  *   validated against the CreateWatch schema on its own (a malformed item is that item's 400,
- *   never the whole batch's) and created by createWatchFromRequest, the function behind
- *   POST /v1/watches: the same rules, the same quota check (each watch takes a slot, counted with
- *   the account locked, as today), the same audit entry. Items are created in order, each in its
- *   own transaction: a failure of one never undoes another, and each result says what happened.
+ *   never the whole batch's) and checked by prepareWatch, as POST /v1/watches checks it; then the
+ *   valid items are created together by createWatches (the function behind POST /v1/watches too):
+ *   one transaction, the account locked once, each item judged in order as if created alone after
+ *   the ones before it (duplicate, quota: each watch takes a slot), one multi-row INSERT, one
+ *   audit entry per watch. An item refused never stops another, and each result says what
+ *   happened to it.
  * - The rate limit counts each item as one request (the batch's own request is the first item):
  *   the items beyond the window's room are answered 429 rate_limited, not created.
  * - Pause, resume, delete: a list of ids or one label (every live watch carrying it), each watch by
@@ -19,9 +21,16 @@ import type { InTransaction } from '../audit/audit.js';
 import { ApiError, type FieldError } from '../common/errors.js';
 import { isId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { createWatchFromRequest, type WatchDeps } from './create.js';
+import { prepareWatch, type WatchDeps } from './create.js';
 import { type CreateWatchBody, CreateWatchSchema } from './schema.js';
-import { deleteWatch, pauseWatch, resumeWatch, type WatchRow } from './watches.js';
+import {
+  createWatches,
+  deleteWatch,
+  type NewWatch,
+  pauseWatch,
+  resumeWatch,
+  type WatchRow,
+} from './watches.js';
 
 /** Most items of one batch (issue 30: "up to 1,000"). */
 export const MAX_BATCH_ITEMS = 1_000;
@@ -84,14 +93,21 @@ export function itemError(err: unknown): ItemError {
 export type ItemOutcome<V> = { index: number; created: V } | { index: number; error: ItemError };
 
 /**
- * Create the items in order.
+ * Create the items: each is checked as POST /v1/watches would check it alone after the ones
+ * before it, and the valid ones are created together.
+ * 1. In order, without the database: the rate limit (`allow`), the CreateWatch schema, then
+ *    prepareWatch (target, address, URL policy, label, metadata): an item refused here is its
+ *    400/404/429.
+ * 2. One chain-head refresh, then createWatches: one transaction for every valid item (account
+ *    locked once, quota counted once plus the items accepted before each, duplicates against live
+ *    watches and earlier items, one multi-row INSERT, `inTx` once with every row created).
  * @param allow counts one more request against the caller's rate limit; false: refused (the item
  *   and every later one are answered 429 rate_limited). Called for every item but the first (the
  *   batch's own request counted it).
  * @param view the answer of a created watch (its secret, once).
- * @param inTx the audit entry of each creation, in its transaction.
+ * @param inTx the audit entries of the creations, in their transaction (rows in item order).
  * @returns one outcome per item, in order.
- * @throws only what is not an ApiError (the database down): items created before stay created.
+ * @throws only what is not an ApiError (the database down): then no item is created.
  */
 export async function createWatchBatch<V>(
   deps: WatchDeps,
@@ -100,13 +116,11 @@ export async function createWatchBatch<V>(
   opts: {
     allow: () => Promise<{ allowed: boolean; retryAfterSeconds: number }>;
     view: (watch: WatchRow, secret: string | null) => V;
-    inTx?: InTransaction<WatchRow>;
+    inTx?: InTransaction<readonly WatchRow[]>;
   },
 ): Promise<Array<ItemOutcome<V>>> {
-  // One fresh chain head for the whole batch, not one per item.
-  const headAsOf = await deps.refreshHead?.();
-  const perItem: WatchDeps = { ...deps, refreshHead: async () => headAsOf };
-  const out: Array<ItemOutcome<V>> = [];
+  const out: Array<ItemOutcome<V> | { index: number; valid: number }> = [];
+  const valid: NewWatch[] = [];
   let refused: ItemError | undefined;
   for (const [index, item] of items.entries()) {
     if (index > 0 && !refused) {
@@ -131,18 +145,30 @@ export async function createWatchBatch<V>(
       continue;
     }
     try {
-      const { watch, secret } = await createWatchFromRequest(
-        perItem,
-        accountId,
-        checked.body,
-        opts.inTx,
-      );
-      out.push({ index, created: opts.view(watch, secret) });
+      const w = await prepareWatch(deps, accountId, checked.body);
+      out.push({ index, valid: valid.length });
+      valid.push(w);
     } catch (err) {
       out.push({ index, error: itemError(err) });
     }
   }
-  return out;
+  if (valid.length === 0) return out as Array<ItemOutcome<V>>;
+  // One fresh chain head for the whole batch, not one per item.
+  const headAsOf = await deps.refreshHead?.(deps.network ?? deps.config.network);
+  const created = await createWatches(
+    deps.db,
+    deps.secrets,
+    valid.map((w) => ({ ...w, headAsOf })),
+    opts.inTx,
+  );
+  return out.map((o) => {
+    if (!('valid' in o)) return o;
+    const c = created[o.valid];
+    if (!c) throw new Error('createWatches returned fewer outcomes than items');
+    return 'error' in c
+      ? { index: o.index, error: itemError(c.error) }
+      : { index: o.index, created: opts.view(c.watch, c.secret) };
+  });
 }
 
 export type BatchAction = 'pause' | 'resume' | 'delete';

@@ -15,7 +15,7 @@ import { checkWebhookUrl } from '../net/url-policy.js';
 import { InvalidAddressError, parseAddress } from '../tron/address.js';
 import { normaliseMetadata } from './metadata.js';
 import type { CreateWatchBody } from './schema.js';
-import { createWatch, type WatchRow } from './watches.js';
+import { createWatch, type NewWatch, type WatchRow } from './watches.js';
 
 /** Control characters (C0, DEL, C1) and line or paragraph separators: refused in a label. */
 const LABEL_REFUSED = /[\p{Cc}\u2028\u2029]/u;
@@ -62,14 +62,11 @@ export interface WatchDeps {
 }
 
 /**
- * Create a watch for `accountId` from a CreateWatch body already validated against its schema.
+ * Create a watch for `accountId` from a CreateWatch body already validated against its schema:
+ * {@link prepareWatch}, a fresh chain head, then createWatch.
  * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and the plaintext secret (webhook watches; to show once) or null.
- * @throws ApiError 400 invalid_target (not exactly one of webhook_url, telegram: true,
- *   endpoint_id), 400 with `details` (bad address, webhook URL refused by the policy, metadata
- *   beyond its limits: src/watches/metadata.ts), 404 (the
- *   endpoint is not the account's live endpoint), and createWatch's 400 telegram_not_bound, 402,
- *   409, 503.
+ * @throws prepareWatch's ApiErrors, and createWatch's 400 telegram_not_bound, 404, 402, 409, 503.
  */
 export async function createWatchFromRequest(
   deps: WatchDeps,
@@ -77,6 +74,26 @@ export async function createWatchFromRequest(
   body: CreateWatchBody,
   inTx?: InTransaction<WatchRow>,
 ): Promise<{ watch: WatchRow; secret: string | null }> {
+  const w = await prepareWatch(deps, accountId, body);
+  // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
+  const headAsOf = await deps.refreshHead?.(w.network);
+  return createWatch(deps.db, deps.secrets, { ...w, headAsOf }, inTx);
+}
+
+/**
+ * The request's rules that need code but no database (SPEC §POST /v1/watches rules 1–3), on a
+ * CreateWatch body already validated against its schema: the watch to create (without
+ * `headAsOf`), for createWatch or createWatches.
+ * @throws ApiError 400 invalid_target (not exactly one of webhook_url, telegram: true,
+ *   endpoint_id), 400 with `details` (bad address, webhook URL refused by the policy, label with
+ *   a control character, metadata beyond its limits: src/watches/metadata.ts), 404 (an
+ *   endpoint_id that is not an endpoint id at all).
+ */
+export async function prepareWatch(
+  deps: WatchDeps,
+  accountId: string,
+  body: CreateWatchBody,
+): Promise<NewWatch> {
   const hasUrl = typeof body.webhook_url === 'string';
   const hasTelegram = body.telegram === true;
   const endpointId = typeof body.endpoint_id === 'string' ? body.endpoint_id : null;
@@ -112,26 +129,18 @@ export async function createWatchFromRequest(
   const label = normaliseLabel(body.label, problems);
   const metadata = normaliseMetadata(body.metadata, problems);
   if (problems.length > 0) throw new ApiError(400, 'invalid request body', undefined, problems);
-  // A fresh head, so the watch activates at the chain as it is now (a halted chain included).
-  const headAsOf = await deps.refreshHead?.(deps.network ?? deps.config.network);
-  return createWatch(
-    deps.db,
-    deps.secrets,
-    {
-      accountId,
-      network: deps.network ?? deps.config.network,
-      address: body.address,
-      addressHex,
-      assetFilter: body.asset_filter,
-      direction: body.direction ?? 'incoming',
-      channel: url !== null || endpointId !== null ? 'webhook' : 'telegram',
-      webhookUrl: url,
-      endpointId,
-      label,
-      metadata,
-      blockIntervalMs: deps.config.ingest.blockIntervalMs,
-      headAsOf,
-    },
-    inTx,
-  );
+  return {
+    accountId,
+    network: deps.network ?? deps.config.network,
+    address: body.address,
+    addressHex,
+    assetFilter: body.asset_filter,
+    direction: body.direction ?? 'incoming',
+    channel: url !== null || endpointId !== null ? 'webhook' : 'telegram',
+    webhookUrl: url,
+    endpointId,
+    label,
+    metadata,
+    blockIntervalMs: deps.config.ingest.blockIntervalMs,
+  };
 }

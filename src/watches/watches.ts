@@ -23,7 +23,6 @@ import { ApiError } from '../common/errors.js';
 import { newId } from '../common/ids.js';
 import { newWebhookSecret, type SecretBox } from '../common/secrets.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { isUniqueViolation } from '../db/sqlstate.js';
 import { activationBlock, ChainHeadUnknownError } from '../ingest/chain-head.js';
 import type { Metadata } from './metadata.js';
 
@@ -112,11 +111,11 @@ export const WATCH_COLUMNS = `id, account_id, network, address, address_hex, ass
 const CHAIN_HEAD_RETRY_SECONDS = 5;
 
 /**
- * Create a watch.
+ * Create a watch: {@link createWatches} with one item (the same rules and answers).
  * @param inTx run in the creation's transaction with the new row (the audit entry).
  * @returns the row and, for a webhook watch, the plaintext secret (to show once; null otherwise).
- * @throws ApiError 400 telegram_not_bound, 409 duplicate, 402 quota_exceeded (with `usage`),
- *   503 (no chain head observed yet, Retry-After: 5).
+ * @throws ApiError 400 telegram_not_bound, 404 endpoint not found, 409 duplicate, 402
+ *   quota_exceeded (with `usage`), 503 (no chain head observed yet, Retry-After: 5).
  */
 export async function createWatch(
   db: Db,
@@ -124,81 +123,213 @@ export async function createWatch(
   w: NewWatch,
   inTx?: InTransaction<WatchRow>,
 ): Promise<{ watch: WatchRow; secret: string | null }> {
-  const endpointId = w.endpointId ?? null;
-  const secret = w.channel === 'webhook' && endpointId === null ? newWebhookSecret() : null;
-  const sealed = secret === null ? null : secrets.encrypt(secret);
-  try {
-    const watch = await db.transaction(async (tx) => {
-      const account = await lockAccount(tx, w.accountId);
+  const [outcome] = await createWatches(
+    db,
+    secrets,
+    [w],
+    inTx ? async (tx, rows) => (rows[0] ? inTx(tx, rows[0]) : undefined) : undefined,
+  );
+  if (!outcome) throw new Error('createWatches returned no outcome');
+  if ('error' in outcome) throw outcome.error;
+  return outcome;
+}
+
+/** One watch's outcome in {@link createWatches}: created (with its secret, or null), or refused. */
+export type CreateOutcome = { watch: WatchRow; secret: string | null } | { error: ApiError };
+
+/** The identity of a watch (the unique index `watches_identity`) as one string. */
+function identityKey(w: {
+  address_hex: string;
+  asset_filter: string;
+  direction: string;
+  channel: string;
+}): string {
+  return `${w.address_hex}|${w.asset_filter}|${w.direction}|${w.channel}`;
+}
+
+/**
+ * `n` new ids of `prefix`, ascending: taken in this order, rows made in one transaction (one
+ * `created_at`) still sort by (created_at, id) in the order they were made.
+ */
+function ascendingIds(prefix: 'wh', n: number): string[] {
+  const ids = Array.from({ length: n }, () => newId(prefix));
+  return ids.sort();
+}
+
+/**
+ * Create watches of one account on one network together (POST /v1/watches for one, the batch for
+ * up to 1,000): one transaction that locks the account row once, checks every item in order as
+ * if it were created alone after the ones before it, and inserts the accepted ones in one
+ * statement. Each item, in order:
+ * - telegram without a bound chat: 400 telegram_not_bound;
+ * - endpoint_id not a live endpoint of the account on the network: 404 (its row is then held FOR
+ *   SHARE until COMMIT, so it cannot be deleted under the new watches);
+ * - same identity as a live watch, or as an earlier item accepted here: 409 with `watch_id`;
+ * - no free slot (ACTIVE watches, counted once with the account locked, plus the items accepted
+ *   before it): 402 quota_exceeded with `usage`;
+ * - no chain head known: 503 (Retry-After: 5);
+ * - else accepted: `active_from_block` the chain head now (one activationBlock for all), a
+ *   `whsec_…` secret sealed by `secrets` for a webhook watch without an endpoint.
+ * A row that meets a live watch of the same identity at INSERT (made by a concurrent request
+ * that did not lock the account) is not inserted: that item's 409.
+ * @param ws the items; every one with the same accountId, network, blockIntervalMs and headAsOf.
+ * @param inTx run in the transaction with the rows created, in item order (audit entries).
+ * @returns one outcome per item, in order.
+ * @throws what is not an item's refusal (the database down): then nothing is created.
+ */
+export async function createWatches(
+  db: Db,
+  secrets: SecretBox,
+  ws: readonly NewWatch[],
+  inTx?: InTransaction<readonly WatchRow[]>,
+): Promise<CreateOutcome[]> {
+  const first = ws[0];
+  if (!first) return [];
+  const { accountId, network, blockIntervalMs, headAsOf } = first;
+  if (ws.some((w) => w.accountId !== accountId || w.network !== network)) {
+    throw new Error('createWatches: items of one account and network only');
+  }
+  return db.transaction(async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    const endpointIds = [...new Set(ws.flatMap((w) => (w.endpointId ? [w.endpointId] : [])))];
+    const liveEndpoints = new Set(
+      endpointIds.length === 0 ? [] : await lockLiveEndpoints(tx, accountId, network, endpointIds),
+    );
+    const { rows: live } = await tx.query<{
+      id: string;
+      address_hex: string;
+      asset_filter: string;
+      direction: string;
+      channel: string;
+    }>(
+      `SELECT id, address_hex, asset_filter, direction, channel FROM watches
+        WHERE account_id = $1 AND network = $2 AND address_hex = ANY($3::text[])
+          AND deleted_at IS NULL`,
+      [accountId, network, [...new Set(ws.map((w) => w.addressHex))]],
+    );
+    const taken = new Map(live.map((r) => [identityKey(r), r.id]));
+    const limits = limitsFor(account);
+    let active = await countActiveWatches(tx, accountId, network);
+    let fromBlock: number | 'unknown' | undefined;
+    const out: Array<CreateOutcome | { accept: number }> = [];
+    const accepted: Array<{ w: NewWatch; secret: string | null }> = [];
+    const ids = ascendingIds('wh', ws.length);
+    for (const w of ws) {
+      const endpointId = w.endpointId ?? null;
+      const key = identityKey({
+        address_hex: w.addressHex,
+        asset_filter: w.assetFilter,
+        direction: w.direction,
+        channel: w.channel,
+      });
+      const dup = taken.get(key);
       if (w.channel === 'telegram' && account.telegram_chat_id === null) {
-        throw ApiError.coded(
-          'telegram_not_bound',
-          'no chat is connected to this account: connect one in the console, or give a webhook_url',
-        );
+        out.push({
+          error: ApiError.coded(
+            'telegram_not_bound',
+            'no chat is connected to this account: connect one in the console, or give a webhook_url',
+          ),
+        });
+      } else if (endpointId !== null && !liveEndpoints.has(endpointId)) {
+        out.push({ error: new ApiError(404, 'endpoint not found') });
+      } else if (dup !== undefined) {
+        out.push({
+          error: new ApiError(
+            409,
+            `duplicate watch: ${dup} already watches this address with the same asset_filter, direction and channel`,
+            undefined,
+            undefined,
+            { watch_id: dup },
+          ),
+        });
+      } else if (active >= limits.activeWatches) {
+        out.push({
+          error: ApiError.coded(
+            'quota_exceeded',
+            `the ${limits.name} plan allows ${limits.activeWatches} active watches on ${network}; delete one or upgrade`,
+            undefined,
+            { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
+          ),
+        });
+      } else {
+        if (fromBlock === undefined) {
+          try {
+            fromBlock = await activationBlock(tx, network, blockIntervalMs, headAsOf);
+          } catch (err) {
+            if (!(err instanceof ChainHeadUnknownError)) throw err;
+            fromBlock = 'unknown';
+          }
+        }
+        if (fromBlock === 'unknown') {
+          out.push({ error: chainHeadUnknown() });
+        } else {
+          const secret = w.channel === 'webhook' && endpointId === null ? newWebhookSecret() : null;
+          taken.set(key, ids[accepted.length] as string);
+          active++;
+          out.push({ accept: accepted.length });
+          accepted.push({ w, secret });
+        }
       }
-      if (endpointId !== null) await lockLiveEndpoint(tx, w.accountId, w.network, endpointId);
-      const dup = await findDuplicate(tx, w);
-      if (dup) {
-        throw new ApiError(
-          409,
-          `duplicate watch: ${dup} already watches this address with the same asset_filter, direction and channel`,
-          undefined,
-          undefined,
-          { watch_id: dup },
-        );
-      }
-      const limits = limitsFor(account);
-      const active = await countActiveWatches(tx, w.accountId, w.network);
-      if (active >= limits.activeWatches) {
-        throw ApiError.coded(
-          'quota_exceeded',
-          `the ${limits.name} plan allows ${limits.activeWatches} active watches on ${w.network}; delete one or upgrade`,
-          undefined,
-          { usage: { active_watches: active, limit: limits.activeWatches, plan: limits.name } },
-        );
-      }
-      const fromBlock = await activationBlock(tx, w.network, w.blockIntervalMs, w.headAsOf);
+    }
+    const created = new Map<string, WatchRow>();
+    if (accepted.length > 0 && typeof fromBlock === 'number') {
+      const sealed = accepted.map(({ secret }) =>
+        secret === null ? null : secrets.encrypt(secret),
+      );
       const { rows } = await tx.query<WatchRow>(
         `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction,
                               channel, webhook_url, secret_key_id, secret_ciphertext, active_from_block,
                               label, endpoint_id, metadata)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
+         SELECT r.id, $1::text, $2::text, r.address, r.address_hex, r.asset_filter, r.direction, r.channel,
+                r.webhook_url, r.secret_key_id, decode(r.secret_hex, 'hex'), $3::int8, r.label, r.endpoint_id,
+                r.metadata::jsonb
+           FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                       $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+                WITH ORDINALITY AS r(id, address, address_hex, asset_filter, direction, channel,
+                                     webhook_url, secret_key_id, secret_hex, label,
+                                     endpoint_id, metadata, ord)
+          ORDER BY r.ord
+         ON CONFLICT (account_id, network, address_hex, asset_filter, direction, channel)
+            WHERE deleted_at IS NULL DO NOTHING
          RETURNING ${WATCH_COLUMNS}`,
         [
-          newId('wh'),
-          w.accountId,
-          w.network,
-          w.address,
-          w.addressHex,
-          w.assetFilter,
-          w.direction,
-          w.channel,
-          w.webhookUrl,
-          sealed?.keyId ?? null,
-          sealed?.ciphertext ?? null,
+          accountId,
+          network,
           fromBlock,
-          w.label ?? null,
-          endpointId,
-          w.metadata ? JSON.stringify(w.metadata) : null,
+          accepted.map((_, i) => ids[i] as string),
+          accepted.map(({ w }) => w.address),
+          accepted.map(({ w }) => w.addressHex),
+          accepted.map(({ w }) => w.assetFilter),
+          accepted.map(({ w }) => w.direction),
+          accepted.map(({ w }) => w.channel),
+          accepted.map(({ w }) => w.webhookUrl),
+          sealed.map((s) => s?.keyId ?? null),
+          sealed.map((s) => s?.ciphertext.toString('hex') ?? null),
+          accepted.map(({ w }) => w.label ?? null),
+          accepted.map(({ w }) => w.endpointId ?? null),
+          accepted.map(({ w }) => (w.metadata ? JSON.stringify(w.metadata) : null)),
         ],
       );
-      const row = rows[0];
-      if (!row) throw new Error('INSERT … RETURNING returned no row');
-      await inTx?.(tx, row);
-      return row;
-    });
-    return { watch, secret };
-  } catch (err) {
-    if (isUniqueViolation(err, 'watches_identity')) {
-      // A concurrent request created the same watch between our check and our insert.
-      throw new ApiError(
-        409,
-        'duplicate watch: the same watch was just created by another request',
-      );
+      for (const row of rows) created.set(row.id, row);
     }
-    if (err instanceof ChainHeadUnknownError) throw chainHeadUnknown();
-    throw err;
-  }
+    const outcomes: CreateOutcome[] = out.map((o) => {
+      if (!('accept' in o)) return o;
+      const row = created.get(ids[o.accept] as string);
+      // A concurrent request created the same watch between our check and our insert.
+      if (!row) {
+        return {
+          error: new ApiError(
+            409,
+            'duplicate watch: the same watch was just created by another request',
+          ),
+        };
+      }
+      return { watch: row, secret: accepted[o.accept]?.secret ?? null };
+    });
+    const rows = outcomes.flatMap((o) => ('watch' in o ? [o.watch] : []));
+    if (rows.length > 0) await inTx?.(tx, rows);
+    return outcomes;
+  });
 }
 
 /** The 503 answered while no chain head is known (Retry-After: one or two polls). */
@@ -255,16 +386,25 @@ export async function lockLiveEndpoint(
   if (!rows[0]) throw new ApiError(404, 'endpoint not found');
 }
 
-/** The id of a live watch with the same identity, or undefined. */
-async function findDuplicate(tx: Queryable, w: NewWatch): Promise<string | undefined> {
+/**
+ * The ids among `endpointIds` of live endpoints of the account on the network, their rows held
+ * FOR SHARE until the transaction ends (as lockLiveEndpoint; the others are missing, deleted or
+ * another account's).
+ */
+async function lockLiveEndpoints(
+  tx: Queryable,
+  accountId: string,
+  network: string,
+  endpointIds: readonly string[],
+): Promise<string[]> {
   const { rows } = await tx.query<{ id: string }>(
-    `SELECT id FROM watches
-      WHERE account_id = $1 AND network = $2 AND address_hex = $3 AND asset_filter = $4
-        AND direction = $5 AND channel = $6 AND deleted_at IS NULL
-      LIMIT 1`,
-    [w.accountId, w.network, w.addressHex, w.assetFilter, w.direction, w.channel],
+    `SELECT id FROM endpoints
+      WHERE id = ANY($1::text[]) AND account_id = $2 AND network = $3 AND deleted_at IS NULL
+      ORDER BY id
+      FOR SHARE`,
+    [endpointIds, accountId, network],
   );
-  return rows[0]?.id;
+  return rows.map((r) => r.id);
 }
 
 /** Active, non-deleted watches of an account on a network: what the quota counts. */

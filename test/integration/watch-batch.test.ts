@@ -153,6 +153,143 @@ describe.each(dbEngines)('watch batches on %s', (engine) => {
     expect(after.statusCode).toBe(429);
   });
 
+  it('creates the valid items together, each answered as it would have been alone, with every side effect', async () => {
+    h = await apiHarness(engine);
+    const hh = h;
+    const [a, b, c, d] = addresses(4, 3);
+    const items = (ep: string) => [
+      { address: ADDR_B58, asset_filter: 'USDT', webhook_url: 'https://hooks.example.com/own' },
+      { address: a, asset_filter: 'ALL', endpoint_id: ep, label: 'l', metadata: { order: 'o-1' } },
+      { address: a, asset_filter: 'ALL', endpoint_id: ep },
+      { address: b, asset_filter: 'TRX', webhook_url: 'https://hooks.example.com/b?t=1' },
+      { address: c, asset_filter: 'USDT', telegram: true },
+      { address: c, asset_filter: 'USDT', endpoint_id: ep },
+      { address: d, asset_filter: 'USDT', endpoint_id: ep },
+      { address: a, asset_filter: 'ALL', endpoint_id: ep },
+    ];
+    // Two accounts alike (4 active watches, one already taken by the same first watch): one
+    // sends the items as a batch, the other one POST /v1/watches per item.
+    const setUp = async () => {
+      const caller = await hh.caller({ plan: 'starter', watchQuota: 4 });
+      const ep = json<{ id: string }>(
+        await post(hh, caller, '/v1/endpoints', { url: 'https://hooks.example.com/ep' }),
+      );
+      const first = json<{ id: string }>(
+        await post(hh, caller, '/v1/watches', {
+          address: ADDR_B58,
+          asset_filter: 'USDT',
+          webhook_url: 'https://hooks.example.com/first',
+        }),
+      );
+      return { caller, ep: ep.id, first: first.id };
+    };
+    const batch = await setUp();
+    const alone = await setUp();
+    const res = json<BatchResult>(
+      await post(h, batch.caller, '/v1/watches/batch', { items: items(batch.ep) }),
+    );
+    const singles: Array<{ status: number; body: Record<string, unknown> }> = [];
+    for (const item of items(alone.ep)) {
+      const r = await post(h, alone.caller, '/v1/watches', item);
+      singles.push({ status: r.statusCode, body: json(r) });
+    }
+    expect(res.results.map((r) => r.status)).toEqual([409, 201, 409, 201, 400, 201, 402, 409]);
+    expect(singles.map((r) => r.status)).toEqual(res.results.map((r) => r.status));
+    expect(res.created).toBe(3);
+    // Each error body is the one the item got alone, but for the ids of each account's watches.
+    const mine = [batch.first, ...res.results.map((r) => r.watch?.id)];
+    const theirs = [alone.first, ...singles.map((r) => r.body.id)];
+    const neutral = (v: unknown, ids: unknown[]) =>
+      JSON.parse(
+        ids.reduce<string>(
+          (t, id, i) => (typeof id === 'string' ? t.split(id).join(`<watch ${i}>`) : t),
+          JSON.stringify(v),
+        ),
+      );
+    for (const [i, r] of res.results.entries()) {
+      if (r.status === 201) continue;
+      expect(neutral(r.error, mine)).toEqual(neutral(singles[i]?.body, theirs));
+    }
+    const err = (i: number) => res.results[i]?.error as Record<string, unknown> | undefined;
+    expect(err(0)?.watch_id).toBe(batch.first);
+    expect(err(2)?.watch_id).toBe(res.results[1]?.watch?.id);
+    expect(err(7)?.watch_id).toBe(res.results[1]?.watch?.id);
+    expect(err(4)?.code).toBe('telegram_not_bound');
+    expect(err(6)?.code).toBe('quota_exceeded');
+    expect(err(6)?.usage).toEqual({ active_watches: 4, limit: 4, plan: 'Starter' });
+
+    // The rows: in item order, one activation block, the endpoint, the metadata, a sealed secret.
+    const { rows } = await h.db.query<{
+      id: string;
+      active_from_block: string;
+      endpoint_id: string | null;
+      metadata: unknown;
+      label: string | null;
+      secret_key_id: string | null;
+      secret_ciphertext: Buffer | Uint8Array | null;
+    }>(
+      `SELECT id, active_from_block::text, endpoint_id, metadata, label, secret_key_id,
+              secret_ciphertext
+         FROM watches WHERE account_id = $1 ORDER BY created_at, id`,
+      [batch.caller.accountId],
+    );
+    const created = [1, 3, 5].map((i) => res.results[i]?.watch?.id);
+    expect(rows.map((r) => r.id)).toEqual([batch.first, ...created]);
+    const made = rows.slice(1);
+    expect(new Set(made.map((r) => r.active_from_block)).size).toBe(1);
+    expect(made.map((r) => r.endpoint_id)).toEqual([batch.ep, null, batch.ep]);
+    expect(made[0]?.metadata).toEqual({ order: 'o-1' });
+    expect(made[0]?.label).toBe('l');
+    expect(made[0]?.secret_ciphertext).toBeNull();
+    const sealed = made[1];
+    expect(
+      h.secrets.decrypt({
+        keyId: sealed?.secret_key_id as string,
+        ciphertext: Buffer.from(sealed?.secret_ciphertext as Uint8Array),
+      }),
+    ).toBe(res.results[3]?.watch?.secret);
+    expect(res.results[1]?.watch).toMatchObject({ endpoint_id: batch.ep, label: 'l' });
+
+    // One audit entry per watch created, as each would have had, marked as a batch's.
+    const { rows: audit } = await h.db.query<{
+      target_id: string;
+      actor_type: string;
+      actor_id: string;
+      actor_label: string | null;
+      network: string | null;
+      detail: Record<string, unknown>;
+    }>(
+      `SELECT target_id, actor_type, actor_id, actor_label, network, detail FROM audit_log
+        WHERE account_id = $1 AND action = 'watch.created' AND detail->>'batch' = 'true'
+        ORDER BY at, id`,
+      [batch.caller.accountId],
+    );
+    expect(audit.map((e) => e.target_id)).toEqual(created);
+    expect(
+      audit.every((e) => e.actor_type === 'api_key' && e.actor_id === batch.caller.keyId),
+    ).toBe(true);
+    // Who and where, as on the entry of the watch the same key created alone.
+    const { rows: single } = await h.db.query<{
+      actor_label: string | null;
+      network: string | null;
+    }>(
+      `SELECT actor_label, network FROM audit_log WHERE action = 'watch.created' AND target_id = $1`,
+      [batch.first],
+    );
+    expect(single[0]?.actor_label).toBeTruthy();
+    for (const e of audit) {
+      expect({ actor_label: e.actor_label, network: e.network }).toEqual(single[0]);
+    }
+    expect(audit[1]?.detail).toMatchObject({
+      asset_filter: 'TRX',
+      channel: 'webhook',
+      webhook_host: 'hooks.example.com',
+      endpoint_id: null,
+      batch: true,
+    });
+    expect(audit[2]?.detail).toMatchObject({ endpoint_id: batch.ep, channel: 'webhook' });
+  });
+
   it('pauses, resumes and deletes by ids and by label, each watch with its own result', async () => {
     h = await apiHarness(engine);
     const check = responseChecker(await openapiDocument(h.app));

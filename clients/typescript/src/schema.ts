@@ -452,7 +452,7 @@ export interface paths {
         put?: never;
         /**
          * Create up to 1,000 watches
-         * @description Each item is a CreateWatch, checked and created on its own in order (the rules, quota and answers of POST /v1/watches); the answer lists each item’s result. The rate limit counts every item as one request: items past the window’s room get 429 rate_limited and are not created.
+         * @description Each item is a CreateWatch, answered as POST /v1/watches would answer it alone after the items before it (its rules, quota and answers); the valid items are created together in one transaction. The answer lists each item’s result. The rate limit counts every item as one request: items past the window’s room get 429 rate_limited and are not created.
          */
         post: operations["createWatchBatch"];
         delete?: never;
@@ -712,7 +712,7 @@ export interface components {
              */
             webhook_url?: string | null;
         };
-        /** @description Watches to create, in order. Each item is checked and created on its own, like POST /v1/watches: an invalid or refused item never stops the others. */
+        /** @description Watches to create, in order. Each item is answered on its own, like POST /v1/watches: an invalid or refused item never stops the others. */
         CreateWatchBatch: {
             /** @description 1 to 1,000 CreateWatch bodies. */
             items: unknown[];

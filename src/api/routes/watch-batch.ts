@@ -14,7 +14,7 @@
 import { Type as T } from '@sinclair/typebox';
 import { callerNetwork } from '../../accounts/callers.js';
 import { auditContextOf } from '../../audit/actor.js';
-import { recordAudit } from '../../audit/audit.js';
+import { recordAudit, recordAudits } from '../../audit/audit.js';
 import { ApiError } from '../../common/errors.js';
 import {
   applyBatchAction,
@@ -50,7 +50,7 @@ export const CreateWatchBatchSchema = T.Object(
   {
     $id: 'CreateWatchBatch',
     description:
-      'Watches to create, in order. Each item is checked and created on its own, like POST /v1/watches: an invalid or refused item never stops the others.',
+      'Watches to create, in order. Each item is answered on its own, like POST /v1/watches: an invalid or refused item never stops the others.',
     additionalProperties: false,
   },
 );
@@ -152,7 +152,7 @@ export function watchBatchRoutes(app: App, deps: AppDeps): void {
         operationId: 'createWatchBatch',
         summary: 'Create up to 1,000 watches',
         description:
-          'Each item is a CreateWatch, checked and created on its own in order (the rules, quota and answers of POST /v1/watches); the answer lists each item’s result. The rate limit counts every item as one request: items past the window’s room get 429 rate_limited and are not created.',
+          'Each item is a CreateWatch, answered as POST /v1/watches would answer it alone after the items before it (its rules, quota and answers); the valid items are created together in one transaction. The answer lists each item’s result. The rate limit counts every item as one request: items past the window’s room get 429 rate_limited and are not created.',
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
@@ -223,21 +223,25 @@ export async function createWatchBatchAnswer(
   const outcomes = await createWatchBatch({ ...deps, network }, accountId, items, {
     allow,
     view: watchCreatedView,
-    inTx: (tx, w) =>
-      recordAudit(tx, audit, {
-        action: 'watch.created',
-        targetId: w.id,
-        detail: {
-          address: w.address,
-          asset_filter: w.asset_filter,
-          direction: w.direction,
-          channel: w.channel,
-          // The host only: a URL's path or query may carry the receiver's own token.
-          webhook_host: w.webhook_url === null ? null : new URL(w.webhook_url).host,
-          endpoint_id: w.endpoint_id,
-          batch: true,
-        },
-      }),
+    inTx: (tx, rows) =>
+      recordAudits(
+        tx,
+        audit,
+        rows.map((w) => ({
+          action: 'watch.created' as const,
+          targetId: w.id,
+          detail: {
+            address: w.address,
+            asset_filter: w.asset_filter,
+            direction: w.direction,
+            channel: w.channel,
+            // The host only: a URL's path or query may carry the receiver's own token.
+            webhook_host: w.webhook_url === null ? null : new URL(w.webhook_url).host,
+            endpoint_id: w.endpoint_id,
+            batch: true,
+          },
+        })),
+      ),
   });
   const created = outcomes.filter((o) => 'created' in o).length;
   // Never log the answer: it holds secrets.
