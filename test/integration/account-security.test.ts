@@ -435,6 +435,22 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
       ).statusCode;
     }
     expect(last).toBe(429);
+    // And per client address, whatever the account: another account from the prober's address
+    // is refused at its first invitation; from another address it may invite.
+    const sameAddress = new Browser(h.app, 'localhost', '198.51.100.21');
+    expect((await sameAddress.signUp('second-r4@example.com')).statusCode).toBe(201);
+    const fromThere = await sameAddress.post('/console/api/members', {
+      email: 'q-r4@example.com',
+      role: 'viewer',
+    });
+    expect(fromThere.statusCode, fromThere.body).toBe(429);
+    expect(json(fromThere).code).toBe('rate_limited');
+    const elsewhere = new Browser(h.app, 'localhost', '198.51.100.22');
+    expect((await elsewhere.signUp('third-r4@example.com')).statusCode).toBe(201);
+    expect(
+      (await elsewhere.post('/console/api/members', { email: 'q-r4@example.com', role: 'viewer' }))
+        .statusCode,
+    ).toBe(201);
   });
 
   it("5. a live stream ends at once when its member's role changes, the member is removed or its session signed out; a few per session", async () => {
