@@ -453,7 +453,7 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     ).toBe(201);
   });
 
-  it("5. a live stream ends at once when its member's role changes, the member is removed or its session signed out; a few per session", async () => {
+  it("5. a live stream ends at once when its member's role changes, the member is removed, the password changed elsewhere or its session signed out; a few per session", async () => {
     h = await apiHarness(engine, { env: OPEN });
     const { owner, admin } = await ownerAndAdmin('r5');
     const base = await h.app.listen({ port: 0, host: '127.0.0.1' });
@@ -513,6 +513,21 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
       expect((await owner.del(`/console/api/members/${adminId}`)).statusCode).toBe(200);
       await expect.poll(() => a5.state.done, { timeout: 5000 }).toBe(true);
       expect(a5.state.text).toContain('event: end\ndata: {"reason":"removed"}');
+      expect(o1.state.done).toBe(false);
+      // A password change ends the streams of the user's other sessions, not its own.
+      const elsewhere = new Browser(h.app, 'localhost', '198.51.100.6');
+      expect((await elsewhere.login('owner-r5@example.com')).statusCode).toBe(200);
+      const o2 = await open(elsewhere);
+      streams.push(o2);
+      expect(o2.state.status).toBe(200);
+      await expect.poll(() => o2.state.text).toContain('retry: 3000');
+      const changed = await owner.post('/console/api/password', {
+        current_password: PASSWORD,
+        new_password: 'a new and long passphrase',
+      });
+      expect(changed.statusCode, changed.body).toBe(200);
+      await expect.poll(() => o2.state.done, { timeout: 5000 }).toBe(true);
+      expect(o2.state.text).toContain('event: end\ndata: {"reason":"signed_out"}');
       expect(o1.state.done).toBe(false);
       // Sign-out ends the owner's stream too.
       expect((await owner.post('/console/api/logout')).statusCode).toBe(204);
