@@ -271,7 +271,8 @@ export async function requestRate(seconds: number): Promise<string[]> {
   });
   const realBlock = real.byBlock.get(real.first) ?? [];
   // The block after it is the first asked before the ingester knows the chain's 3 s grid (asked
-  // at once, then every 100 ms until it is there: src/ingest/loop.ts), a cost paid once at start.
+  // at once, then every 548 ms until it is there, and the one after from the last miss + 3 s
+  // every 100 ms: src/ingest/loop.ts), a cost paid once at start.
   const firstAsked = real.byBlock.get(real.first + 1) ?? [];
   const rest = (real.reqs - realBlock.length - firstAsked.length) / Math.max(1, real.blocks - 2);
   const full = await paceRun(chainSource(Math.ceil(seconds / 3) + 25), seconds, {

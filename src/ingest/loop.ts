@@ -17,8 +17,15 @@
  * invariant 5) is polled every HEAD_REFRESH_INTERVALS (20) intervals, and between polls
  * chain-head.ts extrapolates it by the elapsed time; also after an ask that came late by a whole
  * interval or more (a slow commit: blocks may be waiting), and then the catch-up below takes
- * over if they are. Before the grid is known (right after a catch-up) the next block is asked at
- * once and every missGap until one is missing.
+ * over if they are. Before the grid is known (at start, right after a catch-up) the next block is
+ * asked at once (a node ahead of us answers it: no wait), and if it is not there yet the grid is
+ * searched for in two steps instead of asking every missGap (up to 30 asks at start on mainnet):
+ * the block is solidified at most one interval after that first ask (the block before it was
+ * solidified by then), so it is asked every √(interval × missGap) (548 ms on mainnet) until it
+ * comes, and the next block, then known to come within that gap plus one interval after the last
+ * miss, is asked from there every missGap: about 2 × 5.5 asks in all on mainnet. (A block's
+ * timestamp does not give this grid: a block is solidified about 19 blocks, ~57 s, after its
+ * timestamp on mainnet, and the replay node's slot times are not on its blocks' timestamps.)
  *
  * A block still missing one interval after its first ask is overdue (the node's solidified head
  * stands still, or the chain halted): the asks then back off, missGap doubling per ask up to one
@@ -260,6 +267,16 @@ export class Ingester {
   }
 
   /**
+   * Delay between asks while searching for the grid (module doc), ms: √(interval × missGap),
+   * which makes the search's two parts cost about the same (548 ms on mainnet, 3000 ms per block
+   * and missGap 100: ~5.5 asks each, against up to 30 at missGap).
+   */
+  private get searchGapMs(): number {
+    const gap = this.missGapMs;
+    return Math.max(gap, Math.min(this.interval, Math.round(Math.sqrt(this.interval * gap))));
+  }
+
+  /**
    * Wait for the solidified head to pass `cursor` when the next block cannot be asked for
    * directly (the cursor is above every solidified head seen): poll the heads once per interval.
    */
@@ -292,6 +309,13 @@ export class Ingester {
     }
     if (!p.synced) p.at = now;
     let missed = false;
+    // Send time of the last ask that missed (the block was solidified after it).
+    let missedAt = 0;
+    // Before the grid is known the asks after a miss are `searchGap` apart, not missGap: the
+    // block is solidified at most one interval after the first ask (the one before it was there
+    // by then), so this costs about interval/searchGap asks, and the next block, known then to
+    // within searchGap, about searchGap/missGap more (module doc).
+    const searchGap = p.synced ? gap : this.searchGapMs;
     // When the block is due: one interval after the first ask that missed it. Past that it is
     // overdue (the node's solidified head stands still, or the chain halted): the asks back off.
     let dueBy: number | undefined;
@@ -306,10 +330,11 @@ export class Ingester {
       if (!block) {
         this.stats.nextBlockMisses++;
         missed = true;
+        missedAt = sentAt;
         dueBy ??= sentAt + this.interval;
         const t = performance.now();
         if (t < dueBy) {
-          p.at = t + gap;
+          p.at = t + searchGap;
           continue;
         }
         // Overdue: missGap doubling per ask, up to one interval (at most one ask per block
@@ -328,7 +353,14 @@ export class Ingester {
         late = true;
         missed = false;
       }
-      if (missed) {
+      if (missed && !p.synced) {
+        // Found by the search: solidified between the last miss and this ask, so the next block
+        // comes between those times plus one interval; ask from the earliest, every missGap.
+        p.synced = true;
+        p.at = missedAt + this.interval + gap;
+        p.hits = 0;
+        p.step = gap / 100;
+      } else if (missed) {
         // Solidified between the last miss and this ask: the grid point is this ask's time.
         p.synced = true;
         p.at = sentAt + this.interval;

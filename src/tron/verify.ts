@@ -21,10 +21,10 @@
  *    block number and timestamp; logs only on transactions that run contract code
  *    (TriggerSmartContract, CreateSmartContract: nothing else enters the TVM); and a direct call of
  *    USDT's `transfer(to, amount)` (selector a9059cbb) or `transferFrom(from, to, amount)`
- *    (23b872dd) that succeeded has USDT Transfer logs that all come from the paying address, sum
- *    to the signed amount, and exactly one of which pays the signed recipient (one log when the
- *    token charges no fee, as today; TetherToken's fee, if ever switched on, is a second log
- *    from the same sender to the token's owner).
+ *    (23b872dd) that succeeded has exactly one log: the USDT Transfer of the signed amount from
+ *    the paying address to the signed recipient (the token's fee, if ever switched on, would add
+ *    a second log to the token's owner: refused, see checkDirectUsdtCall); `approve` exactly one
+ *    Approval; any other selector or short call data no USDT Transfer log.
  * 4. `txTrieRoot` = java-tron's Merkle root over SHA-256 of each transaction's WHOLE protobuf
  *    bytes (`BlockCapsule.calcMerkleRoot()`, `TransactionCapsule.getMerkleHash()`,
  *    `MerkleTree.createTree`: leaves paired left to right, parent = SHA-256(left ‖ right), an odd
@@ -735,13 +735,19 @@ function usdtCall(s: SignedContract): UsdtCall {
 
 /**
  * A successful direct call of the USDT contract: its logs must be exactly those its selector
- * implies (module doc, item 3). TetherToken (TRON's USDT, the Ethereum TetherToken's code):
- * `transfer(to, v)` and `transferFrom(from, to, v)` emit `Transfer(from, to, v − fee)`, preceded
- * by `Transfer(from, owner, fee)` when the fee is not 0 (basisPointsRate, 0 on TRON since launch);
- * `approve(spender, v)` emits one `Approval(owner, spender, v)`; nothing else emits a Transfer.
- * The token's owner and fee rate are chain state this service does not read, so only the
- * fee-less form is accepted: a fee log (or any other extra log) is refused, and ingest stalls
- * loudly rather than guess (to revisit if Tether ever switches the fee on).
+ * implies (module doc, item 3). The rule follows the source of TRON's USDT, TetherToken at
+ * TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t (published on Tronscan, tronscan.io/#/token20/
+ * TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t/code; read in a public copy that links there:
+ * github.com/molecula-fi/molecula-public, blockchain/solidity/contracts/test/MockUsdtTron.sol,
+ * commit 8556b7e): its StandardTokenWithFees computes fee = min(v × basisPointsRate / 10000,
+ * maximumFee), and `transfer(to, v)` and `transferFrom(from, to, v)` emit
+ * `Transfer(from, to, v − fee)` and then, when the fee is not 0, `Transfer(from, owner, fee)` to
+ * the token's `owner`; `setParams` (owner only) can set basisPointsRate below 20 and maximumFee
+ * below 50 USDT, both 0 in the code as deployed; `approve(spender, v)` emits one
+ * `Approval(owner, spender, v)`; nothing else in it emits a Transfer. Whether the rate is still 0
+ * today, and who `owner` is, are chain state this service does not read (we found no source we
+ * could cite for the current values), so only the fee-less form is accepted: a fee log (or any
+ * other extra log) is refused, and ingest stalls loudly rather than guess.
  * @throws BlockCheckError('transfer_log').
  */
 function checkDirectUsdtCall(

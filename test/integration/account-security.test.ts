@@ -279,6 +279,32 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     const lowered = await owner.post(`/console/api/members/${adminId}/role`, { role: 'viewer' });
     expect(lowered.statusCode, lowered.body).toBe(200);
     expect(json<{ keys_narrowed: unknown[] }>(lowered).keys_narrowed).toHaveLength(1);
+    // The owner's entry names the previous role; the narrowing is the system's (issue 29 item 2).
+    const { rows } = await h.db.query<{ action: string; actor_type: string; detail: unknown }>(
+      `SELECT action, actor_type, detail FROM audit_log
+        WHERE action IN ('member.role_changed', 'api_key.narrowed') ORDER BY at, id`,
+    );
+    expect(rows).toEqual([
+      {
+        action: 'member.role_changed',
+        actor_type: 'user',
+        detail: expect.objectContaining({
+          email: 'admin-r2b@example.com',
+          previous_role: 'admin',
+          role: 'viewer',
+          keys_narrowed: 1,
+        }),
+      },
+      {
+        action: 'api_key.narrowed',
+        actor_type: 'system',
+        detail: expect.objectContaining({
+          role: 'viewer',
+          reason: 'maker_role_changed',
+          maker: 'admin-r2b@example.com',
+        }),
+      },
+    ]);
     expect(
       (await h.app.inject({ method: 'GET', url: '/v1/audit', headers: bearer })).statusCode,
     ).toBe(403);
@@ -409,9 +435,25 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
       ).statusCode;
     }
     expect(last).toBe(429);
+    // And per client address, whatever the account: another account from the prober's address
+    // is refused at its first invitation; from another address it may invite.
+    const sameAddress = new Browser(h.app, 'localhost', '198.51.100.21');
+    expect((await sameAddress.signUp('second-r4@example.com')).statusCode).toBe(201);
+    const fromThere = await sameAddress.post('/console/api/members', {
+      email: 'q-r4@example.com',
+      role: 'viewer',
+    });
+    expect(fromThere.statusCode, fromThere.body).toBe(429);
+    expect(json(fromThere).code).toBe('rate_limited');
+    const elsewhere = new Browser(h.app, 'localhost', '198.51.100.22');
+    expect((await elsewhere.signUp('third-r4@example.com')).statusCode).toBe(201);
+    expect(
+      (await elsewhere.post('/console/api/members', { email: 'q-r4@example.com', role: 'viewer' }))
+        .statusCode,
+    ).toBe(201);
   });
 
-  it('5. a live stream ends at once when its member is removed or its session signed out; a few per session', async () => {
+  it("5. a live stream ends at once when its member's role changes, the member is removed, the password changed elsewhere or its session signed out; a few per session", async () => {
     h = await apiHarness(engine, { env: OPEN });
     const { owner, admin } = await ownerAndAdmin('r5');
     const base = await h.app.listen({ port: 0, host: '127.0.0.1' });
@@ -449,22 +491,50 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     expect([a1, a2, a3].map((s) => s.state.status)).toEqual([200, 200, 200]);
     expect(a4.state.status).toBe(429);
     const o1 = await open(owner);
+    const streams = [a1, a2, a3, o1];
     try {
       await expect.poll(() => a1.state.text).toContain('retry: 3000');
       const adminId = json<{ user: { id: string } }>(await admin.get('/console/api/session')).user
         .id;
-      expect((await owner.del(`/console/api/members/${adminId}`)).statusCode).toBe(200);
+      // A role change ends the member's streams (the page loads again with the new role).
+      expect(
+        (await owner.post(`/console/api/members/${adminId}/role`, { role: 'developer' }))
+          .statusCode,
+      ).toBe(200);
       for (const s of [a1, a2, a3]) {
         await expect.poll(() => s.state.done, { timeout: 5000 }).toBe(true);
-        expect(s.state.text).toContain('event: end\ndata: {"reason":"removed"}');
+        expect(s.state.text).toContain('event: end\ndata: {"reason":"role_changed"}');
       }
+      // Their places are free again; removal ends the new one.
+      const a5 = await open(admin);
+      streams.push(a5);
+      expect(a5.state.status).toBe(200);
+      await expect.poll(() => a5.state.text).toContain('retry: 3000');
+      expect((await owner.del(`/console/api/members/${adminId}`)).statusCode).toBe(200);
+      await expect.poll(() => a5.state.done, { timeout: 5000 }).toBe(true);
+      expect(a5.state.text).toContain('event: end\ndata: {"reason":"removed"}');
+      expect(o1.state.done).toBe(false);
+      // A password change ends the streams of the user's other sessions, not its own.
+      const elsewhere = new Browser(h.app, 'localhost', '198.51.100.6');
+      expect((await elsewhere.login('owner-r5@example.com')).statusCode).toBe(200);
+      const o2 = await open(elsewhere);
+      streams.push(o2);
+      expect(o2.state.status).toBe(200);
+      await expect.poll(() => o2.state.text).toContain('retry: 3000');
+      const changed = await owner.post('/console/api/password', {
+        current_password: PASSWORD,
+        new_password: 'a new and long passphrase',
+      });
+      expect(changed.statusCode, changed.body).toBe(200);
+      await expect.poll(() => o2.state.done, { timeout: 5000 }).toBe(true);
+      expect(o2.state.text).toContain('event: end\ndata: {"reason":"signed_out"}');
       expect(o1.state.done).toBe(false);
       // Sign-out ends the owner's stream too.
       expect((await owner.post('/console/api/logout')).statusCode).toBe(204);
       await expect.poll(() => o1.state.done, { timeout: 5000 }).toBe(true);
       expect(o1.state.text).toContain('"reason":"signed_out"');
     } finally {
-      for (const s of [a1, a2, a3, o1]) s.close();
+      for (const s of streams) s.close();
     }
   });
 

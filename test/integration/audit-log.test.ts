@@ -439,6 +439,101 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect((await h.app.inject({ method: 'GET', url: '/v1/audit' })).statusCode).toBe(401);
   }, 180_000);
 
+  it('records before and after of a watch edit and a rotation (hosts only); a refused entry undoes the edit, the rotation and the grace end', async () => {
+    // Issue 27 item 6 and issue 29 item 2: `watch.updated` names the old and new label and host
+    // (never a path, query or token of the URL); a rotation its grace period; ending the grace
+    // period when it was to end. Each commits with its change: an entry the database refuses
+    // leaves the watch as it was.
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const call = (method: 'POST' | 'PATCH', url: string, payload?: Record<string, unknown>) =>
+      (h as ApiHarness).app.inject({ method, url, headers: c.headers, payload });
+    const created = await call(
+      'POST',
+      '/v1/watches',
+      webhookWatch({ label: 'Till', webhook_url: 'https://hooks.example.com/tron?token=old-tok' }),
+    );
+    expect(created.statusCode, created.body).toBe(201);
+    const { id } = json<{ id: string }>(created);
+    const edited = await call('PATCH', `/v1/watches/${id}`, {
+      label: 'Shop',
+      webhook_url: 'https://hooks2.example.com/in?token=new-tok',
+    });
+    expect(edited.statusCode, edited.body).toBe(200);
+    const labelOnly = await call('PATCH', `/v1/watches/${id}`, { label: 'Shop 2' });
+    expect(labelOnly.statusCode, labelOnly.body).toBe(200);
+    const rotated = await call('POST', `/v1/watches/${id}/rotate-secret`, {
+      grace_period_seconds: 3600,
+    });
+    expect(rotated.statusCode, rotated.body).toBe(200);
+    const graceEnd = json<{ previous_secret_expires_at: string }>(
+      rotated,
+    ).previous_secret_expires_at;
+    expect(Date.parse(graceEnd)).toBeGreaterThan(Date.now());
+    const detail = async (action: string) => {
+      const { rows } = await (h as ApiHarness).db.query<{ detail: Record<string, unknown> }>(
+        'SELECT detail FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY at, id',
+        [action, id],
+      );
+      return rows.map((r) => r.detail);
+    };
+    expect(await detail('watch.updated')).toEqual([
+      {
+        changed: 'label,webhook_url',
+        previous_label: 'Till',
+        label: 'Shop',
+        previous_webhook_host: 'hooks.example.com',
+        webhook_host: 'hooks2.example.com',
+      },
+      { changed: 'label', previous_label: 'Shop', label: 'Shop 2' },
+    ]);
+    const [rotation] = await detail('watch.secret_rotated');
+    expect(rotation).toEqual({
+      grace_period_seconds: 3600,
+      grace_ends_at: expect.any(String),
+    });
+    expect(Date.parse(String(rotation?.grace_ends_at))).toBe(Date.parse(graceEnd));
+    const text = await tableText(h);
+    for (const leak of ['old-tok', 'new-tok', '/tron', '/in?', 'token=']) {
+      expect(text).not.toContain(leak);
+    }
+
+    // The database refuses these entries: each change answers 500 and the watch is unchanged.
+    const watchRow = async () => {
+      const { rows } = await (h as ApiHarness).db.query<{ t: string }>(
+        'SELECT row_to_json(w)::text AS t FROM watches w WHERE id = $1',
+        [id],
+      );
+      return rows[0]?.t;
+    };
+    const before = await watchRow();
+    await h.db.query(`CREATE FUNCTION refuse_watch_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await h.db.query(`CREATE TRIGGER refuse_watch_audit BEFORE INSERT ON audit_log FOR EACH ROW
+      WHEN (NEW.action IN ('watch.updated', 'watch.secret_rotated',
+                           'watch.previous_secret_expired'))
+      EXECUTE FUNCTION refuse_watch_audit()`);
+    const refused = [
+      await call('PATCH', `/v1/watches/${id}`, {
+        label: 'Doomed',
+        webhook_url: 'https://hooks3.example.com/x',
+      }),
+      await call('POST', `/v1/watches/${id}/rotate-secret`, { grace_period_seconds: 60 }),
+      await call('POST', `/v1/watches/${id}/previous-secret/expire`),
+    ];
+    expect(refused.map((r) => r.statusCode)).toEqual([500, 500, 500]);
+    expect(await watchRow()).toBe(before);
+    const listed = json<{ data: Array<Record<string, unknown>> }>(
+      await h.app.inject({ method: 'GET', url: '/v1/watches', headers: c.headers }),
+    );
+    expect(listed.data.find((w) => w.id === id)).toMatchObject({
+      label: 'Shop 2',
+      webhook_url: 'https://hooks2.example.com/in?token=new-tok',
+      previous_secret_expires_at: graceEnd,
+    });
+    expect(await detail('watch.previous_secret_expired')).toEqual([]);
+  }, 180_000);
+
   it('writes the entry in the change’s transaction: a refused change leaves none, a failed entry undoes its change', async () => {
     h = await apiHarness(engine, { env: OPEN });
     const b = new Browser(h.app);

@@ -5,7 +5,9 @@
  * 1. a stalled head is asked for at most about once per block interval, the episode logged once;
  * 2. blocks released at once after a stall are taken by the catch-up, not one per interval;
  * 3. a watch created while the chain is halted activates at the chain's head, not past it, and
- *    gets the first transfer made after the chain resumes.
+ *    gets the first transfer made after the chain resumes;
+ * 4. at start, before the chain's grid is known, the next blocks cost a few asks, not one every
+ *    missGap.
  * Counts of requests, never durations, are asserted (the bound of item 1 is a rate: asks per
  * interval of the stall as it was measured).
  */
@@ -140,6 +142,38 @@ describe.each(dbEngines)('caught-up ingest when the chain stalls, on %s', (engin
       ).toBe(true);
     } finally {
       await run.stop();
+    }
+  });
+
+  it('finds the chain grid at start in a few asks, not one every missGap', async () => {
+    // Mainnet's pace: 3 s per block, missGap 100 ms. The first block is solidified at once, the
+    // next one up to 3 s later: before, it was asked at once and then every 100 ms until it came
+    // (about 27 misses here); now every 548 ms (at most 6 misses, the first ask included), and the
+    // one after it from the last miss + 3 s every 100 ms (about 6 more).
+    t = await migratedDb(engine);
+    chain = await serveSynthetic(CHAIN, { intervalMs: 3000, lag: 2, startBefore: 0 });
+    chain.node.advanceTo(chain.first);
+    client = new NodeClient({ url: chain.node.url, retries: 3 });
+    const ing = new Ingester({
+      db: t.db,
+      client,
+      logger: silentLogger,
+      config: {
+        network: 'mainnet',
+        node: { concurrency: 4 },
+        ingest: { startBlock: chain.first, blockIntervalMs: 3000 },
+      },
+    });
+    const ac = new AbortController();
+    const running = ing.run(ac.signal);
+    try {
+      await until('two blocks taken by asking', () => ing.stats.cursor >= chain!.first + 2);
+      expect(ing.stats.nextBlockAsks - ing.stats.nextBlockMisses).toBeGreaterThanOrEqual(2);
+      expect(ing.stats.nextBlockMisses).toBeGreaterThan(0);
+      expect(ing.stats.nextBlockMisses).toBeLessThanOrEqual(16);
+    } finally {
+      ac.abort();
+      await running;
     }
   });
 

@@ -430,7 +430,8 @@ export async function rotateEndpointSecretAnswer(
     action: 'endpoint.secret_rotated',
     targetId: id,
     detail: {
-      previous_secret_expires_at: r.endpoint.previous_secret_expires_at
+      // Not named after the secret: cleanDetail drops a member whose name says "secret".
+      grace_ends_at: r.endpoint.previous_secret_expires_at
         ? new Date(r.endpoint.previous_secret_expires_at).toISOString()
         : null,
     },

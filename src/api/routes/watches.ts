@@ -656,8 +656,8 @@ export async function rotateSecretAnswer(
         targetId: id,
         detail: {
           grace_period_seconds: grace,
-          previous_secret_expires_at:
-            rotated.watch.previous_secret_expires_at?.toISOString() ?? null,
+          // Not named after the secret: cleanDetail drops a member whose name says "secret".
+          grace_ends_at: rotated.watch.previous_secret_expires_at?.toISOString() ?? null,
         },
       });
     }
