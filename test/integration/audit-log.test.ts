@@ -534,6 +534,54 @@ describe.each(dbEngines)('audit log on %s', (engine) => {
     expect(await detail('watch.previous_secret_expired')).toEqual([]);
   }, 180_000);
 
+  it('commits an endpoint rotation and its grace end with their entries: a refused entry undoes them', async () => {
+    // Issue 27 item 6 for endpoints (issue 30): like a watch's, an endpoint's rotation and the end
+    // of its grace period commit with their audit entries, or not at all.
+    h = await apiHarness(engine);
+    const c = await h.caller();
+    const call = (url: string, payload?: Record<string, unknown>) =>
+      (h as ApiHarness).app.inject({ method: 'POST', url, headers: c.headers, payload });
+    const created = await call('/v1/endpoints', { url: 'https://hooks.example.com/tron?token=t' });
+    expect(created.statusCode, created.body).toBe(201);
+    const { id } = json<{ id: string }>(created);
+    const rotated = await call(`/v1/endpoints/${id}/rotate-secret`, { grace_period_seconds: 3600 });
+    expect(rotated.statusCode, rotated.body).toBe(200);
+    const graceEnd = json<{ previous_secret_expires_at: string }>(
+      rotated,
+    ).previous_secret_expires_at;
+    const entries = async (action: string) => {
+      const { rows } = await (h as ApiHarness).db.query<{ detail: Record<string, unknown> }>(
+        'SELECT detail FROM audit_log WHERE action = $1 AND target_id = $2 ORDER BY at, id',
+        [action, id],
+      );
+      return rows.map((r) => r.detail);
+    };
+    const [rotation] = await entries('endpoint.secret_rotated');
+    expect(Date.parse(String(rotation?.grace_ends_at))).toBe(Date.parse(graceEnd));
+
+    const endpointRow = async () => {
+      const { rows } = await (h as ApiHarness).db.query<{ t: string }>(
+        'SELECT row_to_json(e)::text AS t FROM endpoints e WHERE id = $1',
+        [id],
+      );
+      return rows[0]?.t;
+    };
+    const before = await endpointRow();
+    await h.db.query(`CREATE FUNCTION refuse_endpoint_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await h.db.query(`CREATE TRIGGER refuse_endpoint_audit BEFORE INSERT ON audit_log FOR EACH ROW
+      WHEN (NEW.action IN ('endpoint.secret_rotated', 'endpoint.previous_secret_expired'))
+      EXECUTE FUNCTION refuse_endpoint_audit()`);
+    const refused = [
+      await call(`/v1/endpoints/${id}/rotate-secret`, { grace_period_seconds: 60 }),
+      await call(`/v1/endpoints/${id}/previous-secret/expire`),
+    ];
+    expect(refused.map((r) => r.statusCode)).toEqual([500, 500]);
+    expect(await endpointRow()).toBe(before);
+    expect(await entries('endpoint.secret_rotated')).toHaveLength(1);
+    expect(await entries('endpoint.previous_secret_expired')).toEqual([]);
+  }, 180_000);
+
   it('writes the entry in the change’s transaction: a refused change leaves none, a failed entry undoes its change', async () => {
     h = await apiHarness(engine, { env: OPEN });
     const b = new Browser(h.app);

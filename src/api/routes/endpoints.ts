@@ -416,26 +416,34 @@ export async function rotateEndpointSecretAnswer(
   graceSeconds: number | undefined,
 ) {
   if (!isId(id, 'ep')) throw notFound();
-  const r = await rotateEndpointSecret(
-    deps.db,
-    deps.secrets,
-    accountId,
-    callerNetwork(request, deps.config.network),
-    id,
-    ...(graceSeconds !== undefined ? [graceSeconds] : []),
-  );
-  if (!r) throw notFound();
-  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint secret rotated');
-  await recordAudit(deps.db, auditContextOf(request), {
-    action: 'endpoint.secret_rotated',
-    targetId: id,
-    detail: {
-      // Not named after the secret: cleanDetail drops a member whose name says "secret".
-      grace_ends_at: r.endpoint.previous_secret_expires_at
-        ? new Date(r.endpoint.previous_secret_expires_at).toISOString()
-        : null,
-    },
+  const audit = auditContextOf(request);
+  // The rotation and its audit entry commit together (issue 27 item 6).
+  const r = await deps.db.transaction(async (tx) => {
+    const rotated = await rotateEndpointSecret(
+      tx,
+      deps.secrets,
+      accountId,
+      callerNetwork(request, deps.config.network),
+      id,
+      ...(graceSeconds !== undefined ? [graceSeconds] : []),
+    );
+    if (rotated) {
+      await recordAudit(tx, audit, {
+        action: 'endpoint.secret_rotated',
+        targetId: id,
+        detail: {
+          // Not named after the secret: cleanDetail drops a member whose name says "secret".
+          grace_ends_at: rotated.endpoint.previous_secret_expires_at
+            ? new Date(rotated.endpoint.previous_secret_expires_at).toISOString()
+            : null,
+        },
+      });
+    }
+    return rotated;
   });
+  if (!r) throw notFound();
+  // Never log the answer: it holds the secret.
+  request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint secret rotated');
   return { ...endpointView(r.endpoint), secret: r.secret, note: ENDPOINT_ROTATED_NOTE };
 }
 
@@ -449,20 +457,23 @@ export async function expirePreviousEndpointSecretAnswer(
   accountId: string,
   id: string,
 ) {
-  const row = isId(id, 'ep')
-    ? await expirePreviousEndpointSecret(
-        deps.db,
-        accountId,
-        callerNetwork(request, deps.config.network),
-        id,
-      )
-    : undefined;
+  if (!isId(id, 'ep')) throw notFound();
+  const audit = auditContextOf(request);
+  // The change and its audit entry commit together (issue 27 item 6).
+  const row = await deps.db.transaction(async (tx) => {
+    const expired = await expirePreviousEndpointSecret(
+      tx,
+      accountId,
+      callerNetwork(request, deps.config.network),
+      id,
+    );
+    if (expired) {
+      await recordAudit(tx, audit, { action: 'endpoint.previous_secret_expired', targetId: id });
+    }
+    return expired;
+  });
   if (!row) throw notFound();
   request.log.info({ endpoint_id: id, account_id: accountId }, 'endpoint previous secret expired');
-  await recordAudit(deps.db, auditContextOf(request), {
-    action: 'endpoint.previous_secret_expired',
-    targetId: id,
-  });
   return endpointView(row);
 }
 
