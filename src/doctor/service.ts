@@ -241,7 +241,15 @@ interface HealthBody {
   checks?: Record<string, unknown>;
   ingest?: { stalled_block?: number; reason?: string; since?: string };
   secrets?: { undecryptable_key_ids?: string[]; reason?: string };
-  node?: Array<{ index: number; state: string; reason?: string }>;
+  /** Present while a provider is not serving (src/api/routes/health.ts). */
+  node?: { providers?: Array<{ index: number; state: string; reason?: string; since?: string }> };
+}
+
+/** The providers /healthz lists, by position in TRON_NODE_URL: `#0 set_aside timeout, #1 ok`. */
+function providersOf(body: HealthBody): string {
+  return (body.node?.providers ?? [])
+    .map((n) => `#${n.index} ${n.state}${n.reason ? ` ${n.reason}` : ''}`)
+    .join(', ');
 }
 
 /** `service` (module doc). */
@@ -288,7 +296,14 @@ export async function checkService(url: string, timeoutMs: number): Promise<Chec
   }
   if (body.ok === true) {
     const c = body.checks ?? {};
-    const degraded = c.node === false ? '; some node providers are not serving' : '';
+    // checks.node: true = some providers serve, others not (degraded); false = none serves, for
+    // less than the grace after which /healthz answers 503.
+    const degraded =
+      c.node === true
+        ? `; some node providers are not serving (${providersOf(body)})`
+        : c.node === false
+          ? `; no node provider serving (${providersOf(body)}): /healthz answers 503 if it lasts 2 min`
+          : '';
     return {
       check,
       target,
@@ -323,9 +338,7 @@ export async function checkService(url: string, timeoutMs: number): Promise<Chec
     );
   }
   if (c.node === false) {
-    problems.push(
-      `no node provider serving (${(body.node ?? []).map((n) => `#${n.index} ${n.state}${n.reason ? ` ${n.reason}` : ''}`).join(', ')})`,
-    );
+    problems.push(`no node provider serving (${providersOf(body)})`);
   }
   return {
     check,

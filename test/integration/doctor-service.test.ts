@@ -191,6 +191,47 @@ describe(`doctor: stored secrets, the running service, ingest and workers (${eng
     expect(only(r, 'service').detail).toMatch(/^not running: nothing listens at http:\/\/127/);
   });
 
+  it('service: a node outage is a warning naming the providers, then a failure once /healthz answers 503', {
+    timeout: 120_000,
+  }, async () => {
+    // The only provider goes away: the ingest leader sets it aside and stores its state, and
+    // /healthz says no provider serves (200 during its grace, 503 after it).
+    await node.close();
+    let health: { ok: boolean; checks: Record<string, unknown>; node?: unknown } | undefined;
+    for (let i = 0; i < 600; i++) {
+      const res = await fetch(`${service.url}/healthz`);
+      health = (await res.json()) as typeof health;
+      if (health?.checks.node === false) break;
+      await sleep(100);
+    }
+    expect(health?.checks.node).toBe(false);
+    let r = await runDoctor(env, { only: 'service', timeoutMs: 10_000 });
+    expect(only(r, 'service').status).toBe('warn');
+    expect(only(r, 'service').detail).toMatch(
+      /; no node provider serving \(#0 (set_aside|unhealthy)[^)]*\): \/healthz answers 503 if it lasts 2 min$/,
+    );
+    expect(only(r, 'service').fix).toMatch(/GET \/v1\/status/);
+
+    // After the grace: the same body with ok false and 503 (served as the service's own, so the
+    // doctor reads the shape the real route sends, not one written here).
+    const failing = http.createServer((_req, res) => {
+      res.statusCode = 503;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ ...health, ok: false }));
+    });
+    await new Promise<void>((ok) => failing.listen(0, '127.0.0.1', ok));
+    try {
+      const port = (failing.address() as AddressInfo).port;
+      r = await runDoctor({ ...env, PORT: String(port) }, { only: 'service' });
+      expect(only(r, 'service').status).toBe('fail');
+      expect(only(r, 'service').detail).toMatch(
+        /^\/healthz 503: no node provider serving \(#0 (set_aside|unhealthy)/,
+      );
+    } finally {
+      await new Promise((ok) => failing.close(ok));
+    }
+  });
+
   it('service.ingest and service.workers: lag, a silent ingester, an undelivered notification', {
     timeout: 120_000,
   }, async () => {
