@@ -18,7 +18,13 @@ import type { BlockJson, TransactionInfoJson } from '../src/tron/types.js';
 import { parseExactBlock, verifyBlock } from '../src/tron/verify.js';
 import { startReplayProcess } from './replay-process.js';
 
-async function baseline(
+/**
+ * The parse-only baseline: fetch blocks `from`..`to` and their receipts from the node's JSON
+ * endpoints with `concurrency` requests in flight and JSON.parse them, nothing else (the floor
+ * any reader of the same bytes pays). Also used by the watches part (bench/ingest-watches.ts).
+ * @returns wall seconds and characters read.
+ */
+export async function baseline(
   url: string,
   from: number,
   to: number,
