@@ -8,14 +8,9 @@
  * protocol only; problems go to stderr.
  */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { type ClientSettings, clientSettings } from '../common/client-settings.js';
+import { clientSettings } from '../common/client-settings.js';
 import { type ApiBackend, httpBackend } from './backend.js';
 import { createMcpServer } from './tools.js';
-
-/** The stdio server's settings, from the environment (src/common/client-settings.ts). */
-export type McpClientSettings = ClientSettings;
-/** Read and check the settings. @throws Error naming the variable at fault (never its value). */
-export const mcpClientSettings = clientSettings;
 
 /**
  * Before serving: the service answers at `url` and accepts the key (GET /v1/status, one request
@@ -36,10 +31,10 @@ export async function checkKey(api: ApiBackend, url: string): Promise<void> {
 
 /**
  * Serve MCP on stdin/stdout until stdin closes. @returns when the transport closed.
- * @throws Error as mcpClientSettings and checkKey; ServiceUnreachableError (names the URL).
+ * @throws Error as clientSettings (src/common/client-settings.ts) and checkKey; ServiceUnreachableError (names the URL).
  */
 export async function runStdioMcp(env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const settings = mcpClientSettings(env);
+  const settings = clientSettings(env);
   const api = httpBackend(settings.url, settings.apiKey);
   await checkKey(api, settings.url);
   const server = createMcpServer(api);
