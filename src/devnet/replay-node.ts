@@ -30,7 +30,9 @@
  * bytes (`blockext-<n>.bin` in the folder) when it has them, else encoded from the block's JSON
  * (exact for fillers and synthetic blocks; a recorded block whose JSON hides bytes, such as an
  * unknown field in a `ret`, needs its `.bin`, or its root will not match); an empty answer above
- * the solidified head. tron/verify.ts checks transaction roots from these bytes.
+ * the solidified head. The same port also serves the full node's `protocol.Wallet/GetBlockByNum2`
+ * (up to the full-node head: what ingest reads above the solidified head with the light client
+ * on). tron/verify.ts checks transaction roots from these bytes.
  *
  * Lying (`setLies`, tests of block verification and quorums): replace the answers for chosen
  * block numbers (a forged block, forged receipts), report wrong heads, or serve another fork from
@@ -85,7 +87,7 @@ import {
 } from '@grpc/grpc-js';
 import { stringify as losslessStringify } from 'lossless-json';
 import { createLogger, type Logger } from '../common/logger.js';
-import { GET_BLOCK_BY_NUM2 } from '../tron/grpc.js';
+import { GET_BLOCK_BY_NUM2, GET_FULL_BLOCK_BY_NUM2 } from '../tron/grpc.js';
 import { parseNodeJson } from '../tron/json.js';
 import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
 import { syntheticId } from '../tron/replay-ids.js';
@@ -1526,9 +1528,10 @@ export function encodeBlockExtention(text: string): Buffer {
 }
 
 /**
- * The gRPC service (module doc): GetBlockByNum2 on a free port of `host`, through the same
- * counters, scripted rate limit (RESOURCE_EXHAUSTED), faults (UNAVAILABLE, or an empty answer)
- * and request log as the HTTP API; an empty `BlockExtention` above the solidified head.
+ * The gRPC service (module doc): GetBlockByNum2 of the solidity service and of the full node
+ * (`protocol.Wallet`) on a free port of `host`, through the same counters, scripted rate limit
+ * (RESOURCE_EXHAUSTED), faults (UNAVAILABLE, or an empty answer) and request log as the HTTP
+ * API; an empty `BlockExtention` above the view's head (solidified, or full-node).
  */
 async function listenGrpc(
   deps: RouterDeps,
@@ -1536,71 +1539,77 @@ async function listenGrpc(
   port: number,
 ): Promise<{ port: number; close(): Promise<void> }> {
   const server = new GrpcServer();
-  const path = 'grpc GetBlockByNum2';
   const identity = (b: Buffer) => b;
-  server.addService(
-    {
-      GetBlockByNum2: {
-        path: GET_BLOCK_BY_NUM2,
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: identity,
-        requestDeserialize: identity,
-        responseSerialize: identity,
-        responseDeserialize: identity,
-      },
+  const method = (path: string) => ({
+    GetBlockByNum2: {
+      path,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
     },
-    {
-      GetBlockByNum2: (
-        call: { request: Buffer },
-        callback: (err: Partial<ServiceError> | null, value?: Buffer) => void,
-      ) => {
-        const rec: ReplayRequestRecord = { at: deps.clock(), path, status: 200 };
-        deps.log?.push(rec);
-        deps.stats.requests.total++;
-        deps.stats.requests.byPath[path] = (deps.stats.requests.byPath[path] ?? 0) + 1;
-        const fail = (code: number, details: string, httpLike: number) => {
-          rec.status = httpLike;
-          callback({ code, details });
-        };
-        if (deps.limiter.admit()) {
-          deps.stats.rateLimited++;
-          return fail(grpcStatus.RESOURCE_EXHAUSTED, 'rate limit exceeded (scripted)', 429);
-        }
-        let n: number;
-        try {
-          n = Number(pbVarint(pbFields(call.request), 1));
-        } catch {
-          return fail(grpcStatus.INVALID_ARGUMENT, 'malformed NumberMessage', 400);
-        }
-        rec.num = n;
-        const h = deps.heads();
-        if (n > Math.min(h.head, h.solidified + deps.early()))
-          return callback(null, Buffer.alloc(0));
-        deps.faults
-          .draw('block')
-          .then(async (f) => {
-            if (f?.status === 503) return fail(grpcStatus.UNAVAILABLE, 'injected fault', 503);
-            if (f) return callback(null, Buffer.alloc(0));
-            const entry = await deps.chain.blockOf(n);
-            if (entry.exact) return callback(null, entry.exact);
-            // Never re-encoded bytes presented as exact: a recorded block without its .bin has
-            // no gRPC answer here.
-            if (!entry.exactFromJson) {
-              return fail(
-                grpcStatus.NOT_FOUND,
-                `no exact bytes recorded for block ${n} (blockext-${n}.bin)`,
-                404,
-              );
-            }
-            callback(null, encodeBlockExtention(entry.block.toString('utf8')));
-          })
-          .catch((err: unknown) =>
-            fail(grpcStatus.INTERNAL, err instanceof Error ? err.message : String(err), 500),
-          );
-      },
-    },
-  );
+  });
+  /**
+   * GetBlockByNum2 of one view: the solidity service's (up to the solidified head, or
+   * `early` above it) or the full node's (`protocol.Wallet`, up to the full-node head).
+   */
+  const handler =
+    (full: boolean) =>
+    (
+      call: { request: Buffer },
+      callback: (err: Partial<ServiceError> | null, value?: Buffer) => void,
+    ) => {
+      const path = full ? 'grpc Wallet/GetBlockByNum2' : 'grpc GetBlockByNum2';
+      const rec: ReplayRequestRecord = { at: deps.clock(), path, status: 200 };
+      deps.log?.push(rec);
+      deps.stats.requests.total++;
+      deps.stats.requests.byPath[path] = (deps.stats.requests.byPath[path] ?? 0) + 1;
+      const fail = (code: number, details: string, httpLike: number) => {
+        rec.status = httpLike;
+        callback({ code, details });
+      };
+      if (deps.limiter.admit()) {
+        deps.stats.rateLimited++;
+        return fail(grpcStatus.RESOURCE_EXHAUSTED, 'rate limit exceeded (scripted)', 429);
+      }
+      let n: number;
+      try {
+        n = Number(pbVarint(pbFields(call.request), 1));
+      } catch {
+        return fail(grpcStatus.INVALID_ARGUMENT, 'malformed NumberMessage', 400);
+      }
+      rec.num = n;
+      const h = deps.heads();
+      if (n > (full ? h.head : Math.min(h.head, h.solidified + deps.early())))
+        return callback(null, Buffer.alloc(0));
+      // Faults apply to solidified blocks, as over HTTP.
+      const fault =
+        full && n > h.solidified ? Promise.resolve(undefined) : deps.faults.draw('block');
+      fault
+        .then(async (f) => {
+          if (f?.status === 503) return fail(grpcStatus.UNAVAILABLE, 'injected fault', 503);
+          if (f) return callback(null, Buffer.alloc(0));
+          const entry = await deps.chain.blockOf(n);
+          if (entry.exact) return callback(null, entry.exact);
+          // Never re-encoded bytes presented as exact: a recorded block without its .bin has
+          // no gRPC answer here.
+          if (!entry.exactFromJson) {
+            return fail(
+              grpcStatus.NOT_FOUND,
+              `no exact bytes recorded for block ${n} (blockext-${n}.bin)`,
+              404,
+            );
+          }
+          callback(null, encodeBlockExtention(entry.block.toString('utf8')));
+        })
+        .catch((err: unknown) =>
+          fail(grpcStatus.INTERNAL, err instanceof Error ? err.message : String(err), 500),
+        );
+    };
+  server.addService(method(GET_BLOCK_BY_NUM2), { GetBlockByNum2: handler(false) });
+  server.addService(method(GET_FULL_BLOCK_BY_NUM2), { GetBlockByNum2: handler(true) });
   const bound = await new Promise<number>((resolve, reject) => {
     server.bindAsync(
       `${host.includes(':') ? `[${host}]` : host}:${port}`,

@@ -113,3 +113,17 @@ export async function saveSolidifiedHead(
     [network, solidified],
   );
 }
+
+/**
+ * Record a newer full-node head alone (the ingester with the finality gate, after it read block
+ * `head` at the node's head): the node had that block now, so `observed_at` moves to now and
+ * activationBlock starts extrapolating from here; the solidified head stays as last polled. A
+ * lower head leaves the row as it is. No row yet: nothing.
+ */
+export async function saveHead(db: Queryable, network: string, head: number): Promise<void> {
+  await db.query(
+    `UPDATE chain_head SET head_block_number = $2, observed_at = now()
+      WHERE network = $1 AND head_block_number <= $2`,
+    [network, head],
+  );
+}

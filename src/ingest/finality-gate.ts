@@ -3,13 +3,16 @@
  * is committed (its events stored, its deliveries queued) only once tronwatch has proven it final
  * itself, from the SRs' signatures: ≥ 19 distinct SRs of the current set have signed blocks at or
  * above it on its chain (tron/light-client/finality.ts, java-tron `DposService.updateSolidBlock`).
- * A provider's solidified head only says how far to read.
+ * The providers' heads only say how far there is to read.
  *
- * How ingest uses it (ingest/loop.ts): every block the loop reads (the same reads as without it:
- * one block read and its receipts, no request more) goes to `add`, in height order above
- * `readHeight`; its signed header is checked by the light client and the block waits in a small
- * look-ahead (about 18 blocks: the ones above the last final block) until the light client proves
- * it final; `next`/`shift` hand the final ones out in chain order, and the loop commits them.
+ * How ingest uses it (ingest/loop.ts): the loop reads blocks up to the providers' full-node head,
+ * above their solidified head (node-group.ts getFullNodeBlock, getBlockIfProduced: one block read
+ * and its receipts, the same reads as without the gate), and every block goes to `add`, in height
+ * order above `readHeight`; its signed header is checked by the light client and the block waits
+ * in a small look-ahead (about 18 blocks: the ones above the last final block) until the light
+ * client proves it final; `next`/`shift` hand the final ones out in chain order, and the loop
+ * commits them. A node that switches to another branch above the final block is followed by
+ * parent hash (`add`): the heights that changed are read again, nothing else.
  * The light client's state (store.ts, migration 065) is written in the transaction of the commit
  * that reaches its final block, so a restart resumes from there: it is restored, cross-checked
  * against the cursor (the block the cursor holds must be the one the SRs made final), and the
@@ -17,7 +20,7 @@
  * twice).
  *
  * Refusals: a block whose signature, signer, slot or chain fails (LightClientError, not `halt`),
- * or whose parent is not the block read below it, is refused like any failed check: the loop
+ * or whose branch does not meet the final chain, is refused like any failed check: the loop
  * sets its provider aside and stalls on that height until a provider serves a block that passes.
  * A `halt` (more than 8 new SRs at one maintenance, a stale checkpoint, a cursor below the
  * checkpoint, a committed block the SRs did not make final) stops ingest until an operator acts.
@@ -149,6 +152,12 @@ export class FinalityGate {
   private readonly ahead = new Map<string, VerifiedSolidifiedBlock>();
   /** Blocks proven final and not committed yet, in chain order. */
   private readonly ready: VerifiedSolidifiedBlock[] = [];
+  /**
+   * Blocks read whose parent is not a block read before (the node switched to another branch
+   * above the final block), the lowest last: they wait while the heights below them are read
+   * again from that branch (fork following, `add`).
+   */
+  private readonly orphans: VerifiedSolidifiedBlock[] = [];
   /** The cursor as this gate knows it: final blocks at or below it are not committed again. */
   private committed: { number: number; id: string } | undefined;
 
@@ -227,6 +236,7 @@ export class FinalityGate {
     this.tip = { number: f.number, id: f.id };
     this.ahead.clear();
     this.ready.length = 0;
+    this.orphans.length = 0;
     return discarded === undefined
       ? { from, final: f.number }
       : { from, final: f.number, discarded };
@@ -248,12 +258,28 @@ export class FinalityGate {
       ? { number: top.ref.number, id: top.verified.id }
       : { number: f.number, id: f.id };
     this.ahead.clear();
+    this.orphans.length = 0;
+  }
+
+  /** Whether heights below the tip are being read again for a branch switch (`add`). */
+  get rereading(): boolean {
+    return this.orphans.length > 0;
   }
 
   /**
    * Check block `readHeight + 1` (read and verified by the node group) with the light client and
    * keep it until it is final; the blocks it makes final join the ready queue (next/shift).
-   * @throws BlockCheckError('parent') when it does not follow the block read below it (the
+   *
+   * Forks (blocks are read up to the node's head, above anything final): a block whose parent is
+   * not the block read below it is the node's switch to another branch, which is normal above the
+   * final block. It attaches where its parent is a block read before (a branch seen earlier, or
+   * the final block); otherwise it is kept aside and the tip steps back one height, so the loop
+   * reads the heights below it again, from the branch the node now follows, until its branch meets
+   * a block held (fork following by parent hash: one read per height that changed). The blocks
+   * kept aside are then checked in order. Each branch is checked by the light client like any
+   * block; only what 19 SRs built on becomes final, so a branch the node left never is. A branch
+   * that leaves the final chain is no fork switch: refused.
+   * @throws BlockCheckError('parent') when its branch does not meet the final chain (the
    *   look-ahead is dropped: the heights above the final block are read again);
    *   LightClientError when the light client refuses it (halt false) or ingest must halt;
    *   HeaderError for a header that cannot be read; FinalityHaltError when the light client makes
@@ -266,13 +292,59 @@ export class FinalityGate {
     }
     const header = signedHeaderOf(b.block, b.exact);
     if (header.parentId !== this.tip.id) {
-      this.rewind();
-      throw new BlockCheckError(
-        'parent',
-        n,
-        `parentHash ${header.parentId} is not the blockID of block ${n - 1} read before (${this.tip.id}); reading again from the last final block`,
-      );
+      const f = this.lc.finalBlock;
+      const held = this.ahead.get(header.parentId);
+      if (held && held.ref.number === n - 1) {
+        this.tip = { number: n - 1, id: header.parentId }; // a branch read before
+      } else if (header.parentId === f.id && f.number === n - 1) {
+        this.tip = { number: f.number, id: f.id };
+      } else {
+        const under = this.ahead.get(this.tip.id);
+        if (!under) {
+          // The tip is final: the node's branch leaves the final chain.
+          this.rewind();
+          throw new BlockCheckError(
+            'parent',
+            n,
+            `parentHash ${header.parentId} is not the blockID of block ${n - 1} read before (${this.tip.id}), and its branch does not meet the final chain; reading again from the last final block`,
+          );
+        }
+        // The node switched branches: read the height below again, from its branch.
+        if (
+          this.orphans.length > 0 &&
+          this.orphans[this.orphans.length - 1]?.ref.number !== n + 1
+        ) {
+          this.orphans.length = 0;
+        }
+        this.orphans.push(b);
+        this.tip = { number: n - 2, id: under.verified.parentHash };
+        return;
+      }
     }
+    await this.check(b, header, signal);
+    // Blocks kept aside for a branch switch, now that the heights below them are read again.
+    for (let o = this.orphans.pop(); o; o = this.orphans.pop()) {
+      const h = signedHeaderOf(o.block, o.exact);
+      if (o.ref.number !== this.tip.number + 1 || h.parentId !== this.tip.id) {
+        this.orphans.length = 0; // the node moved on again: those heights are read anew
+        break;
+      }
+      try {
+        await this.check(o, h, signal);
+      } catch (err) {
+        this.orphans.length = 0;
+        throw err;
+      }
+    }
+  }
+
+  /** The light client's check of block `b` (child of the tip): held, and made final in time. */
+  private async check(
+    b: VerifiedSolidifiedBlock,
+    header: ReturnType<typeof signedHeaderOf>,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const n = b.ref.number;
     let rotations: KeyRotation[] = [];
     const found = keyRotationsOfBlock(b.block, b.exact);
     if (found.length > 0) {
@@ -356,7 +428,7 @@ export class FinalityGate {
       threshold: FINALITY_THRESHOLD,
       activeSrs: ACTIVE_SR_COUNT,
       checkpoint: { number: this.checkpoint.block.number, id: this.checkpoint.block.id },
-      waiting: this.ahead.size + this.ready.length,
+      waiting: this.ahead.size + this.ready.length + this.orphans.length,
       readHeight: this.tip.number,
     };
   }

@@ -74,7 +74,7 @@ import type { ChainHeads, NodeClient } from '../tron/node-client.js';
 import { NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
 import { BlockCheckError } from '../tron/verify.js';
-import { saveChainHead, saveSolidifiedHead } from './chain-head.js';
+import { saveChainHead, saveHead, saveSolidifiedHead } from './chain-head.js';
 import {
   type CommitHooks,
   type CursorRow,
@@ -245,20 +245,25 @@ export class Ingester {
     this.stats.headPolls++;
     this.lastHeadPollAt = performance.now();
     const now = Date.now();
+    // The head blocks are read up to: the solidified one, or with the gate the full node's.
+    const top = this.gate ? heads.head : heads.solidified;
+    const seen = this.readBound;
+    for (let n = Math.max(seen + 1, top - 1000); n <= top; n++) this.seenAt.set(n, now);
     if (heads.solidified > this.stats.solidified) {
-      for (
-        let n = Math.max(this.stats.solidified + 1, heads.solidified - 1000);
-        n <= heads.solidified;
-        n++
-      ) {
-        this.seenAt.set(n, now);
-      }
       this.stats.solidified = heads.solidified;
       this.o.metrics?.chainHeads(heads.solidified);
     }
     this.stats.head = Math.max(this.stats.head, heads.head);
     await saveChainHead(this.o.db, this.o.config.network, heads);
     return heads;
+  }
+
+  /**
+   * How far blocks are read: the providers' solidified head, or with the finality gate their
+   * full-node head (the gate proves finality itself; module doc).
+   */
+  private get readBound(): number {
+    return this.gate ? this.stats.head : this.stats.solidified;
   }
 
   /** Delay between asks while a block is not there yet, ms: interval/30, within 10–100. */
@@ -288,7 +293,9 @@ export class Ingester {
 
   /**
    * Block `n` (= the solidified head seen + 1) as soon as the node has solidified it, asked on
-   * the chain's grid (module doc). Notes it as the solidified head.
+   * the chain's grid (module doc). Notes it as the solidified head. With the finality gate, block
+   * n = the full-node head seen + 1 as soon as the node has it (getBlockIfProduced), noted as the
+   * full-node head.
    * @returns the block and whether an early poll of the heads is due (the ask came late by a
    *   whole interval or more, or the grid is not known yet: blocks may be waiting); undefined
    *   when `signal` aborted.
@@ -326,7 +333,9 @@ export class Ingester {
       if (signal.aborted) return undefined;
       const sentAt = performance.now();
       this.stats.nextBlockAsks++;
-      const block = await this.group.getBlockIfSolidified(n, signal);
+      const block = this.gate
+        ? await this.group.getBlockIfProduced(n, signal)
+        : await this.group.getBlockIfSolidified(n, signal);
       if (!block) {
         this.stats.nextBlockMisses++;
         missed = true;
@@ -372,7 +381,9 @@ export class Ingester {
         p.at += this.interval - p.step;
       }
       this.seenAt.set(n, now);
-      if (n > this.stats.solidified) {
+      if (this.gate) {
+        if (n > this.stats.head) this.stats.head = n;
+      } else if (n > this.stats.solidified) {
         this.stats.solidified = n;
         this.o.metrics?.chainHeads(n);
       }
@@ -458,14 +469,16 @@ export class Ingester {
         }
         // The height read last: the cursor, or above it the light client's look-ahead.
         const read = this.gate?.readHeight ?? cursor;
-        if (read >= this.stats.solidified) {
-          if (this.stats.solidified < 0) await this.pollHeads(signal);
-          else if (read > this.stats.solidified) await this.waitForHeads(signal);
+        const bound = this.readBound;
+        if (read >= bound) {
+          if (bound < 0) await this.pollHeads(signal);
+          else if (read > bound) await this.waitForHeads(signal);
           else {
             const next = await this.nextBlock(read + 1, signal);
             if (!next) continue;
             cursor = (await this.accept(next.block, signal)) ?? cursor;
-            await saveSolidifiedHead(db, network, next.block.ref.number);
+            if (this.gate) await saveHead(db, network, next.block.ref.number);
+            else await saveSolidifiedHead(db, network, next.block.ref.number);
             const due =
               performance.now() - this.lastHeadPollAt >= HEAD_REFRESH_INTERVALS * this.interval;
             if (next.late || due) await this.pollHeads(signal);
@@ -476,10 +489,16 @@ export class Ingester {
           failures = 0;
           continue;
         }
-        const to = Math.min(this.stats.solidified, read + (this.o.window ?? 100));
+        // Heights read again for a branch switch (finality-gate.ts add): one at a time, the
+        // blocks above them are held already.
+        const to = Math.min(bound, read + (this.gate?.rereading ? 1 : (this.o.window ?? 100)));
         let lastPoll = Date.now();
+        const group = this.group;
+        const source = this.gate
+          ? { getSolidifiedBlock: (n: number, s?: AbortSignal) => group.getFullNodeBlock(n, s) }
+          : group;
         for await (const b of fetchBlocks(
-          this.group,
+          source,
           read + 1,
           to,
           this.o.config.node.concurrency,
@@ -488,6 +507,8 @@ export class Ingester {
           cursor = (await this.accept(b, signal)) ?? cursor;
           failures = 0;
           if (signal.aborted) break;
+          // The gate moved elsewhere than this block (a branch switch): read from where it is.
+          if (this.gate && this.gate.readHeight !== b.ref.number) break;
           if (Date.now() - lastPoll >= this.interval) {
             lastPoll = Date.now();
             await this.pollHeads(signal); // fresh activation head while catching up
@@ -578,9 +599,11 @@ export class Ingester {
       }
       throw err;
     }
+    // The arrival of the block that made these final: when it was seen at the node's head.
+    const arrivedAt = this.seenAt.get(b.ref.number) ?? Date.now();
     let last: number | undefined;
     for (let f = g.next(); f; f = g.next()) {
-      last = await this.commit(f);
+      last = await this.commit(f, arrivedAt);
       g.shift();
     }
     this.o.metrics?.lightClient(g.status());
@@ -589,12 +612,13 @@ export class Ingester {
 
   /**
    * Extract, match and commit one block (one transaction), then count it, call the hooks and
-   * clear a stall it got through. With the light client, the commit that reaches its final block
+   * clear a stall it got through. `finalisedAtMs` (with the gate): when the block that made it
+   * final was seen at the node's head, what onBlock reports as `solidifiedAtMs`. With the light client, the commit that reaches its final block
    * also stores its state (store.ts), in the same transaction.
    * @returns its number, the new cursor.
    * @throws as commitBlock, extractTransfers, or the stall's clearing.
    */
-  private async commit(b: VerifiedSolidifiedBlock): Promise<number> {
+  private async commit(b: VerifiedSolidifiedBlock, finalisedAtMs?: number): Promise<number> {
     // The first block of a new cursor at INGEST_START_BLOCK=number:blockID must be that block.
     const cp = this.checkpoint;
     if (this.lastId === '' && cp && b.ref.number === cp.number && b.verified.id !== cp.id) {
@@ -647,7 +671,7 @@ export class Ingester {
       blockNumber: cursor,
       transfers: transfers.length,
       events: r.events,
-      solidifiedAtMs: this.seenAt.get(cursor) ?? Date.now(),
+      solidifiedAtMs: finalisedAtMs ?? this.seenAt.get(cursor) ?? Date.now(),
     });
     this.seenAt.delete(cursor);
     if (this.stall) await this.resumed(true);

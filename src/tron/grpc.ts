@@ -1,7 +1,8 @@
 /**
  * java-tron's gRPC API, for the one call the HTTP API cannot replace: a solidified block as its
  * exact protobuf bytes (`protocol.WalletSolidity/GetBlockByNum2`, api.proto: NumberMessage
- * {int64 num = 1} → BlockExtention), so that tron/verify.ts can check the header's txTrieRoot
+ * {int64 num = 1} → BlockExtention; with the light client on, the full node's
+ * `protocol.Wallet/GetBlockByNum2`, the same call for blocks not solidified yet), so that tron/verify.ts can check the header's txTrieRoot
  * over each transaction's whole bytes (the HTTP JSON may not show every field of `ret`).
  * Public providers serve it beside the HTTP API (TronGrid: grpc.trongrid.io, the API key as the
  * `TRON-PRO-API-KEY` metadata); a java-tron node serves it on its solidity gRPC port (50061 by
@@ -18,6 +19,12 @@ import { PbWriter } from './protobuf.js';
 
 /** Full method name of GetBlockByNum2 on the solidity service. */
 export const GET_BLOCK_BY_NUM2 = '/protocol.WalletSolidity/GetBlockByNum2';
+/**
+ * Full method name of GetBlockByNum2 on the full node's service (`protocol.Wallet`, api.proto):
+ * the same BlockExtention for any block up to the node's head, solidified or not (read with the
+ * light client on, which proves finality itself: ingest/finality-gate.ts).
+ */
+export const GET_FULL_BLOCK_BY_NUM2 = '/protocol.Wallet/GetBlockByNum2';
 
 const RETRYABLE = new Set<number>([
   status.UNAVAILABLE,
@@ -76,14 +83,20 @@ export class GrpcBlockClient {
   }
 
   /**
-   * The `BlockExtention` bytes of solidified block `n` (empty when the node does not have it).
+   * The `BlockExtention` bytes of block `n` (empty when the node does not have it): solidified
+   * (`method` GET_BLOCK_BY_NUM2, the default) or as the full node has it (GET_FULL_BLOCK_BY_NUM2).
    * @throws NodeError (kind network/timeout/rate_limited/http, retryable by gRPC status).
    */
-  getBlockByNum2(n: number, timeoutMs: number, signal?: AbortSignal): Promise<Buffer> {
+  getBlockByNum2(
+    n: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    method: string = GET_BLOCK_BY_NUM2,
+  ): Promise<Buffer> {
     const request = Buffer.from(new PbWriter().varint(1, n).finish());
     return new Promise<Buffer>((resolve, reject) => {
       const call = this.client.makeUnaryRequest<Buffer, Buffer>(
-        GET_BLOCK_BY_NUM2,
+        method,
         (b: Buffer) => b,
         (b: Buffer) => b,
         request,
@@ -104,7 +117,7 @@ export class GrpcBlockClient {
             return reject(
               new NodeError(
                 kind,
-                `gRPC GetBlockByNum2 ${n}: ${status[err.code] ?? err.code} ${err.details}`,
+                `gRPC ${method.slice(1)} ${n}: ${status[err.code] ?? err.code} ${err.details}`,
                 RETRYABLE.has(err.code),
               ),
             );

@@ -18,6 +18,12 @@
  *   infos (one for a block without transactions), and its transaction root is checked from the
  *   bytes. The solidity service answers an empty message above its solidified head, read as
  *   `{}` is.
+ * - With the light client on (TRON_LIGHT_CLIENT_CHECKPOINT), blocks are read from the full node's
+ *   view instead, up to its head (`getFullNodeBlock`): `/wallet/getblockbynum` and
+ *   `/wallet/gettransactioninfobyblocknum`, or gRPC `protocol.Wallet/GetBlockByNum2` (the
+ *   `#grpc=` address must then serve the full node's service too); `{}` above the head. Nothing
+ *   read so is final on the node's word: ingest/finality-gate.ts proves it from the SRs'
+ *   signatures first.
  * - `/wallet/gettransactioninfobyid {"value":txid}`: which block holds a transaction, for
  *   GET /v1/watches/{id}/transactions/{tx_id} only (the block is then read as above).
  *
@@ -39,7 +45,8 @@
  * are retried with exponential backoff and full jitter; the rest fail at once with a NodeError.
  *
  * Invariant 1 (DESIGN): `getSolidifiedBlock(n)` refuses any n above the highest solidified head
- * this client has observed, so nothing unsolidified can be read through it.
+ * this client has observed, so nothing unsolidified can be read through it; `getFullNodeBlock`
+ * is the one way to read above it, for the light client's finality gate only.
  */
 import pThrottle from 'p-throttle';
 import { Agent, request } from 'undici';
@@ -47,7 +54,12 @@ import type { Logger } from '../common/logger.js';
 import { sleep, withRetry } from '../common/retry.js';
 import { type DecodedBlock, decodeBlockExtention } from './exact-block.js';
 import { blockRef } from './extract.js';
-import { GrpcBlockClient, type GrpcTarget } from './grpc.js';
+import {
+  GET_BLOCK_BY_NUM2,
+  GET_FULL_BLOCK_BY_NUM2,
+  GrpcBlockClient,
+  type GrpcTarget,
+} from './grpc.js';
 import { parseNodeJson } from './json.js';
 import { NodeError } from './node-error.js';
 import { PbDecodeError } from './protobuf.js';
@@ -237,6 +249,8 @@ export class NodeClient {
   private readonly logger: Logger | undefined;
   /** Highest solidified head observed; blocks above it are never requested. */
   private solidifiedSeen = -1;
+  /** Highest full-node head observed (heads, and blocks read from the full node's view). */
+  private headSeen = -1;
   private readonly nodeInfoRetryMs: number;
   /**
    * performance.now() when `/wallet/getnodeinfo` last proved unusable on this node (the heads then
@@ -292,6 +306,14 @@ export class NodeClient {
   /** The highest solidified block number this client has seen (-1 before the first read). */
   get solidifiedHead(): number {
     return this.solidifiedSeen;
+  }
+
+  /**
+   * The highest full-node head this client has seen (its heads, or a block read through
+   * getFullNodeBlock), never below the solidified head seen; -1 before the first read.
+   */
+  get fullHead(): number {
+    return Math.max(this.headSeen, this.solidifiedSeen);
   }
 
   /**
@@ -502,6 +524,10 @@ export class NodeClient {
     if (n > this.solidifiedSeen) this.solidifiedSeen = n;
   }
 
+  private noteHead(n: number) {
+    if (n > this.headSeen) this.headSeen = n;
+  }
+
   /**
    * The solidified head's header via `/walletsolidity/getblock {"detail":false}`.
    * @throws NodeError (retryable: network, timeout, 5xx, empty answer).
@@ -568,6 +594,7 @@ export class NodeClient {
       this.getSolidifiedHead(signal),
     ]);
     // Behind a load balancer the two answers may come from nodes that lag each other.
+    this.noteHead(head.number);
     return { head: Math.max(head.number, solidified.number), solidified: solidified.number };
   }
 
@@ -596,6 +623,7 @@ export class NodeClient {
       { ...this.retryOpts({ path: '/wallet/getnodeinfo' }, signal), retries },
     );
     this.noteSolidified(heads.solidified);
+    this.noteHead(heads.head);
     return heads;
   }
 
@@ -762,6 +790,46 @@ export class NodeClient {
   }
 
   /**
+   * Block `n` as the full node has it, solidified or not (`/wallet/getblockbynum`, or gRPC
+   * `protocol.Wallet/GetBlockByNum2` with exact bytes), with its transaction infos
+   * (`/wallet/gettransactioninfobyblocknum`, only when it has transactions): one or two requests.
+   * For the light client's finality gate only (ingest/finality-gate.ts): nothing read here is
+   * final on the node's word, the gate proves it from the SRs' signatures, and a block of a
+   * branch the node left is read again from the branch it follows (fork following by parent
+   * hash, in the gate). A block that comes back raises the full-node head seen to n.
+   * @param emptyOk the node answering `{}` (no block n yet) returns undefined (caught up: asked
+   *   for the next block directly); otherwise it is retried as a transient fault ('empty').
+   * @throws NodeError('malformed') when the node returns another block; as any request.
+   */
+  async getFullNodeBlock(
+    n: number,
+    emptyOk: boolean,
+    signal?: AbortSignal,
+  ): Promise<SolidifiedBlock | undefined> {
+    const infosPath = '/wallet/gettransactioninfobyblocknum';
+    if (this.grpc) {
+      const d = await this.readExact(n, emptyOk, signal, undefined, GET_FULL_BLOCK_BY_NUM2);
+      if (!d) return undefined;
+      if (blockRef(d.block).number === n) this.noteHead(n);
+      return this.withInfos(n, d.block, signal, d.exact, infosPath);
+    }
+    const path = '/wallet/getblockbynum';
+    const block = await withRetry(
+      async () => {
+        const b = (await this.postOnce(path, { num: n }, signal)) as BlockJson;
+        if (!emptyOk && (!b || typeof b !== 'object' || !b.block_header)) {
+          throw new NodeError('empty', `getblockbynum ${n}: empty answer below the head`, true);
+        }
+        return b;
+      },
+      this.retryOpts({ block_number: n, path }, signal),
+    );
+    if (!block || typeof block !== 'object' || !block.block_header) return undefined;
+    if (blockRef(block).number === n) this.noteHead(n);
+    return this.withInfos(n, block, signal, undefined, infosPath);
+  }
+
+  /**
    * Block `n` as answered, checked to be block n, with its transaction infos (requested only
    * when it has transactions).
    * @throws NodeError('malformed') when the node returned another block; as the infos request.
@@ -771,6 +839,7 @@ export class NodeClient {
     block: BlockJson,
     signal?: AbortSignal,
     exact?: ExactBlock,
+    infosPath = '/walletsolidity/gettransactioninfobyblocknum',
   ): Promise<SolidifiedBlock> {
     const ref = blockRef(block);
     if (ref.number !== n) {
@@ -787,11 +856,7 @@ export class NodeClient {
     // another download of the (large) block.
     const infos = await withRetry(
       async () => {
-        const j = await this.postOnce(
-          '/walletsolidity/gettransactioninfobyblocknum',
-          { num: n },
-          signal,
-        );
+        const j = await this.postOnce(infosPath, { num: n }, signal);
         if (!Array.isArray(j) || j.length === 0) {
           throw new NodeError(
             'empty',
@@ -824,10 +889,7 @@ export class NodeClient {
         }
         return list;
       },
-      this.retryOpts(
-        { block_number: n, path: '/walletsolidity/gettransactioninfobyblocknum' },
-        signal,
-      ),
+      this.retryOpts({ block_number: n, path: infosPath }, signal),
     );
     return exact ? { ref, block, infos, exact } : { ref, block, infos };
   }
@@ -883,6 +945,8 @@ export class NodeClient {
    * @param emptyOk an empty answer (no block) is `undefined` (a block asked for before it is
    *   solidified); otherwise it is retried as a transient fault ('empty').
    * @param onBytes called with each answer's bytes as received (before decoding).
+   * @param method the gRPC method: the solidity service's (default) or the full node's
+   *   (GET_FULL_BLOCK_BY_NUM2, getFullNodeBlock).
    * @throws NodeError: 'malformed' for bytes that are not a block, as GrpcBlockClient otherwise.
    */
   private async readExact(
@@ -890,6 +954,7 @@ export class NodeClient {
     emptyOk: boolean,
     signal?: AbortSignal,
     onBytes?: (bytes: Buffer) => void,
+    method: string = GET_BLOCK_BY_NUM2,
   ): Promise<DecodedBlock | undefined> {
     const grpc = this.grpc;
     if (!grpc) throw new NodeError('malformed', `${this.name}: no gRPC address configured`, false);
@@ -897,7 +962,7 @@ export class NodeClient {
       async () => {
         await this.gate(signal);
         this.requestCount++;
-        const bytes = await grpc.getBlockByNum2(n, this.timeoutMs, signal);
+        const bytes = await grpc.getBlockByNum2(n, this.timeoutMs, signal, method);
         onBytes?.(bytes);
         let d: DecodedBlock | undefined;
         try {
@@ -915,7 +980,7 @@ export class NodeClient {
         }
         return d;
       },
-      this.retryOpts({ block_number: n, path: 'grpc GetBlockByNum2' }, signal),
+      this.retryOpts({ block_number: n, path: `grpc ${method.slice(1)}` }, signal),
     );
   }
 

@@ -170,6 +170,16 @@ export function nodeGroupFor(
   });
 }
 
+/**
+ * How a block is read: from the solidity view (the default) or the full node's (`full`: the light
+ * client's finality gate proves it), and whether "not there yet" is an answer (`ifPresent`:
+ * caught up, the next block asked for directly) or a transient fault (catching up).
+ */
+interface ReadMode {
+  full: boolean;
+  ifPresent: boolean;
+}
+
 /** One version of a block and the providers that returned it. */
 interface Vote {
   block: VerifiedSolidifiedBlock;
@@ -222,8 +232,11 @@ export class NodeGroup {
   private anchor: { number: number; timestampMs: number; intervalMs: number } | undefined;
   /** Bumped whenever a provider's state changes (callers store the states when it moved). */
   stateVersion = 0;
-  /** Votes already collected for the block asked next while caught up (getBlockIfSolidified). */
-  private pending: { n: number; votes: Map<string, Vote> } | undefined;
+  /**
+   * Votes already collected for the block asked next while caught up (getBlockIfSolidified,
+   * getBlockIfProduced: `full`).
+   */
+  private pending: { n: number; full: boolean; votes: Map<string, Vote> } | undefined;
 
   constructor(opts: NodeGroupOptions) {
     if (opts.clients.length === 0) throw new RangeError('a node group needs at least one provider');
@@ -490,8 +503,59 @@ export class NodeGroup {
    *   (permanent) when answers differ; NodeError('quorum', retryable) when too few providers answered.
    */
   async getSolidifiedBlock(n: number, signal?: AbortSignal): Promise<VerifiedSolidifiedBlock> {
-    const b = await this.collect(n, new Map(), false, signal);
+    const b = await this.collect(n, new Map(), { full: false, ifPresent: false }, signal);
     if (!b) throw new NodeError('empty', `block ${n}: no provider has it solidified`, true);
+    return b;
+  }
+
+  /**
+   * Block `n` as the providers' full nodes have it, solidified or not (NodeClient
+   * .getFullNodeBlock), verified and agreed by the quorum like a solidified one, but with no
+   * check of the providers' solidified heads: for the light client's finality gate only
+   * (ingest/finality-gate.ts), which proves from the SRs' signatures whether it is final. Used
+   * while catching up (a block at or below the heads seen).
+   * @throws as getSolidifiedBlock, except that providers disagreeing on a block younger than
+   *   SOLID_AGE_BLOCKS intervals is NodeError('quorum', retryable): above the solidified head,
+   *   providers on different branches is a fork being settled, not a lie.
+   */
+  async getFullNodeBlock(n: number, signal?: AbortSignal): Promise<VerifiedSolidifiedBlock> {
+    const b = await this.collect(n, new Map(), { full: true, ifPresent: false }, signal);
+    if (!b) throw new NodeError('empty', `block ${n}: no provider has it`, true);
+    return b;
+  }
+
+  /**
+   * Block `n` if the providers' full nodes have it (caught up with the light client on: the block
+   * above the full-node head seen, asked for directly); undefined while fewer than k have it.
+   * Answers collected for `n` are kept across calls, as getBlockIfSolidified does.
+   * @throws as getFullNodeBlock.
+   */
+  async getBlockIfProduced(
+    n: number,
+    signal?: AbortSignal,
+  ): Promise<VerifiedSolidifiedBlock | undefined> {
+    return this.collectPending(n, true, signal);
+  }
+
+  /** getBlockIfSolidified and getBlockIfProduced: the next block, votes kept across calls. */
+  private async collectPending(
+    n: number,
+    full: boolean,
+    signal?: AbortSignal,
+  ): Promise<VerifiedSolidifiedBlock | undefined> {
+    if (this.pending?.n !== n || this.pending.full !== full) {
+      this.pending = { n, full, votes: new Map() };
+    }
+    let b: VerifiedSolidifiedBlock | undefined;
+    try {
+      b = await this.collect(n, this.pending.votes, { full, ifPresent: true }, signal);
+    } catch (err) {
+      // A disagreement (or any failure) starts the next attempt afresh: votes kept from it would
+      // block the block for good once the providers agree again.
+      this.pending = undefined;
+      throw err;
+    }
+    if (b) this.pending = undefined;
     return b;
   }
 
@@ -505,18 +569,7 @@ export class NodeGroup {
     n: number,
     signal?: AbortSignal,
   ): Promise<VerifiedSolidifiedBlock | undefined> {
-    if (this.pending?.n !== n) this.pending = { n, votes: new Map() };
-    let b: VerifiedSolidifiedBlock | undefined;
-    try {
-      b = await this.collect(n, this.pending.votes, true, signal);
-    } catch (err) {
-      // A disagreement (or any failure) starts the next attempt afresh: votes kept from it would
-      // block the block for good once the providers agree again.
-      this.pending = undefined;
-      throw err;
-    }
-    if (b) this.pending = undefined;
-    return b;
+    return this.collectPending(n, false, signal);
   }
 
   /**
@@ -622,12 +675,14 @@ export class NodeGroup {
   private async ask(
     m: Member,
     n: number,
-    ifSolidified: boolean,
+    mode: ReadMode,
     signal?: AbortSignal,
   ): Promise<VerifiedSolidifiedBlock | undefined> {
-    const b = ifSolidified
-      ? await m.client.getBlockIfSolidified(n, signal)
-      : await m.client.getSolidifiedBlock(n, signal);
+    const b = mode.full
+      ? await m.client.getFullNodeBlock(n, mode.ifPresent, signal)
+      : mode.ifPresent
+        ? await m.client.getBlockIfSolidified(n, signal)
+        : await m.client.getSolidifiedBlock(n, signal);
     if (!b) return undefined;
     const verified = verifyBlock(b.block, b.infos, b.exact, this.usdt);
     this.metrics?.blockVerified(verified.root);
@@ -651,15 +706,19 @@ export class NodeGroup {
   }
 
   /**
-   * Ask providers for block n until k of them agree (module doc).
-   * @returns the agreed block, or undefined when `ifSolidified` and too few have it yet.
+   * Ask providers for block n until k of them agree (module doc). From the full node's view
+   * (`mode.full`) the providers' solidified heads are not checked (the finality gate proves the
+   * block), and a disagreement on a young block is retryable (getFullNodeBlock).
+   * @returns the agreed block, or undefined when `mode.ifPresent` and too few have it yet.
    */
   private async collect(
     n: number,
     votes: Map<string, Vote>,
-    ifSolidified: boolean,
+    mode: ReadMode,
     signal?: AbortSignal,
   ): Promise<VerifiedSolidifiedBlock | undefined> {
+    const ifSolidified = mode.ifPresent;
+    const headOf = (m: Member) => (mode.full ? m.client.fullHead : m.client.solidifiedHead);
     const asked = new Set<Member>();
     for (const v of votes.values()) for (const m of v.members) asked.add(m);
     const errors: Array<{ m: Member; err: unknown }> = [];
@@ -668,7 +727,7 @@ export class NodeGroup {
     for (;;) {
       const won = this.winner(votes);
       if (won) {
-        const early = await this.solidFor(won, n, signal);
+        const early = mode.full ? [] : await this.solidFor(won, n, signal);
         if (early.length === 0) return this.decided(n, votes, won);
         // Served before those providers' solidified heads reached it: never committed early.
         // Their votes go; the others are asked.
@@ -690,19 +749,17 @@ export class NodeGroup {
       // caught up: the block right after its head is asked for directly).
       const floor = ifSolidified ? n - 1 : n;
       const usable = this.usable().filter((m) => !asked.has(m));
-      let candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
+      let candidates = usable.filter((m) => headOf(m) >= floor);
       if (candidates.length === 0 && usable.length > 0 && !refreshed) {
         // The others' heads are older than the block (they were not the ones asked lately):
         // read them once now rather than fail over a minute late, at the next head poll.
         refreshed = true;
         await this.refreshHeads(usable, signal);
-        candidates = usable.filter((m) => m.client.solidifiedHead >= floor);
+        candidates = usable.filter((m) => headOf(m) >= floor);
       }
       if (candidates.length === 0) break;
       const batch = candidates.slice(0, more);
-      const results = await Promise.allSettled(
-        batch.map((m) => this.ask(m, n, ifSolidified, signal)),
-      );
+      const results = await Promise.allSettled(batch.map((m) => this.ask(m, n, mode, signal)));
       signal?.throwIfAborted();
       for (let i = 0; i < batch.length; i++) {
         const m = batch[i] as Member;
@@ -738,6 +795,23 @@ export class NodeGroup {
       if (notYet > 0 && ifSolidified) break;
     }
     const top = largest(votes);
+    if (votes.size > 1 && mode.full) {
+      // Above the solidified head providers may follow different branches for a slot or two (a
+      // fork being settled): asked again, unless the block is old enough to be solid by now.
+      const ts = Math.min(...[...votes.values()].map((v) => v.block.ref.timestamp));
+      if (ts > Date.now() - SOLID_AGE_BLOCKS * this.interval) {
+        throw new NodeError(
+          'quorum',
+          `block ${n}: providers follow different branches (${[...votes.values()]
+            .map(
+              (v) =>
+                `${v.members.map((m) => m.client.name).join('+')} say ${v.block.verified.id.slice(16, 28)}…`,
+            )
+            .join('; ')}); not final, asking again`,
+          true,
+        );
+      }
+    }
     if (votes.size > 1) {
       this.metrics?.quorumDisagreement();
       throw new QuorumDisagreementError(

@@ -144,7 +144,8 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
 
   it('commits a block only once 19 SRs signed on top of it, stores the light client with the cursor, and resumes from it', async () => {
     t = await migratedDb(engine);
-    chain = await serveSynthetic(CHAIN, { instant: true });
+    // lag 0: the node's full-node head is its solidified head (ingest reads up to the former).
+    chain = await serveSynthetic(CHAIN, { instant: true, lag: 0 });
     const db = t.db;
     const watches = await insertWatches(db, chain.first - 1);
     // The node has solidified only the first 30 blocks: 12 of them can be proven.

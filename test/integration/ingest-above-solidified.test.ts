@@ -1,0 +1,326 @@
+/**
+ * Ingest above the providers' solidified head with the light client on (issue 28 item 2,
+ * src/ingest/loop.ts, src/ingest/finality-gate.ts `add`, src/tron/node-group.ts
+ * getFullNodeBlock/getBlockIfProduced), through the whole path to the events table, on both
+ * database engines, against a real replay node serving a synthetic chain signed by the 27 devnet
+ * SRs (its full-node view: `/wallet/…` and gRPC `protocol.Wallet/GetBlockByNum2`):
+ * - blocks are read up to the node's full-node head, far above its solidified head, each once
+ *   (its exact bytes and its receipts: 2 requests per block, counted from the node's own log),
+ *   and committed once the light client proved them final: every expected event exactly once;
+ * - without the light client, nothing above the solidified head is read (as before);
+ * - a fork at the unsolidified tip (the node serves 3 blocks of another branch, signed by the SRs
+ *   of their slots and carrying transfers to the watched addresses, then switches back to the real
+ *   chain) is followed by parent hash: the heights that changed are read again, once each; no
+ *   event from the fork, every real event exactly once, no stall, no provider set aside, no
+ *   refusal counted.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { newId } from '../../src/common/ids.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { Metrics } from '../../src/common/metrics.js';
+import type { Queryable } from '../../src/db/pool.js';
+import type { ReplayRequestRecord } from '../../src/devnet/replay-node.js';
+import {
+  DEVNET_SRS,
+  type SyntheticChainOptions,
+  syntheticAddresses,
+  syntheticBlock,
+  syntheticBlockId,
+  syntheticCheckpoint,
+} from '../../src/devnet/synthetic.js';
+import { FinalityGate } from '../../src/ingest/finality-gate.js';
+import { Ingester } from '../../src/ingest/loop.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { parseGrpcTarget } from '../../src/tron/grpc.js';
+import { NodeClient } from '../../src/tron/node-client.js';
+import type { BlockJson, Transfer } from '../../src/tron/types.js';
+import {
+  eventKey,
+  expectedEvents,
+  type SyntheticChain,
+  serveSynthetic,
+  storedEventKeys,
+  type TestWatch,
+} from '../helpers/chain.js';
+import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import { blockJsonOf, signedHeader } from '../helpers/sr-chain.js';
+
+const CHAIN = { seed: 281, firstBlock: 73_000_000, txPerBlock: 40, addresses: 40, count: 60 };
+const OPTS: SyntheticChainOptions = {
+  seed: CHAIN.seed,
+  firstBlock: CHAIN.firstBlock,
+  txPerBlock: CHAIN.txPerBlock,
+  addresses: CHAIN.addresses,
+};
+/** Blocks above a block that make it final on a chain where every SR signs in turn (19 - 1). */
+const ABOVE = 18;
+
+const noNewSrs = async (a: string): Promise<string> => {
+  throw new Error(`no SR is new on this chain (${a})`);
+};
+
+async function insertWatches(db: Queryable, activeFrom: number): Promise<TestWatch[]> {
+  const acc = newId('acc');
+  await db.query("INSERT INTO accounts (id, email, plan) VALUES ($1, $2, 'pro')", [
+    acc,
+    `${acc}@example.com`,
+  ]);
+  const out: TestWatch[] = [];
+  for (const addressHex of syntheticAddresses(OPTS).slice(0, 4)) {
+    const id = newId('wh');
+    await db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
+                            webhook_url, secret_key_id, secret_ciphertext, status, active_from_block)
+       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, 'ACTIVE', $5)`,
+      [id, acc, hexToBase58(addressHex), addressHex, activeFrom],
+    );
+    out.push({ id, addressHex, asset: 'ALL', direction: 'both', activeFrom });
+  }
+  return out;
+}
+
+function ingesterFor(
+  db: TestDb['db'],
+  node: SyntheticChain['node'],
+  opts: { gate: boolean; grpc: boolean; metrics?: Metrics },
+): Ingester {
+  const grpc = opts.grpc && node.grpcUrl ? parseGrpcTarget(node.grpcUrl) : undefined;
+  return new Ingester({
+    db,
+    client: new NodeClient({ url: node.url, retries: 1, timeoutMs: 5000, grpc }),
+    config: {
+      network: 'mainnet',
+      node: { concurrency: 4 },
+      ingest: { startBlock: CHAIN.firstBlock, blockIntervalMs: 50 },
+    },
+    logger: silentLogger,
+    ...(opts.gate
+      ? { finality: new FinalityGate({ checkpoint: syntheticCheckpoint(OPTS), keyOf: noNewSrs }) }
+      : {}),
+    permanentRetryMs: 100,
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
+  });
+}
+
+/** Run `ing` until `done()` holds (checked every 20 ms), then stop it. */
+async function runUntil(ing: Ingester, done: () => Promise<boolean> | boolean): Promise<void> {
+  const ac = new AbortController();
+  const running = ing.run(ac.signal);
+  for (let i = 0; i < 3000 && !(await done()); i++) await new Promise((r) => setTimeout(r, 20));
+  ac.abort();
+  await running;
+}
+
+async function stalledReason(db: Queryable): Promise<string | null> {
+  const { rows } = await db.query<{ stalled_reason: string | null }>(
+    "SELECT stalled_reason FROM chain_cursor WHERE network = 'mainnet'",
+  );
+  return rows[0]?.stalled_reason ?? null;
+}
+
+/** Requests naming block numbers from..to in `log`, by path, per block. */
+function readsPerBlock(
+  log: readonly ReplayRequestRecord[],
+  from: number,
+  to: number,
+): Map<number, string[]> {
+  const out = new Map<number, string[]>();
+  for (const r of log) {
+    if (r.num === undefined || r.num < from || r.num > to) continue;
+    out.set(r.num, [...(out.get(r.num) ?? []), r.path].sort());
+  }
+  return out;
+}
+
+const want = (transfers: readonly Transfer[], watches: readonly TestWatch[], upTo: number) =>
+  expectedEvents(
+    transfers.filter((x) => x.blockNumber <= upTo),
+    watches,
+  )
+    .map(eventKey)
+    .sort();
+
+/**
+ * Block `n` of another branch, on `parentId`, at `timestamp`, signed by the devnet SR of that slot
+ * (a real fork: every check passes), carrying the transactions of synthetic block `txsOf` (a
+ * height the node never serves, so its transfers are the fork's alone) with their receipts
+ * re-dated to this block.
+ */
+function forkBlock(
+  n: number,
+  parentId: string,
+  timestamp: number,
+  txsOf: number,
+): { id: string; block: string; infos: string; transfers: Transfer[] } {
+  const src = syntheticBlock(OPTS, txsOf);
+  const sr = DEVNET_SRS[Math.floor(timestamp / 3000) % 27];
+  if (!sr) throw new Error('no SR');
+  const h = signedHeader({
+    number: n,
+    timestamp,
+    parentId,
+    witness: sr.address,
+    privateKey: sr.privateKey,
+    txTrieRoot: String(src.block.block_header?.raw_data?.txTrieRoot),
+  });
+  const block: BlockJson = { ...blockJsonOf(h), transactions: src.block.transactions ?? [] };
+  const infos = src.infos.map((i) => ({ ...i, blockNumber: n, blockTimeStamp: timestamp }));
+  return {
+    id: h.id,
+    block: JSON.stringify(block),
+    infos: JSON.stringify(infos),
+    transfers: src.transfers,
+  };
+}
+
+describe.each(dbEngines)(
+  'ingest above the solidified head on %s',
+  { timeout: 240_000 },
+  (engine) => {
+    let t: TestDb | undefined;
+    let chain: SyntheticChain | undefined;
+    afterEach(async () => {
+      await chain?.node.close();
+      await t?.drop();
+      chain = undefined;
+      t = undefined;
+    });
+
+    it('reads each block once up to the full-node head and commits what the light client proved, exactly once', async () => {
+      t = await migratedDb(engine);
+      // The node's full-node head runs 40 blocks above its solidified head.
+      chain = await serveSynthetic(CHAIN, { instant: true, lag: 40, logRequests: true });
+      const db = t.db;
+      const watches = await insertWatches(db, chain.first - 1);
+      const solid = chain.first + 5;
+      chain.node.advanceTo(solid);
+      const head = solid + 40;
+      expect(chain.node.heads()).toEqual({ solidified: solid, head });
+      const ing = ingesterFor(db, chain.node, { gate: true, grpc: true });
+      await runUntil(ing, () => ing.stats.cursor >= head - ABOVE);
+      // Read up to the full-node head; proven (and committed) up to 18 below it, far above the
+      // node's solidified head.
+      expect(ing.gate?.readHeight).toBe(head);
+      expect(ing.stats.cursor).toBe(head - ABOVE);
+      expect(ing.stats.cursor).toBeGreaterThan(solid);
+      expect(want(chain.transfers, watches, head - ABOVE).length).toBeGreaterThan(0);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, head - ABOVE));
+      expect(await stalledReason(db)).toBeNull();
+      // Each block read once: its exact bytes from the full node, then its receipts (40 txs each).
+      const reads = readsPerBlock(chain.node.requestLog, chain.first, head);
+      for (let n = chain.first; n <= head; n++) {
+        expect(reads.get(n), `block ${n}`).toEqual([
+          '/wallet/gettransactioninfobyblocknum',
+          'grpc Wallet/GetBlockByNum2',
+        ]);
+      }
+      const blockReads = [...reads.values()].reduce((a, r) => a + r.length, 0);
+      expect(blockReads / (head - chain.first + 1)).toBeLessThanOrEqual(2.1);
+      // Nothing asked of the solidity view's blocks.
+      expect(
+        chain.node.requestLog.filter(
+          (r) => r.path.startsWith('/walletsolidity/') || r.path === 'grpc GetBlockByNum2',
+        ),
+      ).toEqual([]);
+    });
+
+    it('without the light client, reads nothing above the solidified head (as before)', async () => {
+      t = await migratedDb(engine);
+      chain = await serveSynthetic(CHAIN, { instant: true, lag: 40, logRequests: true });
+      const db = t.db;
+      const watches = await insertWatches(db, chain.first - 1);
+      const solid = chain.first + 5;
+      chain.node.advanceTo(solid);
+      const ing = ingesterFor(db, chain.node, { gate: false, grpc: true });
+      await runUntil(ing, () => ing.stats.cursor >= solid);
+      // A little longer: it keeps asking for the next solidified block, never above.
+      await runUntil(ing, async () => {
+        await new Promise((r) => setTimeout(r, 200));
+        return true;
+      });
+      expect(ing.stats.cursor).toBe(solid);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, solid));
+      const above = chain.node.requestLog.filter(
+        (r) =>
+          r.path.startsWith('/wallet/getblockbynum') ||
+          r.path === '/wallet/gettransactioninfobyblocknum' ||
+          r.path === 'grpc Wallet/GetBlockByNum2' ||
+          (r.num !== undefined && r.num > solid + 1),
+      );
+      expect(above).toEqual([]);
+    });
+
+    it.each([
+      ['gRPC', true],
+      ['JSON', false],
+    ])(
+      'a fork at the unsolidified tip, then the real chain again (%s): no event from the fork, every real event once, no stall',
+      async (_, grpc) => {
+        t = await migratedDb(engine);
+        chain = await serveSynthetic(CHAIN, { instant: true, lag: ABOVE, logRequests: true });
+        const db = t.db;
+        const watches = await insertWatches(db, chain.first - 1);
+        // The node's head at first+28; its last 3 blocks on another branch from first+26 on.
+        chain.node.advanceTo(chain.first + 10);
+        const fork = chain.first + 26;
+        const tipBefore = fork + 2;
+        const blocks = new Map<number, { block: string; infos: string }>();
+        const forkTransfers: Transfer[] = [];
+        let parent = syntheticBlockId(OPTS, fork - 1);
+        const realTs = Number(syntheticBlock(OPTS, fork).block.block_header?.raw_data?.timestamp);
+        for (let k = 0; k < 3; k++) {
+          // One slot later than the real block of that height: another SR's block.
+          const f = forkBlock(fork + k, parent, realTs + 3000 * (k + 1), chain.last + 10 + k);
+          blocks.set(fork + k, { block: f.block, infos: f.infos });
+          forkTransfers.push(...f.transfers);
+          parent = f.id;
+        }
+        const forkEvents = expectedEvents(forkTransfers, watches);
+        expect(forkEvents.length).toBeGreaterThan(0);
+        chain.node.setLies({ blocks });
+        const metrics = new Metrics();
+        const ing = ingesterFor(db, chain.node, { gate: true, grpc, metrics });
+        const ac = new AbortController();
+        const running = ing.run(ac.signal);
+        try {
+          for (let i = 0; i < 3000 && (ing.gate?.readHeight ?? 0) < tipBefore; i++)
+            await new Promise((r) => setTimeout(r, 20));
+          expect(ing.gate?.readHeight).toBe(tipBefore);
+          // The fork's blocks are read, never final.
+          expect(ing.stats.cursor).toBeLessThan(fork);
+          // The node switches back to the real chain, which goes on.
+          chain.node.setLies(undefined);
+          const end = chain.last - ABOVE;
+          chain.node.advanceTo(end);
+          for (let i = 0; i < 3000 && ing.stats.cursor < end; i++)
+            await new Promise((r) => setTimeout(r, 20));
+        } finally {
+          ac.abort();
+          await running;
+        }
+        const end = chain.last - ABOVE;
+        expect(ing.stats.cursor).toBe(end);
+        const stored = await storedEventKeys(db);
+        expect(stored).toEqual(want(chain.transfers, watches, end));
+        const forkKeys = new Set(forkEvents.map(eventKey));
+        expect(stored.filter((k) => forkKeys.has(k))).toEqual([]);
+        // A fork switch, not an attack: no stall, no provider set aside, no refusal counted.
+        expect(await stalledReason(db)).toBeNull();
+        expect(ing.group.states().map((s) => s.state)).toEqual(['ok']);
+        expect(await metrics.registry.metrics()).not.toMatch(
+          /tronwatch_light_client_refused_total\{[^}]*\} [1-9]/,
+        );
+        // The heights of the fork were read twice (its block, then the real one), every other
+        // height once.
+        const blockPath = grpc ? 'grpc Wallet/GetBlockByNum2' : '/wallet/getblockbynum';
+        const reads = readsPerBlock(chain.node.requestLog, chain.first, chain.last);
+        for (let n = chain.first; n <= chain.last; n++) {
+          const times = (reads.get(n) ?? []).filter((p) => p === blockPath).length;
+          // The block above the fork's tip was asked for while it was not there yet (misses).
+          if (n === tipBefore + 1) expect(times).toBeGreaterThanOrEqual(1);
+          else expect(times, `block ${n}`).toBe(n >= fork && n <= tipBefore ? 2 : 1);
+        }
+      },
+    );
+  },
+);
