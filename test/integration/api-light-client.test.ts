@@ -70,7 +70,8 @@ describe.each(dbEngines)('light client status on %s', (engine) => {
     const c = await h.caller();
     const check = responseChecker(await openapiDocument(h.app));
     const cp = parseCheckpoint(JSON.parse(await readFile(SHIPPED, 'utf8')));
-    cp.source = 'taken by tronwatch at its first start (not pinned) from provider 1, provider 2 at …';
+    cp.source =
+      'taken by tronwatch at its first start (not pinned) from provider 1, provider 2 at …';
     await saveLightClientState(h.db, 'mainnet', new LightClient(cp).snapshot());
     const status = await h.app.inject({ url: '/v1/status', headers: c.headers });
     expect(json(status).light_client).toMatchObject({

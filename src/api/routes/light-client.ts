@@ -39,7 +39,7 @@ export const LightClientStatusSchema = T.Object(
     }),
     checkpoint_source: T.Unsafe<string | null>({
       type: ['string', 'null'],
-      description: "Additive. Where the checkpoint came from (its `source`), for review.",
+      description: 'Additive. Where the checkpoint came from (its `source`), for review.',
     }),
     solidified_head_ahead_blocks: NullableInt(
       "The providers' solidified head minus final_block (about 18 when caught up: the blocks read and waiting for the SRs' signatures); null before a head was seen.",
