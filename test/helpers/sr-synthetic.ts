@@ -223,11 +223,14 @@ export function srSyntheticChain(o: SrSyntheticOptions): SrSyntheticChain {
   return { first, last, checkpoint, blocks, headers, producers, transfers };
 }
 
-/** srSyntheticChain served by a replay node (solidified to its last block, no gRPC). */
+/**
+ * srSyntheticChain served by a replay node (solidified to its last block, no gRPC; lag 0: its
+ * full-node head, up to which ingest reads with the light client on, is its last block too).
+ */
 export async function serveSrSynthetic(
   o: SrSyntheticOptions,
 ): Promise<SrSyntheticChain & { node: ReplayNode }> {
   const c = srSyntheticChain(o);
-  const node = await startReplayNode({ instant: true, source: memorySource(c.blocks) });
+  const node = await startReplayNode({ instant: true, lag: 0, source: memorySource(c.blocks) });
   return { ...c, node };
 }

@@ -16,7 +16,9 @@
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
  *   new epoch: every event exactly once.
  * Chains: test/helpers/chain.ts serveSynthetic, and test/helpers/sr-synthetic.ts (the synthetic
- * chain's transactions under headers produced by a SignedChain, for maintenances and rotations).
+ * chain's transactions under headers produced by a SignedChain, for maintenances and rotations),
+ * served with lag 0: the node's full-node head is its solidified head (ingest reads up to the
+ * former with the light client on; reading above it is test/integration/ingest-above-solidified).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
@@ -250,7 +252,7 @@ describe.each(dbEngines)(
     it('a block signed by an SR outside the set (named as its producer) gets no event; served truthfully again, every event exactly once', async () => {
       t = await migratedDb(engine);
       const o = opts(281);
-      const chain = await serveSynthetic({ ...o, count: 60 }, { instant: true });
+      const chain = await serveSynthetic({ ...o, count: 60 }, { instant: true, lag: 0 });
       nodes.push(chain.node);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
@@ -301,7 +303,10 @@ describe.each(dbEngines)(
     it('a provider that withholds a block: finality stops below it and nothing above is committed; served again, every event exactly once', async () => {
       t = await migratedDb(engine);
       const o = opts(282);
-      const chain = await serveSynthetic({ ...o, count: 60 }, { instant: true, logRequests: true });
+      const chain = await serveSynthetic(
+        { ...o, count: 60 },
+        { instant: true, lag: 0, logRequests: true },
+      );
       nodes.push(chain.node);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
@@ -334,10 +339,10 @@ describe.each(dbEngines)(
       const o = opts(283);
       const withholding = await serveSynthetic(
         { ...o, count: 60 },
-        { instant: true, logRequests: true },
+        { instant: true, lag: 0, logRequests: true },
       );
       nodes.push(withholding.node);
-      const honest = await serveSynthetic({ ...o, count: 60 }, { instant: true });
+      const honest = await serveSynthetic({ ...o, count: 60 }, { instant: true, lag: 0 });
       nodes.push(honest.node);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
