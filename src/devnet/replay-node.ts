@@ -71,8 +71,9 @@
  *   or `{id, blockNumber, blockTimeStamp}` when the block's infos lack it), `{}` when no recorded
  *   block up to the view's head holds it. The id index is built on the first such request from the
  *   source's first TX_INDEX_MAX_BLOCKS blocks.
- * - `/wallet/listwitnesses`, `/wallet/getaccount {address}`, `/wallet/getnextmaintenancetime`:
- *   the devnet set (sr-answers.ts: `isJobs`, `witness_permission`) and its next maintenance time.
+ * - `/wallet/listwitnesses`, `/wallet/getaccount {address}`, `/wallet/getnextmaintenancetime`,
+ *   `/wallet/getchainparameters`: the devnet set (sr-answers.ts: `isJobs`, `witness_permission`),
+ *   its next maintenance time and its maintenance interval.
  * - `/wallet/getblockbylimitnext {startNum, endNum}`: `{"block": [...]}`, blocks startNum up to
  *   endNum (exclusive, at most 100) and the full-node head; `{}` otherwise. With the three above,
  *   `tronwatch checkpoint` run against this node builds the checkpoint its chain implies (same
@@ -123,7 +124,7 @@ import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
 import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../tron/types.js';
 import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
-import { getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
+import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
 import {
   DEVNET_MAINTENANCE_INTERVAL_MS,
   DEVNET_SRS,
@@ -455,6 +456,7 @@ type Op =
   | 'listwitnesses'
   | 'getaccount'
   | 'nextmaintenance'
+  | 'chainparameters'
   | 'blocklimitnext';
 
 const ROUTES = new Map<string, { view: View; op: Op }>([
@@ -473,6 +475,7 @@ const ROUTES = new Map<string, { view: View; op: Op }>([
   ['/wallet/listwitnesses', { view: 'full', op: 'listwitnesses' }],
   ['/wallet/getaccount', { view: 'full', op: 'getaccount' }],
   ['/wallet/getnextmaintenancetime', { view: 'full', op: 'nextmaintenance' }],
+  ['/wallet/getchainparameters', { view: 'full', op: 'chainparameters' }],
   ['/wallet/getblockbylimitnext', { view: 'full', op: 'blocklimitnext' }],
 ]);
 
@@ -1451,6 +1454,7 @@ const ANSWERS: Record<Op, (call: Call) => Promise<Answer>> = {
     200,
     `${JSON.stringify({ num: schedule.nextMaintenanceTime })}\n`,
   ],
+  chainparameters: async () => [200, `${JSON.stringify(chainParametersAnswer())}\n`],
   blocklimitnext: answerBlockByLimitNext,
 };
 

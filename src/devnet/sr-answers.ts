@@ -12,8 +12,21 @@
  *   signs with its own address has no permission when its index in the list is even (java-tron
  *   then uses the address itself), one naming its own address otherwise, so both shapes are
  *   served. `{}` for an account that is not an SR (java-tron's answer for an unknown account).
+ * - `/wallet/getchainparameters`: `{chainParameter: [{key, value}]}` with the devnet's
+ *   `getMaintenanceTimeInterval` (DEVNET_MAINTENANCE_INTERVAL_MS) and `getAllowMultiSign` 1.
  */
 import type { SrEntry } from '../tron/light-client/sr-set.js';
+import { DEVNET_MAINTENANCE_INTERVAL_MS } from './synthetic.js';
+
+/** `/wallet/getchainparameters` of the devnet (the parameters checkpoint-build.ts reads). */
+export function chainParametersAnswer(): { chainParameter: Array<{ key: string; value: number }> } {
+  return {
+    chainParameter: [
+      { key: 'getMaintenanceTimeInterval', value: DEVNET_MAINTENANCE_INTERVAL_MS },
+      { key: 'getAllowMultiSign', value: 1 },
+    ],
+  };
+}
 
 /** Two standby SRs (candidates with votes, not active), as listwitnesses also lists them. */
 const STANDBY = [`41${'aa'.repeat(20)}`, `41${'bb'.repeat(20)}`];

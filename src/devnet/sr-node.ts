@@ -5,16 +5,17 @@
  * `witness_permission`, and the next maintenance time, in java-tron's JSON shapes (visible=false).
  * It can lie, for tests: report another signing key for an SR, or another active set.
  *
- * Endpoints (POST, JSON body): `/walletsolidity/getnowblock`, `/walletsolidity/getblockbynum
- * {num}`, `/wallet/getblockbylimitnext {startNum, endNum}` (endNum exclusive, at most 100, as
+ * Endpoints (POST, JSON body): `/walletsolidity/getnowblock`, `/wallet(solidity)/getblockbynum
+ * {num}` (both end at the head served), `/wallet/getblockbylimitnext {startNum, endNum}` (endNum exclusive, at most 100, as
  * java-tron), `/wallet/listwitnesses`, `/wallet/getaccount {address}`,
- * `/wallet/getnextmaintenancetime`. Anything else: 404. The SR answers are sr-answers.ts's (the
- * replay node serves the same for its devnet set).
+ * `/wallet/getnextmaintenancetime`, `/wallet/getchainparameters` (the maintenance interval).
+ * Anything else: 404. The SR answers are sr-answers.ts's (the replay node serves the same for its
+ * devnet set).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { SrEntry } from '../tron/light-client/sr-set.js';
-import { getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
+import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
 import {
   DEVNET_SRS,
   type SyntheticChainOptions,
@@ -58,7 +59,8 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
     switch (path) {
       case '/walletsolidity/getnowblock':
         return block(opts.head);
-      case '/walletsolidity/getblockbynum': {
+      case '/walletsolidity/getblockbynum':
+      case '/wallet/getblockbynum': {
         const n = Number(body.num);
         return Number.isSafeInteger(n) && n >= first && n <= opts.head ? block(n) : {};
       }
@@ -80,6 +82,8 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
         );
       case '/wallet/getnextmaintenancetime':
         return { num: next };
+      case '/wallet/getchainparameters':
+        return chainParametersAnswer();
       default:
         return undefined;
     }

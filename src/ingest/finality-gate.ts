@@ -27,7 +27,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
-import { witnessKeyFromProviders } from '../tron/light-client/checkpoint-build.js';
+import {
+  agreedBlockId,
+  buildCheckpoint,
+  witnessKeyFromProviders,
+} from '../tron/light-client/checkpoint-build.js';
 import {
   FINALITY_THRESHOLD,
   type FinalBlock,
@@ -129,8 +133,24 @@ export interface FinalityGateStatus extends LightClientStatus {
 
 /** Options of FinalityGate. */
 export interface FinalityGateOptions {
-  /** The pinned checkpoint (loadCheckpointSetting, or a devnet chain's syntheticCheckpoint). */
-  checkpoint: Checkpoint;
+  /**
+   * The pinned checkpoint (TRON_LIGHT_CLIENT_CHECKPOINT through loadCheckpointSetting, or a devnet
+   * chain's). Without one, the gate follows the checkpoint it stored, or takes one from the
+   * providers at the cursor the first time (`bootstrap`).
+   */
+  checkpoint?: Checkpoint | undefined;
+  /**
+   * A checkpoint at block `at` (the cursor) from a quorum of providers (checkpoint-build.ts
+   * buildCheckpoint with `at`): how a gate without a pinned checkpoint and without a stored state
+   * starts. Required when `checkpoint` is absent.
+   */
+  bootstrap?: (at: number, signal?: AbortSignal) => Promise<Checkpoint>;
+  /**
+   * The blockID the providers agree on at a height (checkpoint-build.ts agreedBlockId): at open,
+   * a restored final block above its checkpoint must still be the providers' block there.
+   * Without it, that check is skipped (tests of the gate alone).
+   */
+  blockIdAt?: (number: number, signal?: AbortSignal) => Promise<string>;
   /**
    * The signing key of an SR new after a maintenance, agreed by a quorum of providers
    * (checkpoint-build.ts witnessKeyFromProviders).
@@ -140,9 +160,13 @@ export interface FinalityGateOptions {
 
 /** See the module doc. One per Ingester; not thread-safe (the loop is sequential). */
 export class FinalityGate {
-  readonly checkpoint: Checkpoint;
+  /** The checkpoint the operator pinned (undefined: taken from the providers or stored). */
+  readonly pinned: Checkpoint | undefined;
   private readonly keyOf: FinalityGateOptions['keyOf'];
-  private lc: LightClient;
+  private readonly bootstrap: FinalityGateOptions['bootstrap'];
+  private readonly blockIdAt: FinalityGateOptions['blockIdAt'];
+  /** The light client (undefined before open() when no checkpoint is pinned). */
+  private lc: LightClient | undefined;
   /** The block read last: the next block read must be its child. */
   private tip: { number: number; id: string };
   /** Blocks read and not final yet, by blockID. */
@@ -152,11 +176,30 @@ export class FinalityGate {
   /** The cursor as this gate knows it: final blocks at or below it are not committed again. */
   private committed: { number: number; id: string } | undefined;
 
+  /** @throws Error when neither a checkpoint nor a bootstrap is given. */
   constructor(opts: FinalityGateOptions) {
-    this.checkpoint = opts.checkpoint;
+    if (!opts.checkpoint && !opts.bootstrap) {
+      throw new Error('finality gate: a pinned checkpoint or a bootstrap is required');
+    }
+    this.pinned = opts.checkpoint;
     this.keyOf = opts.keyOf;
-    this.lc = new LightClient(opts.checkpoint);
-    this.tip = { number: opts.checkpoint.block.number, id: opts.checkpoint.block.id };
+    this.bootstrap = opts.bootstrap;
+    this.blockIdAt = opts.blockIdAt;
+    this.lc = opts.checkpoint ? new LightClient(opts.checkpoint) : undefined;
+    this.tip = opts.checkpoint
+      ? { number: opts.checkpoint.block.number, id: opts.checkpoint.block.id }
+      : { number: -1, id: '' };
+  }
+
+  /** The light client in force. @throws Error before open() when no checkpoint is pinned. */
+  private get client(): LightClient {
+    if (!this.lc) throw new Error('finality gate: not opened');
+    return this.lc;
+  }
+
+  /** The checkpoint followed: the pinned one, or the one open() restored or took. */
+  get checkpoint(): Checkpoint | undefined {
+    return this.lc?.checkpoint ?? this.pinned;
   }
 
   /** Whether open() ran since the gate was made (or the cursor moved under it). */
@@ -169,9 +212,9 @@ export class FinalityGate {
     return this.committed?.number;
   }
 
-  /** The last block the light client proved final. */
+  /** The last block the light client proved final. @throws Error before open() (unpinned). */
   get finalBlock(): FinalBlock {
-    return this.lc.finalBlock;
+    return this.client.finalBlock;
   }
 
   /** The highest block read: the loop reads `readHeight + 1` next. */
@@ -181,33 +224,47 @@ export class FinalityGate {
 
   /**
    * Start (or start again) from the stored state and the cursor: the stored light client when it
-   * follows the same checkpoint and its final block is not above the cursor, else a fresh one at
-   * the checkpoint. The look-ahead starts empty: reading resumes at the final block's child.
+   * follows the pinned checkpoint (any, when none is pinned) and its final block is not above the
+   * cursor; else a fresh one at the pinned checkpoint, or, with none pinned, at a checkpoint the
+   * providers agree on at the cursor's block (`bootstrap`: trust on first use, logged). A
+   * restored final block above its checkpoint is checked against the providers' block at that
+   * height (`blockIdAt`). The look-ahead starts empty: reading resumes at the final block's child.
    * @param cursor the cursor row (block_number, block_id; '' when no block was committed yet).
-   * @returns what was done, for the log: 'restored' or 'fresh' (and why a stored state was left).
+   * @returns what was done, for the log: 'restored', 'fresh' (the pinned checkpoint) or 'taken'
+   *   (from the providers), and why a stored state was left.
    * @throws FinalityHaltError when the cursor is below the checkpoint (those blocks cannot be
-   *   proven), or when the stored final block is the cursor's height with another blockID.
+   *   proven), when the stored final block is the cursor's height with another blockID, when the
+   *   providers' block at the restored final height is another one, or when no checkpoint can be
+   *   taken from the providers (CheckpointError's reason); the providers' errors as thrown.
    */
   async open(
     db: Queryable,
     network: string,
     cursor: { block_number: number; block_id: string },
-  ): Promise<{ from: 'restored' | 'fresh'; final: number; discarded?: string }> {
+    signal?: AbortSignal,
+  ): Promise<{ from: 'restored' | 'fresh' | 'taken'; final: number; discarded?: string }> {
     const stored = await loadLightClientState(db, network);
     let discarded: string | undefined;
     let lc: LightClient | undefined;
     if (stored) {
       const s = stored.snapshot;
-      if (s.checkpoint.block.id !== this.checkpoint.block.id) {
-        discarded = `it follows checkpoint ${s.checkpoint.block.number}, not the pinned ${this.checkpoint.block.number}`;
+      if (this.pinned && s.checkpoint.block.id !== this.pinned.block.id) {
+        discarded = `it follows checkpoint ${s.checkpoint.block.number}, not the pinned ${this.pinned.block.number}`;
       } else if (s.final.number > cursor.block_number) {
         discarded = `its final block ${s.final.number} is above the cursor ${cursor.block_number}`;
       } else {
         lc = LightClient.restore(s);
       }
     }
-    const from = lc ? 'restored' : 'fresh';
-    lc ??= new LightClient(this.checkpoint);
+    let from: 'restored' | 'fresh' | 'taken' = lc ? 'restored' : 'fresh';
+    if (!lc) {
+      let cp = this.pinned;
+      if (!cp) {
+        cp = await this.take(cursor.block_number, signal);
+        from = 'taken';
+      }
+      lc = new LightClient(cp);
+    }
     const f = lc.finalBlock;
     if (f.number > cursor.block_number) {
       throw new FinalityHaltError(
@@ -222,6 +279,17 @@ export class FinalityGate {
         `the committed block ${cid} is not the block ${f.id} the light client holds final there`,
       );
     }
+    if (from === 'restored' && this.blockIdAt && f.number > lc.checkpoint.block.number) {
+      // The providers must still hold the final block stored (a long-range fork, signed with
+      // keys the SRs used long ago, would show here). The checkpoint's own block is trusted.
+      const theirs = await this.blockIdAt(f.number, signal);
+      if (theirs !== f.id) {
+        throw new FinalityHaltError(
+          f.number,
+          `the providers' block ${f.number} is ${theirs}, not the block ${f.id} the light client proved final and stored: a fork below tronwatch's final block, or providers on another chain; check the providers, then pin a checkpoint (tronwatch checkpoint)`,
+        );
+      }
+    }
     this.lc = lc;
     this.committed = { number: cursor.block_number, id: cid };
     this.tip = { number: f.number, id: f.id };
@@ -230,6 +298,23 @@ export class FinalityGate {
     return discarded === undefined
       ? { from, final: f.number }
       : { from, final: f.number, discarded };
+  }
+
+  /**
+   * A checkpoint at block `at` from the providers (no pinned one, nothing stored).
+   * @throws FinalityHaltError with the CheckpointError's reason (retried by the loop's stall).
+   */
+  private async take(at: number, signal?: AbortSignal): Promise<Checkpoint> {
+    if (!this.bootstrap) throw new Error('finality gate: no checkpoint and no bootstrap');
+    try {
+      return await this.bootstrap(at, signal);
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err;
+      throw new FinalityHaltError(
+        at + 1,
+        `no checkpoint is pinned (TRON_LIGHT_CLIENT_CHECKPOINT) and none could be taken from the providers at block ${at}: ${err.message}`,
+      );
+    }
   }
 
   /** Forget the open() state: the next cursor read opens the gate again. */
@@ -242,7 +327,7 @@ export class FinalityGate {
    * that did not follow the one read below it). Final blocks not committed yet are kept.
    */
   private rewind(): void {
-    const f = this.lc.finalBlock;
+    const f = this.client.finalBlock;
     const top = this.ready[this.ready.length - 1];
     this.tip = top
       ? { number: top.ref.number, id: top.verified.id }
@@ -286,10 +371,11 @@ export class FinalityGate {
       }
       rotations = found;
     }
-    let r = this.lc.submit(header, rotations);
+    const lc = this.client;
+    let r = lc.submit(header, rotations);
     if (r.status === 'need-key') {
-      this.lc.addCandidateKey(r.witness, await this.keyOf(r.witness, signal));
-      r = this.lc.submit(header, rotations);
+      lc.addCandidateKey(r.witness, await this.keyOf(r.witness, signal));
+      r = lc.submit(header, rotations);
     }
     if (r.status === 'held' || r.status === 'need-key') {
       // Its parent is the tip, which the light client holds: cannot happen; never go on blindly.
@@ -300,7 +386,7 @@ export class FinalityGate {
     if (r.status !== 'verified') return;
     for (const f of r.final) this.finalised(f);
     for (const [id, x] of this.ahead)
-      if (x.ref.number <= this.lc.finalBlock.number) this.ahead.delete(id);
+      if (x.ref.number <= lc.finalBlock.number) this.ahead.delete(id);
   }
 
   /** A block the light client made final: queue it, or check it against what is committed. */
@@ -340,22 +426,26 @@ export class FinalityGate {
    */
   isFinalTip(b: VerifiedSolidifiedBlock): boolean {
     return (
-      this.ready.length === 1 && this.ready[0] === b && b.ref.number === this.lc.finalBlock.number
+      this.ready.length === 1 &&
+      this.ready[0] === b &&
+      b.ref.number === this.client.finalBlock.number
     );
   }
 
   /** The state to store (store.ts): the light client at its final block. */
   snapshot(): ReturnType<LightClient['snapshot']> {
-    return this.lc.snapshot();
+    return this.client.snapshot();
   }
 
-  /** For /v1/status, /healthz, metrics and the console. */
+  /** For /v1/status, /healthz, metrics and the console. @throws Error before open() (unpinned). */
   status(): FinalityGateStatus {
+    const lc = this.client;
+    const cp = lc.checkpoint;
     return {
-      ...this.lc.status(),
+      ...lc.status(),
       threshold: FINALITY_THRESHOLD,
       activeSrs: ACTIVE_SR_COUNT,
-      checkpoint: { number: this.checkpoint.block.number, id: this.checkpoint.block.id },
+      checkpoint: { number: cp.block.number, id: cp.block.id },
       waiting: this.ahead.size + this.ready.length,
       readHeight: this.tip.number,
     };
@@ -363,28 +453,42 @@ export class FinalityGate {
 }
 
 /**
- * The finality gate the configuration asks for: none without TRON_LIGHT_CLIENT_CHECKPOINT; else
- * one at that checkpoint, asking TRON_NODE_URL's providers (agreed by TRON_NODE_QUORUM, at least
- * every one that answers) for the key of an SR new after a maintenance.
+ * The finality gate of an ingester: the light client is always on (issue 28: no off switch). At
+ * the checkpoint TRON_LIGHT_CLIENT_CHECKPOINT pins; without one, at the checkpoint stored by an
+ * earlier run, or else one the providers agree on at the cursor's block the first time ingest
+ * starts (buildCheckpoint with `at`, quorum TRON_NODE_QUORUM and every provider that answers:
+ * trust on first use, logged and shown in /v1/status; pin one to remove that trust). The same
+ * providers answer the key of an SR new after a maintenance and the restart check of the stored
+ * final block.
+ * @param network the chain followed (`mainnet`, or `nile` for the test network's ingester),
+ *   written into a checkpoint taken from the providers.
  * @throws CheckpointError as loadCheckpointSetting (a start with a bad pin fails, never runs
- *   without the light client it asked for).
+ *   without the checkpoint it asked for).
  */
 export async function finalityGateFor(
   cfg: Pick<Config, 'ingest'> & {
     node: Pick<Config['node'], 'providers' | 'quorum' | 'timeoutMs'>;
   },
-): Promise<FinalityGate | undefined> {
+  network = 'mainnet',
+): Promise<FinalityGate> {
   const pin = cfg.ingest.lightClientCheckpoint;
-  if (pin === undefined) return undefined;
-  const checkpoint = await loadCheckpointSetting(pin);
+  const checkpoint = pin === undefined ? undefined : await loadCheckpointSetting(pin);
   const providers = cfg.node.providers.map((p) => ({ url: p.url, name: p.name, apiKey: p.apiKey }));
+  const ask = (signal?: AbortSignal) => ({
+    quorum: cfg.node.quorum,
+    timeoutMs: cfg.node.timeoutMs,
+    ...(signal ? { signal } : {}),
+  });
   return new FinalityGate({
     checkpoint,
-    keyOf: (address, signal) =>
-      witnessKeyFromProviders(providers, address, {
-        quorum: cfg.node.quorum,
-        timeoutMs: cfg.node.timeoutMs,
-        ...(signal ? { signal } : {}),
+    bootstrap: (at, signal) =>
+      buildCheckpoint(providers, {
+        ...ask(signal),
+        at,
+        network,
+        sourcePrefix: 'taken by tronwatch at its first start (not pinned)',
       }),
+    blockIdAt: (number, signal) => agreedBlockId(providers, number, ask(signal)),
+    keyOf: (address, signal) => witnessKeyFromProviders(providers, address, ask(signal)),
   });
 }

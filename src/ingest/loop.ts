@@ -383,8 +383,9 @@ export class Ingester {
 
   private async firstBlock(signal: AbortSignal): Promise<number> {
     if (this.o.config.ingest.startBlock !== undefined) return this.o.config.ingest.startBlock;
-    // The light client follows the chain from its checkpoint: the first block is the next one.
-    if (this.gate) return this.gate.checkpoint.block.number + 1;
+    // The light client follows the chain from a pinned checkpoint: the first block is the next
+    // one. Without a pin it takes one at the cursor made here (FinalityGate.open).
+    if (this.gate?.pinned) return this.gate.pinned.block.number + 1;
     // Bounded: the heads are checked against the shipped checkpoint's time (constructor).
     const heads = await this.pollHeads(signal);
     return heads.solidified;
@@ -448,7 +449,7 @@ export class Ingester {
             this.group.noteCommitted(cursor, row.block_timestamp.getTime(), row.block_id);
           }
           this.group.expectCheckpoint(this.checkpoint);
-          if (this.gate && this.gate.committedNumber !== cursor) await this.openGate(row);
+          if (this.gate && this.gate.committedNumber !== cursor) await this.openGate(row, signal);
           this.stats.cursor = cursor;
           for (const n of this.seenAt.keys()) if (n <= cursor) this.seenAt.delete(n); // committed
           this.o.metrics?.chainCursor(cursor);
@@ -527,21 +528,28 @@ export class Ingester {
    * against the cursor) and log how it starts.
    * @throws FinalityHaltError as FinalityGate.open.
    */
-  private async openGate(row: CursorRow): Promise<void> {
+  private async openGate(row: CursorRow, signal: AbortSignal): Promise<void> {
     const g = this.gate;
     if (!g) return;
-    const r = await g.open(this.o.db, this.o.config.network, row);
+    const r = await g.open(this.o.db, this.o.config.network, row, signal);
     if (r.discarded !== undefined) {
       this.o.logger.warn(
         { reason: r.discarded },
-        'light client: stored state left aside; starting from the pinned checkpoint',
+        'light client: stored state left aside; starting from the checkpoint',
+      );
+    }
+    if (r.from === 'taken') {
+      this.o.logger.warn(
+        { block_number: r.final, block_id: g.checkpoint?.block.id, srs: g.checkpoint?.witnesses },
+        'light client: no checkpoint pinned (TRON_LIGHT_CLIENT_CHECKPOINT); took this one from the providers at the cursor (trust on first use): review it (GET /v1/status, tronwatch checkpoint) and pin one',
       );
     }
     this.o.logger.info(
       {
         from: r.from,
         final_block: r.final,
-        checkpoint: g.checkpoint.block.number,
+        checkpoint: g.checkpoint?.block.number,
+        checkpoint_source: g.checkpoint?.source,
         cursor: row.block_number,
       },
       'light client: finality is proven from the SRs’ signatures; reading from its final block',

@@ -209,6 +209,7 @@ describe('replay node over a recorded mainnet block (79072107)', () => {
     expect(built.block).toEqual({ number: REAL + 39, id: head.id, timestamp: head.timestamp });
     expect(built.witnesses).toEqual(cp.witnesses);
     expect(built.nextMaintenanceTime).toBe(cp.nextMaintenanceTime);
+    expect(built.maintenanceIntervalMs).toBe(cp.maintenanceIntervalMs);
     // A light client pinned at the built checkpoint follows the node from there.
     const lc = new LightClient(built);
     for (let n = REAL + 40; n < REAL + 40 + FINALITY_THRESHOLD; n++) {
@@ -333,6 +334,7 @@ describe('replay node over a synthetic chain', () => {
       expect(built.block).toEqual({ number: head, id: h.id, timestamp: h.timestamp });
       expect(built.witnesses).toEqual(cp.witnesses);
       expect(built.nextMaintenanceTime).toBe(cp.nextMaintenanceTime);
+    expect(built.maintenanceIntervalMs).toBe(cp.maintenanceIntervalMs);
     }
     // The endpoints' shapes.
     const ws = (await post(node, '/wallet/listwitnesses', {})) as {
@@ -349,6 +351,12 @@ describe('replay node over a synthetic chain', () => {
     expect(await post(node, '/wallet/getaccount', { address: `41${'99'.repeat(20)}` })).toEqual({});
     expect(await post(node, '/wallet/getnextmaintenancetime', {})).toEqual({
       num: cp.nextMaintenanceTime,
+    });
+    expect(await post(node, '/wallet/getchainparameters', {})).toEqual({
+      chainParameter: [
+        { key: 'getMaintenanceTimeInterval', value: cp.maintenanceIntervalMs },
+        { key: 'getAllowMultiSign', value: 1 },
+      ],
     });
     const list = (await post(node, '/wallet/getblockbylimitnext', {
       startNum: 5003,

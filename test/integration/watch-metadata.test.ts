@@ -31,7 +31,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-metadata-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 const USDT_HEX = '41a614f803b6fd780986a42c78ec9c7f77e6ded13c';
-const SENDER_HEX = '41' + 'cd'.repeat(20);
+const SENDER_HEX = `41${'cd'.repeat(20)}`;
 
 describe.each(dbEngines)('watch metadata on %s', (engine) => {
   let h: ApiHarness | undefined;

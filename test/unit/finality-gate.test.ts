@@ -8,7 +8,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { finalityGateFor, loadCheckpointSetting } from '../../src/ingest/finality-gate.js';
+import {
+  FinalityGate,
+  finalityGateFor,
+  loadCheckpointSetting,
+} from '../../src/ingest/finality-gate.js';
 import { CheckpointError } from '../../src/tron/light-client/sr-set.js';
 
 const SHIPPED = path.join(import.meta.dirname, '../../checkpoints/mainnet-78000099.json');
@@ -50,12 +54,17 @@ describe('TRON_LIGHT_CLIENT_CHECKPOINT', () => {
     await expect(loadCheckpointSetting('short.json', dir)).rejects.toThrow(/26 witnesses/);
   });
 
-  it('unset: no gate; set: a gate at that checkpoint', async () => {
-    expect(await finalityGateFor(loadConfig({}))).toBeUndefined();
+  it('unset: a gate with no pin (it takes a checkpoint at first start); set: pinned there', async () => {
+    const unpinned = await finalityGateFor(loadConfig({}));
+    expect(unpinned).toBeInstanceOf(FinalityGate);
+    expect(unpinned.pinned).toBeUndefined();
+    expect(unpinned.checkpoint).toBeUndefined();
+    expect(() => unpinned.finalBlock).toThrow(/not opened/);
     const gate = await finalityGateFor(
       loadConfig({ TRON_LIGHT_CLIENT_CHECKPOINT: `78000099:${ID}` }),
     );
-    expect(gate?.checkpoint.block.id).toBe(ID);
-    expect(gate?.readHeight).toBe(78_000_099);
+    expect(gate.pinned?.block.id).toBe(ID);
+    expect(gate.checkpoint?.block.id).toBe(ID);
+    expect(gate.readHeight).toBe(78_000_099);
   });
 });

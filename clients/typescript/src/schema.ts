@@ -1118,8 +1118,12 @@ export interface components {
         LightClientStatus: {
             /** @description SRs in the active set (27). */
             active_srs: number;
-            /** @description The pinned checkpoint it follows from. */
+            /** @description The checkpoint it follows from. */
             checkpoint_block: number;
+            /** @description Additive. true: the operator pinned the checkpoint (TRON_LIGHT_CLIENT_CHECKPOINT); false: tronwatch took it from a quorum of the providers at its first start (trust on first use: review it and pin one). */
+            checkpoint_pinned: boolean;
+            /** @description Additive. Where the checkpoint came from (its `source`), for review. */
+            checkpoint_source: string | null;
             /** @description Maintenances (every 6 h) followed since the checkpoint; 0 = its SR set. */
             epoch: number;
             /** @description The last block tronwatch proved final itself: 19 distinct SRs of the set signed blocks on top of it, every signature checked. Ingest commits no block above it. */
@@ -1294,7 +1298,7 @@ export interface components {
             lag_blocks: number | null;
             /** @description Seconds between scanned_through's block timestamp and now; null before the first block. */
             lag_seconds: number | null;
-            /** @description Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it. */
+            /** @description Additive: tronwatch's own finality, proven from the SRs' signatures (always on). null until the first block was proven final, and for test keys (the test network). */
             light_client: components["schemas"]["LightClientStatus"] | null;
             /** @description The key's network: `mainnet` (a live key) or `nile` (a test key: the test environment's chain, followed when TRON_TESTNET_NODE_URL is set; otherwise its heads are null). */
             network: string | null;

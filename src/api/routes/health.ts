@@ -35,8 +35,8 @@
  *   failures or a refused answer, unhealthy: 403s past the pause they asked for), the class of the
  *   reason and since when, as the ingest leader last stored them (src/ingest/providers.ts). No
  *   URL or host is shown: this endpoint needs no authentication.
- * - light_client (additive, present only while the light client is on, TRON_LIGHT_CLIENT_CHECKPOINT,
- *   and has proven a block): the last block tronwatch proved final from 19 of the 27 SRs'
+ * - light_client (additive, present once the light client, always on, has proven a block): the
+ *   last block tronwatch proved final from 19 of the 27 SRs'
  *   signatures, and how far the providers' solidified head is ahead of it (routes/light-client.ts).
  *   Information only: a block it refuses stalls ingest, which `ingest` reports.
  */

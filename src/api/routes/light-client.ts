@@ -32,7 +32,15 @@ export const LightClientStatusSchema = T.Object(
     epoch: T.Integer({
       description: 'Maintenances (every 6 h) followed since the checkpoint; 0 = its SR set.',
     }),
-    checkpoint_block: T.Integer({ description: 'The pinned checkpoint it follows from.' }),
+    checkpoint_block: T.Integer({ description: 'The checkpoint it follows from.' }),
+    checkpoint_pinned: T.Boolean({
+      description:
+        'Additive. true: the operator pinned the checkpoint (TRON_LIGHT_CLIENT_CHECKPOINT); false: tronwatch took it from a quorum of the providers at its first start (trust on first use: review it and pin one).',
+    }),
+    checkpoint_source: T.Unsafe<string | null>({
+      type: ['string', 'null'],
+      description: 'Additive. Where the checkpoint came from (its `source`), for review.',
+    }),
     solidified_head_ahead_blocks: NullableInt(
       "The providers' solidified head minus final_block (about 18 when caught up: the blocks read and waiting for the SRs' signatures); null before a head was seen.",
     ),
@@ -50,12 +58,14 @@ export interface LightClientStatusBody {
   known_srs: number;
   epoch: number;
   checkpoint_block: number;
+  checkpoint_pinned: boolean;
+  checkpoint_source: string | null;
   solidified_head_ahead_blocks: number | null;
 }
 
 /**
- * The light client's stored state as LightClientStatusSchema, or null while it is off
- * (TRON_LIGHT_CLIENT_CHECKPOINT unset) or has stored nothing yet.
+ * The light client's stored state as LightClientStatusSchema, or null until ingest stored one (the
+ * first block it proved final). The light client is always on (issue 28).
  * @param known the providers' solidified head as last stored (null: unknown); read from
  *   chain_head when not given.
  */
@@ -63,7 +73,6 @@ export async function lightClientStatus(
   deps: Pick<AppDeps, 'db' | 'config'>,
   known?: number | null,
 ): Promise<LightClientStatusBody | null> {
-  if (deps.config.ingest.lightClientCheckpoint === undefined) return null;
   const s = await readLightClientSummary(deps.db, deps.config.network);
   if (!s) return null;
   let solidified = known;
@@ -83,6 +92,8 @@ export async function lightClientStatus(
     known_srs: s.knownSrs,
     epoch: s.epoch,
     checkpoint_block: s.checkpoint.number,
+    checkpoint_pinned: deps.config.ingest.lightClientCheckpoint !== undefined,
+    checkpoint_source: s.checkpoint.source ?? null,
     solidified_head_ahead_blocks: solidified === null ? null : solidified - s.final.number,
   };
 }

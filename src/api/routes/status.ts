@@ -13,7 +13,7 @@
  * (each TRON_NODE_URL provider's state by position, as the ingest leader last stored it: see
  * src/tron/node-group.ts; no URLs), and `light_client` (issue 28: the last block tronwatch proved
  * final itself from 19 of the 27 SRs' signatures, and how far the providers' solidified head is
- * ahead of it; null while the light client is off, TRON_LIGHT_CLIENT_CHECKPOINT unset).
+ * ahead of it; null until it proved a block final, and for the test network's keys).
  * Rate-limited like every /v1 route.
  */
 import { Type as T } from '@sinclair/typebox';
@@ -73,7 +73,7 @@ export const StatusSchema = T.Object(
     light_client: T.Unsafe<LightClientStatusBody | null>({
       anyOf: [ref(LightClientStatusSchema), { type: 'null' }],
       description:
-        "Additive: tronwatch's own finality (TRON_LIGHT_CLIENT_CHECKPOINT). null while it is off: then a block is final when the providers' solidified head covers it.",
+        "Additive: tronwatch's own finality, proven from the SRs' signatures (always on). null until the first block was proven final, and for test keys (the test network).",
     }),
     node_providers: T.Array(
       T.Intersect([

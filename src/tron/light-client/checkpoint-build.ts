@@ -4,13 +4,14 @@
  *
  * Per provider (java-tron HTTP API, JSON with hex addresses):
  * - `/walletsolidity/getnowblock`: its solidified head; the checkpoint block is the lowest head
- *   any provider reports, and `/walletsolidity/getblockbynum` must give the same blockID from
- *   every provider;
+ *   any provider reports (or `at`, which must be at or below every head), and
+ *   `/walletsolidity/getblockbynum` must give the same blockID from every provider;
  * - `/wallet/listwitnesses`: the SRs with `isJobs` true are the active set (java-tron sets isJobs
  *   on the active SRs at each maintenance, `MaintenanceManager.doMaintenance`);
  * - `/wallet/getaccount` of each active SR: its signing key, `witness_permission.keys[0].address`,
  *   or its own address without one (`AccountCapsule.getWitnessPermissionAddress`);
- * - `/wallet/getnextmaintenancetime`: `{num}`, ms.
+ * - `/wallet/getnextmaintenancetime`: `{num}`, ms;
+ * - `/wallet/getchainparameters`: `getMaintenanceTimeInterval`, ms (6 h on mainnet and Nile).
  * Every provider that answers must agree on each of these, and at least `quorum` must answer.
  * Then the chain itself is asked: the 40 blocks up to the checkpoint block
  * (`/wallet/getblockbylimitnext`, one provider), chained by parent hashes to the agreed blockID,
@@ -26,7 +27,6 @@ import {
   ACTIVE_SR_COUNT,
   type Checkpoint,
   CheckpointError,
-  MAINTENANCE_INTERVAL_MS,
   parseCheckpoint,
   type SrEntry,
 } from './sr-set.js';
@@ -48,6 +48,19 @@ export interface BuildCheckpointOptions {
   network?: string;
   /** Blocks read back to learn the schedule order. Default 40 (27 slots plus missed ones). */
   window?: number;
+  /**
+   * The checkpoint block's number (ingest's cursor, when tronwatch takes a checkpoint at its
+   * first start): it must be solidified on every provider and in the current maintenance epoch
+   * (the SR list the providers report is the current one). Default: the lowest solidified head.
+   */
+  at?: number;
+  /**
+   * The chain's maintenance interval, ms, written into the checkpoint. Default: the providers'
+   * `getMaintenanceTimeInterval` chain parameter (agreed as the rest).
+   */
+  maintenanceIntervalMs?: number;
+  /** Written before the checkpoint's `source` (why it was built). */
+  sourcePrefix?: string;
   signal?: AbortSignal;
 }
 
@@ -170,14 +183,20 @@ export async function buildCheckpoint(
   const each = async <T>(fn: (p: CheckpointProvider) => Promise<T>): Promise<Array<[string, T]>> =>
     Promise.all(providers.map(async (p): Promise<[string, T]> => [p.name, await fn(p)]));
 
-  // 1. The block: the lowest solidified head, the same id everywhere.
+  // 1. The block: the lowest solidified head (or `at`, below every head), the same id everywhere.
   const heads = await each(async (p) => {
     const b = obj(await ask(p, '/walletsolidity/getnowblock'));
     const n = num(obj(obj(obj(b).block_header).raw_data).number);
     if (n === undefined) throw new CheckpointError(`${p.name}: no solidified head`);
     return n;
   });
-  const number = Math.min(...heads.map(([, n]) => n));
+  const lowest = Math.min(...heads.map(([, n]) => n));
+  if (opts.at !== undefined && opts.at > lowest) {
+    throw new CheckpointError(
+      `block ${opts.at} is not solidified on every provider yet (lowest solidified head ${lowest}): try again in a few seconds`,
+    );
+  }
+  const number = opts.at ?? lowest;
   const blocks = await each(async (p) => {
     const b = (await ask(p, '/walletsolidity/getblockbynum', { num: number })) as BlockJson;
     return signedHeaderFromJson(b);
@@ -220,6 +239,28 @@ export async function buildCheckpoint(
     }),
     quorum,
   );
+  const interval =
+    opts.maintenanceIntervalMs ??
+    agreed(
+      'maintenance interval (/wallet/getchainparameters getMaintenanceTimeInterval)',
+      await each(async (p) => {
+        const list = obj(await ask(p, '/wallet/getchainparameters')).chainParameter;
+        const entry = Array.isArray(list)
+          ? list.map(obj).find((e) => e.key === 'getMaintenanceTimeInterval')
+          : undefined;
+        const t = num(entry?.value);
+        if (t === undefined || t <= 0) {
+          throw new CheckpointError(`${p.name}: no getMaintenanceTimeInterval chain parameter`);
+        }
+        return t;
+      }),
+      quorum,
+    );
+  if (opts.at !== undefined && anchor.timestamp < nextMaintenanceTime - interval) {
+    throw new CheckpointError(
+      `block ${number} (${new Date(anchor.timestamp).toISOString()}) is from before the last maintenance (${new Date(nextMaintenanceTime - interval).toISOString()}): the SR list the providers report now may not be the one in force then; pin a checkpoint built at that time, or start from a recent block`,
+    );
+  }
 
   // 5. The chain: recent blocks chained to the agreed id, each signed by its reported key.
   const first = providers[0];
@@ -272,7 +313,45 @@ export async function buildCheckpoint(
     block: { number, id: header, timestamp: anchor.timestamp },
     witnesses,
     nextMaintenanceTime,
-    maintenanceIntervalMs: MAINTENANCE_INTERVAL_MS,
-    source: `tronwatch checkpoint from ${providers.map((p) => p.name).join(', ')} at ${new Date().toISOString()}`,
+    maintenanceIntervalMs: interval,
+    source: `${opts.sourcePrefix ?? 'tronwatch checkpoint'} from ${providers.map((p) => p.name).join(', ')} at ${new Date().toISOString()}`,
   });
+}
+
+/**
+ * The blockID every answering provider gives for block `number` (java-tron
+ * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
+ * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
+ * block it stored must still be the providers' block at that height (a long-range fork signed with
+ * old SR keys would show here).
+ * @param number block number.
+ * @returns the blockID, 64 lowercase hex.
+ * @throws CheckpointError when they disagree, too few answer, or one has no such block.
+ */
+export async function agreedBlockId(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  // A provider that fails does not count (a restart must not wait for every provider); the ones
+  // that answer must agree, and be at least the quorum.
+  const settled = await Promise.allSettled(
+    providers.map(async (p): Promise<[string, string]> => {
+      const b = (await post(
+        p,
+        '/wallet/getblockbynum',
+        { num: number, visible: false },
+        opts.timeoutMs ?? 10_000,
+        opts.signal,
+      )) as BlockJson;
+      if (!b || typeof b !== 'object' || !obj(b).block_header) {
+        throw new CheckpointError(`${p.name}: no block ${number}`);
+      }
+      return [p.name, signedHeaderFromJson(b).id];
+    }),
+  );
+  const answers = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (answers.length < (opts.quorum ?? 1) && failed) throw failed.reason;
+  return agreed(`block ${number} (/wallet/getblockbynum)`, answers, opts.quorum ?? 1);
 }

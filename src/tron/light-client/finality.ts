@@ -205,7 +205,7 @@ export class LightClient {
   /**
    * @param checkpoint a parsed checkpoint (parseCheckpoint): the block blocks are followed from.
    */
-  constructor(private readonly checkpoint: Checkpoint) {
+  constructor(readonly checkpoint: Checkpoint) {
     this.interval = checkpoint.maintenanceIntervalMs;
     const members = new Map<string, Member>();
     const slots = new Map<number, string>();

@@ -64,8 +64,8 @@ export interface LightClientSummary {
   epoch: number;
   /** SRs of the newest epoch whose signatures count toward finality. */
   knownSrs: number;
-  /** The checkpoint it follows from. */
-  checkpoint: { number: number; id: string };
+  /** The checkpoint it follows from, and where that came from (its `source`). */
+  checkpoint: { number: number; id: string; source?: string };
   /** When the state was last stored (the commit that reached its final block). */
   updatedAt: Date;
 }
@@ -86,7 +86,11 @@ export async function readLightClientSummary(
     final: { number: snap.final.number, id: snap.final.id, timestamp: snap.final.timestamp },
     epoch: top?.index ?? snap.final.epoch,
     knownSrs: top ? top.members.filter((m) => m.known).length : 0,
-    checkpoint: { number: snap.checkpoint.block.number, id: snap.checkpoint.block.id },
+    checkpoint: {
+      number: snap.checkpoint.block.number,
+      id: snap.checkpoint.block.id,
+      ...(snap.checkpoint.source === undefined ? {} : { source: snap.checkpoint.source }),
+    },
     updatedAt: s.updatedAt,
   };
 }

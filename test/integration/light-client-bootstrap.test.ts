@@ -1,0 +1,142 @@
+/**
+ * The light client with no pinned checkpoint (src/ingest/finality-gate.ts FinalityGate.open,
+ * finalityGateFor): on both database engines, against devnet nodes (src/devnet/sr-node.ts) serving
+ * a signed synthetic chain and its SR set over real HTTP.
+ * - First start, nothing stored: the gate takes a checkpoint at the cursor's block from the
+ *   providers (buildCheckpoint with `at`), the devnet's SRs in schedule order with their keys, and
+ *   follows the chain from it; a provider that reports another key, or a cursor above the
+ *   providers' solidified heads, gives no checkpoint: open halts with the reason, nothing stored.
+ * - Restart: a stored final block above its checkpoint is checked against the providers' block at
+ *   that height; providers on another chain halt it, the same chain resumes.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
+import { DEVNET_SRS, syntheticBlock, syntheticCheckpoint } from '../../src/devnet/synthetic.js';
+import { FinalityHaltError, finalityGateFor } from '../../src/ingest/finality-gate.js';
+import { LightClient } from '../../src/tron/light-client/finality.js';
+import { signedHeaderFromJson } from '../../src/tron/light-client/header.js';
+import { loadLightClientState, saveLightClientState } from '../../src/tron/light-client/store.js';
+import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+
+const CHAIN = { seed: 28, firstBlock: 9000, txPerBlock: 2 };
+const OTHER = { seed: 29, firstBlock: 9000, txPerBlock: 2 };
+const HEAD = 9060;
+const SR21 = DEVNET_SRS[21]?.address as string;
+
+const nodes: SrNode[] = [];
+let a: SrNode;
+let b: SrNode;
+let wrongKey: SrNode;
+let otherChain: SrNode;
+
+beforeAll(async () => {
+  a = await startSrNode({ chain: CHAIN, head: HEAD });
+  b = await startSrNode({ chain: CHAIN, head: HEAD + 3 });
+  wrongKey = await startSrNode({
+    chain: CHAIN,
+    head: HEAD,
+    reportKey: (x) => (x === SR21 ? `41${'77'.repeat(20)}` : undefined),
+  });
+  otherChain = await startSrNode({ chain: OTHER, head: HEAD });
+  nodes.push(a, b, wrongKey, otherChain);
+});
+
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.close()));
+});
+
+/** The gate the configuration gives for these providers, with no pinned checkpoint. */
+function gateFor(providers: SrNode[], quorum = providers.length) {
+  return finalityGateFor(
+    loadConfig({
+      TRON_NODE_URL: providers.map((n) => n.url).join(','),
+      TRON_NODE_QUORUM: String(quorum),
+    }),
+    'devnet',
+  );
+}
+
+async function haltOf(p: Promise<unknown>): Promise<FinalityHaltError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof FinalityHaltError) return err;
+    throw err;
+  }
+  throw new Error('expected a FinalityHaltError');
+}
+
+describe.each(dbEngines)('light client without a pinned checkpoint on %s', (engine) => {
+  let t: TestDb | undefined;
+  afterEach(async () => {
+    await t?.drop();
+    t = undefined;
+  });
+
+  it('takes a checkpoint at the cursor from the providers and follows the chain from it', async () => {
+    t = await migratedDb(engine);
+    const at = HEAD - 5;
+    const gate = await gateFor([a, b]);
+    const r = await gate.open(t.db, 'devnet', { block_number: at, block_id: '' });
+    expect(r).toEqual({ from: 'taken', final: at });
+    const cp = gate.checkpoint;
+    expect(cp?.block).toEqual({
+      number: at,
+      id: syntheticBlock(CHAIN, at).block.blockID,
+      timestamp: Number(syntheticBlock(CHAIN, at).block.block_header?.raw_data?.timestamp),
+    });
+    expect(cp?.witnesses).toEqual(syntheticCheckpoint(CHAIN).witnesses);
+    expect(cp?.network).toBe('devnet');
+    expect(cp?.source).toMatch(/^taken by tronwatch at its first start \(not pinned\) from /);
+    // The light client it made follows the chain: block at+1 is read next and verifies.
+    expect(gate.readHeight).toBe(at);
+    const lc = new LightClient(cp as NonNullable<typeof cp>);
+    expect(lc.submit(signedHeaderFromJson(syntheticBlock(CHAIN, at + 1).block)).status).toBe(
+      'verified',
+    );
+    expect(await loadLightClientState(t.db, 'devnet')).toBeUndefined();
+  });
+
+  it('halts with the reason when the providers disagree or the cursor is not solidified', async () => {
+    t = await migratedDb(engine);
+    const liar = await haltOf(
+      (await gateFor([a, wrongKey])).open(t.db, 'devnet', { block_number: HEAD - 5, block_id: '' }),
+    );
+    expect(liar.message).toMatch(/none could be taken from the providers at block 9055/);
+    expect(liar.message).toMatch(/providers disagree/);
+    expect(liar.blockNumber).toBe(HEAD - 4);
+    const ahead = await haltOf(
+      (await gateFor([a, b])).open(t.db, 'devnet', { block_number: HEAD + 1, block_id: '' }),
+    );
+    expect(ahead.message).toMatch(/not solidified on every provider yet/);
+    expect(await loadLightClientState(t.db, 'devnet')).toBeUndefined();
+  });
+
+  it('on restart, checks its stored final block against the providers', async () => {
+    t = await migratedDb(engine);
+    // A light client from the devnet checkpoint that proved some blocks final, stored.
+    const cp = syntheticCheckpoint(CHAIN);
+    const lc = new LightClient(cp);
+    for (let n = cp.block.number + 1; n <= HEAD; n++) {
+      lc.submit(signedHeaderFromJson(syntheticBlock(CHAIN, n).block));
+    }
+    const final = lc.finalBlock.number;
+    expect(final).toBeGreaterThan(cp.block.number);
+    await saveLightClientState(t.db, 'devnet', lc.snapshot());
+    const cursor = { block_number: final, block_id: lc.finalBlock.id };
+
+    const honest = await (await gateFor([a, b])).open(t.db, 'devnet', cursor);
+    expect(honest).toEqual({ from: 'restored', final });
+
+    const forked = await haltOf((await gateFor([otherChain], 1)).open(t.db, 'devnet', cursor));
+    expect(forked.blockNumber).toBe(final);
+    expect(forked.message).toContain(
+      `the providers' block ${final} is ${syntheticBlock(OTHER, final).block.blockID}`,
+    );
+    // One provider on another chain among agreeing ones is a disagreement, never a pass.
+    await expect((await gateFor([a, otherChain], 1)).open(t.db, 'devnet', cursor)).rejects.toThrow(
+      /providers disagree/,
+    );
+  });
+});
