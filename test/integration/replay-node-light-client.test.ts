@@ -334,7 +334,7 @@ describe('replay node over a synthetic chain', () => {
       expect(built.block).toEqual({ number: head, id: h.id, timestamp: h.timestamp });
       expect(built.witnesses).toEqual(cp.witnesses);
       expect(built.nextMaintenanceTime).toBe(cp.nextMaintenanceTime);
-    expect(built.maintenanceIntervalMs).toBe(cp.maintenanceIntervalMs);
+      expect(built.maintenanceIntervalMs).toBe(cp.maintenanceIntervalMs);
     }
     // The endpoints' shapes.
     const ws = (await post(node, '/wallet/listwitnesses', {})) as {
