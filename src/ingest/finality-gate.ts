@@ -352,6 +352,15 @@ export class FinalityGate {
   }
 
   /**
+   * Whether `add` takes block `n` next: the tip's child, or, while heights below are read again
+   * for a branch switch, the child of the highest block kept aside (read ahead meanwhile).
+   */
+  takes(n: number): boolean {
+    const top = this.orphans[0];
+    return n === this.tip.number + 1 || (top !== undefined && n === top.ref.number + 1);
+  }
+
+  /**
    * Check block `readHeight + 1` (read and verified by the node group) with the light client and
    * keep it until it is final; the blocks it makes final join the ready queue (next/shift).
    *
@@ -360,8 +369,9 @@ export class FinalityGate {
    * final block. It attaches where its parent is a block read before (a branch seen earlier, or
    * the final block); otherwise it is kept aside and the tip steps back one height, so the loop
    * reads the heights below it again, from the branch the node now follows, until its branch meets
-   * a block held (fork following by parent hash: one read per height that changed). The blocks
-   * kept aside are then checked in order. Each branch is checked by the light client like any
+   * a block held (fork following by parent hash: one read per height that changed). Blocks read
+   * ahead meanwhile (the loop's read-ahead) are kept aside with them when they follow them. The
+   * blocks kept aside are then checked in order. Each branch is checked by the light client like any
    * block; only what 19 SRs built on becomes final, so a branch the node left never is. A branch
    * that leaves the final chain is no fork switch: refused.
    * @throws BlockCheckError('parent') when its branch does not meet the final chain (the
@@ -372,6 +382,14 @@ export class FinalityGate {
    */
   async add(b: VerifiedSolidifiedBlock, signal?: AbortSignal): Promise<void> {
     const n = b.ref.number;
+    const top = this.orphans[0];
+    if (top && n === top.ref.number + 1) {
+      // Read ahead above the blocks kept aside: kept with them if it follows them; if not, the
+      // node moved again and they all go (those heights are read anew after the ones below).
+      if (signedHeaderOf(b.block, b.exact).parentId === top.verified.id) this.orphans.unshift(b);
+      else this.orphans.length = 0;
+      return;
+    }
     if (n !== this.tip.number + 1) {
       throw new Error(`finality gate: block ${n} read, expected ${this.tip.number + 1}`);
     }

@@ -508,8 +508,9 @@ export class Ingester {
           cursor = (await this.accept(b, signal)) ?? cursor;
           failures = 0;
           if (signal.aborted) break;
-          // The gate moved elsewhere than this block (a branch switch): read from where it is.
-          if (this.gate && this.gate.readHeight !== b.ref.number) break;
+          // A branch switch: the gate reads lower heights again, or has taken the blocks kept
+          // aside above them; read from where it is unless the next block read ahead fits.
+          if (this.gate && !this.gate.takes(b.ref.number + 1)) break;
           if (Date.now() - lastPoll >= this.interval) {
             lastPoll = Date.now();
             await this.pollHeads(signal); // fresh activation head while catching up
