@@ -103,10 +103,13 @@ export class SignedChain {
    * producer that misses its slot leaves a gap, as on mainnet).
    * @param lie.key sign with this private key instead of the producer's.
    * @param lie.witness name this producer instead of the scheduled one (signed with lie.key).
+   * @param txTrieRoot the header's transaction root (64 hex; default 32 zero bytes: no
+   *   transactions), for blocks that carry transactions.
    */
   next(
     only: (sr: Producer) => boolean = () => true,
     lie: { key?: Uint8Array; witness?: string } = {},
+    txTrieRoot?: string,
   ): SignedHeader {
     const can = (sr: Producer) => only(sr) && (sr.privateKey !== undefined || !!lie.key);
     let t = this.tip.timestamp + SLOT;
@@ -123,6 +126,7 @@ export class SignedChain {
       parentId: this.tip.id,
       witness: lie.witness ?? sr.address,
       privateKey: key,
+      ...(txTrieRoot === undefined ? {} : { txTrieRoot }),
     });
     this.tip = { number: h.number, id: h.id, timestamp: h.timestamp };
     this.afterMaintenance = false;

@@ -463,6 +463,25 @@ describe('lying modes', () => {
     expect(e.code).toBe('stale-checkpoint');
     expect(e.halt).toBe(true);
   });
+
+  it('a stale checkpoint halts at its own child too (the first block ingest reads), and a child not chained before its maintenance is refused', () => {
+    const cp = testCheckpoint(TIP, DEVNET_SRS, TIP.timestamp + 3000 * 10);
+    // Block TIP + 1 of a chain that went on without the checkpoint's block, 6 h later.
+    const other = {
+      number: TIP.number,
+      id: `${TIP.number.toString(16).padStart(16, '0')}${'cd'.repeat(24)}`,
+      timestamp: TIP.timestamp + 21_600_000,
+    };
+    const e = refusal(() => new LightClient(cp).submit(new SignedChain(other, DEVNET_SRS).next()));
+    expect(e.code).toBe('stale-checkpoint');
+    expect(e.halt).toBe(true);
+    expect(e.blockNumber).toBe(TIP.number + 1);
+    // Before the checkpoint's maintenance the same unchained child is refused, not a halt.
+    const early = { ...other, timestamp: TIP.timestamp };
+    const r = refusal(() => new LightClient(cp).submit(new SignedChain(early, DEVNET_SRS).next()));
+    expect(r.code).toBe('not-chained');
+    expect(r.halt).toBe(false);
+  });
 });
 
 describe('what ingest hands the light client', () => {

@@ -350,13 +350,7 @@ export class LightClient {
     if (this.nodes.has(header.id) || this.recentFinalSet.has(header.id)) return { status: 'known' };
     const parent = this.parentOf(header);
     if (!parent) {
-      if (header.number <= this.final.number + 1) {
-        throw new LightClientError(
-          'not-chained',
-          header.number,
-          `parent ${header.parentId} is not on the final chain (final block ${this.final.number})`,
-        );
-      }
+      // Rule 8 first: the checkpoint's own child (what ingest reads first) included.
       if (
         this.final.epoch === 0 &&
         this.final.id === this.checkpoint.block.id &&
@@ -370,6 +364,13 @@ export class LightClient {
             `${new Date(this.checkpoint.nextMaintenanceTime).toISOString()} and this block is not ` +
             'chained to it: build a fresh one with `tronwatch checkpoint` and pin it',
           true,
+        );
+      }
+      if (header.number <= this.final.number + 1) {
+        throw new LightClientError(
+          'not-chained',
+          header.number,
+          `parent ${header.parentId} is not on the final chain (final block ${this.final.number})`,
         );
       }
       this.hold(header, rotations);

@@ -1,0 +1,567 @@
+/**
+ * Ingest with tronwatch's own finality (issue 28, src/ingest/finality-gate.ts) against the lying
+ * modes and SR-set changes of the issue's item 4 that ingest-light-client.test.ts does not cover,
+ * through the whole path (a real replay node's answers → Ingester → events and notifications
+ * tables), on both database engines:
+ * - a block signed by an SR outside the set (the producer field names it): refused, stall
+ *   recorded, no event from it or above; served truthfully again, ingest goes on, every event once;
+ * - a provider that withholds a block: finality stops below it, nothing above is committed; when
+ *   it serves the block again, or another provider serves it, every event exactly once;
+ * - an SR key rotation (a type-46 transaction in a block): the very next block, signed with the
+ *   new key, is accepted; the same block signed with the old key is refused;
+ * - a maintenance with 1 new SR: its key comes from a quorum of providers, its block counts only
+ *   once 19 known SRs built on it, and every event is delivered exactly once;
+ * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
+ *   new epoch is committed;
+ * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
+ *   new epoch: every event exactly once.
+ * Chains: test/helpers/chain.ts serveSynthetic, and test/helpers/sr-synthetic.ts (the synthetic
+ * chain's transactions under headers produced by a SignedChain, for maintenances and rotations).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { newId } from '../../src/common/ids.js';
+import { silentLogger } from '../../src/common/logger.js';
+import { Metrics } from '../../src/common/metrics.js';
+import type { Queryable } from '../../src/db/pool.js';
+import type { ReplayNode } from '../../src/devnet/replay-node.js';
+import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
+import {
+  DEVNET_SRS,
+  type DevnetSr,
+  type SyntheticChainOptions,
+  syntheticAddresses,
+  syntheticBlock,
+  syntheticCheckpoint,
+} from '../../src/devnet/synthetic.js';
+import { FinalityGate } from '../../src/ingest/finality-gate.js';
+import { Ingester } from '../../src/ingest/loop.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
+import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
+import { loadLightClientState } from '../../src/tron/light-client/store.js';
+import { signWitnessHeader } from '../../src/tron/light-client/witness-signature.js';
+import { NodeClient } from '../../src/tron/node-client.js';
+import { NodeGroup } from '../../src/tron/node-group.js';
+import type { BlockJson, Transfer } from '../../src/tron/types.js';
+import { blockIdFromRaw, encodeHeaderRaw } from '../../src/tron/verify.js';
+import {
+  eventKey,
+  expectedEvents,
+  serveSynthetic,
+  storedEventKeys,
+  type TestWatch,
+} from '../helpers/chain.js';
+import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import { makeSr } from '../helpers/sr-chain.js';
+import { serveSrSynthetic } from '../helpers/sr-synthetic.js';
+
+const FIRST = 72_000_000;
+/** A synthetic chain's options (seed, size); every chain here starts at FIRST. */
+const opts = (seed: number): SyntheticChainOptions => ({
+  seed,
+  firstBlock: FIRST,
+  txPerBlock: 40,
+  addresses: 40,
+});
+/** Blocks above a block that make it final when every SR signs in turn (19 − 1). */
+const ABOVE = 18;
+/** Slot length, ms. */
+const SLOT = 3000;
+
+const noNewSrs = async (a: string): Promise<string> => {
+  throw new Error(`no SR is new on this chain (${a})`);
+};
+
+/** Four watches (all assets, both directions) on the first addresses of the chain's population. */
+async function insertWatches(
+  db: Queryable,
+  o: SyntheticChainOptions,
+  activeFrom: number,
+): Promise<TestWatch[]> {
+  const acc = newId('acc');
+  await db.query("INSERT INTO accounts (id, email, plan) VALUES ($1, $2, 'pro')", [
+    acc,
+    `${acc}@example.com`,
+  ]);
+  const out: TestWatch[] = [];
+  for (const addressHex of syntheticAddresses(o).slice(0, 4)) {
+    const id = newId('wh');
+    await db.query(
+      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
+                            webhook_url, secret_key_id, secret_ciphertext, status, active_from_block)
+       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, 'ACTIVE', $5)`,
+      [id, acc, hexToBase58(addressHex), addressHex, activeFrom],
+    );
+    out.push({ id, addressHex, asset: 'ALL', direction: 'both', activeFrom });
+  }
+  return out;
+}
+
+function ingesterFor(
+  db: TestDb['db'],
+  client: NodeClient | NodeGroup,
+  checkpoint: Checkpoint,
+  keyOf: (address: string, signal?: AbortSignal) => Promise<string> = noNewSrs,
+  metrics?: Metrics,
+): Ingester {
+  return new Ingester({
+    db,
+    client,
+    config: {
+      network: 'mainnet',
+      node: { concurrency: 4 },
+      ingest: { startBlock: FIRST, blockIntervalMs: 50 },
+    },
+    logger: silentLogger,
+    finality: new FinalityGate({ checkpoint, keyOf }),
+    permanentRetryMs: 100,
+    ...(metrics ? { metrics } : {}),
+  });
+}
+
+const clientOf = (url: string) => new NodeClient({ url, retries: 1, timeoutMs: 5000 });
+
+/** Wait until `done()` holds (checked every 20 ms, at most 60 s). */
+async function waitFor(done: () => Promise<boolean> | boolean): Promise<void> {
+  for (let i = 0; i < 3000 && !(await done()); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+/** A running ingester: stop() aborts it and waits until its block in progress is done. */
+function start(ing: Ingester): { stop: () => Promise<void> } {
+  const ac = new AbortController();
+  const running = ing.run(ac.signal);
+  return {
+    stop: async () => {
+      ac.abort();
+      await running;
+    },
+  };
+}
+
+/** Run `ing` until `done()` holds, then stop it. */
+async function runUntil(ing: Ingester, done: () => Promise<boolean> | boolean): Promise<void> {
+  const r = start(ing);
+  await waitFor(done);
+  await r.stop();
+}
+
+async function cursorRow(
+  db: Queryable,
+): Promise<{ block_number: number; stalled_reason: string | null }> {
+  const { rows } = await db.query<{ block_number: string; stalled_reason: string | null }>(
+    "SELECT block_number, stalled_reason FROM chain_cursor WHERE network = 'mainnet'",
+  );
+  return {
+    block_number: Number(rows[0]?.block_number ?? -1),
+    stalled_reason: rows[0]?.stalled_reason ?? null,
+  };
+}
+
+/** The highest block of a stored event and of a notification (−1: none). */
+async function maxEventBlock(db: Queryable): Promise<{ events: number; notifications: number }> {
+  const e = await db.query<{ m: string | null }>('SELECT max(block_number) AS m FROM events');
+  const n = await db.query<{ m: string | null }>(
+    'SELECT max(e.block_number) AS m FROM notifications n JOIN events e ON e.id = n.event_id',
+  );
+  return { events: Number(e.rows[0]?.m ?? -1), notifications: Number(n.rows[0]?.m ?? -1) };
+}
+
+/** Events whose notification count is not exactly one (each webhook event gets one delivery). */
+async function eventsWithoutOneNotification(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ c: string }>(
+    `SELECT count(*) AS c FROM (
+       SELECT e.id FROM events e LEFT JOIN notifications n ON n.event_id = e.id
+       GROUP BY e.id HAVING count(n.id) <> 1) x`,
+  );
+  return Number(rows[0]?.c ?? -1);
+}
+
+/** The events `watches` must have for the transfers of blocks ≤ `upTo`, as sorted keys. */
+function want(transfers: readonly Transfer[], watches: readonly TestWatch[], upTo: number) {
+  return expectedEvents(
+    transfers.filter((t) => t.blockNumber <= upTo),
+    watches,
+  )
+    .map(eventKey)
+    .sort();
+}
+
+/** Events `watches` must have from block n alone. */
+function eventsIn(transfers: readonly Transfer[], watches: readonly TestWatch[], n: number) {
+  return expectedEvents(
+    transfers.filter((t) => t.blockNumber === n),
+    watches,
+  ).length;
+}
+
+/** The schedule position of block n of a chain whose checkpoint is `cp` (before a maintenance). */
+function slotOf(cp: Checkpoint, n: number): number {
+  const t = cp.block.timestamp + (n - cp.block.number) * SLOT;
+  return Math.floor(t / SLOT) % 27;
+}
+
+/** Block `json` with its header re-signed by `privateKey` (the header, so the id, unchanged). */
+function resignedJson(json: string, n: number, privateKey: Uint8Array): string {
+  const b = JSON.parse(json) as BlockJson;
+  const raw = b.block_header?.raw_data as Record<string, unknown>;
+  (b.block_header as { witness_signature: string }).witness_signature = Buffer.from(
+    signWitnessHeader(encodeHeaderRaw(raw, n), privateKey),
+  ).toString('hex');
+  return JSON.stringify(b);
+}
+
+describe.each(dbEngines)(
+  'ingest with the light client on %s: lying modes and SR set changes',
+  {
+    timeout: 240_000,
+  },
+  (engine) => {
+    let t: TestDb | undefined;
+    const nodes: Array<ReplayNode | SrNode> = [];
+    afterEach(async () => {
+      for (const n of nodes.splice(0)) await n.close();
+      await t?.drop();
+      t = undefined;
+    });
+
+    /** Two devnet nodes that answer /wallet/getaccount for `accounts`; keyOf asks both (quorum 2). */
+    async function keyProviders(
+      o: SyntheticChainOptions,
+      accounts: readonly DevnetSr[],
+    ): Promise<{ keyOf: (a: string, s?: AbortSignal) => Promise<string>; srNodes: SrNode[] }> {
+      const srNodes: SrNode[] = [];
+      for (let i = 0; i < 2; i++) {
+        const n = await startSrNode({ chain: o, head: FIRST, accounts });
+        nodes.push(n);
+        srNodes.push(n);
+      }
+      const providers = srNodes.map((n, i) => ({ url: n.url, name: `sr-node-${i}` }));
+      return {
+        srNodes,
+        keyOf: (a, signal) =>
+          witnessKeyFromProviders(providers, a, {
+            quorum: 2,
+            timeoutMs: 5000,
+            ...(signal ? { signal } : {}),
+          }),
+      };
+    }
+
+    it('a block signed by an SR outside the set (named as its producer) gets no event; served truthfully again, every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(281);
+      const chain = await serveSynthetic({ ...o, count: 60 }, { instant: true });
+      nodes.push(chain.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const bad = FIRST + 40;
+      expect(eventsIn(chain.transfers, watches, bad)).toBeGreaterThan(0);
+      // Block `bad` as produced and signed by an SR that is not one of the 27 (its own key).
+      const outsider = makeSr('outside the devnet set');
+      const b = structuredClone(syntheticBlock(o, bad).block) as BlockJson;
+      const raw = b.block_header?.raw_data as Record<string, unknown>;
+      raw.witness_address = outsider.address;
+      const bytes = encodeHeaderRaw(raw, bad);
+      b.blockID = blockIdFromRaw(BigInt(bad), bytes);
+      (b.block_header as { witness_signature: string }).witness_signature = Buffer.from(
+        signWitnessHeader(bytes, outsider.privateKey),
+      ).toString('hex');
+      chain.node.setLies({ blocks: new Map([[bad, { block: JSON.stringify(b) }]]) });
+      const metrics = new Metrics();
+      const ing = ingesterFor(
+        db,
+        clientOf(chain.node.url),
+        syntheticCheckpoint(o),
+        noNewSrs,
+        metrics,
+      );
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(`block ${bad}`);
+      expect(row.stalled_reason).toContain(`producer ${outsider.address} is not an active SR`);
+      expect(row.block_number).toBe(bad - 1 - ABOVE);
+      const max = await maxEventBlock(db);
+      expect(max.events).toBeLessThan(bad);
+      expect(max.notifications).toBeLessThan(bad);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, bad - 1 - ABOVE));
+      expect(await metrics.registry.metrics()).toMatch(
+        /tronwatch_light_client_refused_total\{code="outside-set"\} [1-9]/,
+      );
+      // The provider tells the truth again: the same ingester goes on, nothing twice.
+      chain.node.setLies(undefined);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
+
+    it('a provider that withholds a block: finality stops below it and nothing above is committed; served again, every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(282);
+      const chain = await serveSynthetic({ ...o, count: 60 }, { instant: true, logRequests: true });
+      nodes.push(chain.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const gap = FIRST + 30;
+      // The node says it has solidified the whole chain, but answers nothing for `gap`.
+      chain.node.setLies({ blocks: new Map([[gap, { block: '{}', infos: '[]' }]]) });
+      const ing = ingesterFor(db, clientOf(chain.node.url), syntheticCheckpoint(o));
+      const run = start(ing);
+      const asked = () =>
+        chain.node.requestLog.filter((r) => r.path.endsWith('/getblockbynum') && r.num === gap)
+          .length;
+      await waitFor(() => asked() >= 4 && ing.stats.cursor >= gap - 1 - ABOVE);
+      expect(asked()).toBeGreaterThanOrEqual(4);
+      // Read up to the block below the gap; what 19 SRs proved under it is committed, no more.
+      expect(ing.gate?.readHeight).toBe(gap - 1);
+      expect(ing.stats.cursor).toBe(gap - 1 - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, gap - 1 - ABOVE));
+      expect((await maxEventBlock(db)).notifications).toBeLessThanOrEqual(gap - 1 - ABOVE);
+      // The block is served again: ingest goes on from there, every event exactly once.
+      chain.node.setLies(undefined);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+    });
+
+    it('a provider that withholds a block while another serves it: every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(283);
+      const withholding = await serveSynthetic(
+        { ...o, count: 60 },
+        { instant: true, logRequests: true },
+      );
+      nodes.push(withholding.node);
+      const honest = await serveSynthetic({ ...o, count: 60 }, { instant: true });
+      nodes.push(honest.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const gap = FIRST + 30;
+      withholding.node.setLies({ blocks: new Map([[gap, { block: '{}', infos: '[]' }]]) });
+      const group = new NodeGroup({
+        clients: [clientOf(withholding.node.url), clientOf(honest.node.url)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+        asideBaseMs: 0,
+      });
+      const ing = ingesterFor(db, group, syntheticCheckpoint(o));
+      await runUntil(ing, () => ing.stats.cursor >= honest.last - ABOVE);
+      // The withholding provider was asked for the block (it is preferred) and answered nothing.
+      expect(
+        withholding.node.requestLog.some((r) => r.path.endsWith('/getblockbynum') && r.num === gap),
+      ).toBe(true);
+      expect(ing.stats.cursor).toBe(honest.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(
+        want(honest.transfers, watches, honest.last - ABOVE),
+      );
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+    });
+
+    it('an SR key rotation (type 46): the next block signed with the old key is refused, signed with the new key it is accepted; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(284);
+      const sr = DEVNET_SRS[22] as DevnetSr; // signs with a key other than its address
+      const cp = syntheticCheckpoint(o);
+      // The rotation in the block right before one of SR 22's own.
+      let r = FIRST + 20;
+      while (slotOf(cp, r + 1) !== 22) r++;
+      const to = makeSr('rotated key of devnet SR 22');
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: r - FIRST + 40 },
+        rotations: [{ block: r, owner: sr.address, to }],
+      });
+      nodes.push(chain.node);
+      expect(chain.producers.get(r + 1)).toBe(sr.address);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(eventsIn(chain.transfers, watches, r + 1)).toBeGreaterThan(0);
+      // A provider serving block r + 1 signed with SR 22's old key (the header is the true one).
+      const truth = chain.blocks.get(r + 1)?.block as string;
+      chain.node.setLies({
+        blocks: new Map([[r + 1, { block: resignedJson(truth, r + 1, sr.privateKey) }]]),
+      });
+      const metrics = new Metrics();
+      const ing = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, noNewSrs, metrics);
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(`block ${r + 1}`);
+      expect(row.stalled_reason).toContain(`but ${sr.address}'s signing key is ${to.signingKey}`);
+      expect(row.block_number).toBe(r - ABOVE);
+      expect((await maxEventBlock(db)).events).toBeLessThanOrEqual(r - ABOVE);
+      expect((await maxEventBlock(db)).notifications).toBeLessThanOrEqual(r - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, r - ABOVE));
+      expect(await metrics.registry.metrics()).toMatch(
+        /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
+      );
+      // The true block r + 1, signed with the new key, is accepted: ingest goes on.
+      chain.node.setLies(undefined);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      // The rotation is part of the stored SR set (its block is final).
+      const stored = await loadLightClientState(db, 'mainnet');
+      const member = stored?.snapshot.epochs
+        .find((e) => e.index === 0)
+        ?.members.find((m) => m.address === sr.address);
+      expect(member?.key).toBe(to.signingKey);
+    });
+
+    it('a maintenance with 1 new SR: its key from a quorum of providers, its block counted only once 19 known SRs built on it; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(285);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 20;
+      // After the maintenance block m, block m + k (k ≥ 2) is scheduled at position (slot(m) + k)
+      // mod 27 (only m + 1 skips 2 slots): the newcomer takes the position of block m + 22, so that
+      // the 20 blocks around its first one are all of the new epoch.
+      const pos = (slotOf(cp, m) + 22) % 27;
+      const newcomer = makeSr('voted in at the maintenance', true);
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: 90 },
+        maintenanceBlock: m,
+        nextOrder,
+      });
+      nodes.push(chain.node);
+      const n = m + 22;
+      expect(chain.producers.get(n)).toBe(newcomer.address);
+      expect([...chain.producers].find(([, w]) => w === newcomer.address)?.[0]).toBe(n);
+      const { keyOf, srNodes } = await keyProviders(o, [newcomer]);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
+      // 18 blocks of known SRs above the newcomer's: with it counted, its block would be final.
+      chain.node.advanceTo(n + ABOVE);
+      const a = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(a, () => (a.gate?.readHeight ?? 0) >= n + ABOVE);
+      expect(a.gate?.readHeight).toBe(n + ABOVE);
+      expect(a.stats.cursor).toBe(n - 1);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, n - 1));
+      for (const s of srNodes) expect(s.requests.get('/wallet/getaccount')).toBeGreaterThan(0);
+      // One more known SR on top: the newcomer's block is final, and the newcomer counts from now on.
+      chain.node.advanceTo(chain.last);
+      const b = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
+      expect(b.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      const stored = await loadLightClientState(db, 'mainnet');
+      expect(stored?.snapshot.final.epoch).toBe(1);
+      const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
+      expect(e1?.members.find((x) => x.address === newcomer.address)).toEqual({
+        address: newcomer.address,
+        key: newcomer.signingKey,
+        known: true,
+      });
+    });
+
+    it('a maintenance with 9 new SRs halts: the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
+      t = await migratedDb(engine);
+      const o = opts(286);
+      const m = FIRST + 20;
+      const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`one of nine new SRs ${i}`));
+      const nextOrder = DEVNET_SRS.map((s, i) =>
+        i % 3 === 0 ? (newcomers[i / 3] as DevnetSr) : s,
+      );
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: 60 },
+        maintenanceBlock: m,
+        nextOrder,
+      });
+      nodes.push(chain.node);
+      // The first block of the ninth newcomer to produce.
+      const firstOf = newcomers.map(
+        (s) => [...chain.producers].find(([, w]) => w === s.address)?.[0] ?? Infinity,
+      );
+      const ninth = Math.max(...firstOf);
+      expect(ninth).toBeLessThan(chain.last);
+      const { keyOf } = await keyProviders(o, newcomers);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const ing = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(
+        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1`,
+      );
+      // Only 18 known SRs produce in the new epoch: none of its blocks can be final.
+      expect(row.block_number).toBeLessThanOrEqual(m);
+      expect(ing.gate?.readHeight).toBe(ninth - 1);
+      const max = await maxEventBlock(db);
+      expect(max.events).toBeLessThanOrEqual(m);
+      expect(max.notifications).toBeLessThanOrEqual(m);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
+      // A halt stays a halt: ingest does not get past it by retrying.
+      const again = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(again, () => (again.gate?.readHeight ?? 0) >= ninth - 1);
+      expect((await cursorRow(db)).block_number).toBe(row.block_number);
+      expect((await cursorRow(db)).stalled_reason).toContain('more than 8 new SRs');
+    });
+
+    it('a devnet run through a maintenance with key rotations and a new SR, restarted inside the new epoch, delivers every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(287);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 30;
+      const pos = (slotOf(cp, m) + 10) % 27;
+      const newcomer = makeSr('voted in during the devnet run');
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      // SR 22 rotates before the maintenance, SR 3 (which signs with its own address) after it.
+      const before = makeSr('devnet run: SR 22 rotated');
+      const after = makeSr('devnet run: SR 3 rotated');
+      const sr22 = DEVNET_SRS[22] as DevnetSr;
+      const sr3 = DEVNET_SRS[3] as DevnetSr;
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: 110 },
+        maintenanceBlock: m,
+        nextOrder,
+        rotations: [
+          { block: FIRST + 10, owner: sr22.address, to: before },
+          { block: m + 5, owner: sr3.address, to: after },
+        ],
+      });
+      nodes.push(chain.node);
+      const { keyOf } = await keyProviders(o, [newcomer]);
+      // Each changed key signs blocks of the run after its change.
+      const signers = (addr: string, from: number) =>
+        [...chain.producers].filter(([n, w]) => w === addr && n > from).map(([n]) => n);
+      expect(signers(sr22.address, FIRST + 10).length).toBeGreaterThan(1);
+      expect(signers(sr3.address, m + 5).length).toBeGreaterThan(0);
+      expect(signers(newcomer.address, m)[0]).toBe(m + 10);
+      expect(signers(newcomer.address, m).length).toBeGreaterThan(1);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      // A first ingester up to a few blocks into the new epoch, then a restart.
+      chain.node.advanceTo(m + 25);
+      const a = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(a, () => (a.gate?.readHeight ?? 0) >= m + 25);
+      expect(a.stats.cursor).toBeGreaterThan(m);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, a.stats.cursor));
+      chain.node.advanceTo(chain.last);
+      const b = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
+      expect(b.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      const e1 = (await loadLightClientState(db, 'mainnet'))?.snapshot.epochs.find(
+        (e) => e.index === 1,
+      );
+      const keyOfMember = (a: string) => e1?.members.find((x) => x.address === a);
+      expect(keyOfMember(sr22.address)?.key).toBe(before.signingKey);
+      expect(keyOfMember(sr3.address)?.key).toBe(after.signingKey);
+      expect(keyOfMember(newcomer.address)).toMatchObject({
+        key: newcomer.signingKey,
+        known: true,
+      });
+    });
+  },
+);
