@@ -246,9 +246,14 @@ program
   .option('--instant', 'solidify every recorded block at once')
   .option('--stop-at-end', 'stop at the last recorded block instead of producing empty blocks')
   .option('--grpc', "also serve java-tron's gRPC GetBlockByNum2 (exact block bytes) on a free port")
+  .option(
+    '--checkpoint-out <file>',
+    "write the checkpoint a light client proves this node's chain from (JSON, for TRON_LIGHT_CLIENT_CHECKPOINT)",
+  )
   .action(
     async (o: {
       dir: string;
+      checkpointOut?: string;
       port: number;
       intervalMs: number;
       lag: number;
@@ -268,6 +273,7 @@ program
         ...(o.startBefore !== undefined ? { startBefore: o.startBefore } : {}),
         ...(o.instant ? { instant: true } : {}),
         ...(o.stopAtEnd ? { stopAtEnd: true } : {}),
+        ...(o.checkpointOut !== undefined ? { checkpointOut: o.checkpointOut } : {}),
       });
     },
   );

@@ -21,9 +21,24 @@
  *   which no filler can hash to: a reader must start at the first recorded block (a checkpoint:
  *   the first block committed has no parent to check; INGEST_START_BLOCK), and a recorded folder
  *   must be contiguous from there;
- * - timestamp = the nearest preceding recorded block's + 3 s per block (or the first recorded
- *   block's − 3 s per block below the range), ms since epoch;
+ * - timestamp = the nearest preceding recorded block's moved on by one 3 s slot per block (or the
+ *   first recorded block's moved back, below the range), skipping the slots of the one SR whose
+ *   key is not here (below; `fillerTime`), ms since epoch;
  * - transaction infos `[]`.
+ *
+ * Signatures (issue 28, "the devnet signs"): every chained filler is produced, as on mainnet, by
+ * the SR its time schedules, `srs[(t/3000) mod 27]` (java-tron `DposSlot`; the devnet never
+ * reaches a maintenance, DEVNET_MAINTENANCE_INTERVAL_MS, so no slot is skipped for one), and
+ * carries that SR's secp256k1 signature over its header (witness-signature.ts), made once and
+ * kept with its id. The set (`node.srs`, ReplaySchedule): DEVNET_SRS when the source is a
+ * synthetic chain (its blocks are signed by them); around a recorded mainnet block (the first
+ * recorded block not made by the devnet, recorded fillers before it skipped), `devnetSrsAround`:
+ * that block's real SR in the slot its time schedules, signing with its own address. The
+ * recorded block keeps its real signature; the real SR's other slots are MISSED (no key here), so
+ * the fillers skip them and their times are not simply 3 s apart. A light client proves the chain
+ * from `replayCheckpoint(source)` (also `node.checkpoint`, and the CLI's `--checkpoint-out`): the
+ * block before the first recorded one, with this set. Fillers below fillerBase and the lies
+ * (another fork, forged blocks) are not signed by any SR: a liar has no SR keys.
  *
  * gRPC (`grpc: true`): java-tron's `protocol.WalletSolidity/GetBlockByNum2` on its own port
  * (`grpcUrl`), answering a solidified block as `BlockExtention` bytes: a source's recorded exact
@@ -34,8 +49,9 @@
  *
  * Lying (`setLies`, tests of block verification and quorums): replace the answers for chosen
  * block numbers (a forged block, forged receipts), report wrong heads, or serve another fork from
- * a block on (empty blocks with their own valid ids, chained from the real block before). Lies
- * apply to the HTTP answers and to gRPC alike (a consistent liar).
+ * a block on (empty blocks with their own valid ids, chained from the real block before, by
+ * seeded producers outside the SR set with signatures of nothing). Lies apply to the HTTP answers
+ * and to gRPC alike (a consistent liar).
  *
  * Timeline (block numbers, not wall time): the solidified head starts at
  * `first - startBefore - 1` and both heads advance one block per `intervalMs`, computed from the
@@ -55,6 +71,14 @@
  *   or `{id, blockNumber, blockTimeStamp}` when the block's infos lack it), `{}` when no recorded
  *   block up to the view's head holds it. The id index is built on the first such request from the
  *   source's first TX_INDEX_MAX_BLOCKS blocks.
+ * - `/wallet/listwitnesses`, `/wallet/getaccount {address}`, `/wallet/getnextmaintenancetime`,
+ *   `/wallet/getchainparameters`: the devnet set (sr-answers.ts: `isJobs`, `witness_permission`),
+ *   its next maintenance time and its maintenance interval.
+ * - `/wallet/getblockbylimitnext {startNum, endNum}`: `{"block": [...]}`, blocks startNum up to
+ *   endNum (exclusive, at most 100) and the full-node head; `{}` otherwise. With the three above,
+ *   `tronwatch checkpoint` run against this node builds the checkpoint its chain implies (same
+ *   SRs, order, keys and next maintenance time) once its 40-block window starts at or above the
+ *   first recorded block.
  * The solidity view (`/walletsolidity/…`) ends at the solidified head, the full-node view
  * (`/wallet/…`) at the full-node head. Malformed parameters: HTTP 200 `{"Error": "…"}` as
  * java-tron answers; unknown path (or one of `disabledPaths`): 404.
@@ -72,7 +96,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, freemem, totalmem } from 'node:os';
@@ -87,11 +111,29 @@ import { stringify as losslessStringify } from 'lossless-json';
 import { createLogger, type Logger } from '../common/logger.js';
 import { GET_BLOCK_BY_NUM2 } from '../tron/grpc.js';
 import { parseNodeJson } from '../tron/json.js';
+import {
+  ACTIVE_SR_COUNT,
+  type Checkpoint,
+  CheckpointError,
+  parseCheckpoint,
+  SLOT_MS,
+  type SrEntry,
+} from '../tron/light-client/sr-set.js';
+import { signWitnessHeader } from '../tron/light-client/witness-signature.js';
 import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
 import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../tron/types.js';
 import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
-import { headerBlockId } from './synthetic.js';
+import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
+import {
+  DEVNET_MAINTENANCE_INTERVAL_MS,
+  DEVNET_SRS,
+  type DevnetSr,
+  devnetSrsAround,
+  headerBlockId,
+  headerRawBytes,
+  type RecordedSr,
+} from './synthetic.js';
 
 // ---------------------------------------------------------------------------------------------
 // Sources
@@ -346,6 +388,13 @@ export interface ReplayNode {
   /** Recorded range of the source. */
   first: number;
   last: number;
+  /**
+   * The checkpoint a light client proves this node's chain from (replayCheckpoint of the
+   * source); undefined when the source's first block cannot anchor one (module doc, Signatures).
+   */
+  checkpoint: Checkpoint | undefined;
+  /** The devnet SRs producing the fillers, in schedule order (`/wallet/listwitnesses`). */
+  srs: SrEntry[];
   /** Current heads (block numbers). */
   heads(): { solidified: number; head: number };
   /** Set the solidified head to n; the timeline goes on from there at the same pace (if running). */
@@ -384,8 +433,6 @@ export interface ReplayNode {
 // ---------------------------------------------------------------------------------------------
 // Constants
 
-/** Mainnet produces one block per 3 s slot; fillers are spaced so. */
-const BLOCK_SPACING_MS = 3000;
 const ZERO_HASH = '0'.repeat(64);
 /** Block version of current mainnet blocks (79072107 has 32), used when no neighbour says. */
 const DEFAULT_BLOCK_VERSION = 32;
@@ -399,7 +446,18 @@ const JAVA_LONG_MAX = 9223372036854775807n;
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 type View = 'solidity' | 'full';
-type Op = 'nodeinfo' | 'getblock' | 'nowblock' | 'blockbynum' | 'txinfos' | 'txinfobyid';
+type Op =
+  | 'nodeinfo'
+  | 'getblock'
+  | 'nowblock'
+  | 'blockbynum'
+  | 'txinfos'
+  | 'txinfobyid'
+  | 'listwitnesses'
+  | 'getaccount'
+  | 'nextmaintenance'
+  | 'chainparameters'
+  | 'blocklimitnext';
 
 const ROUTES = new Map<string, { view: View; op: Op }>([
   ['/wallet/getnodeinfo', { view: 'full', op: 'nodeinfo' }],
@@ -414,6 +472,11 @@ const ROUTES = new Map<string, { view: View; op: Op }>([
   ['/walletsolidity/gettransactioninfobyblocknum', { view: 'solidity', op: 'txinfos' }],
   ['/wallet/gettransactioninfobyid', { view: 'full', op: 'txinfobyid' }],
   ['/walletsolidity/gettransactioninfobyid', { view: 'solidity', op: 'txinfobyid' }],
+  ['/wallet/listwitnesses', { view: 'full', op: 'listwitnesses' }],
+  ['/wallet/getaccount', { view: 'full', op: 'getaccount' }],
+  ['/wallet/getnextmaintenancetime', { view: 'full', op: 'nextmaintenance' }],
+  ['/wallet/getchainparameters', { view: 'full', op: 'chainparameters' }],
+  ['/wallet/getblockbylimitnext', { view: 'full', op: 'blocklimitnext' }],
 ]);
 
 /** Blocks of a source indexed by transaction id (gettransactioninfobyid), at most. */
@@ -456,6 +519,10 @@ interface Header {
   parentHash: string;
   timestamp: number;
   version: number;
+  /** The producer's address (42 lowercase hex), when the header names one. */
+  witness?: string;
+  /** A recorded block without transactions (parseHeader only). */
+  empty?: boolean;
   json: string;
 }
 
@@ -543,7 +610,8 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
   const faults = createFaultInjector(stats);
   faults.set(opts.faults);
   let disabled = new Set(opts.disabledPaths ?? []);
-  const truth = createChainView(source, Math.max(0, timeline.start - 64));
+  const schedule = await readSchedule(source);
+  const truth = createChainView(source, Math.max(0, timeline.start - 64), schedule);
   let lies = opts.lies;
   const chain = createLyingView(truth, () => lies);
   const heads = () => {
@@ -564,6 +632,7 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     heads,
     early: () => lies?.early ?? 0,
     txBlock: createTxIndex(source),
+    schedule,
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
   };
   const server = await listen(createRouter(deps), opts.port ?? 0, host);
@@ -578,6 +647,8 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     grpcUrl: grpc ? `grpc://${bracket(host)}:${grpc.port}` : undefined,
     first: source.first,
     last: source.last,
+    checkpoint: schedule.checkpoint,
+    srs: schedule.srs.map((s) => ({ address: s.address, signingKey: s.signingKey })),
     heads: timeline.heads,
     advanceTo: timeline.advanceTo,
     pause: timeline.pause,
@@ -851,20 +922,28 @@ interface ChainView {
 /** Header of recorded block n, undefined when the source does not hold n. */
 type RecordedHeader = (n: number) => Promise<Header | undefined>;
 
-/** Filler ids kept (number → blockID, ~100 bytes each): a week of 3 s blocks. */
+/**
+ * Filler ids and signatures kept (number → blockID, parent id, signature; ~250 bytes each): a
+ * week of 3 s blocks. A signature costs ~0.3 ms to make, a served filler none once kept.
+ */
 const FILLER_ID_CACHE = 200_000;
 
 /**
  * The block view over `source`: recorded headers parsed on demand, the last HEADER_CACHE (4096)
- * kept (LRU in Map order); fillers chained from `fillerBase` (module doc), their ids memoised
- * (a filler's id needs its parent's, computed upwards from the nearest one known).
+ * kept (LRU in Map order); fillers chained from `fillerBase` (module doc) and produced by
+ * `schedule`'s SRs, their ids and signatures memoised (a filler's id needs its parent's, computed
+ * upwards from the nearest one known).
  * @throws Error (from headerOf/blockOf) when a recorded block is not JSON or lacks its header.
  */
-function createChainView(source: BlockSource, fillerBase: number): ChainView {
+function createChainView(
+  source: BlockSource,
+  fillerBase: number,
+  schedule: ReplaySchedule,
+): ChainView {
   // Headers of recorded blocks, parsed on demand (LRU in Map order).
   const headers = new Map<number, Header>();
-  /** Chained fillers built so far: their id and their parent's. */
-  const fillers = new Map<number, { id: string; parent: string }>();
+  /** Chained fillers built so far: their id, their parent's and their signature. */
+  const fillers = new Map<number, { id: string; parent: string; signature: string }>();
 
   const isRecorded = (n: number): boolean => {
     if (n < source.first || n > source.last) return false;
@@ -914,18 +993,20 @@ function createChainView(source: BlockSource, fillerBase: number): ChainView {
 
   /** Filler n's header: its parent's id (built upwards from the nearest one known), its hash. */
   async function fillerHeader(n: number): Promise<Header> {
-    if (n < fillerBase) return buildFiller(source, recordedHeader, n, await idOf(n - 1), true);
+    if (n < fillerBase) {
+      return buildFiller(source, recordedHeader, schedule, n, await idOf(n - 1), 'unchained');
+    }
     const memo = fillers.get(n);
-    if (memo) return buildFiller(source, recordedHeader, n, memo.parent);
+    if (memo) return buildFiller(source, recordedHeader, schedule, n, memo.parent, memo.signature);
     // Walk down to a block whose id is known without building fillers, then build upwards.
     let k = n;
     while (k > fillerBase && k > 0 && !fillers.has(k - 1) && !isRecorded(k - 1)) k--;
     if (fillers.size + (n - k) >= FILLER_ID_CACHE) fillers.clear();
-    let h: Header | undefined;
+    let h: (Header & { signature: string }) | undefined;
     for (let m = k; m <= n; m++) {
       const parent = m === 0 ? ZERO_HASH : (fillers.get(m - 1)?.id ?? (await idOf(m - 1)));
-      h = await buildFiller(source, recordedHeader, m, parent);
-      fillers.set(m, { id: h.id, parent });
+      h = await buildFiller(source, recordedHeader, schedule, m, parent);
+      fillers.set(m, { id: h.id, parent, signature: h.signature });
     }
     return h as Header;
   }
@@ -949,7 +1030,11 @@ function createChainView(source: BlockSource, fillerBase: number): ChainView {
 function parseHeader(n: number, block: Buffer): Header {
   // Header fields are all below 2^53 (number, ms timestamp, version): JSON.parse is exact for
   // them; the transactions it may round are never re-served from this parse.
-  let j: { blockID?: unknown; block_header?: { raw_data?: Record<string, unknown> } };
+  let j: {
+    blockID?: unknown;
+    block_header?: { raw_data?: Record<string, unknown> };
+    transactions?: unknown;
+  };
   try {
     j = JSON.parse(block.toString('utf8'));
   } catch (err) {
@@ -967,42 +1052,88 @@ function parseHeader(n: number, block: Buffer): Header {
     parentHash: typeof raw.parentHash === 'string' ? raw.parentHash : ZERO_HASH,
     timestamp: Number(raw.timestamp ?? 0),
     version: Number(raw.version ?? DEFAULT_BLOCK_VERSION),
+    ...(typeof raw.witness_address === 'string'
+      ? { witness: raw.witness_address.toLowerCase() }
+      : {}),
+    empty: !Array.isArray(j.transactions) || j.transactions.length === 0,
     json: `${JSON.stringify({ blockID: j.blockID, block_header: j.block_header })}\n`,
   };
 }
 
 /**
  * The filler block n with parent `parentHash`, in java-tron's empty-block shape (module doc): id
- * = its header's hash (java-tron's rule), or a seeded id when `unchained` (below fillerBase);
- * timestamp (ms since epoch, not below 0) = the time anchor's + 3000 ms per block between;
- * version = the anchor's, or 32. `witnessSeed` makes another fork's blocks differ.
+ * = its header's hash (java-tron's rule); timestamp (ms since epoch, not below 0) = the time
+ * anchor's moved by one slot per block between, skipping the slots of the schedule's SR without a
+ * key (fillerTime); producer = the SR that slot schedules, signature = that SR's over the header
+ * (`signature`: the one made before, for the same header). `unchained` (below fillerBase): a
+ * seeded id, a seeded producer and a signature of seeded bytes (it can be checked by nothing).
+ * version = the anchor's, or 32.
+ * @throws Error when the scheduled SR has no key (a schedule whose missed slot is not skipped).
  */
 async function buildFiller(
   source: BlockSource,
   recordedHeader: RecordedHeader,
+  schedule: ReplaySchedule,
   n: number,
   parentHash: string,
-  unchained = false,
-  witnessSeed = 'tronwatch replay witness',
-): Promise<Header> {
+  signature?: string | 'unchained',
+): Promise<Header & { signature: string }> {
   const { h: anchor, blocks } = await timeAnchor(source, recordedHeader, n);
-  const timestamp = Math.max(0, (anchor?.timestamp ?? 0) + blocks * BLOCK_SPACING_MS);
+  const timestamp = Math.max(0, fillerTime(anchor?.timestamp ?? 0, blocks, schedule.missed));
   const version = anchor?.version ?? DEFAULT_BLOCK_VERSION;
-  const seed = sha256Hex(`${witnessSeed} ${n}`);
+  if (signature === 'unchained') {
+    const seed = sha256Hex(`tronwatch replay witness ${n}`);
+    const raw = {
+      number: n,
+      txTrieRoot: ZERO_HASH,
+      witness_address: `41${seed.slice(0, 40)}`,
+      parentHash,
+      version,
+      timestamp,
+    };
+    const sig = `${seed}${sha256Hex(seed)}00`;
+    const id = syntheticId(n);
+    const json = `${JSON.stringify({ blockID: id, block_header: { raw_data: raw, witness_signature: sig } })}\n`;
+    return {
+      number: n,
+      id,
+      parentHash,
+      timestamp,
+      version,
+      witness: raw.witness_address,
+      json,
+      signature: sig,
+    };
+  }
+  const sr = scheduledSr(schedule, timestamp);
   const raw = {
     number: n,
     txTrieRoot: ZERO_HASH,
-    witness_address: `41${seed.slice(0, 40)}`,
+    witness_address: sr.address,
     parentHash,
     version,
     timestamp,
   };
-  const id = unchained ? syntheticId(n) : headerBlockId(raw);
-  const json = `${JSON.stringify({
-    blockID: id,
-    block_header: { raw_data: raw, witness_signature: `${seed}${sha256Hex(seed)}00` },
-  })}\n`;
-  return { number: n, id, parentHash, timestamp, version, json };
+  const bytes = headerRawBytes(raw);
+  const id =
+    n.toString(16).padStart(16, '0') + createHash('sha256').update(bytes).digest('hex').slice(16);
+  let sig = signature;
+  if (sig === undefined) {
+    if (!sr.privateKey)
+      throw new Error(`filler ${n}: slot of ${sr.address}, which has no key here`);
+    sig = Buffer.from(signWitnessHeader(bytes, sr.privateKey)).toString('hex');
+  }
+  const json = `${JSON.stringify({ blockID: id, block_header: { raw_data: raw, witness_signature: sig } })}\n`;
+  return {
+    number: n,
+    id,
+    parentHash,
+    timestamp,
+    version,
+    witness: sr.address,
+    json,
+    signature: sig,
+  };
 }
 
 /**
@@ -1034,6 +1165,167 @@ async function timeAnchor(
     return { h: await recordedHeader(best), blocks: n - best };
   }
   return { h: await recordedHeader(source.first), blocks: n - source.first };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 4b: the devnet SRs that produce the fillers, and the checkpoint a light client starts from
+
+/**
+ * Who produces the replay node's chained fillers (module doc, Signatures): a devnet SR set in
+ * schedule order, the one slot position that has no key here (if any), and what follows from it.
+ */
+export interface ReplaySchedule {
+  /** The 27 SRs in schedule order: the slot of time t is `srs[(t/3000) mod 27]`'s. */
+  srs: ReadonlyArray<DevnetSr | RecordedSr>;
+  /**
+   * The position of the recorded block's real SR (`devnetSrsAround`), whose key is not here: its
+   * slots are missed by the fillers. Undefined when every SR signs (a synthetic source).
+   */
+  missed: number | undefined;
+  /** The devnet's next maintenance time, ms (DEVNET_MAINTENANCE_INTERVAL_MS: never reached). */
+  nextMaintenanceTime: number;
+  /** replayCheckpoint's answer; undefined when the first block cannot anchor one (then `why`). */
+  checkpoint: Checkpoint | undefined;
+  why?: string;
+}
+
+const mod = (a: number, m: number) => ((a % m) + m) % m;
+
+/** The SR of `schedule` that the slot of `timestamp` (ms) schedules: `srs[(t/3000) mod 27]`. */
+function scheduledSr(schedule: ReplaySchedule, timestamp: number): DevnetSr | RecordedSr {
+  return schedule.srs[mod(Math.floor(timestamp / SLOT_MS), ACTIVE_SR_COUNT)] as
+    | DevnetSr
+    | RecordedSr;
+}
+
+/**
+ * The time of the block `blocks` blocks after (before, when negative) one at `anchor` ms: one
+ * 3,000 ms slot per block, skipping every slot whose position `(t/3000) mod 27` is `missed` (its
+ * SR cannot sign here: a missed slot, as on mainnet). Any 27 consecutive slots hold exactly one
+ * such slot, so whole rounds of 26 blocks are jumped at once. The anchor's offset within its slot
+ * is kept (mainnet times have none).
+ */
+export function fillerTime(anchor: number, blocks: number, missed: number | undefined): number {
+  if (missed === undefined || blocks === 0) return anchor + blocks * SLOT_MS;
+  const dir = blocks > 0 ? 1 : -1;
+  let left = Math.abs(blocks);
+  const start = Math.floor(anchor / SLOT_MS);
+  const per = ACTIVE_SR_COUNT - 1;
+  const rounds = Math.floor((left - 1) / per);
+  let slot = start + dir * rounds * ACTIVE_SR_COUNT;
+  left -= rounds * per;
+  while (left > 0) {
+    slot += dir;
+    if (mod(slot, ACTIVE_SR_COUNT) !== missed) left--;
+  }
+  return anchor + (slot - start) * SLOT_MS;
+}
+
+const isDevnetSr = (address: string | undefined) => DEVNET_SRS.some((s) => s.address === address);
+
+/**
+ * The schedule of a source whose first recorded block is `first` and whose first block not made
+ * by the devnet is `real` (scheduleHeaders; module doc, Signatures): without one (a synthetic
+ * chain, signed by DEVNET_SRS, or blocks naming no producer), DEVNET_SRS; with a recorded mainnet
+ * block, `devnetSrsAround(real)`, its real SR in the slot its time schedules, missed elsewhere.
+ * The checkpoint is the block before `first` (id = `first`'s parentHash, time 3 s before it):
+ * fillers below `first` cannot chain to its real parent, so a light client starts there.
+ */
+function scheduleOf(first: Header | undefined, real: Header | undefined): ReplaySchedule {
+  const witness = real?.witness;
+  const devnet = !real || witness === undefined || isDevnetSr(witness);
+  const srs =
+    devnet || !witness ? DEVNET_SRS : devnetSrsAround({ witness, timestamp: real.timestamp });
+  const missed = devnet ? undefined : mod(Math.floor(real.timestamp / SLOT_MS), ACTIVE_SR_COUNT);
+  const interval = DEVNET_MAINTENANCE_INTERVAL_MS;
+  const timestamp = (first?.timestamp ?? 0) - SLOT_MS;
+  const nextMaintenanceTime = (Math.floor(timestamp / interval) + 1) * interval;
+  if (!first) return { srs, missed, nextMaintenanceTime, checkpoint: undefined, why: 'no block' };
+  try {
+    const checkpoint = parseCheckpoint({
+      network: 'devnet',
+      block: { number: first.number - 1, id: first.parentHash, timestamp },
+      witnesses: srs.map((s) => ({ address: s.address, signingKey: s.signingKey })),
+      nextMaintenanceTime,
+      maintenanceIntervalMs: interval,
+      source:
+        `replay node: the parent of block ${first.number} (${first.id}); ` +
+        (missed === undefined
+          ? 'the devnet SRs'
+          : `the devnet SRs with ${witness}, its producer, in slot ${missed}`),
+    });
+    return { srs, missed, nextMaintenanceTime, checkpoint };
+  } catch (err) {
+    if (!(err instanceof CheckpointError)) throw err;
+    return { srs, missed, nextMaintenanceTime, checkpoint: undefined, why: err.message };
+  }
+}
+
+/** Leading recorded blocks looked through for the first one not made by the devnet. */
+const SCHEDULE_SCAN = 64;
+
+/**
+ * The first recorded block's header, and the first recorded block's that is not a devnet filler
+ * (an empty block by a devnet SR, as `record` writes the fillers before a real block), looking
+ * at most SCHEDULE_SCAN blocks ahead (undefined `real`: only devnet blocks there).
+ * @returns `first` undefined when the source does not hold its first block.
+ * @throws Error when a block looked at is not a block's JSON (parseHeader).
+ */
+async function scheduleHeaders(
+  source: BlockSource,
+): Promise<{ first: Header | undefined; real: Header | undefined }> {
+  const numbers = source.recorded;
+  const at = (i: number) => (numbers ? numbers[i] : source.first + i);
+  let real: Header | undefined;
+  let first: Header | undefined;
+  for (let i = 0; i <= SCHEDULE_SCAN; i++) {
+    const n = at(i);
+    if (n === undefined || n > source.last) break;
+    const entry = await source.get(n);
+    if (!entry) break;
+    const h = parseHeader(n, entry.block);
+    first ??= h;
+    real = h;
+    if (!(h.empty && isDevnetSr(h.witness))) break;
+  }
+  return { first, real: real && !(real.empty && isDevnetSr(real.witness)) ? real : undefined };
+}
+
+/**
+ * The schedule of `source` (scheduleOf); a first block that cannot be read or parsed gives
+ * DEVNET_SRS and no checkpoint (its requests fail as they did: this node still starts).
+ */
+async function readSchedule(source: BlockSource): Promise<ReplaySchedule> {
+  try {
+    const { first, real } = await scheduleHeaders(source);
+    return scheduleOf(first, real);
+  } catch (err) {
+    const s = scheduleOf(undefined, undefined);
+    return { ...s, why: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/**
+ * The checkpoint from which a light client (tron/light-client/finality.ts) proves the chain a
+ * replay node serves over `source`: the block before the first recorded one (number `first − 1`,
+ * id = the first block's parentHash, time 3,000 ms before it), the devnet SR set in schedule
+ * order with their signing keys (DEVNET_SRS for a synthetic source: then equal to
+ * syntheticCheckpoint but for `source`; `devnetSrsAround(the first recorded block not made by the
+ * devnet)` for recorded mainnet blocks, e.g. 79072107), and the devnet's next maintenance time
+ * (interval DEVNET_MAINTENANCE_INTERVAL_MS, never reached by a run). Equal to `node.checkpoint` of
+ * a node started over the same source, whatever its other options. Reads the source's first
+ * block, and the next ones while they are recorded devnet fillers (at most SCHEDULE_SCAN).
+ * @returns a parseCheckpoint-valid Checkpoint (network `devnet`).
+ * @throws CheckpointError when the first block cannot anchor one (a time that is not a multiple
+ *   of 3,000 ms, a parentHash that does not name block first − 1, block 1…); Error when the
+ *   source does not hold its first block or it is not a block's JSON.
+ */
+export async function replayCheckpoint(source: BlockSource): Promise<Checkpoint> {
+  const { first, real } = await scheduleHeaders(source);
+  if (!first) throw new Error(`the source does not hold its first block ${source.first}`);
+  const s = scheduleOf(first, real);
+  if (!s.checkpoint) throw new CheckpointError(s.why ?? 'no checkpoint');
+  return s.checkpoint;
 }
 
 /**
@@ -1135,6 +1427,8 @@ interface Call {
   faults: FaultInjector;
   /** The block holding a transaction id (lowercase hex), if the source has it. */
   txBlock: (txId: string) => Promise<number | undefined>;
+  /** The devnet SRs (listwitnesses, getaccount, getnextmaintenancetime). */
+  schedule: ReplaySchedule;
 }
 
 /**
@@ -1148,7 +1442,47 @@ const ANSWERS: Record<Op, (call: Call) => Promise<Answer>> = {
   blockbynum: (call) => answerByNum('blockbynum', call),
   txinfos: (call) => answerByNum('txinfos', call),
   txinfobyid: answerTxInfoById,
+  listwitnesses: async ({ schedule }) => [
+    200,
+    `${JSON.stringify(listWitnessesAnswer(schedule.srs))}\n`,
+  ],
+  getaccount: async ({ schedule, params }) => [
+    200,
+    `${JSON.stringify(getAccountAnswer(schedule.srs, typeof params.address === 'string' ? params.address : ''))}\n`,
+  ],
+  nextmaintenance: async ({ schedule }) => [
+    200,
+    `${JSON.stringify({ num: schedule.nextMaintenanceTime })}\n`,
+  ],
+  chainparameters: async () => [200, `${JSON.stringify(chainParametersAnswer())}\n`],
+  blocklimitnext: answerBlockByLimitNext,
 };
+
+/** Most blocks one getblockbylimitnext answers (java-tron `BLOCK_LIMIT_NUM`). */
+const BLOCK_LIMIT_NUM = 100;
+
+/**
+ * `getblockbylimitnext {startNum, endNum}`: `{"block": [...]}`, the blocks from startNum up to
+ * endNum (exclusive) and the full-node head, with their transactions (recorded bytes verbatim);
+ * `{}` unless 0 < endNum, startNum < endNum and endNum − startNum ≤ 100 (java-tron
+ * `GetBlockByLimitNextServlet`), or when no block is in range.
+ */
+async function answerBlockByLimitNext({ limit, params, fromQuery, chain }: Call): Promise<Answer> {
+  const start = parseNum(params.startNum, fromQuery);
+  const end = parseNum(params.endNum, fromQuery);
+  if (start === 'huge' || end === 'huge' || end <= 0 || end <= start) return [200, '{}\n'];
+  if (end - start > BLOCK_LIMIT_NUM) return [200, '{}\n'];
+  const parts: Buffer[] = [];
+  for (let n = Math.max(0, start); n < end && n <= limit; n++) {
+    const b = (await chain.blockOf(n)).block;
+    let e = b.length;
+    while (e > 0 && (b[e - 1] === 0x0a || b[e - 1] === 0x0d || b[e - 1] === 0x20)) e--;
+    if (parts.length > 0) parts.push(Buffer.from(','));
+    parts.push(b.subarray(0, e));
+  }
+  if (parts.length === 0) return [200, '{}\n'];
+  return [200, Buffer.concat([Buffer.from('{"block":['), ...parts, Buffer.from(']}\n')])];
+}
 
 /**
  * `gettransactioninfobyid {value}`: the info of a transaction in a block up to the view's head
@@ -1309,6 +1643,8 @@ interface RouterDeps {
   early: () => number;
   /** The block holding a transaction id (gettransactioninfobyid). */
   txBlock: (txId: string) => Promise<number | undefined>;
+  /** The devnet SRs producing the fillers. */
+  schedule: ReplaySchedule;
   /** The route of a path, undefined = 404 (unknown or disabled). */
   route: (path: string) => { view: View; op: Op } | undefined;
 }
@@ -1365,6 +1701,7 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
         chain: deps.chain,
         faults: deps.faults,
         txBlock: deps.txBlock,
+        schedule: deps.schedule,
       });
       send(res, status, body);
     } catch (err) {
@@ -1643,6 +1980,12 @@ export interface ReplayNodeCliOptions {
   grpc?: boolean;
   /** Log a progress line every this many solidified blocks. Default 20 (1 min at 3 s). */
   progressEvery?: number;
+  /**
+   * Write the node's checkpoint (replayCheckpoint: what a light client proves this chain from)
+   * to this file as JSON, for TRON_LIGHT_CLIENT_CHECKPOINT. Refused (the node stops, the promise
+   * rejects) when the source's first block cannot anchor one.
+   */
+  checkpointOut?: string;
   /** Stops the node as SIGINT/SIGTERM do (tests, embedding). */
   signal?: AbortSignal;
   logger?: Logger;
@@ -1651,9 +1994,10 @@ export interface ReplayNodeCliOptions {
 }
 
 /**
- * `tronwatch replay-node`: serve `dir`, print `{"url","first","last"[,"grpc"]}` as one JSON line on
- * stdout, log progress to stderr, and stop on SIGINT/SIGTERM (or `signal`).
- * Resolves once the server is closed.
+ * `tronwatch replay-node`: serve `dir`, write its checkpoint to `checkpointOut` if asked, print
+ * `{"url","first","last"[,"grpc"]}` as one JSON line on stdout, log progress to stderr, and stop
+ * on SIGINT/SIGTERM (or `signal`).
+ * Resolves once the server is closed; rejects when it cannot start or write the checkpoint.
  */
 export async function runReplayNodeCli(opts: ReplayNodeCliOptions): Promise<void> {
   const logger = opts.logger ?? createLogger('info', 'replay-node');
@@ -1669,6 +2013,19 @@ export async function runReplayNodeCli(opts: ReplayNodeCliOptions): Promise<void
     ...(opts.stopAtEnd !== undefined ? { stopAtEnd: opts.stopAtEnd } : {}),
     ...(opts.grpc ? { grpc: true } : {}),
   });
+  if (opts.checkpointOut !== undefined) {
+    try {
+      if (!node.checkpoint) {
+        throw new CheckpointError(
+          `${opts.dir}: its first block ${node.first} anchors no checkpoint (replayCheckpoint)`,
+        );
+      }
+      await writeFile(opts.checkpointOut, `${JSON.stringify(node.checkpoint, null, 2)}\n`);
+    } catch (err) {
+      await node.close();
+      throw err;
+    }
+  }
   out.write(
     `${JSON.stringify({ url: node.url, first: node.first, last: node.last, ...(node.grpcUrl ? { grpc: node.grpcUrl } : {}) })}\n`,
   );

@@ -9,13 +9,14 @@
  * {num}` (both end at the head served), `/wallet/getblockbylimitnext {startNum, endNum}` (endNum exclusive, at most 100, as
  * java-tron), `/wallet/listwitnesses`, `/wallet/getaccount {address}`,
  * `/wallet/getnextmaintenancetime`, `/wallet/getchainparameters` (the maintenance interval).
- * Anything else: 404.
+ * Anything else: 404. The SR answers are sr-answers.ts's (the replay node serves the same for its
+ * devnet set).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { SrEntry } from '../tron/light-client/sr-set.js';
+import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
 import {
-  DEVNET_MAINTENANCE_INTERVAL_MS,
   DEVNET_SRS,
   type SyntheticChainOptions,
   syntheticBlock,
@@ -44,9 +45,6 @@ export interface SrNode {
   close(): Promise<void>;
 }
 
-/** Two standby SRs (candidates with votes, not active), as listwitnesses also lists them. */
-const STANDBY = [`41${'aa'.repeat(20)}`, `41${'bb'.repeat(20)}`];
-
 /**
  * Start the node on 127.0.0.1 (a free port).
  * @returns its URL, a request count per path, and close().
@@ -74,56 +72,18 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
         return { block: out };
       }
       case '/wallet/listwitnesses':
-        return {
-          witnesses: [
-            ...DEVNET_SRS.filter((s) => !opts.hide?.includes(s.address)).map((s, i) => ({
-              address: s.address,
-              voteCount: 1_000_000_000 - i,
-              url: `https://sr${i}.devnet.invalid`,
-              isJobs: true,
-            })),
-            ...STANDBY.map((address) => ({
-              address,
-              voteCount: 1000,
-              url: 'https://standby.invalid',
-            })),
-          ],
-        };
-      case '/wallet/getaccount': {
-        const address = String(body.address ?? '').toLowerCase();
-        const sr =
-          DEVNET_SRS.find((s) => s.address === address) ??
-          opts.accounts?.find((s) => s.address === address);
-        if (!sr) return {};
-        const key = opts.reportKey?.(address) ?? sr.signingKey;
-        // SRs that sign with their own address have no witness-permission key half the time
-        // (java-tron then uses the address itself).
-        const own = key === address && DEVNET_SRS.findIndex((d) => d.address === address) % 2 === 0;
-        return {
-          address,
-          is_witness: true,
-          ...(own
-            ? {}
-            : {
-                witness_permission: {
-                  type: 'Witness',
-                  id: 1,
-                  permission_name: 'witness',
-                  threshold: 1,
-                  keys: [{ address: key, weight: 1 }],
-                },
-              }),
-        };
-      }
+        return listWitnessesAnswer(DEVNET_SRS, opts.hide);
+      case '/wallet/getaccount':
+        return getAccountAnswer(
+          DEVNET_SRS,
+          String(body.address ?? ''),
+          opts.accounts,
+          opts.reportKey,
+        );
       case '/wallet/getnextmaintenancetime':
         return { num: next };
       case '/wallet/getchainparameters':
-        return {
-          chainParameter: [
-            { key: 'getMaintenanceTimeInterval', value: DEVNET_MAINTENANCE_INTERVAL_MS },
-            { key: 'getAllowMultiSign', value: 1 },
-          ],
-        };
+        return chainParametersAnswer();
       default:
         return undefined;
     }

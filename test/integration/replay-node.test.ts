@@ -316,7 +316,7 @@ describe('replay node endpoints', () => {
     expect(
       (await call(node, '/walletsolidity/getblockbynum', { num: '99999999999999999' })).text.trim(),
     ).toBe('{}');
-    const unknown = await call(node, '/wallet/getaccount', {});
+    const unknown = await call(node, '/wallet/getaccountresource', {});
     expect(unknown.status).toBe(404);
 
     const res = await fetch(`${node.url}/wallet/getnodeinfo`);
@@ -330,7 +330,7 @@ describe('replay node endpoints', () => {
     expect(info).toHaveProperty('beginSyncNum');
 
     expect(node.stats.requests.byPath['/walletsolidity/getblockbynum']).toBeGreaterThanOrEqual(6);
-    expect(node.stats.requests.byPath['/wallet/getaccount']).toBe(1);
+    expect(node.stats.requests.byPath['/wallet/getaccountresource']).toBe(1);
     expect(node.stats.requests.total).toBe(15);
   });
 
