@@ -223,11 +223,18 @@ export function srSyntheticChain(o: SrSyntheticOptions): SrSyntheticChain {
   return { first, last, checkpoint, blocks, headers, producers, transfers };
 }
 
-/** srSyntheticChain served by a replay node (solidified to its last block, no gRPC). */
+/**
+ * srSyntheticChain served by a replay node, solidified to its last block, with gRPC (its exact
+ * bytes encoded from the JSON, which holds every byte of these blocks).
+ */
 export async function serveSrSynthetic(
   o: SrSyntheticOptions,
 ): Promise<SrSyntheticChain & { node: ReplayNode }> {
   const c = srSyntheticChain(o);
-  const node = await startReplayNode({ instant: true, source: memorySource(c.blocks) });
+  const node = await startReplayNode({
+    instant: true,
+    grpc: true,
+    source: memorySource(c.blocks),
+  });
   return { ...c, node };
 }
