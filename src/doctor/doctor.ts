@@ -4,11 +4,13 @@
  *
  * Checks, in order (types.ts CHECK_NAMES): `config` (the environment parses: src/config.ts, and
  * the files it names exist), then, with a valid configuration, `database`, `redis`, every
- * provider of TRON_NODE_URL (`node.*`), `clock`, `secret_key`, `stored_secrets`, `public_url`,
- * `telegram`, then the running service: `service`, `service.ingest`, `service.workers`
- * (checks.ts, node.ts, service.ts: each documents its rule). Nothing is written, nothing secret
- * is printed. The run is OK, and the command exits 0, when no check failed (`warn` and `skip` do
- * not fail; with `strict`, `warn` does). `only` runs one check (or one family: `node`).
+ * provider of TRON_NODE_URL (`node.*`), every provider of TRON_TESTNET_NODE_URL (`testnet.*`;
+ * unset: one `testnet` line, a pass, saying test mode has only POST /v1/test/transfers
+ * deposits), `clock`, `secret_key`, `stored_secrets`, `public_url`, `telegram`, then the running
+ * service: `service`, `service.light_client`, `service.ingest`, `service.workers` (checks.ts,
+ * node.ts, service.ts: each documents its rule). Nothing is written, nothing secret is printed.
+ * The run is OK, and the command exits 0, when no check failed (`warn` and `skip` do not fail;
+ * with `strict`, `warn` does). `only` runs one check (or one family: `node`, `testnet`).
  */
 import fs from 'node:fs';
 import { type Config, ConfigError, loadConfig } from '../config.js';
@@ -77,6 +79,8 @@ function checkConfig(env: Record<string, string | undefined>): {
 /** True when the `only` option selects `check` (module doc of DoctorOptions.only). */
 export function selects(only: string | undefined, check: string): boolean {
   if (only === undefined || check === only) return true;
+  // `testnet` is a check (TRON_TESTNET_NODE_URL unset) and the family of its providers' checks.
+  if (only === 'testnet') return check.startsWith('testnet.');
   // A family (`node`) when it is not itself a check (`service` is one: only it).
   return !(CHECK_NAMES as readonly string[]).includes(only) && check.startsWith(`${only}.`);
 }
@@ -104,7 +108,12 @@ export async function runDoctor(
   if (!cfg) {
     const skipped =
       only === undefined
-        ? ['node', ...CHECK_NAMES.filter((c) => c !== 'config' && !c.startsWith('node.'))]
+        ? [
+            'node',
+            ...CHECK_NAMES.filter(
+              (c) => c !== 'config' && !c.startsWith('node.') && !c.startsWith('testnet.'),
+            ),
+          ]
         : only === 'config'
           ? []
           : [only];
@@ -114,17 +123,25 @@ export async function runDoctor(
     return { ok: false, checks };
   }
   const needNodes = CHECK_NAMES.some((c) => c.startsWith('node.') && want(c)) || want('clock');
+  const needTestnet = CHECK_NAMES.some((c) => c.startsWith('testnet.') && want(c));
   const needState = want('stored_secrets') || want('service.ingest') || want('service.workers');
   // Independent checks run at once; the results keep a fixed order.
-  const [database, redis, nodes, publicUrls, telegram, service] = await Promise.all([
+  const [database, redis, nodes, testnetNodes, publicUrls, telegram, service] = await Promise.all([
     want('database') ? checkDatabase(cfg, timeoutMs) : undefined,
     want('redis') ? checkRedis(cfg, timeoutMs) : undefined,
     needNodes
       ? Promise.all(cfg.node.providers.map((p, i) => checkProvider(cfg, p, i, timeoutMs)))
       : [],
+    needTestnet && cfg.testnetNode
+      ? Promise.all(
+          cfg.testnetNode.providers.map((p, i) => checkProvider(cfg, p, i, timeoutMs, 'testnet')),
+        )
+      : [],
     want('public_url') ? checkPublicUrls(cfg, env, timeoutMs, certDays) : [],
     want('telegram') ? checkTelegram(cfg, timeoutMs) : undefined,
-    want('service') ? checkService(serviceUrl(cfg, opts.serviceUrl), timeoutMs) : undefined,
+    want('service') || want('service.light_client')
+      ? checkService(serviceUrl(cfg, opts.serviceUrl), timeoutMs)
+      : undefined,
   ]);
   // After the database check: the embedded database takes one opener at a time.
   const state = needState ? await openStoredState(cfg, timeoutMs) : undefined;
@@ -136,12 +153,22 @@ export async function runDoctor(
     add(database);
     add(redis);
     for (const n of nodes) for (const r of n.results) add(r);
+    if (!cfg.testnetNode) {
+      add({
+        check: 'testnet',
+        status: 'pass',
+        detail:
+          'TRON_TESTNET_NODE_URL unset: test mode has only POST /v1/test/transfers deposits (no test network followed)',
+      });
+    }
+    for (const n of testnetNodes) for (const r of n.results) add(r);
     if (want('clock')) add(checkClock(cfg, findings));
     if (want('secret_key')) add(checkSecretKey(cfg));
     if (state && want('stored_secrets')) add(await checkStoredSecrets(cfg, state));
     for (const r of publicUrls) add(r);
     add(telegram);
-    add(service);
+    add(service?.service);
+    add(service?.lightClient);
     if (state && want('service.ingest')) add(await checkIngest(cfg, state, findings));
     if (state && want('service.workers')) add(await checkWorkers(state));
   } finally {

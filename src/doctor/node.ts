@@ -22,6 +22,18 @@
  *   hash to the id the HTTP API gave. A single provider without it fails (the ingest role refuses
  *   to start: ingest/provable.ts), or warns with TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.
  *
+ *
+ * The providers of TRON_TESTNET_NODE_URL (the test environment's chain, issue 32) get the same
+ * checks as `testnet.reachable`, `testnet.network`, `testnet.solidified_head`, `testnet.budget`
+ * and `testnet.grpc` (fixes name that variable; TronGrid without a key does not warn: its
+ * testnets take none). `testnet.network` tells the network by block 0 the same way
+ * (whichTestnet): Nile's genesis ({@link NILE_GENESIS_ID}) passes; mainnet's genesis, or a
+ * recorded mainnet block at its id, fails ("TRON_TESTNET_NODE_URL points at mainnet"); Shasta's
+ * fails (test watches read Nile's USDT contract); a tronwatch replay node (block 0 its filler)
+ * whose solidified head is more than {@link REPLAY_LEAD_BLOCKS} below the recorded mainnet blocks
+ * passes as the devnet's Nile-shaped chain (`npm run demo -- --testnet`), and warns nearer them
+ * (it may be a mainnet replay before its recording); any other block 0 warns.
+ *
  * The clock rule (`clock`, once, against the first reachable mainnet node, a live one first):
  * - the node's own time, its HTTP `Date` header (whole seconds): this machine's clock may differ
  *   from it by at most {@link CLOCK_DATE_TOLERANCE_MS} (plus the request's round trip);
@@ -47,9 +59,12 @@ import type { CheckResult } from './types.js';
 export const MAINNET_GENESIS_ID =
   '00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc';
 
+/** Block 0 of TRON's Nile testnet, the test environment's chain (TRON_TESTNET_NODE_URL). */
+export const NILE_GENESIS_ID = '0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc';
+
 /** Genesis ids of the public test networks, to name them when a node serves one. */
 export const OTHER_GENESIS_IDS: Readonly<Record<string, string>> = {
-  '0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc': 'the Nile testnet',
+  [NILE_GENESIS_ID]: 'the Nile testnet',
   '0000000000000000de1aa88295e1fcf982742f773e0419c5a9c134c994a9059e': 'the Shasta testnet',
 };
 
@@ -156,15 +171,106 @@ async function whichNetwork(
 }
 
 /**
- * The checks of one provider (see the module doc), in order: reachable, mainnet, solidified
+ * Which network a provider of TRON_TESTNET_NODE_URL serves (the module doc, "testnet.network"):
+ * Nile's genesis passes; mainnet's genesis, or a recorded mainnet block at its id, fails (it
+ * points at mainnet); Shasta's fails (test watches read Nile's USDT contract); a tronwatch
+ * replay node (block 0 its filler) serving a chain far below the recorded mainnet blocks passes,
+ * as the devnet's stand-in for Nile; near them it warns (it may be a mainnet replay before its
+ * recording); any other block 0 warns.
+ * @throws NodeError when the node cannot be asked.
+ */
+async function whichTestnet(
+  client: NodeClient,
+  solidified: number,
+  signal: AbortSignal,
+): Promise<{
+  kind: 'live' | 'replay' | undefined;
+  status: CheckResult['status'];
+  detail: string;
+  fix?: string;
+}> {
+  const toNile =
+    'point TRON_TESTNET_NODE_URL at a Nile node (https://nile.trongrid.io, or your own java-tron on Nile), or unset it';
+  const genesis = await client.getSolidifiedHeader(0, signal);
+  if (genesis?.id === NILE_GENESIS_ID) {
+    return { kind: 'live', status: 'pass', detail: "block 0 is the Nile testnet's genesis block" };
+  }
+  if (genesis?.id === MAINNET_GENESIS_ID) {
+    return {
+      kind: undefined,
+      status: 'fail',
+      detail:
+        "TRON_TESTNET_NODE_URL points at mainnet: block 0 is mainnet's genesis block (test watches would see real deposits as test events)",
+      fix: toNile,
+    };
+  }
+  const other = genesis ? OTHER_GENESIS_IDS[genesis.id] : undefined;
+  if (other) {
+    return {
+      kind: undefined,
+      status: 'fail',
+      detail: `block 0 is the genesis block of ${other}, not Nile's: test watches read USDT at Nile's contract, so no USDT deposit would be seen`,
+      fix: toNile,
+    };
+  }
+  for (const cp of MAINNET_CHECKPOINTS) {
+    if (cp.number > solidified) continue;
+    const b = await client.getSolidifiedHeader(cp.number, signal);
+    if (b?.id === cp.id) {
+      return {
+        kind: undefined,
+        status: 'fail',
+        detail: `TRON_TESTNET_NODE_URL points at mainnet: block ${cp.number} is mainnet's (recorded id), a replay of recorded mainnet blocks`,
+        fix: toNile,
+      };
+    }
+  }
+  if (genesis?.id === syntheticId(0)) {
+    const next = MAINNET_CHECKPOINTS.find((cp) => cp.number > solidified);
+    if (next !== undefined && next.number - solidified <= REPLAY_LEAD_BLOCKS) {
+      return {
+        kind: 'replay',
+        status: 'warn',
+        detail: `a tronwatch replay node (block 0 is its filler block) whose solidified head ${solidified} is just below the recorded mainnet block ${next.number}: it may be a replay of mainnet before its recording`,
+        fix: `run doctor again once its solidified head passes ${next.number} (a mainnet replay then fails); ${toNile}`,
+      };
+    }
+    return {
+      kind: 'replay',
+      status: 'pass',
+      detail:
+        'a tronwatch replay node (block 0 is its filler block, not a real genesis) serving a chain far from the recorded mainnet blocks: the devnet standing in for Nile (demo --testnet, tests), not Nile itself',
+    };
+  }
+  return {
+    kind: undefined,
+    status: 'warn',
+    detail: `block 0 is ${genesis ? genesis.id : 'not served'}: neither Nile's genesis (${NILE_GENESIS_ID}) nor a tronwatch replay node`,
+    fix: `test watches read USDT at Nile's contract; ${toNile}`,
+  };
+}
+
+/** The chain whose providers {@link checkProvider} checks. */
+export type CheckedChain = 'mainnet' | 'testnet';
+
+/**
+ * The checks of one provider (see the module doc), in order: reachable, network, solidified
  * head, budget, gRPC. After a failure to reach it, the rest are skipped.
+ * @param chain `mainnet`: a provider of TRON_NODE_URL, checks `node.*`; `testnet`: one of
+ *   TRON_TESTNET_NODE_URL (cfg.testnetNode), checks `testnet.*` (the network check is
+ *   `testnet.network`). The findings' `mainnet` is only set for mainnet.
  */
 export async function checkProvider(
   cfg: Config,
   p: Config['node']['providers'][number],
   index: number,
   timeoutMs: number,
+  chain: CheckedChain = 'mainnet',
 ): Promise<{ results: CheckResult[]; findings: NodeFindings }> {
+  const testnet = chain === 'testnet';
+  const pre = testnet ? 'testnet' : 'node';
+  const netCheck = testnet ? 'testnet.network' : 'node.mainnet';
+  const variable = testnet ? 'TRON_TESTNET_NODE_URL' : 'TRON_NODE_URL';
   const target = p.name;
   const results: CheckResult[] = [];
   const add = (r: Omit<CheckResult, 'target'>) => results.push({ ...r, target });
@@ -187,7 +293,8 @@ export async function checkProvider(
     name: p.name,
   });
   const signal = AbortSignal.timeout(timeoutMs * 8);
-  const which = `provider ${index + 1} of TRON_NODE_URL`;
+  const which = `provider ${index + 1} of ${variable}`;
+  const noGrpc = () => withoutGrpc(cfg, chain);
   try {
     let heads: { head: number; solidified: number };
     let head: BlockRef;
@@ -196,17 +303,17 @@ export async function checkProvider(
       head = await client.getSolidifiedHead(signal);
     } catch (err) {
       add({
-        check: 'node.reachable',
+        check: `${pre}.reachable`,
         status: 'fail',
         detail: `no answer: ${errText(err)}`,
         fix: `start the node or correct ${which}; a refused key (401/403) needs its own #key=`,
       });
-      for (const check of ['node.mainnet', 'node.solidified_head', 'node.budget']) {
+      for (const check of [netCheck, `${pre}.solidified_head`, `${pre}.budget`]) {
         add({ check, status: 'skip', detail: 'the node did not answer' });
       }
       add(
-        withoutGrpc(cfg) ?? {
-          check: 'node.grpc',
+        noGrpc() ?? {
+          check: `${pre}.grpc`,
           status: 'skip',
           detail: 'the node did not answer',
         },
@@ -216,34 +323,48 @@ export async function checkProvider(
     findings.head = head;
     findings.serverDate = client.serverDate;
     add({
-      check: 'node.reachable',
+      check: `${pre}.reachable`,
       status: 'pass',
       detail: `answers: head ${heads.head}, solidified head ${heads.solidified} (${heads.head - heads.solidified} blocks behind it)`,
     });
 
+    // What the network check found: a live node of the expected network, a replay, or neither.
+    let kind: 'live' | 'replay' | undefined;
     try {
-      const net = await whichNetwork(client, head.number, signal);
-      findings.mainnet = net.mainnet;
-      add(
-        net.pending
-          ? {
-              check: 'node.mainnet',
-              status: 'warn',
-              detail: net.detail,
-              fix: 'let the replay node reach its recorded blocks (or start it with a smaller --start-before), then run doctor again',
-            }
-          : net.mainnet
-            ? { check: 'node.mainnet', status: 'pass', detail: net.detail }
-            : {
-                check: 'node.mainnet',
-                status: 'fail',
-                detail: `not TRON mainnet: ${net.detail}`,
-                fix: `point ${which} at a mainnet node (https://api.trongrid.io, or your own java-tron on mainnet)`,
-              },
-      );
+      if (testnet) {
+        const net = await whichTestnet(client, head.number, signal);
+        kind = net.kind;
+        add({
+          check: netCheck,
+          status: net.status,
+          detail: net.detail,
+          ...(net.fix ? { fix: net.fix } : {}),
+        });
+      } else {
+        const net = await whichNetwork(client, head.number, signal);
+        findings.mainnet = net.mainnet;
+        kind = net.mainnet;
+        add(
+          net.pending
+            ? {
+                check: netCheck,
+                status: 'warn',
+                detail: net.detail,
+                fix: 'let the replay node reach its recorded blocks (or start it with a smaller --start-before), then run doctor again',
+              }
+            : net.mainnet
+              ? { check: netCheck, status: 'pass', detail: net.detail }
+              : {
+                  check: netCheck,
+                  status: 'fail',
+                  detail: `not TRON mainnet: ${net.detail}`,
+                  fix: `point ${which} at a mainnet node (https://api.trongrid.io, or your own java-tron on mainnet)`,
+                },
+        );
+      }
     } catch (err) {
       add({
-        check: 'node.mainnet',
+        check: netCheck,
         status: 'fail',
         detail: `could not read block 0: ${errText(err)}`,
         fix: `the node must serve /walletsolidity/getblock; check ${which}`,
@@ -253,26 +374,26 @@ export async function checkProvider(
     const lagMs = SOLIDIFICATION_LAG_BLOCKS * cfg.ingest.blockIntervalMs;
     const when = new Date(head.timestamp).toISOString();
     const age = Date.now() - head.timestamp;
-    if (findings.mainnet === 'replay') {
+    if (kind === 'replay') {
       add({
-        check: 'node.solidified_head',
+        check: `${pre}.solidified_head`,
         status: 'pass',
         detail: `block ${head.number} of ${when} (a replay: its blocks keep their recorded times)`,
       });
-    } else if (findings.mainnet === 'live' && age - lagMs > NODE_BEHIND_MS) {
+    } else if (kind === 'live' && age - lagMs > NODE_BEHIND_MS) {
       const dated =
         findings.serverDate && Math.abs(dateOffset(findings.serverDate)) <= CLOCK_DATE_TOLERANCE_MS;
       add({
-        check: 'node.solidified_head',
+        check: `${pre}.solidified_head`,
         status: 'fail',
         detail: `block ${head.number} of ${when} is ${ago(age)} old (about ${ago(lagMs)} expected): the node is behind${dated ? '' : ", or this machine's clock is ahead (see the clock check)"}`,
-        fix: `wait until the node has synced, or put another provider first in TRON_NODE_URL`,
+        fix: `wait until the node has synced, or put another provider first in ${variable}`,
       });
     } else {
       add({
-        check: 'node.solidified_head',
-        status: findings.mainnet ? 'pass' : 'skip',
-        detail: `block ${head.number} of ${when} (${ago(age)} ${age >= 0 ? 'ago' : 'ahead'})${findings.mainnet ? '' : '; not judged: not mainnet'}`,
+        check: `${pre}.solidified_head`,
+        status: kind ? 'pass' : 'skip',
+        detail: `block ${head.number} of ${when} (${ago(age)} ${age >= 0 ? 'ago' : 'ahead'})${kind ? '' : `; not judged: not ${testnet ? 'Nile' : 'mainnet'}`}`,
       });
     }
 
@@ -280,22 +401,23 @@ export async function checkProvider(
     const trongrid = /(^|\.)trongrid\.io$/.test(new URL(p.url).hostname);
     if (client.refusedCount > 0) {
       add({
-        check: 'node.budget',
+        check: `${pre}.budget`,
         status: 'fail',
         detail: `refused ${client.refusedCount} of our ${client.requestCount} requests (HTTP 429/403) at max_rps ${p.maxRps || 'unlimited'}`,
         fix: `lower #max_rps= of ${which} to the provider's limit, or give it a key with a higher one (#key=)`,
       });
     } else if (p.maxRps === 0 && remote) {
       add({
-        check: 'node.budget',
+        check: `${pre}.budget`,
         status: 'warn',
         detail:
           'no request cap (max_rps 0) on a remote provider: catching up, its limit will refuse requests',
-        fix: `set #max_rps=N on ${which} (or TRON_NODE_MAX_RPS) to the provider's limit`,
+        fix: `set #max_rps=N on ${which}${testnet ? '' : ' (or TRON_NODE_MAX_RPS)'} to the provider's limit`,
       });
-    } else if (trongrid && !p.apiKey) {
+    } else if (trongrid && !p.apiKey && !testnet) {
+      // TronGrid's testnets (Nile, Shasta) take no API key.
       add({
-        check: 'node.budget',
+        check: `${pre}.budget`,
         status: 'warn',
         detail: `TronGrid without an API key (max_rps ${p.maxRps}): keyless requests get the lowest limits`,
         fix: `create a key at trongrid.io and add it as #key= (or TRON_API_KEY with a single provider)`,
@@ -304,19 +426,19 @@ export async function checkProvider(
       // Two requests per block (the block and its receipts); the client's window is 1.1 s.
       const hours = p.maxRps > 0 ? (28_800 * 2 * 1.1) / p.maxRps / 3600 : 0;
       add({
-        check: 'node.budget',
+        check: `${pre}.budget`,
         status: 'pass',
         detail:
           p.maxRps > 0
-            ? `max_rps ${p.maxRps}: a day of mainnet (28,800 blocks) is caught up in about ${hours.toFixed(1)} h`
+            ? `max_rps ${p.maxRps}: a day of ${testnet ? 'blocks' : 'mainnet'} (28,800 blocks) is caught up in about ${hours.toFixed(1)} h`
             : 'no request cap (a node on this machine)',
       });
     }
 
     if (!p.grpc) {
       add(
-        withoutGrpc(cfg) ?? {
-          check: 'node.grpc',
+        noGrpc() ?? {
+          check: `${pre}.grpc`,
           status: 'skip',
           detail: 'no #grpc=: transaction roots are checked from JSON, or by the quorum',
         },
@@ -329,12 +451,12 @@ export async function checkProvider(
         add(
           id === head.id
             ? {
-                check: 'node.grpc',
+                check: `${pre}.grpc`,
                 status: 'pass',
                 detail: `${at} serves block ${head.number} with the id the HTTP API gave`,
               }
             : {
-                check: 'node.grpc',
+                check: `${pre}.grpc`,
                 status: 'fail',
                 detail: `${at} serves block ${head.number} as ${id}, the HTTP API as ${head.id}`,
                 fix: `#grpc= of ${which} must be the same node's gRPC address`,
@@ -342,7 +464,7 @@ export async function checkProvider(
         );
       } catch (err) {
         add({
-          check: 'node.grpc',
+          check: `${pre}.grpc`,
           status: 'fail',
           detail: `${at}: ${errText(err)}`,
           fix: `correct #grpc= of ${which} (the node's gRPC host:port; grpcs:// for TLS), or remove it`,
@@ -356,24 +478,38 @@ export async function checkProvider(
 }
 
 /**
- * `node.grpc` of a configuration that cannot prove blocks (one provider, no gRPC:
- * ingest/provable.ts): fail, or warn when TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 lets the ingest
- * role start with it anyway; undefined when the providers can prove blocks.
+ * `node.grpc` (`testnet.grpc`) of a configuration that cannot prove blocks (one provider, no gRPC:
+ * ingest/provable.ts; the ingest role checks TRON_TESTNET_NODE_URL's providers the same way):
+ * fail, or warn when TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 lets the ingest role start with it
+ * anyway; undefined when the providers can prove blocks.
  */
-function withoutGrpc(cfg: Config): Omit<CheckResult, 'target'> | undefined {
-  const why = unprovableReason(cfg.node);
+function withoutGrpc(
+  cfg: Config,
+  chain: CheckedChain = 'mainnet',
+): Omit<CheckResult, 'target'> | undefined {
+  const node = chain === 'testnet' ? cfg.testnetNode : cfg.node;
+  if (!node) return undefined;
+  let why = unprovableReason(node);
   if (!why) return undefined;
+  const check = chain === 'testnet' ? 'testnet.grpc' : 'node.grpc';
+  const variable = chain === 'testnet' ? 'TRON_TESTNET_NODE_URL' : 'TRON_NODE_URL';
+  // unprovableReason names TRON_NODE_URL: the same rule, said of the test network's variable.
+  if (chain === 'testnet') {
+    why = `TRON_TESTNET_NODE_URL has one provider (${node.providers[0]?.name}) and no gRPC for it: one provider's JSON cannot prove a block whose JSON hides bytes`;
+  }
   const fix =
-    'add #grpc=grpc://host:port to TRON_NODE_URL (its gRPC address), or a second provider with TRON_NODE_QUORUM=2';
-  return cfg.node.allowUnprovenSingleProvider
+    chain === 'testnet'
+      ? `add #grpc=grpc://host:port to ${variable} (its gRPC address; nile.trongrid.io gets grpc.nile.trongrid.io:50052 by default), or a second provider`
+      : 'add #grpc=grpc://host:port to TRON_NODE_URL (its gRPC address), or a second provider with TRON_NODE_QUORUM=2';
+  return node.allowUnprovenSingleProvider
     ? {
-        check: 'node.grpc',
+        check,
         status: 'warn',
         detail: `TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1 (development only): ${why}`,
         fix,
       }
     : {
-        check: 'node.grpc',
+        check,
         status: 'fail',
         detail: `the ingest role refuses to start: ${why}`,
         fix,

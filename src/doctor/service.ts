@@ -14,6 +14,12 @@
  *   is not tronwatch's /healthz answering there: fail (the port is taken). 503: fail, naming the
  *   failing parts (PostgreSQL, Redis, a stalled ingest, undecryptable secrets, no node serving);
  *   still starting: warn.
+ * - `service.light_client` (issue 28), from the same /healthz: its `light_client` (the last block
+ *   tronwatch proved final itself, src/api/routes/light-client.ts). A checkpoint the operator
+ *   pinned (`checkpoint_pinned` true) passes with the final block; one the service took from the
+ *   providers at its first start (false: trust on first use) warns, with how to pin one
+ *   ({@link PIN_CHECKPOINT_FIX}). No /healthz of tronwatch's, or no `light_client` in it (nothing
+ *   proven yet): skip, saying so.
  * - `service.ingest`: from the database: a recorded stall fails; the cursor behind the providers'
  *   solidified head by more than {@link LAG_WARN_BLOCKS} warns, by more than
  *   {@link LAG_FAIL_BLOCKS} fails; the chain head not observed for {@link INGEST_SILENT_MS}
@@ -243,6 +249,23 @@ interface HealthBody {
   secrets?: { undecryptable_key_ids?: string[]; reason?: string };
   /** Present while a provider is not serving (src/api/routes/health.ts). */
   node?: { providers?: Array<{ index: number; state: string; reason?: string; since?: string }> };
+  /**
+   * Present once the light client has proven a block (issue 28; src/api/routes/light-client.ts
+   * LightClientStatusSchema: the fields read here).
+   */
+  light_client?: {
+    final_block?: number;
+    final_block_id?: string;
+    final_block_timestamp?: string;
+    proven_by_srs?: number;
+    active_srs?: number;
+    known_srs?: number;
+    epoch?: number;
+    checkpoint_block?: number;
+    checkpoint_pinned?: boolean;
+    checkpoint_source?: string | null;
+    solidified_head_ahead_blocks?: number | null;
+  };
 }
 
 /** The providers /healthz lists, by position in TRON_NODE_URL: `#0 set_aside timeout, #1 ok`. */
@@ -252,8 +275,80 @@ function providersOf(body: HealthBody): string {
     .join(', ');
 }
 
-/** `service` (module doc). */
-export async function checkService(url: string, timeoutMs: number): Promise<CheckResult> {
+/** What the TOFU fix says: how to pin the checkpoint the service took itself. */
+export const PIN_CHECKPOINT_FIX =
+  'the checkpoint was taken from the providers at the first start (trust on first use): review it and pin one with `tronwatch checkpoint` > file, TRON_LIGHT_CLIENT_CHECKPOINT=file';
+
+/**
+ * `service.light_client` (module doc).
+ * @param body what /healthz answered when it was tronwatch's; undefined when the service did not
+ *   answer as tronwatch (a skip: nothing can be said of its light client).
+ */
+export function checkLightClient(url: string, body: HealthBody | undefined): CheckResult {
+  const check = 'service.light_client';
+  const target = url;
+  if (!body) {
+    return {
+      check,
+      target,
+      status: 'skip',
+      detail: 'not checked: the running service did not answer /healthz',
+    };
+  }
+  const lc = body.light_client;
+  if (!lc || typeof lc !== 'object') {
+    return {
+      check,
+      target,
+      status: 'skip',
+      detail:
+        'not proven yet: /healthz has no light_client (the light client has proven no block final yet, or the ingest role does not run it)',
+    };
+  }
+  const ahead =
+    typeof lc.solidified_head_ahead_blocks === 'number'
+      ? `; the providers' solidified head is ${lc.solidified_head_ahead_blocks} block(s) ahead`
+      : '';
+  const final = `final block ${lc.final_block} (${lc.final_block_timestamp}), proven by ${lc.proven_by_srs} of ${lc.active_srs} SRs (${lc.known_srs} known, epoch ${lc.epoch})${ahead}`;
+  if (lc.checkpoint_pinned === false) {
+    return {
+      check,
+      target,
+      status: 'warn',
+      detail: `${final}; checkpoint block ${lc.checkpoint_block} NOT pinned: ${lc.checkpoint_source ?? 'taken from the providers'}`,
+      fix: PIN_CHECKPOINT_FIX,
+    };
+  }
+  return {
+    check,
+    target,
+    status: 'pass',
+    detail: `${final}; checkpoint block ${lc.checkpoint_block} ${lc.checkpoint_pinned ? 'pinned (TRON_LIGHT_CLIENT_CHECKPOINT)' : '(whether pinned is not reported)'}`,
+  };
+}
+
+/**
+ * `service` and `service.light_client` (module doc): one GET /healthz.
+ * @returns both results; `service.light_client` is a skip whenever /healthz gave no body of
+ *   tronwatch's.
+ */
+export async function checkService(
+  url: string,
+  timeoutMs: number,
+): Promise<{ service: CheckResult; lightClient: CheckResult }> {
+  let body: HealthBody | undefined;
+  const service = await checkHealthz(url, timeoutMs, (b) => {
+    body = b;
+  });
+  return { service, lightClient: checkLightClient(url, body) };
+}
+
+/** `service` (module doc); hands the body, when it is tronwatch's, to `seen`. */
+async function checkHealthz(
+  url: string,
+  timeoutMs: number,
+  seen: (body: HealthBody) => void,
+): Promise<CheckResult> {
   const check = 'service';
   const target = url;
   let res: Response;
@@ -294,6 +389,7 @@ export async function checkService(url: string, timeoutMs: number): Promise<Chec
       fix: `stop the program listening at ${url}, or give tronwatch another PORT (or HOST)`,
     };
   }
+  seen(body);
   if (body.ok === true) {
     const c = body.checks ?? {};
     // checks.node: true = some providers serve, others not (degraded); false = none serves, for

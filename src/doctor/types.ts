@@ -15,8 +15,11 @@ export type CheckStatus = 'pass' | 'warn' | 'fail' | 'skip';
 export interface CheckResult {
   /**
    * Stable name: `config`, `database`, `redis`, `node.reachable`, `node.mainnet`,
-   * `node.solidified_head`, `node.budget`, `node.grpc`, `clock`, `secret_key`, `stored_secrets`,
-   * `public_url`, `telegram`, `service`, `service.ingest`, `service.workers` ({@link CHECK_NAMES}).
+   * `node.solidified_head`, `node.budget`, `node.grpc`, `testnet` (TRON_TESTNET_NODE_URL unset),
+   * `testnet.reachable`, `testnet.network`, `testnet.solidified_head`, `testnet.budget`,
+   * `testnet.grpc` (its providers), `clock`, `secret_key`, `stored_secrets`, `public_url`,
+   * `telegram`, `service`, `service.light_client`, `service.ingest`, `service.workers`
+   * ({@link CHECK_NAMES}).
    */
   check: string;
   /** What it was about, when there can be several: a provider's origin, a URL's origin, a file. */
@@ -38,12 +41,19 @@ export const CHECK_NAMES = [
   'node.solidified_head',
   'node.budget',
   'node.grpc',
+  'testnet',
+  'testnet.reachable',
+  'testnet.network',
+  'testnet.solidified_head',
+  'testnet.budget',
+  'testnet.grpc',
   'clock',
   'secret_key',
   'stored_secrets',
   'public_url',
   'telegram',
   'service',
+  'service.light_client',
   'service.ingest',
   'service.workers',
 ] as const;
@@ -65,8 +75,9 @@ export interface DoctorOptions {
   certDays?: number;
   /**
    * Only this check: a name of {@link CHECK_NAMES}, or a family that is not itself a check
-   * (`node` runs every `node.*`; `service` is only `service`). `config` always runs (everything reads it); it is reported when it is asked for or
-   * fails. Default: every check.
+   * (`node` runs every `node.*`; `service` is only `service`). `testnet` is both: the line of an
+   * unset TRON_TESTNET_NODE_URL and every `testnet.*`. `config` always runs (everything reads
+   * it); it is reported when it is asked for or fails. Default: every check.
    */
   only?: string;
   /** Warnings fail the run too. Default false. */

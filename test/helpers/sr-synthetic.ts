@@ -224,13 +224,19 @@ export function srSyntheticChain(o: SrSyntheticOptions): SrSyntheticChain {
 }
 
 /**
- * srSyntheticChain served by a replay node (solidified to its last block, no gRPC; lag 0: its
- * full-node head, up to which ingest reads with the light client on, is its last block too).
+ * srSyntheticChain served by a replay node, solidified to its last block, with gRPC (its exact
+ * bytes encoded from the JSON, which holds every byte of these blocks); lag 0: its full-node
+ * head, up to which ingest reads with the light client on, is its last block too.
  */
 export async function serveSrSynthetic(
   o: SrSyntheticOptions,
 ): Promise<SrSyntheticChain & { node: ReplayNode }> {
   const c = srSyntheticChain(o);
-  const node = await startReplayNode({ instant: true, lag: 0, source: memorySource(c.blocks) });
+  const node = await startReplayNode({
+    instant: true,
+    lag: 0,
+    grpc: true,
+    source: memorySource(c.blocks),
+  });
   return { ...c, node };
 }

@@ -482,6 +482,7 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
     // No service runs here (doctor-service.test.ts starts one): nothing listens, nothing ingested.
     expect(r.checks.filter((c) => c.status !== 'pass').map((c) => [c.check, c.status])).toEqual([
       ['service', 'skip'],
+      ['service.light_client', 'skip'],
       ['service.ingest', 'skip'],
     ]);
     expect(r.checks.map((c) => c.check)).toEqual([
@@ -493,15 +494,21 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
       'node.solidified_head',
       'node.budget',
       'node.grpc',
+      'testnet',
       'clock',
       'secret_key',
       'stored_secrets',
       'public_url',
       'telegram',
       'service',
+      'service.light_client',
       'service.ingest',
       'service.workers',
     ]);
+    expect(only(r, 'testnet').detail).toMatch(
+      /^TRON_TESTNET_NODE_URL unset: test mode has only POST/,
+    );
+    expect(only(r, 'service.light_client').detail).toMatch(/did not answer \/healthz/);
     expect(only(r, 'database').detail).toMatch(
       engine === 'postgres'
         ? /^PostgreSQL 1[5-9]\.\d+; schema at version \d+, current$/
@@ -517,7 +524,7 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
       expect(text.code).toBe(0);
       expect(text.stdout).toMatch(/^tronwatch doctor\n/);
       expect(text.stdout).toMatch(/PASS {2}telegram \(http:\/\/127\.0\.0\.1:\d+\): getMe: bot @/);
-      expect(text.stdout).toMatch(/\nOK: 14 passed, 0 warning\(s\), 2 skipped\n$/);
+      expect(text.stdout).toMatch(/\nOK: 15 passed, 0 warning\(s\), 3 skipped\n$/);
       expect(text.stdout).not.toContain(standIn.token);
     }
   }, 300_000);

@@ -25,7 +25,7 @@ import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import type { Queryable } from '../../src/db/pool.js';
-import type { ReplayNode } from '../../src/devnet/replay-node.js';
+import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import {
   DEVNET_SRS,
@@ -38,6 +38,7 @@ import {
 import { FinalityGate } from '../../src/ingest/finality-gate.js';
 import { Ingester } from '../../src/ingest/loop.js';
 import { hexToBase58 } from '../../src/tron/address.js';
+import { parseGrpcTarget } from '../../src/tron/grpc.js';
 import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
 import { loadLightClientState } from '../../src/tron/light-client/store.js';
@@ -121,7 +122,19 @@ function ingesterFor(
   });
 }
 
-const clientOf = (url: string) => new NodeClient({ url, retries: 1, timeoutMs: 5000 });
+/**
+ * A client of a replay node: reading each block as exact gRPC bytes (as the ingest role requires
+ * of a provider alone: src/ingest/provable.ts), or as JSON only with `json`.
+ */
+function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): NodeClient {
+  if (read === 'grpc' && !node.grpcUrl) throw new Error(`${node.url} serves no gRPC`);
+  return new NodeClient({
+    url: node.url,
+    retries: 1,
+    timeoutMs: 5000,
+    ...(read === 'grpc' && node.grpcUrl ? { grpc: parseGrpcTarget(node.grpcUrl) } : {}),
+  });
+}
 
 /** Wait until `done()` holds (checked every 20 ms, at most 60 s). */
 async function waitFor(done: () => Promise<boolean> | boolean): Promise<void> {
@@ -202,6 +215,13 @@ function slotOf(cp: Checkpoint, n: number): number {
   return Math.floor(t / SLOT) % 27;
 }
 
+/** Whether a replay node's request asked for block n (JSON getblockbynum, or gRPC). */
+function readsBlock(r: ReplayRequestRecord, n: number): boolean {
+  // Either view: with the light client on, ingest reads the full node's (`/wallet/…`, gRPC
+  // `Wallet/GetBlockByNum2`).
+  return (r.path.endsWith('/getblockbynum') || r.path.endsWith('GetBlockByNum2')) && r.num === n;
+}
+
 /** Block `json` with its header re-signed by `privateKey` (the header, so the id, unchanged). */
 function resignedJson(json: string, n: number, privateKey: Uint8Array): string {
   const b = JSON.parse(json) as BlockJson;
@@ -270,13 +290,7 @@ describe.each(dbEngines)(
       ).toString('hex');
       chain.node.setLies({ blocks: new Map([[bad, { block: JSON.stringify(b) }]]) });
       const metrics = new Metrics();
-      const ing = ingesterFor(
-        db,
-        clientOf(chain.node.url),
-        syntheticCheckpoint(o),
-        noNewSrs,
-        metrics,
-      );
+      const ing = ingesterFor(db, clientOf(chain.node), syntheticCheckpoint(o), noNewSrs, metrics);
       const run = start(ing);
       await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
@@ -313,11 +327,9 @@ describe.each(dbEngines)(
       const gap = FIRST + 30;
       // The node says it has solidified the whole chain, but answers nothing for `gap`.
       chain.node.setLies({ blocks: new Map([[gap, { block: '{}', infos: '[]' }]]) });
-      const ing = ingesterFor(db, clientOf(chain.node.url), syntheticCheckpoint(o));
+      const ing = ingesterFor(db, clientOf(chain.node), syntheticCheckpoint(o));
       const run = start(ing);
-      const asked = () =>
-        chain.node.requestLog.filter((r) => r.path.endsWith('/getblockbynum') && r.num === gap)
-          .length;
+      const asked = () => chain.node.requestLog.filter((r) => readsBlock(r, gap)).length;
       await waitFor(() => asked() >= 4 && ing.stats.cursor >= gap - 1 - ABOVE);
       expect(asked()).toBeGreaterThanOrEqual(4);
       // Read up to the block below the gap; what 19 SRs proved under it is committed, no more.
@@ -349,7 +361,7 @@ describe.each(dbEngines)(
       const gap = FIRST + 30;
       withholding.node.setLies({ blocks: new Map([[gap, { block: '{}', infos: '[]' }]]) });
       const group = new NodeGroup({
-        clients: [clientOf(withholding.node.url), clientOf(honest.node.url)],
+        clients: [clientOf(withholding.node), clientOf(honest.node)],
         blockIntervalMs: 50,
         logger: silentLogger,
         asideBaseMs: 0,
@@ -357,9 +369,7 @@ describe.each(dbEngines)(
       const ing = ingesterFor(db, group, syntheticCheckpoint(o));
       await runUntil(ing, () => ing.stats.cursor >= honest.last - ABOVE);
       // The withholding provider was asked for the block (it is preferred) and answered nothing.
-      expect(
-        withholding.node.requestLog.some((r) => r.path.endsWith('/getblockbynum') && r.num === gap),
-      ).toBe(true);
+      expect(withholding.node.requestLog.some((r) => readsBlock(r, gap))).toBe(true);
       expect(ing.stats.cursor).toBe(honest.last - ABOVE);
       expect(await storedEventKeys(db)).toEqual(
         want(honest.transfers, watches, honest.last - ABOVE),
@@ -367,57 +377,71 @@ describe.each(dbEngines)(
       expect(await eventsWithoutOneNotification(db)).toBe(0);
     });
 
-    it('an SR key rotation (type 46): the next block signed with the old key is refused, signed with the new key it is accepted; every event exactly once', async () => {
-      t = await migratedDb(engine);
-      const o = opts(284);
-      const sr = DEVNET_SRS[22] as DevnetSr; // signs with a key other than its address
-      const cp = syntheticCheckpoint(o);
-      // The rotation in the block right before one of SR 22's own.
-      let r = FIRST + 20;
-      while (slotOf(cp, r + 1) !== 22) r++;
-      const to = makeSr('rotated key of devnet SR 22');
-      const chain = await serveSrSynthetic({
-        chain: { ...o, count: r - FIRST + 40 },
-        rotations: [{ block: r, owner: sr.address, to }],
-      });
-      nodes.push(chain.node);
-      expect(chain.producers.get(r + 1)).toBe(sr.address);
-      const db = t.db;
-      const watches = await insertWatches(db, o, FIRST - 1);
-      expect(eventsIn(chain.transfers, watches, r + 1)).toBeGreaterThan(0);
-      // A provider serving block r + 1 signed with SR 22's old key (the header is the true one).
-      const truth = chain.blocks.get(r + 1)?.block as string;
-      chain.node.setLies({
-        blocks: new Map([[r + 1, { block: resignedJson(truth, r + 1, sr.privateKey) }]]),
-      });
-      const metrics = new Metrics();
-      const ing = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, noNewSrs, metrics);
-      const run = start(ing);
-      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
-      const row = await cursorRow(db);
-      expect(row.stalled_reason).toContain(`block ${r + 1}`);
-      expect(row.stalled_reason).toContain(`but ${sr.address}'s signing key is ${to.signingKey}`);
-      expect(row.block_number).toBe(r - ABOVE);
-      expect((await maxEventBlock(db)).events).toBeLessThanOrEqual(r - ABOVE);
-      expect((await maxEventBlock(db)).notifications).toBeLessThanOrEqual(r - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, r - ABOVE));
-      expect(await metrics.registry.metrics()).toMatch(
-        /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
-      );
-      // The true block r + 1, signed with the new key, is accepted: ingest goes on.
-      chain.node.setLies(undefined);
-      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
-      await run.stop();
-      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
-      // The rotation is part of the stored SR set (its block is final).
-      const stored = await loadLightClientState(db, 'mainnet');
-      const member = stored?.snapshot.epochs
-        .find((e) => e.index === 0)
-        ?.members.find((m) => m.address === sr.address);
-      expect(member?.key).toBe(to.signingKey);
-    });
+    it.each([
+      ['exact gRPC bytes', 'grpc'],
+      ['JSON', 'json'],
+    ] as const)(
+      'an SR key rotation (type 46), read as %s: the next block signed with the old key is refused, signed with the new key it is accepted; every event exactly once',
+      async (_, read) => {
+        t = await migratedDb(engine);
+        const o = opts(284);
+        const sr = DEVNET_SRS[22] as DevnetSr; // signs with a key other than its address
+        const cp = syntheticCheckpoint(o);
+        // The rotation in the block right before one of SR 22's own.
+        let r = FIRST + 20;
+        while (slotOf(cp, r + 1) !== 22) r++;
+        const to = makeSr('rotated key of devnet SR 22');
+        const chain = await serveSrSynthetic({
+          chain: { ...o, count: r - FIRST + 40 },
+          rotations: [{ block: r, owner: sr.address, to }],
+        });
+        nodes.push(chain.node);
+        expect(chain.producers.get(r + 1)).toBe(sr.address);
+        const db = t.db;
+        const watches = await insertWatches(db, o, FIRST - 1);
+        expect(eventsIn(chain.transfers, watches, r + 1)).toBeGreaterThan(0);
+        // A provider serving block r + 1 signed with SR 22's old key (the header is the true one).
+        const truth = chain.blocks.get(r + 1)?.block as string;
+        chain.node.setLies({
+          blocks: new Map([[r + 1, { block: resignedJson(truth, r + 1, sr.privateKey) }]]),
+        });
+        const metrics = new Metrics();
+        const ing = ingesterFor(
+          db,
+          clientOf(chain.node, read),
+          chain.checkpoint,
+          noNewSrs,
+          metrics,
+        );
+        const run = start(ing);
+        await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+        const row = await cursorRow(db);
+        expect(row.stalled_reason).toContain(`block ${r + 1}`);
+        expect(row.stalled_reason).toContain(`but ${sr.address}'s signing key is ${to.signingKey}`);
+        expect(row.block_number).toBe(r - ABOVE);
+        expect((await maxEventBlock(db)).events).toBeLessThanOrEqual(r - ABOVE);
+        expect((await maxEventBlock(db)).notifications).toBeLessThanOrEqual(r - ABOVE);
+        expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, r - ABOVE));
+        expect(await metrics.registry.metrics()).toMatch(
+          /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
+        );
+        // The true block r + 1, signed with the new key, is accepted: ingest goes on.
+        chain.node.setLies(undefined);
+        await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+        await run.stop();
+        expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+        expect(await storedEventKeys(db)).toEqual(
+          want(chain.transfers, watches, chain.last - ABOVE),
+        );
+        expect(await eventsWithoutOneNotification(db)).toBe(0);
+        // The rotation is part of the stored SR set (its block is final).
+        const stored = await loadLightClientState(db, 'mainnet');
+        const member = stored?.snapshot.epochs
+          .find((e) => e.index === 0)
+          ?.members.find((m) => m.address === sr.address);
+        expect(member?.key).toBe(to.signingKey);
+      },
+    );
 
     it('a maintenance with 1 new SR: its key from a quorum of providers, its block counted only once 19 known SRs built on it; every event exactly once', async () => {
       t = await migratedDb(engine);
@@ -445,7 +469,7 @@ describe.each(dbEngines)(
       expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
       // 18 blocks of known SRs above the newcomer's: with it counted, its block would be final.
       chain.node.advanceTo(n + ABOVE);
-      const a = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const a = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(a, () => (a.gate?.readHeight ?? 0) >= n + ABOVE);
       expect(a.gate?.readHeight).toBe(n + ABOVE);
       expect(a.stats.cursor).toBe(n - 1);
@@ -453,7 +477,7 @@ describe.each(dbEngines)(
       for (const s of srNodes) expect(s.requests.get('/wallet/getaccount')).toBeGreaterThan(0);
       // One more known SR on top: the newcomer's block is final, and the newcomer counts from now on.
       chain.node.advanceTo(chain.last);
-      const b = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const b = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
       expect(b.stats.cursor).toBe(chain.last - ABOVE);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
@@ -491,7 +515,7 @@ describe.each(dbEngines)(
       const { keyOf } = await keyProviders(o, newcomers);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
-      const ing = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
@@ -505,7 +529,7 @@ describe.each(dbEngines)(
       expect(max.notifications).toBeLessThanOrEqual(m);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
       // A halt stays a halt: ingest does not get past it by retrying.
-      const again = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const again = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(again, () => (again.gate?.readHeight ?? 0) >= ninth - 1);
       expect((await cursorRow(db)).block_number).toBe(row.block_number);
       expect((await cursorRow(db)).stalled_reason).toContain('more than 8 new SRs');
@@ -546,12 +570,12 @@ describe.each(dbEngines)(
       const watches = await insertWatches(db, o, FIRST - 1);
       // A first ingester up to a few blocks into the new epoch, then a restart.
       chain.node.advanceTo(m + 25);
-      const a = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const a = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(a, () => (a.gate?.readHeight ?? 0) >= m + 25);
       expect(a.stats.cursor).toBeGreaterThan(m);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, a.stats.cursor));
       chain.node.advanceTo(chain.last);
-      const b = ingesterFor(db, clientOf(chain.node.url), chain.checkpoint, keyOf);
+      const b = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
       expect(b.stats.cursor).toBe(chain.last - ABOVE);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
