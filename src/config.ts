@@ -70,7 +70,7 @@ export const EnvSchema = T.Object({
     T.String({
       pattern: '^\\s*https?://',
       description:
-        "The test environment's chain (issue 32): TRON's Nile testnet, java-tron HTTP API, in `TRON_NODE_URL`'s form (comma-separated providers, each with `#key=`, `#max_rps=`, `#grpc=`). TronGrid serves Nile at `https://nile.trongrid.io` (no API key needed; TRON's API reference, developers.tron.network/v4.3.0/reference, lists it beside mainnet and Shasta); give its gRPC with `#grpc=grpc://host:port` for exact bytes, since none is assumed for it. When set, the ingest role also follows Nile, through the same reader, checks and commit as mainnet, with its own cursor, head, leader lock and `/v1/status` entry, and matches test watches there (USDT = Nile's TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf). `TRON_NODE_TIMEOUT_MS`, `TRON_NODE_RETRIES`, `TRON_NODE_CONCURRENCY` and `TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER` apply to it too; its quorum is 1.",
+        "The test environment's chain (issue 32): TRON's Nile testnet, java-tron HTTP API, in `TRON_NODE_URL`'s form (comma-separated providers, each with `#key=`, `#max_rps=`, `#grpc=`). TronGrid serves Nile at `https://nile.trongrid.io` (no API key needed; TRON's API reference, developers.tron.network/v4.3.0/reference, lists it beside mainnet and Shasta); for exact bytes it gets `grpc.nile.trongrid.io:50052` (plaintext, Nile's solidity gRPC) by default, as public TRON client code uses it (TronGrid's own page lists gRPC only for mainnet and Shasta); `#grpc=grpc://host:port` gives another, `#grpc=none` turns it off. When set, the ingest role also follows Nile, through the same reader, checks and commit as mainnet, with its own cursor, head, leader lock and `/v1/status` entry, and matches test watches there (USDT = Nile's TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf). `TRON_NODE_TIMEOUT_MS`, `TRON_NODE_RETRIES`, `TRON_NODE_CONCURRENCY` and `TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER` apply to it too; its quorum is 1.",
       unset: 'test mode has only the deposits of `POST /v1/test/transfers`',
     }),
   ),
@@ -565,10 +565,18 @@ export type ProviderSettings = Config['node']['providers'][number];
 /** Settings a provider may carry in its URL's fragment. */
 const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc']);
 
-/** TronGrid's gRPC solidity endpoints by its HTTP host (see parseProviders). Plaintext, as documented. */
+/**
+ * TronGrid's gRPC solidity endpoints by its HTTP host (see parseProviders), plaintext. Mainnet and
+ * Shasta are on TronGrid's own page (https://developers.tron.network/docs/trongrid: full node on
+ * :50051, SolidityNode on :50052). Nile's is NOT on that page: grpc.nile.trongrid.io (full node
+ * :50051, solidity :50052) is what public TRON client code uses, e.g. the Rust crate `tronz`'s
+ * README endpoint table (`http://grpc.nile.trongrid.io:50051` for Nile) and TronNet (C#)
+ * configurations setting Channel grpc.nile.trongrid.io:50051 and SolidityChannel :50052.
+ */
 const TRONGRID_GRPC: Readonly<Record<string, ProviderSettings['grpc']>> = {
   'api.trongrid.io': { host: 'grpc.trongrid.io', port: 50052, tls: false },
   'api.shasta.trongrid.io': { host: 'grpc.shasta.trongrid.io', port: 50052, tls: false },
+  'nile.trongrid.io': { host: 'grpc.nile.trongrid.io', port: 50052, tls: false },
 };
 
 /**
@@ -644,8 +652,9 @@ function parseProviders(
     if (g === null) {
       // TronGrid serves java-tron's gRPC beside its HTTP API: the solidity service on port
       // 50052 of grpc.trongrid.io (grpc.shasta.trongrid.io for Shasta), per TronGrid's own page
-      // (https://developers.tron.network/docs/trongrid, "SolidityNode GRPC"). Exact bytes are the
-      // default reader there; `#grpc=none` turns it off.
+      // (https://developers.tron.network/docs/trongrid, "SolidityNode GRPC"), and of
+      // grpc.nile.trongrid.io for Nile (TRONGRID_GRPC says where that comes from). Exact bytes
+      // are the default reader there; `#grpc=none` turns it off.
       grpc = TRONGRID_GRPC[u.hostname];
     } else if (g === 'none') {
       grpc = undefined;

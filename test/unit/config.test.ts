@@ -120,6 +120,39 @@ describe('loadConfig', () => {
     for (const [env, re] of bad) expect(() => loadConfig(env), JSON.stringify(env)).toThrow(re);
   });
 
+  it("gives TronGrid's Nile its gRPC solidity endpoint by default, and TRON_TESTNET_NODE_URL never TRON_API_KEY", () => {
+    const c = loadConfig({
+      TRON_API_KEY: 'k',
+      TRON_TESTNET_NODE_URL: 'https://nile.trongrid.io',
+    });
+    expect(c.testnetNode?.providers).toEqual([
+      {
+        url: 'https://nile.trongrid.io',
+        name: 'https://nile.trongrid.io',
+        apiKey: undefined,
+        maxRps: 10,
+        // Not on TronGrid's own page; what public TRON clients use (src/config.ts TRONGRID_GRPC).
+        grpc: { host: 'grpc.nile.trongrid.io', port: 50052, tls: false },
+      },
+    ]);
+    expect(c.testnetNode?.quorum).toBe(1);
+    // Another gRPC address, or none, when told.
+    expect(
+      loadConfig({ TRON_TESTNET_NODE_URL: 'https://nile.trongrid.io#grpc=none' }).testnetNode
+        ?.providers[0]?.grpc,
+    ).toBeUndefined();
+    expect(
+      loadConfig({
+        TRON_TESTNET_NODE_URL: 'https://nile.trongrid.io#grpc=grpcs://nile.example:443',
+      }).testnetNode?.providers[0]?.grpc,
+    ).toEqual({ host: 'nile.example', port: 443, tls: true });
+    // Only TronGrid's hosts get one: another Nile node names its own.
+    expect(
+      loadConfig({ TRON_TESTNET_NODE_URL: 'http://10.0.0.7:8090' }).testnetNode?.providers[0]?.grpc,
+    ).toBeUndefined();
+    expect(loadConfig({}).testnetNode).toBeUndefined();
+  });
+
   it('reads TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER as 0 or 1 only (off by default)', () => {
     expect(loadConfig({}).node.allowUnprovenSingleProvider).toBe(false);
     expect(
