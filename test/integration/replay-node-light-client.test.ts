@@ -6,6 +6,9 @@
  * checkpoint` (buildCheckpoint) against the replay node finds the same SR set; the lies the replay
  * node tells (another fork, a forged block) are refused.
  */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   dirSource,
@@ -46,6 +49,7 @@ import {
 import { NodeClient } from '../../src/tron/node-client.js';
 import type { BlockJson } from '../../src/tron/types.js';
 import { verifyBlock } from '../../src/tron/verify.js';
+import { runCli, spawnCli } from '../helpers/cli.js';
 import { chainDir } from '../helpers/fixtures.js';
 
 const CHAIN_DIR = chainDir();
@@ -382,4 +386,65 @@ describe('replay node over a synthetic chain', () => {
       DEVNET_SRS.map((s) => ({ address: s.address, signingKey: s.signingKey })),
     );
   });
+});
+
+describe('tronwatch replay-node --checkpoint-out', () => {
+  it('writes the checkpoint of the chain it serves before printing its address; refuses a folder whose first block anchors none', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tronwatch-replay-cp-'));
+    try {
+      const file = join(dir, 'checkpoint.json');
+      const child = spawnCli([
+        'replay-node',
+        '--dir',
+        CHAIN_DIR,
+        '--interval-ms',
+        '0',
+        '--checkpoint-out',
+        file,
+      ]);
+      const exited = new Promise((resolve) => child.on('exit', resolve));
+      try {
+        const line = await new Promise<string>((resolve, reject) => {
+          let out = '';
+          child.stdout?.on('data', (d: Buffer) => {
+            out += d.toString();
+            if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
+          });
+          child.on('exit', (code) => reject(new Error(`replay-node exited ${code}`)));
+        });
+        expect(JSON.parse(line)).toMatchObject({ first: REAL, last: REAL });
+        const written = parseCheckpoint(JSON.parse(await readFile(file, 'utf8')));
+        expect(written).toEqual(await replayCheckpoint(dirSource(CHAIN_DIR)));
+      } finally {
+        child.kill('SIGTERM');
+        await exited;
+      }
+
+      // A folder whose first block is not in a slot (its time is not a multiple of 3,000 ms).
+      const bad = join(dir, 'chain');
+      await rm(bad, { recursive: true, force: true });
+      await mkdir(bad);
+      const id = `${(100).toString(16).padStart(16, '0')}${'aa'.repeat(24)}`;
+      const parent = `${(99).toString(16).padStart(16, '0')}${'bb'.repeat(24)}`;
+      await writeFile(
+        join(bad, 'block-100.json'),
+        `{"blockID":"${id}","block_header":{"raw_data":{"number":100,"parentHash":"${parent}","timestamp":1700000000001}}}`,
+      );
+      const badOut = join(dir, 'bad.json');
+      const r = await runCli([
+        'replay-node',
+        '--dir',
+        bad,
+        '--interval-ms',
+        '0',
+        '--checkpoint-out',
+        badOut,
+      ]);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(/anchors no checkpoint/);
+      await expect(readFile(badOut)).rejects.toThrow(/ENOENT/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
