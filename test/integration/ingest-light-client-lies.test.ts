@@ -560,7 +560,7 @@ describe.each(dbEngines)(
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
-        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1`,
+        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint`,
       );
       // Only 18 known SRs produce in the new epoch: none of its blocks can be final.
       expect(row.block_number).toBeLessThanOrEqual(m);

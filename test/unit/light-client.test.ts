@@ -471,6 +471,10 @@ describe('lying modes', () => {
     }
     expect(halt?.code).toBe('too-many-changes');
     expect(halt?.halt).toBe(true);
+    // What to do comes before the (long) list of the 9 newcomers.
+    expect(halt?.message).toMatch(
+      /^block \d+: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint \(9 new: (41[0-9a-f]{40}, ){8}41[0-9a-f]{40}\)$/,
+    );
     // Nothing produced after the maintenance was made final.
     expect(lc.finalBlock.timestamp).toBeLessThan(cpNext);
   });

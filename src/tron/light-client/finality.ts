@@ -506,9 +506,10 @@ export class LightClient {
         throw new LightClientError(
           'too-many-changes',
           n,
+          // What to do first: the list of newcomers is long, and stall reasons are cut (300).
           `more than ${MAX_NEW_SRS_PER_MAINTENANCE} new SRs since the maintenance of epoch ` +
-            `${epoch.index} (${[...epoch.newcomers, w].join(', ')}): ingest halts; check the SR ` +
-            'set and pin a fresh checkpoint',
+            `${epoch.index}: ingest halts; check the SR set and pin a fresh checkpoint ` +
+            `(${epoch.newcomers.size + 1} new: ${[...epoch.newcomers, w].join(', ')})`,
           true,
         );
       }
