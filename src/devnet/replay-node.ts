@@ -945,7 +945,7 @@ function createChainView(
   // Headers of recorded blocks, parsed on demand (LRU in Map order).
   const headers = new Map<number, Header>();
   /** Chained fillers built so far: their id, their parent's and their signature. */
-  const fillers = new Map<number, { id: string; parent: string; signature: string }>();
+  const fillers = new Map<number, { id: string; parent: string; signature?: string }>();
 
   const isRecorded = (n: number): boolean => {
     if (n < source.first || n > source.last) return false;
@@ -990,25 +990,45 @@ function createChainView(
     const rec = await recordedHeader(k);
     if (rec) return rec.id;
     if (k < fillerBase) return syntheticId(k);
-    return (await fillerHeader(k)).id;
+    return (await fillerHeader(k, true)).id;
   }
 
   /** Filler n's header: its parent's id (built upwards from the nearest one known), its hash. */
-  async function fillerHeader(n: number): Promise<Header> {
+  /**
+   * Filler n's header. `idOnly`: for its id alone (a parent's), not signed (its json then carries
+   * no valid signature and is never served); a filler is signed once, when first served.
+   */
+  async function fillerHeader(n: number, idOnly = false): Promise<Header> {
     if (n < fillerBase) {
       return buildFiller(source, recordedHeader, schedule, n, await idOf(n - 1), 'unchained');
     }
     const memo = fillers.get(n);
-    if (memo) return buildFiller(source, recordedHeader, schedule, n, memo.parent, memo.signature);
-    // Walk down to a block whose id is known without building fillers, then build upwards.
+    if (memo) {
+      if (memo.signature !== undefined || idOnly) {
+        return buildFiller(
+          source,
+          recordedHeader,
+          schedule,
+          n,
+          memo.parent,
+          memo.signature ?? 'none',
+        );
+      }
+      const h = await buildFiller(source, recordedHeader, schedule, n, memo.parent);
+      memo.signature = h.signature;
+      return h;
+    }
+    // Walk down to a block whose id is known without building fillers, then build upwards (ids
+    // only: the fillers in between are signed when served).
     let k = n;
     while (k > fillerBase && k > 0 && !fillers.has(k - 1) && !isRecorded(k - 1)) k--;
     if (fillers.size + (n - k) >= FILLER_ID_CACHE) fillers.clear();
     let h: (Header & { signature: string }) | undefined;
     for (let m = k; m <= n; m++) {
       const parent = m === 0 ? ZERO_HASH : (fillers.get(m - 1)?.id ?? (await idOf(m - 1)));
-      h = await buildFiller(source, recordedHeader, schedule, m, parent);
-      fillers.set(m, { id: h.id, parent, signature: h.signature });
+      const last = m === n && !idOnly;
+      h = await buildFiller(source, recordedHeader, schedule, m, parent, last ? undefined : 'none');
+      fillers.set(m, last ? { id: h.id, parent, signature: h.signature } : { id: h.id, parent });
     }
     return h as Header;
   }
@@ -1067,7 +1087,8 @@ function parseHeader(n: number, block: Buffer): Header {
  * = its header's hash (java-tron's rule); timestamp (ms since epoch, not below 0) = the time
  * anchor's moved by one slot per block between, skipping the slots of the schedule's SR without a
  * key (fillerTime); producer = the SR that slot schedules, signature = that SR's over the header
- * (`signature`: the one made before, for the same header). `unchained` (below fillerBase): a
+ * (`signature`: the one made before, for the same header; `none`: unsigned, for its id alone,
+ * never served). `unchained` (below fillerBase): a
  * seeded id, a seeded producer and a signature of seeded bytes (it can be checked by nothing).
  * version = the anchor's, or 32.
  * @throws Error when the scheduled SR has no key (a schedule whose missed slot is not skipped).
@@ -1078,7 +1099,7 @@ async function buildFiller(
   schedule: ReplaySchedule,
   n: number,
   parentHash: string,
-  signature?: string | 'unchained',
+  signature?: string | 'unchained' | 'none',
 ): Promise<Header & { signature: string }> {
   const { h: anchor, blocks } = await timeAnchor(source, recordedHeader, n);
   const timestamp = Math.max(0, fillerTime(anchor?.timestamp ?? 0, blocks, schedule.missed));
@@ -1119,7 +1140,7 @@ async function buildFiller(
   const bytes = headerRawBytes(raw);
   const id =
     n.toString(16).padStart(16, '0') + createHash('sha256').update(bytes).digest('hex').slice(16);
-  let sig = signature;
+  let sig = signature === 'none' ? '' : signature;
   if (sig === undefined) {
     if (!sr.privateKey)
       throw new Error(`filler ${n}: slot of ${sr.address}, which has no key here`);

@@ -250,10 +250,16 @@ describe.each(dbEngines)(
     async function keyProviders(
       o: SyntheticChainOptions,
       accounts: readonly DevnetSr[],
+      reportKey?: (address: string) => string | undefined,
     ): Promise<{ keyOf: (a: string, s?: AbortSignal) => Promise<string>; srNodes: SrNode[] }> {
       const srNodes: SrNode[] = [];
       for (let i = 0; i < 2; i++) {
-        const n = await startSrNode({ chain: o, head: FIRST, accounts });
+        const n = await startSrNode({
+          chain: o,
+          head: FIRST,
+          accounts,
+          ...(reportKey ? { reportKey } : {}),
+        });
         nodes.push(n);
         srNodes.push(n);
       }
@@ -492,6 +498,48 @@ describe.each(dbEngines)(
       });
     });
 
+    it('a maintenance with 1 new SR whose key the providers report wrong: its block is refused, nothing from it; once they report the right key, every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(289);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 20;
+      const pos = (slotOf(cp, m) + 5) % 27;
+      const newcomer = makeSr('voted in, its key misreported');
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: 70 },
+        maintenanceBlock: m,
+        nextOrder,
+      });
+      nodes.push(chain.node);
+      const n = m + 5;
+      expect(chain.producers.get(n)).toBe(newcomer.address);
+      // Both key providers agree on a key that is not the newcomer's (quorum 2 holds).
+      const wrong = makeSr('not the newcomer key').signingKey;
+      let lying = true;
+      const { keyOf } = await keyProviders(o, [newcomer], (a) =>
+        lying && a === newcomer.address ? wrong : undefined,
+      );
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(`block ${n}`);
+      expect(row.stalled_reason).toContain(`signing key is ${wrong}`);
+      expect((await maxEventBlock(db)).events).toBeLessThan(n);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
+      // The providers report the right key: ingest goes on, nothing twice.
+      lying = false;
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+    });
+
     it('a maintenance with 9 new SRs halts: the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
       t = await migratedDb(engine);
       const o = opts(286);
@@ -519,7 +567,7 @@ describe.each(dbEngines)(
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
-        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1`,
+        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint`,
       );
       // Only 18 known SRs produce in the new epoch: none of its blocks can be final.
       expect(row.block_number).toBeLessThanOrEqual(m);

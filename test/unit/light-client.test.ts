@@ -401,6 +401,32 @@ describe('lying modes', () => {
     expect(lc.finalBlock.number).toBeGreaterThan(newcomerBlock);
   });
 
+  it('a newcomer key the providers reported wrong is forgotten when its block does not verify: asked again, the right one is accepted', () => {
+    const newcomer = makeSr('newcomer with a misreported key', true);
+    const cpNext = TIP.timestamp + 3000 * 40;
+    const nextOrder = [newcomer, ...DEVNET_SRS.slice(0, 26)].reverse();
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
+    const wrong = makeSr('not the newcomer key').signingKey;
+    let h = chain.next();
+    let r = lc.submit(h);
+    while (r.status !== 'need-key') {
+      expect(r.status).toBe('verified');
+      h = chain.next();
+      r = lc.submit(h);
+    }
+    expect(r.witness).toBe(newcomer.address);
+    lc.addCandidateKey(newcomer.address, wrong);
+    const e = refusal(() => lc.submit(h));
+    expect(e.code).toBe('bad-signature');
+    expect(e.message).toContain(`signing key is ${wrong}`);
+    // The same block again: the providers are asked again, not refused with the same key.
+    expect(lc.submit(h)).toEqual({ status: 'need-key', witness: newcomer.address });
+    expect(lc.snapshot().candidateKeys).toEqual([]);
+    lc.addCandidateKey(newcomer.address, newcomer.signingKey);
+    expect(lc.submit(h).status).toBe('verified');
+  });
+
   it('an SR silent for a whole observed epoch is not carried past the maintenance: it returns as a newcomer', () => {
     const silent = DEVNET_SRS[26] as DevnetSr;
     const cpNext = TIP.timestamp + 3000 * 120;
@@ -445,6 +471,10 @@ describe('lying modes', () => {
     }
     expect(halt?.code).toBe('too-many-changes');
     expect(halt?.halt).toBe(true);
+    // What to do comes before the (long) list of the 9 newcomers.
+    expect(halt?.message).toMatch(
+      /^block \d+: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint \(9 new: (41[0-9a-f]{40}, ){8}41[0-9a-f]{40}\)$/,
+    );
     // Nothing produced after the maintenance was made final.
     expect(lc.finalBlock.timestamp).toBeLessThan(cpNext);
   });

@@ -332,7 +332,8 @@ export class LightClient {
 
   /**
    * The signing key of an SR new in an epoch, as a quorum of providers reported it
-   * (`/wallet/getaccount` witness_permission, checkpoint-build.ts). Used when it produces a block.
+   * (`/wallet/getaccount` witness_permission, checkpoint-build.ts). Used when it produces a block;
+   * forgotten when that block does not verify with it (its next block asks again: `need-key`).
    * @param address the SR's account (42 hex); @param signingKey its key (42 hex).
    */
   addCandidateKey(address: string, signingKey: string): void {
@@ -479,6 +480,10 @@ export class LightClient {
       throw err;
     }
     if (signer !== key) {
+      // A newcomer's key is the providers' word: when its block does not verify with it, forget
+      // it, so that the next block of that SR asks them again (`need-key`) instead of refusing
+      // its blocks with the same key for ever (also after a restart: snapshots keep these keys).
+      if (newcomer) this.candidateKeys.delete(w);
       throw new LightClientError(
         'bad-signature',
         n,
@@ -501,9 +506,10 @@ export class LightClient {
         throw new LightClientError(
           'too-many-changes',
           n,
+          // What to do first: the list of newcomers is long, and stall reasons are cut (300).
           `more than ${MAX_NEW_SRS_PER_MAINTENANCE} new SRs since the maintenance of epoch ` +
-            `${epoch.index} (${[...epoch.newcomers, w].join(', ')}): ingest halts; check the SR ` +
-            'set and pin a fresh checkpoint',
+            `${epoch.index}: ingest halts; check the SR set and pin a fresh checkpoint ` +
+            `(${epoch.newcomers.size + 1} new: ${[...epoch.newcomers, w].join(', ')})`,
           true,
         );
       }
