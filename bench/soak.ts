@@ -48,7 +48,17 @@
  * - `GET /v1/events`, paged with `next_before` (limit 200, through the API client), returns the
  *   whole set: no repeat, none missing, none extra;
  * - every API request answered in the end (none failed after API_PATIENCE_MS of retries), each
- *   with the status expected.
+ *   with the status expected;
+ * - test mode (issue 32; {@link TestModeFigures}): a `tw_test_` key of the same account has three
+ *   test watches (on live watches' addresses) whose receivers check both signatures; it triggers a
+ *   deposit with POST /v1/test/transfers before the kill loop and after every kill, each with an
+ *   amount of its own. Every triggered event id is stored exactly once with one notification and
+ *   acknowledged; every stored test event is one of them or a lost answer's (same watch and
+ *   amount), acknowledged too; deliveries carry `Tronwatch-Test-Mode: true` and `livemode: false`
+ *   exactly when they are test events; GET /v1/events lists exactly the test events with the test
+ *   key and none of them with the live key (the load loop alternates the keys, and each answer is
+ *   checked); a live key's test deposit (403) and the test key naming a live watch (404) are
+ *   refused. The live figures (expected, stored, acknowledged, paged) count live events only.
  * The last line printed is the figures and PASS or FAIL (exit code 0 or 1).
  *
  * Usage: `npm run soak -- [--seed N] [--kills N] [--blocks N] [--interval-ms N] [--tx-per-block N]`.
@@ -176,7 +186,62 @@ export interface SoakFigures {
   pageMissing: number;
   pageExtra: number;
   cursorReachedEnd: boolean;
+  /** Test mode (issue 32): deposits triggered with a test key, and what must never cross. */
+  test: TestModeFigures;
   seconds: number;
+}
+
+/**
+ * Test mode's figures (issue 32): the soak's test key triggers deposits with POST
+ * /v1/test/transfers on test watches (one before the kill loop, then one after each kill), each
+ * with an amount of its own so that one whose answer was lost can be told apart. The live figures
+ * above (expected, stored, acknowledged, paged) count live (mainnet) events only.
+ */
+export interface TestModeFigures {
+  /** Test watches (created with the test key; their receivers check both signatures). */
+  watches: number;
+  /** POST /v1/test/transfers answered 201 (each a triggered deposit with its event id). */
+  triggered: number;
+  /** Of those, retried after an answer lost in flight (an earlier attempt may have stored one). */
+  lostAnswers: number;
+  /** Test events stored (network nile). */
+  stored: number;
+  /** Triggered event ids not stored. */
+  missing: number;
+  /** Triggered event ids stored more than once, summed beyond the first (0: ids are unique). */
+  duplicated: number;
+  /** Stored test events of a trigger whose answer was lost (its first attempt's): delivered too. */
+  fromLostAnswers: number;
+  /** Stored test events that no trigger explains (e.g. a live transfer matched to a test watch). */
+  unexplained: number;
+  /** Test events whose notification count is not 1. */
+  notificationMismatch: number;
+  /** Stored test events acknowledged (2xx) at least once with valid signatures. */
+  acknowledged: number;
+  unacknowledged: number;
+  dead: number;
+  /** Acknowledgements beyond the first of one event id (at-least-once; a receiver dedupes by id). */
+  duplicateDeliveries: number;
+  /** Deliveries whose `Tronwatch-Test-Mode` header or `livemode` disagrees with the event's network. */
+  headerMismatch: number;
+  /** GET /v1/events with the test key, every page, at the end: event ids listed. */
+  listed: number;
+  /** Stored test events the test key's listing lacks, and ids it lists that are not test events. */
+  listedMissing: number;
+  listedExtra: number;
+  /** Live events in the test key's final listing; test events in the live key's. */
+  liveInTestListing: number;
+  testInLiveListing: number;
+  /**
+   * During the run, GET /v1/events answers (the load loop alternates the keys) holding an event of
+   * the other environment.
+   */
+  crossingsDuringRun: number;
+  /** A live key's POST /v1/test/transfers (403 expected) and the test key naming a live watch
+   * (404 expected): answers other than refusals. */
+  crossAccepted: number;
+  /** Refusals of those two crossings as expected. */
+  crossRefused: number;
 }
 
 export interface SoakResult {
@@ -571,6 +636,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     const secrets = new Map<string, string>(); // path label → whsec_
     const figures = { requests: 0, status500: 0, hang: 0, reset: 0, badSignatures: 0 };
     const acked = new Map<string, number>(); // event id → 2xx answers
+    let testModeHeaderMismatch = 0;
     const bodies = new Map<string, Set<string>>(); // event id → keys of the bodies received
     // A generous webhook timeout: the receiver shares this process with the replay nodes and the
     // API client, and a starved event loop must not make deliveries fail (the soak's 'hang'
@@ -596,6 +662,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
           return 401;
         }
         const e = req.event ?? {};
+        // Test mode: a test event (livemode false, network nile) carries Tronwatch-Test-Mode:
+        // true; a live one neither.
+        const testHeader = req.headers['tronwatch-test-mode'] === 'true';
+        const isTest = e.livemode === false && e.network === 'nile';
+        if (testHeader !== isTest || (!isTest && (e.livemode !== true || e.network !== 'mainnet')))
+          testModeHeaderMismatch++;
         const key = eventKey({
           watchId: String(e.watch_id),
           txId: String(e.tx_id),
@@ -733,7 +805,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
      */
     const callApi = async (
       pathQuery: string,
-      init: { method?: string; body?: string } = {},
+      init: { method?: string; body?: string; key?: string } = {},
     ): Promise<{ status: number; body: unknown; lostBefore: boolean }> => {
       api.requests++;
       const end = Date.now() + API_PATIENCE_MS;
@@ -749,7 +821,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
             const res = await fetch(`${base}${pathQuery}`, {
               method: init.method ?? 'GET',
               headers: {
-                ...auth,
+                ...(init.key ? { authorization: `Bearer ${init.key}` } : auth),
                 ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
               },
               ...(init.body !== undefined ? { body: init.body } : {}),
@@ -795,11 +867,15 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     const account = await accountsCreate(db, { email: 'soak@example.com', plan: 'business' });
     const apiKey = (await keysCreate(db, { account: account.id })).key;
     auth = { authorization: `Bearer ${apiKey}` };
+    // Test mode (issue 32): a `tw_test_` key of the same account.
+    const testKey = (await keysCreate(db, { account: account.id, test: true })).key;
     const box = new SecretBox([Buffer.from(env.SECRET_ENCRYPTION_KEY ?? '', 'hex')]);
     let label = 0;
-    const createWatches = async (plans: WatchPlan[]) => {
+    /** Create `plans` (with `key`: the test key's, else live), returning the watches' ids. */
+    const createWatches = async (plans: WatchPlan[], key?: string): Promise<string[]> => {
+      const ids: string[] = [];
       for (const w of plans) {
-        const name = `w${label++}`;
+        const name = `${key ? 't' : 'w'}${label++}`;
         const webhookUrl = `${receiver.url}/${name}`;
         const r = await callApi('/v1/watches', {
           method: 'POST',
@@ -809,16 +885,18 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
             direction: w.direction,
             webhook_url: webhookUrl,
           }),
+          ...(key ? { key } : {}),
         });
-        const secret = (r.body as { secret?: unknown } | null)?.secret;
-        if (r.status === 201 && typeof secret === 'string') {
-          secrets.set(name, secret);
+        const created = r.body as { secret?: unknown; id?: unknown } | null;
+        if (r.status === 201 && typeof created?.secret === 'string') {
+          secrets.set(name, created.secret);
+          ids.push(String(created.id));
         } else if (r.status === 409 && r.lostBefore) {
           // The attempt whose answer was lost created it; POST /v1/watches is not idempotent and
           // shows a secret once, so read it as the operator can (the soak holds the key).
           const { rows } = await retrying('lost watch secret', () =>
-            db.query<{ secret_key_id: string; secret_ciphertext: Buffer }>(
-              'SELECT secret_key_id, secret_ciphertext FROM watches WHERE webhook_url = $1 AND deleted_at IS NULL',
+            db.query<{ id: string; secret_key_id: string; secret_ciphertext: Buffer }>(
+              'SELECT id, secret_key_id, secret_ciphertext FROM watches WHERE webhook_url = $1 AND deleted_at IS NULL',
               [webhookUrl],
             ),
           );
@@ -832,15 +910,96 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
             }),
           );
           api.recoveredSecrets++;
+          ids.push(row.id);
         } else {
           throw new Error(`POST /v1/watches ${name}: ${r.status} ${JSON.stringify(r.body)}`);
         }
       }
+      return ids;
     };
-    await createWatches(plans1);
+    const liveWatchIds = await createWatches(plans1);
+    // Test watches on the busiest live watches' addresses: a mainnet transfer to them must stay
+    // live (it would show as an unexplained test event), and each filter is exercised.
+    const testPlans: WatchPlan[] = [
+      { address: plans1[0]?.address ?? '', asset: 'ALL', direction: 'both' },
+      { address: plans1[2]?.address ?? '', asset: 'USDT', direction: 'incoming' },
+      { address: plans1[4]?.address ?? '', asset: 'TRX', direction: 'outgoing' },
+    ];
+    const testWatchIds = await createWatches(testPlans, testKey);
+    const test = {
+      crossingsDuringRun: 0,
+      crossAccepted: 0,
+      crossRefused: 0,
+    };
+    /** One triggered test deposit: its own amount, and its event id once answered 201. */
+    interface Trigger {
+      watchId: string;
+      amountRaw: string;
+      eventId: string | undefined;
+      lostBefore: boolean;
+    }
+    const triggers: Trigger[] = [];
+    /**
+     * Trigger test deposit number `seq` with the test key: watch seq mod 3, an asset and direction
+     * its filters take, amount seq+1.5 (unique: amount_raw tells a lost answer's event apart).
+     */
+    const triggerTestDeposit = async (seq: number) => {
+      const w = seq % testPlans.length;
+      const plan = testPlans[w] as WatchPlan;
+      const watchId = testWatchIds[w] as string;
+      const asset = plan.asset === 'ALL' ? (seq % 2 === 0 ? 'USDT' : 'TRX') : plan.asset;
+      const direction =
+        plan.direction === 'both' ? (seq % 4 < 2 ? 'incoming' : 'outgoing') : plan.direction;
+      const t: Trigger = {
+        watchId,
+        amountRaw: String((seq + 1) * 1_000_000 + 500_000),
+        eventId: undefined,
+        lostBefore: false,
+      };
+      triggers.push(t);
+      try {
+        const r = await callApi('/v1/test/transfers', {
+          method: 'POST',
+          key: testKey,
+          body: JSON.stringify({ watch_id: watchId, amount: `${seq + 1}.5`, asset, direction }),
+        });
+        t.lostBefore = r.lostBefore;
+        const e = r.body as { event_id?: unknown; livemode?: unknown; network?: unknown } | null;
+        if (r.status === 201 && typeof e?.event_id === 'string' && e.livemode === false) {
+          t.eventId = e.event_id;
+        } else {
+          api.unexpected++;
+          print(`soak: POST /v1/test/transfers answered ${r.status} ${JSON.stringify(r.body)}`);
+        }
+      } catch (err) {
+        print(`soak: ${(err as Error).message}`);
+      }
+    };
+    /** The crossings a key must be refused: live key → test deposit (403), test key → live watch (404). */
+    const tryCrossings = async () => {
+      for (const [key, watchId, want] of [
+        [apiKey, testWatchIds[0], 403],
+        [testKey, liveWatchIds[0], 404],
+      ] as const) {
+        const r = await callApi('/v1/test/transfers', {
+          method: 'POST',
+          key,
+          body: JSON.stringify({ watch_id: watchId, amount: '1' }),
+        });
+        if (r.status === want) test.crossRefused++;
+        else {
+          test.crossAccepted++;
+          print(`soak: crossing answered ${r.status} (${want} expected) ${JSON.stringify(r.body)}`);
+        }
+      }
+    };
+    let testSeq = 0;
+    const testSide: Promise<void>[] = [triggerTestDeposit(testSeq++), tryCrossings()];
     for (const n of nodes) n.advanceTo(first - 1);
     nodes[0]?.setFaults({ ...PROVIDER_1_FAULTS, seed: opts.seed });
-    print(`soak: ${plans1.length} watches created; the chain and the kill loop start`);
+    print(
+      `soak: ${plans1.length} watches created, ${testPlans.length} test watches; the chain and the kill loop start`,
+    );
 
     // The node providers' phases, as the chain is ingested (the ingest cursor, not the revealed
     // chain: on a loaded machine ingest lags, and the faults are for the blocks it reads).
@@ -867,12 +1026,22 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       loadOn = false;
     });
     const loadLoops = ['/v1/events?limit=200', '/v1/watches', '/v1/status'].map(async (p) => {
+      // GET /v1/events alternates the live and the test key; neither may see the other's events.
+      let asTest = false;
       while (loadOn && !stopping) {
         try {
-          const r = await callApi(p);
+          asTest = p.startsWith('/v1/events') && !asTest;
+          const r = await callApi(p, asTest ? { key: testKey } : {});
           if (r.status !== 200 || typeof r.body !== 'object' || r.body === null) {
             api.unexpected++;
             print(`soak: GET ${p} answered ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+          } else if (p.startsWith('/v1/events')) {
+            const data = (r.body as { data?: Array<{ network?: unknown; livemode?: unknown }> })
+              .data;
+            for (const e of data ?? []) {
+              if (e.livemode !== !asTest || e.network !== (asTest ? 'nile' : 'mainnet'))
+                test.crossingsDuringRun++;
+            }
           }
         } catch (err) {
           print(`soak: ${(err as Error).message}`);
@@ -926,6 +1095,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       }
       await killHard(p);
       start(name, p.role);
+      // A test deposit after every kill, answered while the processes restart.
+      testSide.push(triggerTestDeposit(testSeq++));
       if (k === Math.max(1, Math.floor(opts.kills / 3)))
         side.push(
           createWatches(plans2).then(() => print(`soak: ${plans2.length} more watches created`)),
@@ -958,6 +1129,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       }
     }
     await Promise.all(side);
+    await Promise.all(testSide);
     loadOn = false;
     await Promise.all(loadLoops);
 
@@ -996,13 +1168,15 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     );
 
     // The check.
+    // Live watches only: the test ones follow no chain here (their deposits are triggered).
     const { rows: watchRows } = await db.query<StoredWatch>(
-      'SELECT id, address_hex, asset_filter, direction, active_from_block::int8 AS active_from_block FROM watches',
+      "SELECT id, address_hex, asset_filter, direction, active_from_block::int8 AS active_from_block FROM watches WHERE network = 'mainnet'",
     );
     const expected = expectedKeys(transfers, watchRows);
     const expectedSet = new Set(expected);
-    const { rows: eventRows } = await db.query<{
+    const { rows: allEventRows } = await db.query<{
       id: string;
+      network: string;
       watch_id: string;
       tx_id: string;
       event_index: number;
@@ -1012,13 +1186,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       notifications: number;
       status: string | null;
     }>(
-      `SELECT e.id, e.watch_id, e.tx_id, e.event_index, e.direction, e.asset,
+      `SELECT e.id, e.network, e.watch_id, e.tx_id, e.event_index, e.direction, e.asset,
               e.amount_raw::text AS amount_raw,
               (SELECT count(*) FROM notifications n WHERE n.event_id = e.id)::int8 AS notifications,
               (SELECT n.status FROM notifications n WHERE n.event_id = e.id
                 ORDER BY n.created_at DESC LIMIT 1) AS status
          FROM events e`,
     );
+    // The live figures count live events; test events are checked apart (testFigures below).
+    const eventRows = allEventRows.filter((r) => r.network === 'mainnet');
+    const testRows = allEventRows.filter((r) => r.network !== 'mainnet');
     const storedKeyById = new Map<string, string>();
     const storedCount = new Map<string, number>();
     for (const r of eventRows) {
@@ -1049,7 +1226,49 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       else unacknowledged++;
       duplicateDeliveries += Math.max(0, n - 1);
     }
-    for (const id of bodies.keys()) if (!storedKeyById.has(id)) bodyMismatch++;
+    // Test events: each triggered id stored once, with one notification, acknowledged.
+    const testKeyById = new Map<string, string>();
+    for (const r of testRows) {
+      testKeyById.set(
+        r.id,
+        eventKey({
+          watchId: r.watch_id,
+          txId: r.tx_id,
+          eventIndex: r.event_index,
+          direction: r.direction,
+          asset: r.asset,
+          amountRaw: r.amount_raw,
+        }),
+      );
+    }
+    const testCount = new Map<string, number>();
+    for (const r of testRows) testCount.set(r.id, (testCount.get(r.id) ?? 0) + 1);
+    const answered = triggers.filter((t) => t.eventId !== undefined);
+    const triggeredIds = new Set(answered.map((t) => t.eventId as string));
+    const lostAmounts = new Set(
+      triggers.filter((t) => t.lostBefore).map((t) => `${t.watchId}|${t.amountRaw}`),
+    );
+    let fromLostAnswers = 0;
+    let unexplained = 0;
+    for (const r of testRows) {
+      if (triggeredIds.has(r.id)) continue;
+      if (lostAmounts.has(`${r.watch_id}|${r.amount_raw}`)) fromLostAnswers++;
+      else {
+        unexplained++;
+        print(`soak: unexplained test event ${r.id} (${testKeyById.get(r.id)})`);
+      }
+    }
+    let testAcked = 0;
+    let testDuplicateDeliveries = 0;
+    for (const [id, k] of testKeyById) {
+      const n = acked.get(id) ?? 0;
+      const got = bodies.get(id);
+      if (got && (got.size !== 1 || !got.has(k))) bodyMismatch++;
+      if (n > 0) testAcked++;
+      testDuplicateDeliveries += Math.max(0, n - 1);
+    }
+    for (const id of bodies.keys())
+      if (!storedKeyById.has(id) && !testKeyById.has(id)) bodyMismatch++;
     const pending = await count(
       db,
       "SELECT count(*)::int8 AS n FROM notifications WHERE status = 'PENDING'",
@@ -1075,6 +1294,43 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       before = body.next_before;
     }
     const pagedSet = new Set(paged);
+    // The test key's listing, every page: exactly the test events.
+    const listed: string[] = [];
+    before = null;
+    for (let page = 0; ; page++) {
+      const q = `limit=200${before ? `&before=${encodeURIComponent(before)}` : ''}`;
+      const r = await callApi(`/v1/events?${q}`, { key: testKey });
+      if (r.status !== 200) throw new Error(`GET /v1/events (test key) page ${page}: ${r.status}`);
+      const body = r.body as { data: Array<{ event_id: string }>; next_before: string | null };
+      listed.push(...body.data.map((e) => e.event_id));
+      if (!body.next_before) break;
+      before = body.next_before;
+    }
+    const listedSet = new Set(listed);
+    const testFigures: TestModeFigures = {
+      watches: testWatchIds.length,
+      triggered: answered.length,
+      lostAnswers: answered.filter((t) => t.lostBefore).length,
+      stored: testRows.length,
+      missing: [...triggeredIds].filter((id) => !testCount.has(id)).length,
+      duplicated: [...testCount.values()].reduce((s, n) => s + n - 1, 0),
+      fromLostAnswers,
+      unexplained,
+      notificationMismatch: testRows.filter((r) => r.notifications !== 1).length,
+      acknowledged: testAcked,
+      unacknowledged: testRows.length - testAcked,
+      dead: testRows.filter((r) => r.status === 'DEAD').length,
+      duplicateDeliveries: testDuplicateDeliveries,
+      headerMismatch: testModeHeaderMismatch,
+      listed: listed.length,
+      listedMissing: [...testKeyById.keys()].filter((id) => !listedSet.has(id)).length,
+      listedExtra: [...listedSet].filter((id) => !testKeyById.has(id)).length,
+      liveInTestListing: [...listedSet].filter((id) => storedKeyById.has(id)).length,
+      testInLiveListing: [...pagedSet].filter((id) => testKeyById.has(id)).length,
+      crossingsDuringRun: test.crossingsDuringRun,
+      crossAccepted: test.crossAccepted,
+      crossRefused: test.crossRefused,
+    };
     const f: SoakFigures = {
       seed: opts.seed,
       kills,
@@ -1114,6 +1370,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       pageMissing: [...storedKeyById.keys()].filter((id) => !pagedSet.has(id)).length,
       pageExtra: [...pagedSet].filter((id) => !storedKeyById.has(id)).length,
       cursorReachedEnd,
+      test: testFigures,
       crashes: crashes.length,
       startFailures,
       seconds: Math.round((Date.now() - started) / 1000),
@@ -1134,7 +1391,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       f.overdue === 0 &&
       f.pageRepeats === 0 &&
       f.pageMissing === 0 &&
-      f.pageExtra === 0;
+      f.pageExtra === 0 &&
+      testModePass(f.test);
     for (const c of crashes) print(`soak: crash: ${c}`);
     // Why each DEAD notification died: its attempts in order (status, or error class; `lost` =
     // a lease that ran out, its worker killed while holding it).
@@ -1167,6 +1425,31 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   }
 }
 
+/**
+ * Test mode passes when every triggered deposit is stored once under its event id with one
+ * notification, every stored test event (those of lost answers too) is acknowledged, nothing is
+ * unexplained, deliveries say their environment, each key lists exactly its own events, and both
+ * crossings were refused.
+ */
+export function testModePass(t: TestModeFigures): boolean {
+  return (
+    t.triggered > 0 &&
+    t.missing === 0 &&
+    t.duplicated === 0 &&
+    t.unexplained === 0 &&
+    t.notificationMismatch === 0 &&
+    t.unacknowledged === 0 &&
+    t.headerMismatch === 0 &&
+    t.listedMissing === 0 &&
+    t.listedExtra === 0 &&
+    t.liveInTestListing === 0 &&
+    t.testInLiveListing === 0 &&
+    t.crossingsDuringRun === 0 &&
+    t.crossAccepted === 0 &&
+    t.crossRefused === 2
+  );
+}
+
 async function cursorOf(db: Db): Promise<number> {
   const { rows } = await db.query<{ block_number: number }>(
     'SELECT block_number FROM chain_cursor',
@@ -1193,6 +1476,9 @@ function summary(f: SoakFigures, pass: boolean): string {
     `${f.requests} requests (500: ${f.faults.status500}, hang: ${f.faults.hang}, reset: ${f.faults.reset}), bad signatures ${f.badSignatures}, body mismatches ${f.bodyMismatch}, lost leases ${f.lostLeases};`,
     `pending ${f.pending}, overdue ${f.overdue};`,
     `GET /v1/events paged ${f.paged} (repeats ${f.pageRepeats}, missing ${f.pageMissing}, extra ${f.pageExtra});`,
+    `test mode: ${f.test.watches} test watches, ${f.test.triggered} deposits triggered (${f.test.lostAnswers} after a lost answer), ${f.test.stored} test events stored: missing ${f.test.missing}, duplicated ${f.test.duplicated}, of lost answers ${f.test.fromLostAnswers}, unexplained ${f.test.unexplained}, notification mismatches ${f.test.notificationMismatch};`,
+    `acknowledged ${f.test.acknowledged}/${f.test.stored} (unacknowledged ${f.test.unacknowledged}, dead ${f.test.dead}), duplicate deliveries ${f.test.duplicateDeliveries}, test-mode header mismatches ${f.test.headerMismatch};`,
+    `test key listed ${f.test.listed} (missing ${f.test.listedMissing}, extra ${f.test.listedExtra}, live ${f.test.liveInTestListing}), test events in the live listing ${f.test.testInLiveListing}, crossings during the run ${f.test.crossingsDuringRun}, crossings refused ${f.test.crossRefused}/2;`,
     `${f.seconds} s`,
     pass ? 'PASS' : 'FAIL',
   ].join(' ');
