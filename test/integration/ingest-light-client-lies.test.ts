@@ -640,5 +640,44 @@ describe.each(dbEngines)(
         known: true,
       });
     });
+
+    it('restarted at every block across a maintenance with a new SR and a rotation, delivers every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(290);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 20;
+      const newcomer = makeSr('voted in, restarts all around');
+      const pos = (slotOf(cp, m) + 3) % 27;
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      const sr22 = DEVNET_SRS[22] as DevnetSr;
+      const to = makeSr('restarts: SR 22 rotated');
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: 80 },
+        maintenanceBlock: m,
+        nextOrder,
+        rotations: [{ block: m - 2, owner: sr22.address, to }],
+      });
+      nodes.push(chain.node);
+      expect(chain.producers.get(m + 3)).toBe(newcomer.address);
+      const { keyOf } = await keyProviders(o, [newcomer]);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      // A new ingester per block read, from blocks before the maintenance until the newcomer's
+      // first block is final.
+      for (let head = m + 10; head <= m + 3 + 24; head++) {
+        chain.node.advanceTo(head);
+        const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+        await runUntil(ing, () => (ing.gate?.readHeight ?? 0) >= head);
+        expect(ing.gate?.readHeight).toBe(head);
+        expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, ing.stats.cursor));
+      }
+      chain.node.advanceTo(chain.last);
+      const last = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      await runUntil(last, () => last.stats.cursor >= chain.last - ABOVE);
+      expect(last.stats.cursor).toBe(chain.last - ABOVE);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
   },
 );
