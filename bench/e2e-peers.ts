@@ -8,16 +8,24 @@ import { startReceiver } from '../src/devnet/receiver.js';
 import { memorySource, startReplayNode } from '../src/devnet/replay-node.js';
 import { syntheticBlock } from '../src/devnet/synthetic.js';
 
-const { chain, blocks, intervalMs } = workerData as {
+const {
+  chain,
+  blocks,
+  intervalMs,
+  extra = 0,
+} = workerData as {
   chain: { seed: number; firstBlock: number; txPerBlock: number; addresses: number };
   blocks: number;
   intervalMs: number;
+  /** Blocks served after the measured ones (the light client needs 18 above the last). */
+  extra?: number;
 };
+const LAG = 18;
 const port = parentPort;
 if (!port) throw new Error('e2e-peers must run in a worker thread');
 
 const map = new Map<number, { block: string; infos: string }>();
-for (let n = chain.firstBlock; n < chain.firstBlock + blocks; n++) {
+for (let n = chain.firstBlock; n < chain.firstBlock + blocks + extra; n++) {
   const b = syntheticBlock(chain, n);
   map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
 }
@@ -29,8 +37,8 @@ const receiver = await startReceiver({
 const node = await startReplayNode({
   source: memorySource(map),
   intervalMs,
-  lag: 18,
-  startBefore: 18 + 400,
+  lag: LAG,
+  startBefore: LAG + 400,
   // Exact bytes, as the ingest role requires of a single provider (src/ingest/provable.ts).
   grpc: true,
 });
@@ -42,7 +50,16 @@ port.on('message', async (m: { op: string; label?: string; secret?: string; bloc
   if (m.op === 'count')
     port.postMessage({
       op: 'count',
-      delivered: new Set(receiver.received.map((r) => r.eventId)).size,
+      // Events of blocks up to m.block (all when absent).
+      delivered: new Set(
+        receiver.received
+          .filter(
+            (r) =>
+              m.block === undefined ||
+              Number((r.event as { block_number?: number } | undefined)?.block_number) <= m.block,
+          )
+          .map((r) => r.eventId),
+      ).size,
     });
   if (m.op === 'report') {
     const received = receiver.received.map((r) => ({
@@ -52,9 +69,9 @@ port.on('message', async (m: { op: string; label?: string; secret?: string; bloc
       verified: r.verified,
     }));
     const solidifiedAt: Record<number, number> = {};
-    for (let n = chain.firstBlock; n < chain.firstBlock + blocks; n++)
+    for (let n = chain.firstBlock - LAG; n < chain.firstBlock + blocks + extra; n++)
       solidifiedAt[n] = node.solidifiedAt(n) ?? Number.NaN;
-    port.postMessage({ op: 'report', received, solidifiedAt });
+    port.postMessage({ op: 'report', received, solidifiedAt, lag: LAG });
   }
   if (m.op === 'close') {
     await node.close();

@@ -1,12 +1,16 @@
 /**
- * End-to-end benchmarks (issue 3):
- * 1. Latency from the replay node solidifying a block to the local HTTPS receiver holding the
- *    signed POST of its events, p50/p99 over ≥ 500 blocks (the node produces a block every
- *    BENCH_INTERVAL_MS, default 150 ms, faster than mainnet's 3 s), through the whole service
- *    (`serve` roles in this process). Goal: p99 < 1 s.
+ * End-to-end benchmarks (issue 3; issue 28 item 2 for the light client):
+ * 1. Latency to the local HTTPS receiver holding the signed POST of a block's events, p50/p99
+ *    over ≥ 500 blocks (the node produces a block every BENCH_INTERVAL_MS, default 150 ms,
+ *    faster than mainnet's 3 s), through the whole service (`serve` roles in this process), twice
+ *    in the same run: light client off, from the replay node solidifying the block (today's
+ *    figure); light client on (TRON_LIGHT_CLIENT_CHECKPOINT = the synthetic chain's checkpoint;
+ *    ingest reads up to the full-node head), from the arrival at the node's full-node head of the
+ *    block that makes it final (18 above it: 19 SRs in turn). Goal: p99 < 1 s.
  * 2. Node requests per committed block at mainnet's pace (one block per 3 s, lag 18), over 45 s,
  *    read with gRPC: over the recorded mainnet block 79,072,107 and the blocks after it, and over
- *    full synthetic blocks (requestRate). Goal: ≤ 2.1.
+ *    full synthetic blocks (requestRate), each light client off and on. Goal: ≤ 2.1 per block,
+ *    ≤ 0.70 per second.
  * PostgreSQL when DATABASE_URL is set (a fresh database), else PGlite.
  */
 import fs from 'node:fs';
@@ -22,11 +26,17 @@ import {
   memorySource,
   startReplayNode,
 } from '../src/devnet/replay-node.js';
-import { syntheticAddresses, syntheticBlock } from '../src/devnet/synthetic.js';
+import {
+  syntheticAddresses,
+  syntheticBlock,
+  syntheticCheckpoint,
+} from '../src/devnet/synthetic.js';
+import { FinalityGate } from '../src/ingest/finality-gate.js';
 import { Ingester } from '../src/ingest/loop.js';
 import { startService } from '../src/service.js';
 import { hexToBase58 } from '../src/tron/address.js';
 import { parseGrpcTarget } from '../src/tron/grpc.js';
+import type { Checkpoint } from '../src/tron/light-client/sr-set.js';
 import { NodeClient } from '../src/tron/node-client.js';
 import { emptyDb } from '../test/helpers/db.js';
 import { chainDir } from '../test/helpers/fixtures.js';
@@ -48,9 +58,22 @@ const pct = (sorted: number[], p: number) =>
 interface PeerReport {
   received: Array<{ eventId: string | undefined; block: number; at: number; verified: boolean }>;
   solidifiedAt: Record<number, number>;
+  /** The replay node's full-node head minus its solidified head, blocks. */
+  lag: number;
 }
 
-async function latency(blocks: number, intervalMs: number): Promise<string[]> {
+/** Blocks above a block that make it final when every SR signs in turn (19 − 1). */
+const FINALISING = 18;
+
+/**
+ * One end-to-end latency run through the service. Light client off: from the replay node
+ * solidifying a block to the receiver holding its events' POST. Light client on
+ * (TRON_LIGHT_CLIENT_CHECKPOINT = the synthetic chain's checkpoint; ingest reads up to the
+ * node's full-node head): from the arrival of the block that makes it final (block n + 18 on a
+ * chain where every SR signs in turn) at the node's full-node head, which is when it is
+ * solidified + lag on the replay node's timeline, to the receiver.
+ */
+async function latency(blocks: number, intervalMs: number, lightClient = false): Promise<string[]> {
   const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   const t = await emptyDb(engine);
   await t.db.close(); // the service opens its own pool on that database
@@ -59,7 +82,7 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
   const peersUrl = new URL('./e2e-peers.ts', import.meta.url).href;
   const peers = new Worker(
     `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(peersUrl)}); })`,
-    { eval: true, workerData: { chain: CHAIN, blocks, intervalMs } },
+    { eval: true, workerData: { chain: CHAIN, blocks, intervalMs, extra: FINALISING + 2 } },
   );
   const next = <T>(op: string) =>
     new Promise<T>((resolve) => {
@@ -73,7 +96,10 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
     });
   const ready = await next<{ nodeUrl: string; origin: string; ca: string }>('ready');
   fs.writeFileSync(path.join(dataDir, 'ca.pem'), ready.ca);
+  const checkpointFile = path.join(dataDir, 'checkpoint.json');
+  fs.writeFileSync(checkpointFile, JSON.stringify(syntheticCheckpoint(CHAIN)));
   const cfg = loadConfig({
+    ...(lightClient ? { TRON_LIGHT_CLIENT_CHECKPOINT: checkpointFile } : {}),
     ...(t.url ? { DATABASE_URL: t.url } : {}),
     DATA_DIR: dataDir,
     TRON_NODE_URL: ready.nodeUrl,
@@ -88,6 +114,7 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
     LOG_LEVEL: 'error',
   });
   const committedAt = new Map<number, number>();
+  const last = CHAIN.firstBlock + blocks - 1;
   const svc = await startService(cfg, {
     roles: ['api', 'ingest', 'worker'],
     logger: silentLogger,
@@ -120,15 +147,22 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
         break;
       }
     }
-    peers.postMessage({ op: 'advance', block: CHAIN.firstBlock - 1 });
-    const last = CHAIN.firstBlock + blocks - 1;
+    // Nothing waiting when ingest starts, light client off or on: the solidified head (off) or
+    // the full-node head, 18 above it (on), at the block before the first.
+    peers.postMessage({
+      op: 'advance',
+      block: CHAIN.firstBlock - 1 - (lightClient ? FINALISING : 0),
+    });
     const deadline = Date.now() + blocks * intervalMs + 60_000;
     while ((svc.ingester?.stats.cursor ?? 0) < last && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 50));
-    const { rows } = await svc.db.query<{ n: number }>('SELECT count(*)::int8 AS n FROM events');
+    const { rows } = await svc.db.query<{ n: number }>(
+      'SELECT count(*)::int8 AS n FROM events WHERE block_number <= $1',
+      [last],
+    );
     const expected = rows[0]?.n ?? 0;
     for (;;) {
-      peers.postMessage({ op: 'count' });
+      peers.postMessage({ op: 'count', block: last });
       const c = await next<{ delivered: number }>('count');
       if (c.delivered >= expected || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 100));
@@ -140,27 +174,36 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
       if (r.eventId && !firstSeen.has(r.eventId))
         firstSeen.set(r.eventId, { at: r.at, block: r.block });
     }
+    // When block n's events could go at the earliest: the node solidified it (light client
+    // off), or the block that makes it final appeared at the node's full-node head (on), which is
+    // when the node solidified block n + 18 - lag.
+    const refAt = (n: number) =>
+      report.solidifiedAt[lightClient ? n + FINALISING - report.lag : n] ?? Number.NaN;
     const perEvent: number[] = [];
     const perBlock = new Map<number, number>();
     for (const { at, block } of firstSeen.values()) {
-      const solid = report.solidifiedAt[block];
-      if (solid === undefined || Number.isNaN(solid)) continue;
-      const ms = at - solid;
+      const ref = refAt(block);
+      if (Number.isNaN(ref) || block > last) continue;
+      const ms = at - ref;
       perEvent.push(ms);
       perBlock.set(block, Math.max(perBlock.get(block) ?? 0, ms));
     }
     perEvent.sort((a, b) => a - b);
     const blockLat = [...perBlock.values()].sort((a, b) => a - b);
     const commitLat = [...committedAt.entries()]
-      .filter(([n]) => n >= CHAIN.firstBlock)
-      .map(([n, at]) => at - (report.solidifiedAt[n] ?? at))
+      .filter(([n]) => n >= CHAIN.firstBlock && n <= last)
+      .map(([n, at]) => at - refAt(n))
+      .filter((ms) => !Number.isNaN(ms))
       .sort((a, b) => a - b);
     const unverified = report.received.filter((r) => !r.verified).length;
+    const from = lightClient
+      ? 'finalising block at the full-node head (light client on)'
+      : 'solidified (light client off)';
     return [
-      `database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
+      `${lightClient ? 'light client on' : 'light client off'}: database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
       `events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
-      `latency solidified → receiver, per event: p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
-      `of which solidified → committed (ingest): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms`,
+      `latency ${from} → receiver, per event: p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `of which → committed (ingest): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms`,
       `latency per block (its last event):     p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
     ];
   } finally {
@@ -183,7 +226,13 @@ async function latency(blocks: number, intervalMs: number): Promise<string[]> {
 async function paceRun(
   source: BlockSource,
   seconds: number,
-  opts: { fromStart: boolean; startBefore: number; solidifyFirst?: boolean },
+  opts: {
+    fromStart: boolean;
+    startBefore: number;
+    solidifyFirst?: boolean;
+    /** The light client on, from this chain's checkpoint: the synthetic one, or the replay node's. */
+    gate?: 'synthetic' | 'replay';
+  },
 ) {
   const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
   const t = await emptyDb(engine);
@@ -213,6 +262,20 @@ async function paceRun(
       // real parent, which no filler hashes to).
       ingest: { startBlock: node.first, blockIntervalMs: 3000 },
     },
+    // The light client on: blocks read up to the full-node head, final once 19 SRs built on them.
+    ...(opts.gate
+      ? {
+          finality: new FinalityGate({
+            checkpoint:
+              opts.gate === 'synthetic'
+                ? syntheticCheckpoint(CHAIN)
+                : (node.checkpoint as Checkpoint),
+            keyOf: async (a: string) => {
+              throw new Error(`no SR is new on the synthetic chain (${a})`);
+            },
+          }),
+        }
+      : {}),
   });
   const run = ing.run(ac.signal);
   let r0 = 0;
@@ -279,9 +342,24 @@ export async function requestRate(seconds: number): Promise<string[]> {
     fromStart: false,
     startBefore: 0,
   });
+  // The light client on: the same blocks read at the full-node head (18 above the solidified
+  // head), so the source reaches 18 blocks further, plus the settling.
+  const gated = await paceRun(chainSource(Math.ceil(seconds / 3) + 25 + 30), seconds, {
+    fromStart: false,
+    startBefore: 0,
+    gate: 'synthetic',
+  });
+  const realGated = await paceRun(dirSource(chainDir()), seconds, {
+    fromStart: true,
+    startBefore: 0,
+    solidifyFirst: true,
+    gate: 'replay',
+  });
   return [
     `mainnet pace, recorded mainnet block ${real.first} (619 txs, exact bytes) then empty blocks, 3 s per block, gRPC: ${real.reqs} requests over ${real.elapsed.toFixed(0)} s for ${real.blocks} blocks = ${(real.reqs / real.blocks).toFixed(2)} requests per block (goal: ≤ 2.1); block ${real.first} itself: ${realBlock.length} requests (${realBlock.sort().join(', ')}); block ${real.first + 1}, asked before the grid is known (once, at start): ${firstAsked.length} requests; every other request over the other ${real.blocks - 2} blocks: ${rest.toFixed(2)} per block; by path: ${paths(real.byPath)}`,
     `mainnet pace, synthetic blocks of 600 txs (every block full), 3 s per block, gRPC: ${full.reqs} requests over ${full.elapsed.toFixed(0)} s for ${full.blocks} blocks = ${(full.reqs / full.blocks).toFixed(2)} requests per block (goal: ≤ 2.1), ${(full.reqs / full.elapsed).toFixed(2)} requests/s; by path: ${paths(full.byPath)}; ${full.headPolls} head polls in total`,
+    `mainnet pace, light client on (replayCheckpoint: the devnet SRs with block ${realGated.first}'s real one), recorded mainnet block ${realGated.first} then signed empty blocks, read at the full-node head (18 above the solidified one), 3 s per block, gRPC, from the start (the 18 blocks above the first, already at the head, caught up at once, then one per 3 s): ${realGated.reqs} requests over ${realGated.elapsed.toFixed(0)} s for ${realGated.byBlock.size} blocks read (${realGated.blocks} committed) = ${(realGated.reqs / realGated.byBlock.size).toFixed(2)} requests per block read; block ${realGated.first} itself: ${(realGated.byBlock.get(realGated.first) ?? []).length} requests (${(realGated.byBlock.get(realGated.first) ?? []).sort().join(', ')}); by path: ${paths(realGated.byPath)}`,
+    `mainnet pace, light client on (read at the full-node head, 18 above the solidified one), same synthetic blocks, 3 s per block, gRPC: ${gated.reqs} requests over ${gated.elapsed.toFixed(0)} s for ${gated.blocks} blocks = ${(gated.reqs / gated.blocks).toFixed(2)} requests per block (goal: ≤ 2.1), ${(gated.reqs / gated.elapsed).toFixed(2)} requests/s (goal: ≤ 0.70); by path: ${paths(gated.byPath)}; ${gated.headPolls} head polls in total`,
   ];
 }
 
@@ -290,6 +368,7 @@ export async function benchE2e(
 ): Promise<string[]> {
   return [
     ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150)),
+    ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150, true)),
     ...(await requestRate(opts.paceSeconds ?? 45)),
   ];
 }

@@ -1,7 +1,8 @@
 /**
- * The block loop (DESIGN data flow): cursor → fetch solidified block → extract → match → one
- * transaction. Blocks are committed strictly in order; the cursor only moves with a commit, so a
- * crash at any instant resumes at the first uncommitted block (nothing lost, nothing twice).
+ * The block loop (DESIGN data flow): cursor → fetch solidified block (with the light client: a
+ * block up to the full-node head, proven final by it) → extract → match → one transaction.
+ * Blocks are committed strictly in order; the cursor only moves with a commit, so a crash at any
+ * instant resumes at the first uncommitted block (nothing lost, nothing twice).
  *
  * Caught up, the loop asks for the next block itself (`NodeClient.getBlockIfSolidified`: the
  * solidity endpoint answers `{}` until the block is solidified) instead of polling the heads
@@ -50,6 +51,17 @@
  *   tronwatch_ingest_stalled_block, and retried every `permanentRetryMs` (default 10 block
  *   intervals, 30 s on mainnet), so a fixed node or a fixed bug resumes by itself ('ingest
  *   resumed'). The commit that gets the block through clears the stall.
+ *
+ * With the finality gate (the light client, finality-gate.ts), blocks are read from the full
+ * node's view instead, up to the providers' full-node head (NodeGroup.getBlockIfProduced caught
+ * up, getFullNodeBlock catching up), on the same grid and at the same cost: the head moves once
+ * per interval as the solidified head does, so the asks above are unchanged, and the block read
+ * is also the head stored for watch activation (saveHead). Each goes to the gate and is committed
+ * once the light client proved it final, that is right after the block that made it final was
+ * read (about 18 blocks above it), no longer after the node solidified it. When the node switches
+ * branches above the final block, the gate steps back and the heights that changed are read again
+ * one at a time (`rereading`), then reading goes on above (fork following; no stall). Without
+ * the gate nothing above the solidified head is read.
  *
  * Leadership terms: run() is one term (leader.ts calls it once per term on the same Ingester).
  * Each term starts by forgetting the head-sighting times of the previous one, and every cursor

@@ -20,6 +20,12 @@
  *   not asked until its set-aside time runs out, then after the healthy ones.
  * Providers are preferred in the order given (your own java-tron first, say).
  *
+ * - With the light client on, blocks are also read from the full node's view, above the
+ *   solidified head (getFullNodeBlock, getBlockIfProduced): verified and agreed the same way, but
+ *   their finality is not taken from the providers' heads (no solidFor check; the light client
+ *   proves it, ingest/finality-gate.ts), and providers disagreeing on such a block while it is
+ *   young is a fork being settled: asked again, not stalled.
+ *
  * With one provider and k = 1 this is the plain client plus verification, as before.
  * Source for the failure model: issue "No false deposits"; README "Trusting the node".
  */
