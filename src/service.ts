@@ -262,10 +262,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       }
     }
     if (opts.roles.includes('ingest')) {
-      // Until every devnet chain the tests and the demo serve pins its checkpoint, the light
-      // client stays on only with TRON_LIGHT_CLIENT_CHECKPOINT.
-      const finality =
-        cfg.ingest.lightClientCheckpoint === undefined ? undefined : await finalityGateFor(cfg);
+      // The light client is always on for mainnet (issue 28): at the pinned checkpoint, or at one
+      // the providers agree on at the first start (finality-gate.ts finalityGateFor).
+      const finality = await finalityGateFor(cfg);
       ingester = startIngest(cfg, {
         ...opts,
         finality,
