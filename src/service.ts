@@ -103,6 +103,13 @@ export interface StartOptions {
    * (AppDeps.devMailboxUrl). Default none.
    */
   devMailboxUrl?: string;
+  /**
+   * Benchmarks only (bench/e2e.ts): ingest commits a block once the providers' solidified head
+   * covers it, as before the light client, so a run measures that baseline next to the light
+   * client's figures. No setting or command reaches it (issue 28: the light client has no off
+   * switch); never serve with it.
+   */
+  benchmarkBaselineWithoutLightClient?: true;
 }
 
 /**
@@ -264,7 +271,9 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     if (opts.roles.includes('ingest')) {
       // The light client is always on for mainnet (issue 28): at the pinned checkpoint, or at one
       // the providers agree on at the first start (finality-gate.ts finalityGateFor).
-      const finality = await finalityGateFor(cfg);
+      const finality = opts.benchmarkBaselineWithoutLightClient
+        ? undefined
+        : await finalityGateFor(cfg);
       ingester = startIngest(cfg, {
         ...opts,
         finality,
