@@ -80,6 +80,7 @@ import { SecretBox } from '../src/common/secrets.js';
 import { Shutdown } from '../src/common/shutdown.js';
 import { migrate } from '../src/db/migrate.js';
 import { type Db, openDb } from '../src/db/pool.js';
+import { writeDevnetCheckpoint } from '../src/devnet/pin.js';
 import { type Receiver, startReceiver } from '../src/devnet/receiver.js';
 import { dirSource, type ReplayNode, startReplayNode } from '../src/devnet/replay-node.js';
 import { writeSyntheticChain } from '../src/devnet/synth-dir.js';
@@ -716,6 +717,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       TRON_NODE_CONCURRENCY: '4',
       TRON_NODE_MAX_RPS: '0', // local replay nodes: no provider's budget to keep
       INGEST_START_BLOCK: String(first),
+      // The light client proves every block from the devnet SRs' signatures (the replay nodes'
+      // checkpoint: the block before the chain's first), through every kill and provider fault.
+      TRON_LIGHT_CLIENT_CHECKPOINT: writeDevnetCheckpoint(nodes[0] as ReplayNode, work),
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_CA_FILE: caFile,
       WEBHOOK_TIMEOUT_MS: String(timeoutMs),

@@ -126,7 +126,7 @@ export const EnvSchema = T.Object({
     T.String({
       pattern: '^(0|[1-9][0-9]{0,15})(:[0-9a-fA-F]{64})?$',
       description:
-        "First block to ingest when no cursor exists, as number:blockID (a checkpoint: a first block with another id is refused) or a bare number (unanchored: the first block is taken on the providers' word).",
+        "First block to ingest when no cursor exists, as number:blockID (a checkpoint: a first block with another id is refused) or a bare number (the first block is then anchored by the light client: it must chain to its checkpoint and carry its SR's signature).",
       unset: 'the solidified head at first start, bounded by the shipped mainnet checkpoint',
     }),
   ),
@@ -134,9 +134,9 @@ export const EnvSchema = T.Object({
     T.String({
       minLength: 1,
       description:
-        "Turns on tronwatch's own finality (the light client, [Trusting the node](trusting-the-node.md#finality-proven-by-the-srs)): the SR-set checkpoint it follows the chain from, as the path of a checkpoint file (what `tronwatch checkpoint` prints; relative to the working directory) or as `number:blockID` of a checkpoint shipped in `checkpoints/`. A block is then committed only once 19 of the 27 SRs have signed blocks on top of it, checked by tronwatch; a provider's solidified head only says how far to read. Ingest starts at the checkpoint's next block (or `INGEST_START_BLOCK` when later); a stored cursor below the checkpoint halts ingest.",
+        "The SR-set checkpoint tronwatch's own finality (the light client, always on: [Trusting the node](trusting-the-node.md#finality-proven-by-the-srs)) follows the chain from, as the path of a checkpoint file (what `tronwatch checkpoint` prints; relative to the working directory) or as `number:blockID` of a checkpoint shipped in `checkpoints/`. A block is committed only once 19 of the 27 SRs have signed blocks on top of it, checked by tronwatch; a provider's solidified head is only a hint. Ingest starts at the checkpoint's next block (or `INGEST_START_BLOCK` when later); a stored cursor below the checkpoint halts ingest. A light-client state stored from another checkpoint is left aside for the pinned one.",
       unset:
-        "off: a block is final when the providers' solidified head reaches it (the replay node's filler blocks are not SR-signed, so recorded-fixture runs keep it off)",
+        "the state stored by an earlier run; at the first start, a checkpoint the providers agree on (TRON_NODE_QUORUM, every answering one) at ingest's first block: trust on first use, logged and shown in `/v1/status` (`checkpoint_pinned: false`); pin one to remove that trust",
     }),
   ),
   TRON_BLOCK_INTERVAL_MS: Int({

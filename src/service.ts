@@ -103,6 +103,13 @@ export interface StartOptions {
    * (AppDeps.devMailboxUrl). Default none.
    */
   devMailboxUrl?: string;
+  /**
+   * Benchmarks only (bench/e2e.ts): ingest commits a block once the providers' solidified head
+   * covers it, as before the light client, so a run measures that baseline next to the light
+   * client's figures. No setting or command reaches it (issue 28: the light client has no off
+   * switch); never serve with it.
+   */
+  benchmarkBaselineWithoutLightClient?: true;
 }
 
 /**
@@ -262,10 +269,11 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       }
     }
     if (opts.roles.includes('ingest')) {
-      // Until every devnet chain the tests and the demo serve pins its checkpoint, the light
-      // client stays on only with TRON_LIGHT_CLIENT_CHECKPOINT.
-      const finality =
-        cfg.ingest.lightClientCheckpoint === undefined ? undefined : await finalityGateFor(cfg);
+      // The light client is always on for mainnet (issue 28): at the pinned checkpoint, or at one
+      // the providers agree on at the first start (finality-gate.ts finalityGateFor).
+      const finality = opts.benchmarkBaselineWithoutLightClient
+        ? undefined
+        : await finalityGateFor(cfg);
       ingester = startIngest(cfg, {
         ...opts,
         finality,

@@ -44,6 +44,7 @@ import { NodeClient } from '../tron/node-client.js';
 import { scan } from '../tron/scan.js';
 import type { BlockJson, TransactionInfoJson, Transfer } from '../tron/types.js';
 import { consoleSession } from './console-client.js';
+import { writeDevnetCheckpoint } from './pin.js';
 import { type Receiver, startReceiver } from './receiver.js';
 import {
   type BlockSource,
@@ -383,6 +384,10 @@ async function startDemoService(
     DATA_DIR: dataDir,
     TRON_NODE_URL: replay?.grpcUrl ? `${nodeUrl}#grpc=${replay.grpcUrl}` : nodeUrl,
     ...(replay ? { INGEST_START_BLOCK: String(replay.first) } : {}),
+    // The light client proves every block from the SRs' signatures: a replayed chain pins the
+    // checkpoint it is proven from (its devnet SRs); live mainnet takes one from TronGrid at the
+    // first start (trust on first use, said in the log and /v1/status).
+    ...(replay ? { TRON_LIGHT_CLIENT_CHECKPOINT: writeDevnetCheckpoint(replay, dataDir) } : {}),
     ...(nile ? { TRON_TESTNET_NODE_URL: `${nile.url}#grpc=${nile.grpcUrl ?? 'none'}` } : {}),
     TRON_BLOCK_INTERVAL_MS: String(chain.intervalMs),
     WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',

@@ -34,6 +34,7 @@ import { hashPassword } from '../console/passwords.js';
 import { type Service, startService } from '../service.js';
 import { hexToBase58 } from '../tron/address.js';
 import { type Mailbox, startMailbox } from './mailbox.js';
+import { writeDevnetCheckpoint } from './pin.js';
 import { type Receiver, startReceiver } from './receiver.js';
 import { type BlockEntry, type BlockSource, startReplayNode } from './replay-node.js';
 import { type SyntheticChainOptions, syntheticAddress, syntheticBlock } from './synthetic.js';
@@ -215,7 +216,8 @@ export async function startDev(opts: DevOptions = {}): Promise<DevStack> {
     const source = lazySyntheticSource({
       ...CHAIN,
       txPerBlock: opts.txPerBlock ?? 30,
-      startTimestamp: Date.now() - TIMESTAMP_HEAD_START_MS,
+      // On a 3 s slot boundary, as block times are (the light client's checkpoint needs one).
+      startTimestamp: Math.floor((Date.now() - TIMESTAMP_HEAD_START_MS) / 3000) * 3000,
     });
     const replay = await startReplayNode({
       source,
@@ -230,8 +232,10 @@ export async function startDev(opts: DevOptions = {}): Promise<DevStack> {
     const cfg = loadConfig({
       DATA_DIR: dataDir,
       TRON_NODE_URL: replay.grpcUrl ? `${replay.url}#grpc=${replay.grpcUrl}` : replay.url,
-      // The synthetic chain's first block is its checkpoint (its parent is a seeded id).
+      // The synthetic chain's first block is where ingest starts (its parent is a seeded id),
+      // proven by the light client from the checkpoint below it (the devnet SRs).
       INGEST_START_BLOCK: String(replay.first),
+      TRON_LIGHT_CLIENT_CHECKPOINT: writeDevnetCheckpoint(replay, dataDir),
       TRON_BLOCK_INTERVAL_MS: String(intervalMs),
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_CA_FILE: caFile,

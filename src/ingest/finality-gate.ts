@@ -404,7 +404,10 @@ export class FinalityGate {
       } else {
         const under = this.ahead.get(this.tip.id);
         if (!under) {
-          // The tip is final: the node's branch leaves the final chain.
+          // The tip is final: the node's branch leaves the final chain. Right at the final block
+          // with nothing held, the light client names the case itself: a checkpoint older than
+          // the chain served halts (stale-checkpoint), anything else is refused (not-chained).
+          if (this.ahead.size === 0 && this.tip.id === f.id) this.client.submit(header, []);
           this.rewind();
           throw new BlockCheckError(
             'parent',

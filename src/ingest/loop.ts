@@ -433,7 +433,14 @@ export class Ingester {
     }
     const row = stored ?? (await ensureCursor(db, network, await this.firstBlock(signal)));
     const start = this.o.config.ingest;
-    if (!stored && start.startBlock !== undefined && start.startBlockId === undefined) {
+    // With the light client the first block is anchored anyway: it must chain to the checkpoint
+    // and carry its SR's signature.
+    if (
+      !stored &&
+      !this.gate &&
+      start.startBlock !== undefined &&
+      start.startBlockId === undefined
+    ) {
       this.o.logger.warn(
         { block_number: start.startBlock },
         'INGEST_START_BLOCK has no blockID: the first block is taken on the providers’ word; give number:blockID (a checkpoint) to anchor it',

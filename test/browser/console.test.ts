@@ -29,7 +29,7 @@ import {
   startConsoleService,
   visible,
 } from '../helpers/browser.js';
-import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import { FINALITY_DEPTH, nodeEnv, type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
 
 const READY = browserTestsReady();
 
@@ -108,7 +108,9 @@ describe.skipIf(!READY)('console in a browser', () => {
     // next block: at mainnet's 3 s the 100 blocks of margin last five minutes of a loaded host.
     chain = await serveSynthetic(
       { seed: 7, firstBlock: FIRST_BLOCK, txPerBlock: 12, addresses: 12, count: 12 },
-      { intervalMs: 0, lag: 2, startBefore: 100 },
+      // The full-node head FINALITY_DEPTH above the solidified one, as on mainnet: the light
+      // client proves final exactly the blocks the node solidified.
+      { intervalMs: 0, lag: FINALITY_DEPTH, startBefore: 100 },
     );
     // The address with incoming transfers in the most blocks; its first two such blocks.
     const blocksOf = new Map<string, Map<number, number>>();
@@ -137,7 +139,7 @@ describe.skipIf(!READY)('console in a browser', () => {
       roles: ['api', 'ingest', 'worker'],
       caPem: receiver.ca,
       env: {
-        TRON_NODE_URL: tronNodeUrl(chain.node),
+        ...nodeEnv(chain.node),
         // The chain's checkpoint: its first block (the fillers before it cannot hash to its parent).
         INGEST_START_BLOCK: String(chain.first),
         TRON_BLOCK_INTERVAL_MS: '3000',

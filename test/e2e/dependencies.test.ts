@@ -33,10 +33,10 @@ import {
   eventKey,
   expectedEvents,
   insertSyntheticWatches,
+  nodeEnv,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  tronNodeUrl,
 } from '../helpers/chain.js';
 import { type LoggedProcess, startLogged, terminate, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL } from '../helpers/db.js';
@@ -132,7 +132,7 @@ async function deliverySetup(seed: number, firstBlock: number) {
     WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     WEBHOOK_CA_FILE: caFile,
     DELIVERY_POLL_MS: '50',
-    TRON_NODE_URL: tronNodeUrl(chain.node),
+    ...nodeEnv(chain.node),
     INGEST_START_BLOCK: String(chain.first),
     TRON_BLOCK_INTERVAL_MS: '100',
     HOST: '127.0.0.1',

@@ -29,10 +29,10 @@ import {
   eventKey,
   expectedEvents,
   insertSyntheticWatches,
+  nodeEnv,
   serveSynthetic,
   storedEventKeys,
   type TestWatch,
-  tronNodeUrl,
 } from '../helpers/chain.js';
 import { type LoggedProcess, startLogged, terminate as term, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
@@ -165,7 +165,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       // A lost claim counts as a failed attempt, retried on the schedule after its lease: 1 m → 0.6 s.
       DELIVERY_SCHEDULE_SCALE: '0.01',
       DELIVERY_POLL_MS: '50',
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       HOST: '127.0.0.1',
@@ -306,7 +306,7 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
     const env = {
       DATABASE_URL: t.url ?? '',
       DATA_DIR: tmpDir(),
-      TRON_NODE_URL: tronNodeUrl(node),
+      ...nodeEnv(node),
       TRON_NODE_TIMEOUT_MS: '300',
       TRON_NODE_RETRIES: '1',
       INGEST_START_BLOCK: String(chain.first),

@@ -11,10 +11,10 @@ import {
   eventKey,
   expectedEvents,
   insertSyntheticWatches,
+  nodeEnv,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  tronNodeUrl,
 } from '../helpers/chain.js';
 import { spawnCli } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
@@ -50,7 +50,7 @@ describe.skipIf(!POSTGRES_URL)('ingest survives kill -9 (PostgreSQL)', () => {
 
     const env = {
       DATABASE_URL: t.url ?? '',
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       TRON_NODE_CONCURRENCY: '2',

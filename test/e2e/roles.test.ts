@@ -11,10 +11,10 @@ import {
   eventKey,
   expectedEvents,
   insertSyntheticWatches,
+  nodeEnv,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  tronNodeUrl,
 } from '../helpers/chain.js';
 import { type LoggedProcess, startLogged, terminate as term, untilOrExit } from '../helpers/cli.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
@@ -68,7 +68,7 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
     const env = {
       DATABASE_URL: t.url ?? '',
       DATA_DIR: tmpDir(),
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       TRON_NODE_CONCURRENCY: '2',
@@ -213,7 +213,7 @@ describe.skipIf(!POSTGRES_URL)('roles as processes (PostgreSQL)', () => {
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
       WEBHOOK_CA_FILE: caFile,
       DELIVERY_CONCURRENCY: '4',
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       HOST: '127.0.0.1',

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { serveSynthetic } from '../helpers/chain.js';
+import { checkpointFile, serveSynthetic } from '../helpers/chain.js';
 import { runCli, startLogged, terminate, untilOrExit } from '../helpers/cli.js';
 import { emptyDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 
@@ -58,6 +58,7 @@ describe('one provider without gRPC', { timeout: 120_000 }, () => {
         DATABASE_URL: t.url ?? '',
         DATA_DIR: tmpDir(),
         TRON_NODE_URL: chain.node.url,
+        TRON_LIGHT_CLIENT_CHECKPOINT: checkpointFile(chain.node),
         TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: '1',
         INGEST_START_BLOCK: String(chain.first),
         TRON_BLOCK_INTERVAL_MS: '100',

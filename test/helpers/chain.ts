@@ -3,6 +3,9 @@
  * they should produce (the generator's own ground truth, matched by a loop written here, not by
  * src/ingest/match.ts).
  */
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { newId } from '../../src/common/ids.js';
 import type { Queryable } from '../../src/db/pool.js';
 import {
@@ -44,6 +47,44 @@ export function tronNodeUrl(node: { url: string; grpcUrl: string | undefined }):
   if (!node.grpcUrl)
     throw new Error(`replay node ${node.url} serves no gRPC (start it with grpc: true)`);
   return `${node.url}#grpc=${node.grpcUrl}`;
+}
+
+/**
+ * Blocks on top of a block that make it final when every SR signs in turn, as on the devnet: 19
+ * distinct SRs (its producer and 18 more) must have signed blocks at or above it
+ * (src/tron/light-client/finality.ts). A test that steps a replay node by hand advances its
+ * full-node head (solidified + lag) this far above the block it waits for.
+ */
+export const FINALITY_DEPTH = 18;
+
+/**
+ * A file holding the checkpoint from which a light client proves a replay node's chain (the node's
+ * `checkpoint`: the block before its first one, with the devnet SRs in schedule order), for
+ * TRON_LIGHT_CLIENT_CHECKPOINT. Named by the checkpoint's block, in the temporary folder.
+ * @throws when the node has no checkpoint (a source it cannot build one for).
+ */
+export function checkpointFile(node: Pick<ReplayNode, 'url' | 'checkpoint'>): string {
+  const cp = node.checkpoint;
+  if (!cp) throw new Error(`replay node ${node.url} has no checkpoint`);
+  const file = path.join(
+    tmpdir(),
+    `tw-checkpoint-${cp.block.number}-${cp.block.id.slice(-16)}.json`,
+  );
+  writeFileSync(file, `${JSON.stringify(cp, null, 2)}\n`);
+  return file;
+}
+
+/**
+ * The service's chain settings for a replay node: TRON_NODE_URL (tronNodeUrl: HTTP and gRPC) and
+ * TRON_LIGHT_CLIENT_CHECKPOINT pinned at the node's checkpoint (checkpointFile), so the light
+ * client proves every block the service commits from the devnet SRs' signatures.
+ * @throws as tronNodeUrl and checkpointFile.
+ */
+export function nodeEnv(node: Pick<ReplayNode, 'url' | 'grpcUrl' | 'checkpoint'>): {
+  TRON_NODE_URL: string;
+  TRON_LIGHT_CLIENT_CHECKPOINT: string;
+} {
+  return { TRON_NODE_URL: tronNodeUrl(node), TRON_LIGHT_CLIENT_CHECKPOINT: checkpointFile(node) };
 }
 
 /** Serve blocks first..first+count-1 of a synthetic chain (with gRPC unless `grpc: false`). */

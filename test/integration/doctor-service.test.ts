@@ -23,6 +23,7 @@ import { type CheckResult, type DoctorReport, runDoctor } from '../../src/doctor
 import { recordStall } from '../../src/ingest/stall.js';
 import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
+import { FINALITY_DEPTH, nodeEnv } from '../helpers/chain.js';
 import { runCli } from '../helpers/cli.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 import { chainDir, fixtureJson } from '../helpers/fixtures.js';
@@ -94,7 +95,7 @@ describe(`doctor: stored secrets, the running service, ingest and workers (${eng
       DATABASE_URL: t?.url ?? '',
       DATA_DIR: dataDir,
       SECRET_ENCRYPTION_KEY: KEY_A,
-      TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}`,
+      ...nodeEnv(node),
       INGEST_START_BLOCK: String(BLOCK),
       TRON_BLOCK_INTERVAL_MS: '200',
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
@@ -123,7 +124,8 @@ describe(`doctor: stored secrets, the running service, ingest and workers (${eng
       }),
     });
     expect(res.status).toBe(201);
-    node.advanceTo(BLOCK);
+    // The light client makes BLOCK final once 18 blocks are on top of it (the full-node head).
+    node.advanceTo(BLOCK + FINALITY_DEPTH - 2);
     for (let i = 0; i < 600; i++) {
       const { rows } = await service.db.query<{ n: number }>(
         'SELECT count(*)::int AS n FROM notifications',

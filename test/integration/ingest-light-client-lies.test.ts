@@ -33,6 +33,7 @@ import {
   type SyntheticChainOptions,
   syntheticAddresses,
   syntheticBlock,
+  syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
 import { FinalityGate } from '../../src/ingest/finality-gate.js';
@@ -678,6 +679,38 @@ describe.each(dbEngines)(
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
       expect(await eventsWithoutOneNotification(db)).toBe(0);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
+
+    it('a stale checkpoint (6 h older than the chain served, its block not on it) halts with its reason; no event', async () => {
+      t = await migratedDb(engine);
+      const o = opts(288);
+      const chain = await serveSynthetic({ ...o, count: 40 }, { instant: true, lag: 0 });
+      nodes.push(chain.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(want(chain.transfers, watches, chain.last).length).toBeGreaterThan(0);
+      const real = syntheticCheckpoint(o);
+      // Its block is another chain's at that height; the chain served is past its maintenance.
+      const stale: Checkpoint = {
+        ...real,
+        block: {
+          number: FIRST - 1,
+          id: syntheticBlockId({ ...o, seed: 9999 }, FIRST - 1),
+          timestamp: real.block.timestamp - 21_600_000,
+        },
+        nextMaintenanceTime: real.block.timestamp - 21_600_000 + 3_600_000,
+        maintenanceIntervalMs: 21_600_000,
+      };
+      const ing = ingesterFor(db, clientOf(chain.node), stale);
+      await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(
+        `block ${FIRST}: the checkpoint (block ${FIRST - 1}) is older than the maintenance`,
+      );
+      expect(row.stalled_reason).toContain('build a fresh one with `tronwatch checkpoint`');
+      expect(row.block_number).toBe(FIRST - 1);
+      expect(await storedEventKeys(db)).toEqual([]);
+      expect((await maxEventBlock(db)).notifications).toBe(-1);
     });
   },
 );

@@ -26,7 +26,7 @@ import { Ingester } from '../../src/ingest/loop.js';
 import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { NodeClient } from '../../src/tron/node-client.js';
-import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import { FINALITY_DEPTH, nodeEnv, type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
 import { dbEngines, emptyDb, migratedDb, type TestDb } from '../helpers/db.js';
 
 const INTERVAL = 50;
@@ -214,13 +214,19 @@ describe.each(dbEngines)('caught-up ingest when the chain stalls, on %s', (engin
       t = await emptyDb('postgres');
       env.DATABASE_URL = t.url as string;
     }
-    chain = await serveSynthetic(CHAIN, { intervalMs: INTERVAL, lag: 2, startBefore: 0 });
+    // The full-node head runs FINALITY_DEPTH above the solidified one, as on mainnet: the light
+    // client proves final what the node solidified.
+    chain = await serveSynthetic(CHAIN, {
+      intervalMs: INTERVAL,
+      lag: FINALITY_DEPTH,
+      startBefore: 0,
+    });
     const c = chain;
     // The chain halts at first + 8 (its heads stand still there until resume).
     c.node.pause();
     c.node.advanceTo(c.first + 8);
     const halted = c.node.heads();
-    env.TRON_NODE_URL = tronNodeUrl(c.node);
+    Object.assign(env, nodeEnv(c.node));
     env.INGEST_START_BLOCK = String(c.first);
     svc = await startService(loadConfig(env), { roles: ['api', 'ingest'], logger: silentLogger });
     const s = svc;

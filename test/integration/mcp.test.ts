@@ -25,6 +25,7 @@ import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
 import { dirSource, type ReplayNode, startReplayNode } from '../../src/devnet/replay-node.js';
 import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
+import { FINALITY_DEPTH, nodeEnv } from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 import { chainDir, fixtureJson } from '../helpers/fixtures.js';
 import { freePort } from '../helpers/servers.js';
@@ -168,7 +169,7 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
     const cfg = loadConfig({
       DATABASE_URL: t?.url,
       DATA_DIR: dataDir,
-      TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}`,
+      ...nodeEnv(node),
       INGEST_START_BLOCK: String(BLOCK),
       TRON_BLOCK_INTERVAL_MS: '200',
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
@@ -471,7 +472,8 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
   it('lists events with scanned_through once the block is solidified and ingested', {
     timeout: 120_000,
   }, async () => {
-    node.advanceTo(BLOCK);
+    // The light client makes BLOCK final once 18 blocks are on top of it (the full-node head).
+    node.advanceTo(BLOCK + FINALITY_DEPTH - LAG);
     let page: {
       data: Array<Record<string, unknown>>;
       scanned_through: { block_number: number } | null;

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { loadConfig } from '../../src/config.js';
 import { type Service, startService } from '../../src/service.js';
-import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import { nodeEnv, type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
 import { emptyDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 
 describe('METRICS_PORT', () => {
@@ -40,7 +40,7 @@ describe('METRICS_PORT', () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-metrics-port-'));
     const cfg = loadConfig({
       DATA_DIR: dir,
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '50',
       METRICS_PORT: '0',

@@ -25,7 +25,7 @@ import { accountsCreate, keysCreate, keysRevoke } from '../../src/accounts/cli.j
 import { loadConfig } from '../../src/config.js';
 import { type Receiver, type Reply, startReceiver } from '../../src/devnet/receiver.js';
 import { type Service, startService } from '../../src/service.js';
-import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import { nodeEnv, type SyntheticChain, serveSynthetic } from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 
 const FRAGMENT = 13; // "fragments longer than 12 characters"
@@ -168,7 +168,7 @@ describe(`no secret leaks, end to end (${engine})`, () => {
     const cfg = loadConfig({
       DATABASE_URL: t?.url,
       DATA_DIR: dataDir,
-      TRON_NODE_URL: tronNodeUrl(chain.node),
+      ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first), // the chain's checkpoint
       TRON_BLOCK_INTERVAL_MS: '250',
       SECRET_ENCRYPTION_KEY: encryptionKey,

@@ -22,7 +22,7 @@ import {
   NILE_USDT_CONTRACT_HEX,
 } from '../../src/tron/address.js';
 import { extractTransfers } from '../../src/tron/extract.js';
-import { type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import { nodeEnv, type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 
 const INTERVAL = 50;
@@ -95,7 +95,7 @@ describe.each(dbEngines)('the test network’s ingester (Nile) on %s', (engine) 
     n.node.pause();
     n.node.advanceTo(n.first + 8);
     const halted = n.node.heads();
-    env.TRON_NODE_URL = tronNodeUrl(main.node);
+    Object.assign(env, nodeEnv(main.node));
     env.INGEST_START_BLOCK = String(main.first);
     env.TRON_TESTNET_NODE_URL = tronNodeUrl(n.node);
     svc = await startService(loadConfig(env), { roles: ['api', 'ingest'], logger: silentLogger });

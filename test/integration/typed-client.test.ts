@@ -32,6 +32,7 @@ import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
 import { dirSource, type ReplayNode, startReplayNode } from '../../src/devnet/replay-node.js';
 import { type Service, startService } from '../../src/service.js';
 import { hexToBase58 } from '../../src/tron/address.js';
+import { FINALITY_DEPTH, nodeEnv } from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 import { chainDir, fixtureJson } from '../helpers/fixtures.js';
 
@@ -98,7 +99,7 @@ describe(`typed client against a started service (${engine})`, () => {
       loadConfig({
         DATABASE_URL: t?.url,
         DATA_DIR: dataDir,
-        TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}`,
+        ...nodeEnv(node),
         INGEST_START_BLOCK: String(BLOCK),
         TRON_BLOCK_INTERVAL_MS: '200',
         WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
@@ -295,7 +296,8 @@ describe(`typed client against a started service (${engine})`, () => {
     const listed = await tw.GET('/v1/watches');
     expect(listed.data?.data.map((w) => w.id)).toEqual([watch.id]);
 
-    node.advanceTo(BLOCK);
+    // The light client makes BLOCK final once 18 blocks are on top of it (the full-node head).
+    node.advanceTo(BLOCK + FINALITY_DEPTH - 2);
     let page = (await tw.GET('/v1/events', { params: { query: { watch_id: watch.id } } })).data;
     for (let i = 0; i < 600 && (page?.scanned_through?.block_number ?? 0) < BLOCK; i++) {
       await sleep(100);

@@ -944,7 +944,7 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
              * @enum {string}
              */
             proof: "signed" | "quorum" | "provider";
@@ -1033,7 +1033,7 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
              * @enum {string}
              */
             proof: "signed" | "quorum" | "provider";
@@ -1396,7 +1396,7 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header (a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
              * @enum {string}
              */
             proof: "signed" | "quorum" | "provider";
