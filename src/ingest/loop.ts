@@ -231,8 +231,9 @@ export class Ingester {
   }
 
   /**
-   * Head-sighting times held (blocks seen solidified and not committed by this term yet): at
-   * most the blocks between the cursor and the solidified head (tests, diagnostics).
+   * Head-sighting times held (blocks seen solidified, or with the gate seen at the full-node
+   * head, and not committed by this term yet): at most the blocks between the cursor and that
+   * head (tests, diagnostics).
    */
   get heldSightings(): number {
     return this.seenAt.size;

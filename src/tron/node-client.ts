@@ -796,12 +796,29 @@ export class NodeClient {
    * For the light client's finality gate only (ingest/finality-gate.ts): nothing read here is
    * final on the node's word, the gate proves it from the SRs' signatures, and a block of a
    * branch the node left is read again from the branch it follows (fork following by parent
-   * hash, in the gate). A block that comes back raises the full-node head seen to n.
+   * hash, in the gate). A block that comes back raises the full-node head seen to n. Receipts
+   * dated otherwise than the block (the node switched branches between the two reads) make it
+   * read both once more: a replaced block's receipts are the new block's.
    * @param emptyOk the node answering `{}` (no block n yet) returns undefined (caught up: asked
    *   for the next block directly); otherwise it is retried as a transient fault ('empty').
    * @throws NodeError('malformed') when the node returns another block; as any request.
    */
   async getFullNodeBlock(
+    n: number,
+    emptyOk: boolean,
+    signal?: AbortSignal,
+  ): Promise<SolidifiedBlock | undefined> {
+    const b = await this.readFullNodeBlock(n, emptyOk, signal);
+    if (!b || b.infos.every((i) => Number(i.blockTimeStamp) === b.ref.timestamp)) return b;
+    // Receipts of another block at n: the node switched branches between the two reads (a
+    // fork at its head). Read both again, once; receipts that still do not match are the
+    // node's answer, and verification refuses them.
+    this.logger?.debug({ block_number: n }, 'node: receipts of another branch; reading again');
+    return this.readFullNodeBlock(n, emptyOk, signal);
+  }
+
+  /** getFullNodeBlock's one read: the block, then its receipts. */
+  private async readFullNodeBlock(
     n: number,
     emptyOk: boolean,
     signal?: AbortSignal,

@@ -14,7 +14,10 @@
  *   event from the fork, every real event exactly once, no stall, no provider set aside, no
  *   refusal counted;
  * - a gRPC address that serves only the solidity service (java-tron's solidity port) is refused
- *   with a message naming the full node's port.
+ *   with a message naming the full node's port;
+ * - receipts dated otherwise than their block (a node switching branches between the two reads)
+ *   make the client read both once more; a node that keeps answering so is refused by
+ *   verification as before.
  */
 import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -42,6 +45,7 @@ import {
 } from '../../src/tron/grpc.js';
 import { NodeClient } from '../../src/tron/node-client.js';
 import type { BlockJson, Transfer } from '../../src/tron/types.js';
+import { BlockCheckError, verifyBlock } from '../../src/tron/verify.js';
 import {
   eventKey,
   expectedEvents,
@@ -361,6 +365,47 @@ describe('the full node gRPC service', () => {
     } finally {
       client.close();
       server.forceShutdown();
+    }
+  });
+});
+
+describe('receipts of a block above the solidified head', () => {
+  it('dated otherwise than the block: block and receipts read once more, then verification judges', async () => {
+    const chain = await serveSynthetic(CHAIN, { instant: true, lag: ABOVE, logRequests: true });
+    try {
+      chain.node.advanceTo(chain.first);
+      const n = chain.first + 5;
+      const real = syntheticBlock(OPTS, n);
+      // Receipts of a block at n one slot later (another branch's), for every transaction.
+      const infos = real.infos.map((i) => ({
+        ...i,
+        blockTimeStamp: Number(i.blockTimeStamp) + 3000,
+      }));
+      chain.node.setLies({ blocks: new Map([[n, { infos: JSON.stringify(infos) }]]) });
+      const client = new NodeClient({ url: chain.node.url, retries: 1, timeoutMs: 5000 });
+      try {
+        const got = await client.getFullNodeBlock(n, false);
+        // The liar's answer after the second read: verification refuses it.
+        expect(() => verifyBlock(got?.block ?? {}, got?.infos ?? [])).toThrow(BlockCheckError);
+        // A truthful block next to it: read once.
+        const ok = await client.getFullNodeBlock(n + 1, false);
+        expect(ok?.ref.number).toBe(n + 1);
+        const reads = readsPerBlock(chain.node.requestLog, n, n + 1);
+        expect(reads.get(n)).toEqual([
+          '/wallet/getblockbynum',
+          '/wallet/getblockbynum',
+          '/wallet/gettransactioninfobyblocknum',
+          '/wallet/gettransactioninfobyblocknum',
+        ]);
+        expect(reads.get(n + 1)).toEqual([
+          '/wallet/getblockbynum',
+          '/wallet/gettransactioninfobyblocknum',
+        ]);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await chain.node.close();
     }
   });
 });
