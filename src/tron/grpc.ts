@@ -114,10 +114,15 @@ export class GrpcBlockClient {
                   : err.code === status.UNAVAILABLE
                     ? 'network'
                     : 'http';
+            // A solidity port asked for the full node's service (light client on): say where.
+            const hint =
+              err.code === status.UNIMPLEMENTED && method === GET_FULL_BLOCK_BY_NUM2
+                ? ` (${this.target} does not serve the full node's protocol.Wallet: with the light client on, #grpc= must name the full node's gRPC port, 50051 on java-tron, not its solidity one)`
+                : '';
             return reject(
               new NodeError(
                 kind,
-                `gRPC ${method.slice(1)} ${n}: ${status[err.code] ?? err.code} ${err.details}`,
+                `gRPC ${method.slice(1)} ${n}: ${status[err.code] ?? err.code} ${err.details}${hint}`,
                 RETRYABLE.has(err.code),
               ),
             );

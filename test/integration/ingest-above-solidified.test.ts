@@ -12,8 +12,11 @@
  *   of their slots and carrying transfers to the watched addresses, then switches back to the real
  *   chain) is followed by parent hash: the heights that changed are read again, once each; no
  *   event from the fork, every real event exactly once, no stall, no provider set aside, no
- *   refusal counted.
+ *   refusal counted;
+ * - a gRPC address that serves only the solidity service (java-tron's solidity port) is refused
+ *   with a message naming the full node's port.
  */
+import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
@@ -31,7 +34,12 @@ import {
 import { FinalityGate } from '../../src/ingest/finality-gate.js';
 import { Ingester } from '../../src/ingest/loop.js';
 import { hexToBase58 } from '../../src/tron/address.js';
-import { parseGrpcTarget } from '../../src/tron/grpc.js';
+import {
+  GET_BLOCK_BY_NUM2,
+  GET_FULL_BLOCK_BY_NUM2,
+  GrpcBlockClient,
+  parseGrpcTarget,
+} from '../../src/tron/grpc.js';
 import { NodeClient } from '../../src/tron/node-client.js';
 import type { BlockJson, Transfer } from '../../src/tron/types.js';
 import {
@@ -324,3 +332,35 @@ describe.each(dbEngines)(
     );
   },
 );
+
+describe('the full node gRPC service', () => {
+  it('a gRPC address without protocol.Wallet is refused with a message naming the full node port', async () => {
+    // A server that serves neither service: every method is UNIMPLEMENTED.
+    const server = new GrpcServer();
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    const client = new GrpcBlockClient({ host: '127.0.0.1', port, tls: false }, undefined);
+    try {
+      const full = await client.getBlockByNum2(1, 5000, undefined, GET_FULL_BLOCK_BY_NUM2).then(
+        () => undefined,
+        (e: unknown) => e as Error & { retryable?: boolean },
+      );
+      expect(full?.message).toContain("does not serve the full node's protocol.Wallet");
+      expect(full?.message).toContain('50051');
+      expect(full?.retryable).toBe(false);
+      // The solidity method's refusal has no such hint.
+      const solid = await client.getBlockByNum2(1, 5000, undefined, GET_BLOCK_BY_NUM2).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(solid?.message).toContain('UNIMPLEMENTED');
+      expect(solid?.message).not.toContain('protocol.Wallet:');
+    } finally {
+      client.close();
+      server.forceShutdown();
+    }
+  });
+});
