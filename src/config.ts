@@ -74,6 +74,15 @@ export const EnvSchema = T.Object({
       unset: 'test mode has only the deposits of `POST /v1/test/transfers`',
     }),
   ),
+  TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: T.Optional(
+    T.String({
+      minLength: 1,
+      description:
+        "The test network's light client (issue 28 for Nile): a Nile SR-set checkpoint, in `TRON_LIGHT_CLIENT_CHECKPOINT`'s form (a file `tronwatch checkpoint` printed with TRON_NODE_URL set to Nile's providers). With it, a Nile block is committed only once 19 of Nile's SRs have signed blocks on top of it, as on mainnet, with the test network's own light-client state and `/v1/status` entry (`light_client` for test keys). Needs `TRON_TESTNET_NODE_URL`.",
+      unset:
+        "Nile's blocks are final when its providers' solidified head covers them (test money only; mainnet's light client has no such switch)",
+    }),
+  ),
   TRON_API_KEY: T.Optional(
     T.String({
       minLength: 1,
@@ -458,6 +467,7 @@ export const ConfigSchema = Group({
     ),
     blockIntervalMs: V.TRON_BLOCK_INTERVAL_MS,
     lightClientCheckpoint: Unset(V.TRON_LIGHT_CLIENT_CHECKPOINT),
+    testnetLightClientCheckpoint: Unset(V.TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT),
   }),
   secrets: Group({
     key: Unset(V.SECRET_ENCRYPTION_KEY),
@@ -831,6 +841,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     e.TRON_TESTNET_NODE_URL === undefined
       ? undefined
       : parseProviders(e, problems, 'TRON_TESTNET_NODE_URL');
+  if (e.TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT !== undefined && !testnetProviders) {
+    problems.push('TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: needs TRON_TESTNET_NODE_URL');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   const first = providers[0] as ProviderSettings;
   const testnetFirst = testnetProviders?.[0];
@@ -873,6 +886,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ...startBlockOf(e.INGEST_START_BLOCK),
       blockIntervalMs: e.TRON_BLOCK_INTERVAL_MS,
       lightClientCheckpoint: e.TRON_LIGHT_CLIENT_CHECKPOINT,
+      testnetLightClientCheckpoint: e.TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT,
     },
     secrets: {
       key: e.SECRET_ENCRYPTION_KEY,

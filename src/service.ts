@@ -285,13 +285,21 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
       });
       // The test environment's chain (issue 32 item 2), when TRON_TESTNET_NODE_URL is set: the
-      // same reader, checks and commit, its own cursor, head, leader lock and stall record. No
-      // light client (no pinned Nile checkpoint ships) and no metrics (the chain gauges are
-      // mainnet's: a second ingester would overwrite them).
+      // same reader, checks and commit, its own cursor, head, leader lock and stall record. Its
+      // own light client when TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT pins a Nile checkpoint (its
+      // own stored state; no trust on first use for test money), and no metrics (the chain
+      // gauges are mainnet's: a second ingester would overwrite them).
       if (cfg.testnetNode) {
+        const testPin = cfg.ingest.testnetLightClientCheckpoint;
         testIngester = startIngest(cfg, {
           ...opts,
-          finality: undefined,
+          finality:
+            testPin === undefined || opts.benchmarkBaselineWithoutLightClient
+              ? undefined
+              : await finalityGateFor(
+                  { ingest: { lightClientCheckpoint: testPin }, node: cfg.testnetNode },
+                  TEST_NETWORK,
+                ),
           db,
           metrics,
           worker,

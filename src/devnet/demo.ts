@@ -254,9 +254,10 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
   if (opts.testnet) {
     // The live environment's chain: the six synthetic mainnet blocks, idle behind their lead-in.
     const mainnet = await startChain({ offline: true }, shutdown);
-    // The test environment's chain: Nile-shaped (Nile's USDT contract), ten blocks, read from its
-    // solidified head (no INGEST_START_BLOCK for Nile): the node starts at its first block and
-    // halts at first + 3 until the watches exist, so they activate inside the served blocks.
+    // The test environment's chain: Nile-shaped (Nile's USDT contract), ten blocks, proven by its
+    // own light client from the block before its first (TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT):
+    // its full-node head runs LAG above the solidified one, and halts at first + 5 until the
+    // watches exist, so they activate inside the served blocks.
     const nile = {
       seed: 2032,
       firstBlock: 50_000_000,
@@ -275,13 +276,13 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
     const replay = await startReplayNode({
       source,
       intervalMs,
-      lag: 2,
-      startBefore: 0,
+      lag: LAG,
+      startBefore: LAG,
       grpc: true,
     });
     shutdown.add('nile replay node', () => replay.close());
     replay.pause();
-    replay.advanceTo(nile.firstBlock + 3);
+    replay.advanceTo(nile.firstBlock + 5 - LAG);
     return {
       mode: 'nile',
       mainnet: mainnet.replay,
@@ -388,7 +389,12 @@ async function startDemoService(
     // checkpoint it is proven from (its devnet SRs); live mainnet takes one from TronGrid at the
     // first start (trust on first use, said in the log and /v1/status).
     ...(replay ? { TRON_LIGHT_CLIENT_CHECKPOINT: writeDevnetCheckpoint(replay, dataDir) } : {}),
-    ...(nile ? { TRON_TESTNET_NODE_URL: `${nile.url}#grpc=${nile.grpcUrl ?? 'none'}` } : {}),
+    ...(nile
+      ? {
+          TRON_TESTNET_NODE_URL: `${nile.url}#grpc=${nile.grpcUrl ?? 'none'}`,
+          TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: writeDevnetCheckpoint(nile, dataDir),
+        }
+      : {}),
     TRON_BLOCK_INTERVAL_MS: String(chain.intervalMs),
     WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
     WEBHOOK_CA_FILE: caFile,

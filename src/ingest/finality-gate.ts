@@ -559,7 +559,8 @@ export class FinalityGate {
  *   without the checkpoint it asked for).
  */
 export async function finalityGateFor(
-  cfg: Pick<Config, 'ingest'> & {
+  cfg: {
+    ingest: Pick<Config['ingest'], 'lightClientCheckpoint'>;
     node: Pick<Config['node'], 'providers' | 'quorum' | 'timeoutMs'>;
   },
   network = 'mainnet',

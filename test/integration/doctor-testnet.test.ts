@@ -278,7 +278,7 @@ describe('tronwatch doctor: the test network (TRON_TESTNET_NODE_URL)', () => {
     const g = only(r, 'testnet.grpc', node.url);
     expect(g.status).toBe('fail');
     expect(g.detail).toMatch(
-      /grpc:\/\/127\.0\.0\.1:\d+: gRPC GetBlockByNum2 79072107: UNAVAILABLE/,
+      /grpc:\/\/127\.0\.0\.1:\d+: gRPC protocol\.WalletSolidity\/GetBlockByNum2 79072107: UNAVAILABLE/,
     );
     expect(g.fix).toMatch(/#grpc= of provider 2 of TRON_TESTNET_NODE_URL/);
 

@@ -328,7 +328,7 @@ describe('tronwatch doctor', () => {
     const c = only(r, 'node.grpc');
     expect(c.status).toBe('fail');
     expect(c.detail).toMatch(
-      /grpc:\/\/127\.0\.0\.1:\d+: gRPC GetBlockByNum2 79072107: UNAVAILABLE/,
+      /grpc:\/\/127\.0\.0\.1:\d+: gRPC protocol\.WalletSolidity\/GetBlockByNum2 79072107: UNAVAILABLE/,
     );
     expect(c.fix).toMatch(/#grpc=/);
     expect(failed(r)).toEqual(['node.grpc']);

@@ -22,7 +22,14 @@ import {
   NILE_USDT_CONTRACT_HEX,
 } from '../../src/tron/address.js';
 import { extractTransfers } from '../../src/tron/extract.js';
-import { nodeEnv, type SyntheticChain, serveSynthetic, tronNodeUrl } from '../helpers/chain.js';
+import {
+  checkpointFile,
+  FINALITY_DEPTH,
+  nodeEnv,
+  type SyntheticChain,
+  serveSynthetic,
+  tronNodeUrl,
+} from '../helpers/chain.js';
 import { dbEngines, emptyDb, type TestDb } from '../helpers/db.js';
 
 const INTERVAL = 50;
@@ -89,7 +96,13 @@ describe.each(dbEngines)('the test network’s ingester (Nile) on %s', (engine) 
       env.DATABASE_URL = t.url as string;
     }
     main = await serveSynthetic(MAINNET, { intervalMs: INTERVAL, lag: 2, startBefore: 0 });
-    nile = await serveSynthetic(NILE, { intervalMs: INTERVAL, lag: 2, startBefore: 0 });
+    // Nile's full-node head runs FINALITY_DEPTH above its solidified one: its light client
+    // (TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT) proves final what the node solidified.
+    nile = await serveSynthetic(NILE, {
+      intervalMs: INTERVAL,
+      lag: FINALITY_DEPTH,
+      startBefore: 0,
+    });
     const n = nile;
     // Nile halts at first + 8 until the test watch exists.
     n.node.pause();
@@ -98,6 +111,7 @@ describe.each(dbEngines)('the test network’s ingester (Nile) on %s', (engine) 
     Object.assign(env, nodeEnv(main.node));
     env.INGEST_START_BLOCK = String(main.first);
     env.TRON_TESTNET_NODE_URL = tronNodeUrl(n.node);
+    env.TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT = checkpointFile(n.node);
     svc = await startService(loadConfig(env), { roles: ['api', 'ingest'], logger: silentLogger });
     const s = svc;
     expect(s.testIngester).toBeDefined();
@@ -178,7 +192,19 @@ describe.each(dbEngines)('the test network’s ingester (Nile) on %s', (engine) 
       };
     const [ts, ls] = [await st(test), await st(live)];
     expect(ts.network).toBe('nile');
-    expect(ts.light_client).toBeNull();
+    // Nile's own light client, from its own checkpoint (the block before its first).
+    expect(ts.light_client).toMatchObject({
+      checkpoint_block: NILE.firstBlock - 1,
+      checkpoint_pinned: true,
+      proven_by_srs: 19,
+    });
+    expect((ts.light_client as { final_block: number }).final_block).toBeGreaterThanOrEqual(
+      halted.head + 1,
+    );
+    expect((ts.light_client as { final_block: number }).final_block).toBeLessThan(
+      MAINNET.firstBlock,
+    );
+    expect(ls.light_client).toMatchObject({ checkpoint_block: MAINNET.firstBlock - 1 });
     expect(ts.scanned_through?.block_number).toBeGreaterThanOrEqual(halted.head + 1);
     // (the two chains' numbers are apart: Nile's start at 60,000,000, mainnet's at 75,000,000)
     expect(ts.scanned_through?.block_number).toBeLessThan(MAINNET.firstBlock);

@@ -153,6 +153,19 @@ describe('loadConfig', () => {
     expect(loadConfig({}).testnetNode).toBeUndefined();
   });
 
+  it('reads TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT, which needs TRON_TESTNET_NODE_URL', () => {
+    expect(loadConfig({}).ingest.testnetLightClientCheckpoint).toBeUndefined();
+    expect(
+      loadConfig({
+        TRON_TESTNET_NODE_URL: 'https://nile.trongrid.io',
+        TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: 'nile-checkpoint.json',
+      }).ingest.testnetLightClientCheckpoint,
+    ).toBe('nile-checkpoint.json');
+    expect(() => loadConfig({ TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: 'cp.json' })).toThrow(
+      /TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT: needs TRON_TESTNET_NODE_URL/,
+    );
+  });
+
   it('reads TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER as 0 or 1 only (off by default)', () => {
     expect(loadConfig({}).node.allowUnprovenSingleProvider).toBe(false);
     expect(

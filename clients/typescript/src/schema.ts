@@ -1298,7 +1298,7 @@ export interface components {
             lag_blocks: number | null;
             /** @description Seconds between scanned_through's block timestamp and now; null before the first block. */
             lag_seconds: number | null;
-            /** @description Additive: tronwatch's own finality, proven from the SRs' signatures (always on). null until the first block was proven final, and for test keys (the test network). */
+            /** @description Additive: tronwatch's own finality, proven from the SRs' signatures (always on for mainnet). null until the first block was proven final; for test keys, the test network's (only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT, else null). */
             light_client: components["schemas"]["LightClientStatus"] | null;
             /** @description The key's network: `mainnet` (a live key) or `nile` (a test key: the test environment's chain, followed when TRON_TESTNET_NODE_URL is set; otherwise its heads are null). */
             network: string | null;

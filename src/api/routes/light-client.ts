@@ -65,21 +65,25 @@ export interface LightClientStatusBody {
 
 /**
  * The light client's stored state as LightClientStatusSchema, or null until ingest stored one (the
- * first block it proved final). The light client is always on (issue 28).
+ * first block it proved final). Mainnet's light client is always on (issue 28); the test
+ * network's only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT.
  * @param known the providers' solidified head as last stored (null: unknown); read from
  *   chain_head when not given.
+ * @param network whose light client: the deployment's (mainnet, default) or the test network's.
  */
 export async function lightClientStatus(
   deps: Pick<AppDeps, 'db' | 'config'>,
   known?: number | null,
+  network: string = deps.config.network,
 ): Promise<LightClientStatusBody | null> {
-  const s = await readLightClientSummary(deps.db, deps.config.network);
+  const live = network === deps.config.network;
+  const s = await readLightClientSummary(deps.db, network);
   if (!s) return null;
   let solidified = known;
   if (solidified === undefined) {
     const { rows } = await deps.db.query<{ n: string | number }>(
       'SELECT solidified_block_number AS n FROM chain_head WHERE network = $1',
-      [deps.config.network],
+      [network],
     );
     solidified = rows[0] ? Number(rows[0].n) : null;
   }
@@ -92,7 +96,10 @@ export async function lightClientStatus(
     known_srs: s.knownSrs,
     epoch: s.epoch,
     checkpoint_block: s.checkpoint.number,
-    checkpoint_pinned: deps.config.ingest.lightClientCheckpoint !== undefined,
+    checkpoint_pinned:
+      (live
+        ? deps.config.ingest.lightClientCheckpoint
+        : deps.config.ingest.testnetLightClientCheckpoint) !== undefined,
     checkpoint_source: s.checkpoint.source ?? null,
     solidified_head_ahead_blocks: solidified === null ? null : solidified - s.final.number,
   };

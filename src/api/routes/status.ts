@@ -13,11 +13,11 @@
  * (each TRON_NODE_URL provider's state by position, as the ingest leader last stored it: see
  * src/tron/node-group.ts; no URLs), and `light_client` (issue 28: the last block tronwatch proved
  * final itself from 19 of the 27 SRs' signatures, and how far the providers' solidified head is
- * ahead of it; null until it proved a block final, and for the test network's keys).
+ * ahead of it; null until it proved a block final; for test keys the test network's, which runs
+ * only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT).
  * Rate-limited like every /v1 route.
  */
 import { Type as T } from '@sinclair/typebox';
-import { isLivemode } from '../../common/environment.js';
 import { isoFromPgTimestamp } from '../../events/event.js';
 import { readProviderStates } from '../../ingest/providers.js';
 import { readStall } from '../../ingest/stall.js';
@@ -73,7 +73,7 @@ export const StatusSchema = T.Object(
     light_client: T.Unsafe<LightClientStatusBody | null>({
       anyOf: [ref(LightClientStatusSchema), { type: 'null' }],
       description:
-        "Additive: tronwatch's own finality, proven from the SRs' signatures (always on). null until the first block was proven final, and for test keys (the test network).",
+        "Additive: tronwatch's own finality, proven from the SRs' signatures (always on for mainnet). null until the first block was proven final; for test keys, the test network's (only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT, else null).",
     }),
     node_providers: T.Array(
       T.Intersect([
@@ -134,8 +134,8 @@ export function statusRoutes(app: App, deps: AppDeps): void {
       const [stall, providers, lightClient] = await Promise.all([
         readStall(deps.db, network),
         readProviderStates(deps.db, network),
-        // The light client follows mainnet only (no pinned Nile checkpoint): null for test.
-        isLivemode(network) ? lightClientStatus(deps, solidified) : null,
+        // Each network's own light client (Nile's only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT).
+        lightClientStatus(deps, solidified, network),
       ]);
       const scanned = num(r?.scanned);
       return {
