@@ -64,7 +64,7 @@ export const EnvSchema = T.Object({
     default: 'https://api.trongrid.io',
     pattern: '^\\s*https?://',
     description:
-      "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's gRPC API (each block is then read once, as exact bytes, `GetBlockByNum2`, instead of as JSON: two requests per block, its bytes and its receipts, and its transaction root is checked from the bytes; the default for TronGrid, `#grpc=none` turns it off). See [Trusting the node](trusting-the-node.md#trusting-the-node). Caught up, the ingester asks for the next block itself (`GetBlockByNum2` with gRPC, else `/walletsolidity/getblockbynum`), timed to the block interval (`{}`, not solidified yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
+      "java-tron HTTP API (TronGrid serves the same API), or **a comma-separated list of providers** in order of preference, each with optional settings in its URL's fragment (never sent to the server): `#key=API_KEY&max_rps=N&grpc=grpc://host:port&grpc_full=grpc://host:port` (or `grpcs://` for TLS); `key` is sent as `TRON-PRO-API-KEY` (HTTP and gRPC), `max_rps` overrides `TRON_NODE_MAX_RPS` for it, `grpc` is where it serves java-tron's solidity gRPC service and `grpc_full` its full node's (`protocol.Wallet`; default: the `grpc` address): each block is then read once, as exact bytes, `GetBlockByNum2`, instead of as JSON (two requests per block, its bytes and its receipts, and its transaction root is checked from the bytes; TronGrid's documented endpoints are the default there, grpc.trongrid.io:50052 and :50051; `#grpc=none` turns it off). See [Trusting the node](trusting-the-node.md#trusting-the-node). The light client reads every block from the full node's view, up to its head (`/wallet/getblockbynum` and `/wallet/gettransactioninfobyblocknum`, or `protocol.Wallet/GetBlockByNum2` at `grpc_full`), and commits it once 19 SRs signed on top of it; caught up, the ingester asks for the next block itself, timed to the block interval (`{}`, not produced yet, is asked again 100 ms later), and reads both heads with `/wallet/getnodeinfo` once a minute (for watch activation; extrapolated by time in between) and once per interval while catching up; where a node or provider does not serve `getnodeinfo`, from `/wallet/getblock` and `/walletsolidity/getblock` (two requests per poll, logged; `getnodeinfo` is asked again every 10 minutes and used again when it answers).",
   }),
   TRON_TESTNET_NODE_URL: T.Optional(
     T.String({
@@ -430,6 +430,9 @@ const NodeSchema = Group({
       apiKey: Unset(T.String({ minLength: 1 })),
       maxRps: T.Integer({ minimum: 0 }),
       grpc: Unset(Group({ host: T.String(), port: T.Integer({ minimum: 1 }), tls: T.Boolean() })),
+      grpcFull: Unset(
+        Group({ host: T.String(), port: T.Integer({ minimum: 1 }), tls: T.Boolean() }),
+      ),
     }),
     { minItems: 1, description: 'TRON_NODE_URL split on commas, in order of preference.' },
   ),
@@ -573,7 +576,7 @@ function defaultMaxRps(nodeUrl: string): number {
 export type ProviderSettings = Config['node']['providers'][number];
 
 /** Settings a provider may carry in its URL's fragment. */
-const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc']);
+const PROVIDER_SETTINGS = new Set(['key', 'max_rps', 'grpc', 'grpc_full']);
 
 /**
  * TronGrid's gRPC solidity endpoints by its HTTP host (see parseProviders), plaintext. Mainnet and
@@ -588,6 +591,28 @@ const TRONGRID_GRPC: Readonly<Record<string, ProviderSettings['grpc']>> = {
   'api.shasta.trongrid.io': { host: 'grpc.shasta.trongrid.io', port: 50052, tls: false },
   'nile.trongrid.io': { host: 'grpc.nile.trongrid.io', port: 50052, tls: false },
 };
+
+/**
+ * TronGrid's gRPC full-node endpoints by its HTTP host: java-tron's `protocol.Wallet` service,
+ * which answers blocks not solidified yet (read with the light client, always on for mainnet:
+ * ingest/finality-gate.ts). TronGrid's page gives "FullNode GRPC" grpc.trongrid.io:50051 and
+ * grpc.shasta.trongrid.io:50051 (https://developers.tron.network/docs/trongrid); Nile's
+ * grpc.nile.trongrid.io:50051 comes from the same public client code as its solidity endpoint
+ * (TRONGRID_GRPC). java-tron serves `protocol.Wallet` and `protocol.WalletSolidity` on separate
+ * ports (50051 and 50061 by default).
+ */
+const TRONGRID_GRPC_FULL: Readonly<Record<string, ProviderSettings['grpc']>> = {
+  'api.trongrid.io': { host: 'grpc.trongrid.io', port: 50051, tls: false },
+  'api.shasta.trongrid.io': { host: 'grpc.shasta.trongrid.io', port: 50051, tls: false },
+  'nile.trongrid.io': { host: 'grpc.nile.trongrid.io', port: 50051, tls: false },
+};
+
+/** A `#grpc=`/`#grpc_full=` value: grpc://host:port or grpcs://host:port; undefined when malformed. */
+function grpcTarget(v: string): ProviderSettings['grpc'] {
+  const m = /^(grpcs?):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(v);
+  if (!m?.[2] || !m[3] || Number(m[3]) < 1 || Number(m[3]) > 65_535) return undefined;
+  return { host: m[2].replace(/^\[|\]$/g, ''), port: Number(m[3]), tls: m[1] === 'grpcs' };
+}
 
 /**
  * TRON_NODE_URL's providers: comma-separated URLs, each with optional settings in its fragment
@@ -653,7 +678,7 @@ function parseProviders(
     const settings = new URLSearchParams(u.hash.replace(/^#/, ''));
     for (const k of settings.keys()) {
       if (!PROVIDER_SETTINGS.has(k))
-        problems.push(`${what}: unknown setting #${k} (key, max_rps, grpc)`);
+        problems.push(`${what}: unknown setting #${k} (key, max_rps, grpc, grpc_full)`);
     }
     const rps = settings.get('max_rps');
     if (rps !== null && !/^\d+$/.test(rps)) problems.push(`${what}: max_rps must be digits`);
@@ -669,12 +694,20 @@ function parseProviders(
     } else if (g === 'none') {
       grpc = undefined;
     } else {
-      const m = /^(grpcs?):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(g);
-      if (!m?.[2] || !m[3] || Number(m[3]) < 1 || Number(m[3]) > 65_535) {
-        problems.push(`${what}: grpc must be grpc://host:port or grpcs://host:port`);
-      } else {
-        grpc = { host: m[2].replace(/^\[|\]$/g, ''), port: Number(m[3]), tls: m[1] === 'grpcs' };
-      }
+      grpc = grpcTarget(g);
+      if (!grpc) problems.push(`${what}: grpc must be grpc://host:port or grpcs://host:port`);
+    }
+    // The full node's gRPC (protocol.Wallet, blocks above the solidified head): `#grpc_full=`,
+    // TronGrid's documented one by default, else the `#grpc=` address (a node or proxy that
+    // serves both services on one port).
+    let grpcFull: ProviderSettings['grpc'];
+    const gf = settings.get('grpc_full');
+    if (gf !== null) {
+      grpcFull = grpcTarget(gf);
+      if (!grpcFull) problems.push(`${what}: grpc_full must be grpc://host:port or grpcs://host:port`);
+      if (!grpc) problems.push(`${what}: grpc_full needs grpc (exact bytes of solidified blocks)`);
+    } else if (g === null && grpc) {
+      grpcFull = TRONGRID_GRPC_FULL[u.hostname];
     }
     u.hash = '';
     const url = u.toString().replace(/\/+$/, '');
@@ -689,6 +722,7 @@ function parseProviders(
         settings.get('key') ?? (!testnet && entries.length === 1 ? e.TRON_API_KEY : undefined),
       maxRps: rps !== null ? Number(rps) : (e.TRON_NODE_MAX_RPS ?? defaultMaxRps(url)),
       grpc,
+      grpcFull,
     });
   }
   return out;

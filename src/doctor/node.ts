@@ -290,6 +290,7 @@ export async function checkProvider(
     connections: 1,
     maxRps: p.maxRps,
     grpc: p.grpc,
+    grpcFull: p.grpcFull,
     name: p.name,
   });
   const signal = AbortSignal.timeout(timeoutMs * 8);
@@ -445,22 +446,50 @@ export async function checkProvider(
       );
     } else {
       const at = `${p.grpc.tls ? 'grpcs' : 'grpc'}://${p.grpc.host}:${p.grpc.port}`;
+      const full = p.grpcFull ?? p.grpc;
+      const fullAt = `${full.tls ? 'grpcs' : 'grpc'}://${full.host}:${full.port}`;
       try {
         const exact = await client.getExactBlock(head.number, signal);
         const id = blockIdFromRaw(BigInt(head.number), exact.headerRaw);
-        add(
+        // The light client reads above the solidified head from the full node's service
+        // (protocol.Wallet, #grpc_full=): it must serve the same block.
+        const fullId =
           id === head.id
+            ? await client.getFullNodeBlock(head.number, false, signal).then(
+                (b) =>
+                  b?.exact
+                    ? blockIdFromRaw(BigInt(head.number), b.exact.headerRaw)
+                    : new Error(`no block ${head.number} as exact bytes`),
+                (err: unknown) => err as Error,
+              )
+            : undefined;
+        add(
+          fullId instanceof Error
             ? {
                 check: `${pre}.grpc`,
-                status: 'pass',
-                detail: `${at} serves block ${head.number} with the id the HTTP API gave`,
-              }
-            : {
-                check: `${pre}.grpc`,
                 status: 'fail',
-                detail: `${at} serves block ${head.number} as ${id}, the HTTP API as ${head.id}`,
-                fix: `#grpc= of ${which} must be the same node's gRPC address`,
-              },
+                detail: `${fullAt} (the full node's protocol.Wallet, read above the solidified head): ${errText(fullId)}`,
+                fix: `give ${which} its full node's gRPC address with #grpc_full=grpc://host:port (50051 on java-tron; TronGrid's is the default)`,
+              }
+            : fullId !== undefined && fullId !== id
+              ? {
+                  check: `${pre}.grpc`,
+                  status: 'fail',
+                  detail: `${fullAt} (the full node's protocol.Wallet) serves block ${head.number} as ${fullId}, the HTTP API as ${head.id}`,
+                  fix: `#grpc_full= of ${which} must be the same node's full node gRPC address`,
+                }
+              : id === head.id
+                ? {
+                    check: `${pre}.grpc`,
+                    status: 'pass',
+                    detail: `${at} serves block ${head.number} with the id the HTTP API gave${fullAt === at ? '' : `, and so does the full node's ${fullAt}`}`,
+                  }
+                : {
+                    check: `${pre}.grpc`,
+                    status: 'fail',
+                    detail: `${at} serves block ${head.number} as ${id}, the HTTP API as ${head.id}`,
+                    fix: `#grpc= of ${which} must be the same node's gRPC address`,
+                  },
         );
       } catch (err) {
         add({

@@ -117,7 +117,7 @@ export class GrpcBlockClient {
             // A solidity port asked for the full node's service (light client on): say where.
             const hint =
               err.code === status.UNIMPLEMENTED && method === GET_FULL_BLOCK_BY_NUM2
-                ? ` (${this.target} does not serve the full node's protocol.Wallet: with the light client on, #grpc= must name the full node's gRPC port, 50051 on java-tron, not its solidity one)`
+                ? ` (${this.target} does not serve the full node's protocol.Wallet, which the light client reads above the solidified head: give the full node's gRPC port with #grpc_full=grpc://host:port, 50051 on java-tron)`
                 : '';
             return reject(
               new NodeError(

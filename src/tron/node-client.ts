@@ -73,6 +73,8 @@ export interface ProviderOptions {
   apiKey: string | undefined;
   maxRps: number;
   grpc: GrpcTarget | undefined;
+  /** The full node's gRPC address (`#grpc_full=`); undefined: `grpc`'s. */
+  grpcFull?: GrpcTarget | undefined;
 }
 
 /** The node settings of the config (src/config.ts `node`): TRON_NODE_URL, TRON_API_KEY, … */
@@ -116,6 +118,12 @@ export interface NodeClientOptions {
    * tron/grpc.ts). Default: none (JSON).
    */
   grpc?: GrpcTarget | undefined;
+  /**
+   * Where it serves the full node's gRPC service (`protocol.Wallet`: blocks not solidified yet,
+   * getFullNodeBlock with exact bytes). Default: `grpc` (one port serving both, as the replay node
+   * and some proxies do; java-tron serves them on two).
+   */
+  grpcFull?: GrpcTarget | undefined;
   /** How logs, metrics and health name this provider. Default: the URL's origin. */
   name?: string | undefined;
   logger?: Logger;
@@ -225,6 +233,7 @@ export function nodeClientFor(
     connections: node.concurrency + 2,
     maxRps: p?.maxRps ?? node.maxRps,
     grpc: opts.url ? undefined : p?.grpc,
+    grpcFull: opts.url ? undefined : p?.grpcFull,
     name: opts.url ? undefined : p?.name,
     logger,
   });
@@ -235,6 +244,8 @@ export class NodeClient {
   /** This provider's name in logs, metrics and health (NodeClientOptions.name). */
   readonly name: string;
   private readonly grpc: GrpcBlockClient | undefined;
+  /** The full node's gRPC service (protocol.Wallet): its own address, or `grpc`'s. */
+  private readonly grpcFull: GrpcBlockClient | undefined;
   /**
    * A run of 403 refusals: when the first came, and until when the last one asked us to wait
    * (performance.now() ms); a 403 to a request sent after that wait makes the provider unhealthy
@@ -283,6 +294,8 @@ export class NodeClient {
     this.url = opts.url.replace(/\/+$/, '');
     this.name = opts.name ?? originOf(this.url);
     this.grpc = opts.grpc ? new GrpcBlockClient(opts.grpc, opts.apiKey) : undefined;
+    this.grpcFull =
+      opts.grpc && opts.grpcFull ? new GrpcBlockClient(opts.grpcFull, opts.apiKey) : this.grpc;
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.retries = opts.retries ?? 6;
     this.nodeInfoRetryMs = opts.nodeInfoRetryMs ?? 600_000;
@@ -973,7 +986,7 @@ export class NodeClient {
     onBytes?: (bytes: Buffer) => void,
     method: string = GET_BLOCK_BY_NUM2,
   ): Promise<DecodedBlock | undefined> {
-    const grpc = this.grpc;
+    const grpc = method === GET_FULL_BLOCK_BY_NUM2 ? this.grpcFull : this.grpc;
     if (!grpc) throw new NodeError('malformed', `${this.name}: no gRPC address configured`, false);
     return withRetry(
       async () => {
@@ -1004,6 +1017,7 @@ export class NodeClient {
   /** Close the keep-alive connections (HTTP and gRPC). */
   async close(): Promise<void> {
     this.grpc?.close();
+    if (this.grpcFull !== this.grpc) this.grpcFull?.close();
     await this.agent.close();
   }
 }

@@ -13,6 +13,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
 import { generate } from 'selfsigned';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadOrCreateKeyFile } from '../../src/common/secrets.js';
@@ -332,6 +333,41 @@ describe('tronwatch doctor', () => {
     );
     expect(c.fix).toMatch(/#grpc=/);
     expect(failed(r)).toEqual(['node.grpc']);
+  });
+
+  it("fails a #grpc_full= that does not serve the full node's service (the light client's reads)", async () => {
+    const node = await replay({ grpc: true });
+    // A gRPC server serving nothing: protocol.Wallet answers UNIMPLEMENTED.
+    const server = new GrpcServer();
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    try {
+      const env = {
+        ...(await baseEnv(node)),
+        TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}&grpc_full=grpc://127.0.0.1:${port}`,
+      };
+      const r = await runDoctor(env, { timeoutMs: 2_000 });
+      const c = only(r, 'node.grpc');
+      expect(c.status).toBe('fail');
+      expect(c.detail).toContain(`grpc://127.0.0.1:${port} (the full node's protocol.Wallet`);
+      expect(c.detail).toContain('UNIMPLEMENTED');
+      expect(c.fix).toMatch(/#grpc_full=grpc:\/\/host:port \(50051 on java-tron/);
+      expect(failed(r)).toEqual(['node.grpc']);
+      // The same node's own port serves both: it passes.
+      const ok = await runDoctor(
+        {
+          ...(await baseEnv(node)),
+          TRON_NODE_URL: `${node.url}#grpc=${node.grpcUrl}&grpc_full=${node.grpcUrl}`,
+        },
+        { timeoutMs: 2_000 },
+      );
+      expect(only(ok, 'node.grpc').status).toBe('pass');
+    } finally {
+      server.forceShutdown();
+    }
   });
 
   it('fails the budget of a provider that refuses our requests (429)', async () => {

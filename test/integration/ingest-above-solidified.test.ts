@@ -354,6 +354,7 @@ describe('the full node gRPC service', () => {
       );
       expect(full?.message).toContain("does not serve the full node's protocol.Wallet");
       expect(full?.message).toContain('50051');
+      expect(full?.message).toContain('#grpc_full=grpc://host:port');
       expect(full?.retryable).toBe(false);
       // The solidity method's refusal has no such hint.
       const solid = await client.getBlockByNum2(1, 5000, undefined, GET_BLOCK_BY_NUM2).then(
@@ -364,6 +365,41 @@ describe('the full node gRPC service', () => {
       expect(solid?.message).not.toContain('protocol.Wallet:');
     } finally {
       client.close();
+      server.forceShutdown();
+    }
+  });
+
+  it('#grpc_full: blocks above the solidified head are read from the full node port, solidified ones from #grpc', async () => {
+    // The solidity port answers UNIMPLEMENTED to everything; the full node's is a replay node.
+    const server = new GrpcServer();
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    const chain = await serveSynthetic(
+      { seed: 5, firstBlock: 73_000_000, txPerBlock: 5, addresses: 10, count: 3 },
+      { instant: true, lag: 2 },
+    );
+    const full = parseGrpcTarget(chain.node.grpcUrl as string);
+    const client = new NodeClient({
+      url: chain.node.url,
+      retries: 0,
+      timeoutMs: 5000,
+      grpc: { host: '127.0.0.1', port, tls: false },
+      grpcFull: full,
+    });
+    try {
+      const b = await client.getFullNodeBlock(chain.first + 1, false);
+      expect(b?.ref.number).toBe(chain.first + 1);
+      expect(b?.exact).toBeDefined();
+      await client.getHeads(); // the solidified head (HTTP), which bounds solidified reads
+      await expect(client.getSolidifiedBlock(chain.first)).rejects.toThrow(
+        /protocol\.WalletSolidity\/GetBlockByNum2 73000000: UNIMPLEMENTED/,
+      );
+    } finally {
+      await client.close();
+      await chain.node.close();
       server.forceShutdown();
     }
   });

@@ -21,6 +21,8 @@ describe('loadConfig', () => {
           maxRps: 10,
           // TronGrid's documented gRPC solidity endpoint: exact bytes by default (issue 26).
           grpc: { host: 'grpc.trongrid.io', port: 50052, tls: false },
+          // Its full node service (protocol.Wallet), for blocks above the solidified head.
+          grpcFull: { host: 'grpc.trongrid.io', port: 50051, tls: false },
         },
       ],
       quorum: 1,
@@ -96,6 +98,7 @@ describe('loadConfig', () => {
         apiKey: undefined,
         maxRps: 7,
         grpc: { host: 'grpc.trongrid.io', port: 50052, tls: false },
+        grpcFull: { host: 'grpc.trongrid.io', port: 50051, tls: false },
       },
       {
         url: 'https://api.trongrid.io',
@@ -105,6 +108,16 @@ describe('loadConfig', () => {
         grpc: undefined,
       },
     ]);
+    // A java-tron node's two gRPC ports: solidity (#grpc=) and full node (#grpc_full=).
+    expect(
+      loadConfig({
+        TRON_NODE_URL:
+          'http://10.0.0.5:8090#grpc=grpc://10.0.0.5:50061&grpc_full=grpc://10.0.0.5:50051',
+      }).node.providers[0],
+    ).toMatchObject({
+      grpc: { host: '10.0.0.5', port: 50061, tls: false },
+      grpcFull: { host: '10.0.0.5', port: 50051, tls: false },
+    });
     // The first provider is also the single-node view (scan, record).
     expect(c.node.url).toBe('http://10.0.0.5:8090');
     // A lone URL keeps TRON_API_KEY; the key never rides along to another host.
@@ -113,6 +126,11 @@ describe('loadConfig', () => {
       [{ TRON_NODE_URL: 'http://a:1,http://b:2', TRON_API_KEY: 'k' }, /TRON_API_KEY: with several/],
       [{ TRON_NODE_URL: 'http://a:1', TRON_NODE_QUORUM: '2' }, /TRON_NODE_QUORUM: 2 is more than/],
       [{ TRON_NODE_URL: 'http://a:1#grpc=a:1' }, /grpc must be grpc:\/\/host:port/],
+      [
+        { TRON_NODE_URL: 'http://a:1#grpc=grpc://a:2&grpc_full=a:3' },
+        /grpc_full must be grpc:\/\/host:port/,
+      ],
+      [{ TRON_NODE_URL: 'http://a:1#grpc_full=grpc://a:3' }, /grpc_full needs grpc/],
       [{ TRON_NODE_URL: 'http://a:1#secret=1' }, /unknown setting #secret/],
       [{ TRON_NODE_URL: 'http://a:1,ftp://b' }, /provider 2: must start with http/],
       [{ TRON_NODE_URL: 'http://a:1#max_rps=ten' }, /max_rps must be digits/],
@@ -133,6 +151,7 @@ describe('loadConfig', () => {
         maxRps: 10,
         // Not on TronGrid's own page; what public TRON clients use (src/config.ts TRONGRID_GRPC).
         grpc: { host: 'grpc.nile.trongrid.io', port: 50052, tls: false },
+        grpcFull: { host: 'grpc.nile.trongrid.io', port: 50051, tls: false },
       },
     ]);
     expect(c.testnetNode?.quorum).toBe(1);
