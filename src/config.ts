@@ -704,7 +704,8 @@ function parseProviders(
     const gf = settings.get('grpc_full');
     if (gf !== null) {
       grpcFull = grpcTarget(gf);
-      if (!grpcFull) problems.push(`${what}: grpc_full must be grpc://host:port or grpcs://host:port`);
+      if (!grpcFull)
+        problems.push(`${what}: grpc_full must be grpc://host:port or grpcs://host:port`);
       if (!grpc) problems.push(`${what}: grpc_full needs grpc (exact bytes of solidified blocks)`);
     } else if (g === null && grpc) {
       grpcFull = TRONGRID_GRPC_FULL[u.hostname];
