@@ -254,8 +254,9 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
   if (opts.testnet) {
     // The live environment's chain: the six synthetic mainnet blocks, idle behind their lead-in.
     const mainnet = await startChain({ offline: true }, shutdown);
-    // The test environment's chain: Nile-shaped (Nile's USDT contract), ten blocks, proven by its
-    // own light client from the block before its first (TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT):
+    // The test environment's chain: Nile-shaped (Nile's USDT contract, so signed by its own SRs,
+    // NILE_DEVNET_SRS), ten blocks, proven by its own light client from the block before its first
+    // (TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT):
     // its full-node head runs LAG above the solidified one, and halts at first + 5 until the
     // watches exist, so they activate inside the served blocks.
     const nile = {

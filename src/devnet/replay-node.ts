@@ -31,7 +31,8 @@
  * reaches a maintenance, DEVNET_MAINTENANCE_INTERVAL_MS, so no slot is skipped for one), and
  * carries that SR's secp256k1 signature over its header (witness-signature.ts), made once and
  * kept with its id. The set (`node.srs`, ReplaySchedule): DEVNET_SRS when the source is a
- * synthetic chain (its blocks are signed by them); around a recorded mainnet block (the first
+ * synthetic chain (its blocks are signed by them), NILE_DEVNET_SRS when its first block is signed
+ * by one of those (a Nile-shaped synthetic chain, issue 32); around a recorded mainnet block (the first
  * recorded block not made by the devnet, recorded fillers before it skipped), `devnetSrsAround`:
  * that block's real SR in the slot its time schedules, signing with its own address. The
  * recorded block keeps its real signature; the real SR's other slots are MISSED (no key here), so
@@ -134,6 +135,7 @@ import {
   devnetSrsAround,
   headerBlockId,
   headerRawBytes,
+  NILE_DEVNET_SRS,
   type RecordedSr,
 } from './synthetic.js';
 
@@ -1244,21 +1246,29 @@ export function fillerTime(anchor: number, blocks: number, missed: number | unde
   return anchor + (slot - start) * SLOT_MS;
 }
 
-const isDevnetSr = (address: string | undefined) => DEVNET_SRS.some((s) => s.address === address);
+/** The devnet set (DEVNET_SRS or the Nile-shaped chain's NILE_DEVNET_SRS) holding `address`. */
+function devnetSetOf(address: string | undefined): readonly DevnetSr[] | undefined {
+  return [DEVNET_SRS, NILE_DEVNET_SRS].find((set) => set.some((s) => s.address === address));
+}
+
+const isDevnetSr = (address: string | undefined) => devnetSetOf(address) !== undefined;
 
 /**
  * The schedule of a source whose first recorded block is `first` and whose first block not made
  * by the devnet is `real` (scheduleHeaders; module doc, Signatures): without one (a synthetic
- * chain, signed by DEVNET_SRS, or blocks naming no producer), DEVNET_SRS; with a recorded mainnet
+ * chain, signed by DEVNET_SRS, or blocks naming no producer), DEVNET_SRS, or NILE_DEVNET_SRS when
+ * that block (or, without one, `first`) is signed by one of them; with a recorded mainnet
  * block, `devnetSrsAround(real)`, its real SR in the slot its time schedules, missed elsewhere.
  * The checkpoint is the block before `first` (id = `first`'s parentHash, time 3 s before it):
  * fillers below `first` cannot chain to its real parent, so a light client starts there.
  */
 function scheduleOf(first: Header | undefined, real: Header | undefined): ReplaySchedule {
   const witness = real?.witness;
-  const devnet = !real || witness === undefined || isDevnetSr(witness);
+  const own = real ? devnetSetOf(witness) : devnetSetOf(first?.witness);
+  const devnet = !real || witness === undefined || own !== undefined;
   const srs =
-    devnet || !witness ? DEVNET_SRS : devnetSrsAround({ witness, timestamp: real.timestamp });
+    own ??
+    (devnet || !witness ? DEVNET_SRS : devnetSrsAround({ witness, timestamp: real.timestamp }));
   const missed = devnet ? undefined : mod(Math.floor(real.timestamp / SLOT_MS), ACTIVE_SR_COUNT);
   const interval = DEVNET_MAINTENANCE_INTERVAL_MS;
   const timestamp = (first?.timestamp ?? 0) - SLOT_MS;
@@ -1274,7 +1284,9 @@ function scheduleOf(first: Header | undefined, real: Header | undefined): Replay
       source:
         `replay node: the parent of block ${first.number} (${first.id}); ` +
         (missed === undefined
-          ? 'the devnet SRs'
+          ? srs === NILE_DEVNET_SRS
+            ? 'the Nile-shaped devnet SRs'
+            : 'the devnet SRs'
           : `the devnet SRs with ${witness}, its producer, in slot ${missed}`),
     });
     return { srs, missed, nextMaintenanceTime, checkpoint };
@@ -1332,8 +1344,8 @@ async function readSchedule(source: BlockSource): Promise<ReplaySchedule> {
  * The checkpoint from which a light client (tron/light-client/finality.ts) proves the chain a
  * replay node serves over `source`: the block before the first recorded one (number `first − 1`,
  * id = the first block's parentHash, time 3,000 ms before it), the devnet SR set in schedule
- * order with their signing keys (DEVNET_SRS for a synthetic source: then equal to
- * syntheticCheckpoint but for `source`; `devnetSrsAround(the first recorded block not made by the
+ * order with their signing keys (DEVNET_SRS for a synthetic source, NILE_DEVNET_SRS for a
+ * Nile-shaped one: then equal to syntheticCheckpoint but for `source`; `devnetSrsAround(the first recorded block not made by the
  * devnet)` for recorded mainnet blocks, e.g. 79072107), and the devnet's next maintenance time
  * (interval DEVNET_MAINTENANCE_INTERVAL_MS, never reached by a run). Equal to `node.checkpoint` of
  * a node started over the same source, whatever its other options. Reads the source's first

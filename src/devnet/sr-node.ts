@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import type { SrEntry } from '../tron/light-client/sr-set.js';
 import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
 import {
-  DEVNET_SRS,
+  devnetSrs,
   type SyntheticChainOptions,
   syntheticBlock,
   syntheticCheckpoint,
@@ -52,6 +52,7 @@ export interface SrNode {
 export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
   const requests = new Map<string, number>();
   const next = syntheticCheckpoint(opts.chain).nextMaintenanceTime;
+  const srs = devnetSrs(opts.chain);
   const first = opts.chain.firstBlock ?? 70_000_000;
   const block = (n: number) => syntheticBlock(opts.chain, n).block;
 
@@ -72,14 +73,9 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
         return { block: out };
       }
       case '/wallet/listwitnesses':
-        return listWitnessesAnswer(DEVNET_SRS, opts.hide);
+        return listWitnessesAnswer(srs, opts.hide);
       case '/wallet/getaccount':
-        return getAccountAnswer(
-          DEVNET_SRS,
-          String(body.address ?? ''),
-          opts.accounts,
-          opts.reportKey,
-        );
+        return getAccountAnswer(srs, String(body.address ?? ''), opts.accounts, opts.reportKey);
       case '/wallet/getnextmaintenancetime':
         return { num: next };
       case '/wallet/getchainparameters':

@@ -35,8 +35,9 @@
  * ids of the blocks before it: they are memoised per chain (generated in order, as the demo and
  * the tests do, each block is generated once; asked out of order, the missing ones are generated
  * to compute their ids). Each header is signed, as on mainnet, by the SR its time schedules
- * (DEVNET_SRS, `(t/3000) mod 27`), with that SR's key, so the light client (tron/light-client)
- * follows a synthetic chain from syntheticCheckpoint. Not real: transaction signatures are random
+ * (`(t/3000) mod 27`) in the chain's set (devnetSrs: DEVNET_SRS, or NILE_DEVNET_SRS for a
+ * Nile-shaped chain), with that SR's key, so the light client (tron/light-client) follows a
+ * synthetic chain from syntheticCheckpoint. Not real: transaction signatures are random
  * bytes (they sign nothing); fees use an energy price of 100 sun and a bandwidth price of 1000 sun per byte.
  *
  * Knobs (SyntheticChainOptions): `seed` (default 1), `firstBlock` (70,000,000), `txPerBlock`
@@ -56,6 +57,7 @@
  * as sequential access.
  */
 import { createHash } from 'node:crypto';
+import { NILE_USDT_CONTRACT_HEX } from '../tron/address.js';
 import type { Checkpoint, SrEntry } from '../tron/light-client/sr-set.js';
 import { addressOfPrivateKey, signWitnessHeader } from '../tron/light-client/witness-signature.js';
 import type {
@@ -83,7 +85,8 @@ export interface SyntheticChainOptions {
   /**
    * The chain's USDT contract, 41-hex. Default mainnet's (TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t);
    * a Nile-shaped chain (issue 32 item 5) passes Nile's, 41eca9bc…5f
-   * (TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf).
+   * (TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf), and its blocks are then signed by the Nile-shaped
+   * chain's own SRs (NILE_DEVNET_SRS, devnetSrs), not the mainnet-shaped devnet's.
    */
   usdtContract?: string;
 }
@@ -213,12 +216,38 @@ export interface DevnetSr extends SrEntry {
  * sign with their own address), SRs 0–19 sign with their own account's key and SRs 20–26 with a
  * separate witness-permission key. Keys are derived from public labels: never use them elsewhere.
  */
-export const DEVNET_SRS: readonly DevnetSr[] = Array.from({ length: 27 }, (_, k) => {
-  const privateKey = new Uint8Array(sha256(`tronwatch/synthetic/sr-key/${k}`));
-  const signingKey = addressOfPrivateKey(privateKey);
-  const address = k < 20 ? signingKey : labelAddress(`witness/${k}`);
-  return { address, signingKey, privateKey };
-});
+export const DEVNET_SRS: readonly DevnetSr[] = srSet('');
+
+/**
+ * The Nile-shaped chain's own 27 SRs (issue 32 item 5), built as DEVNET_SRS from other public
+ * labels (`nile/sr-key/k`, `nile/witness/k`): SRs 0–19 sign with their own account's key, 20–26
+ * with a separate witness-permission key. None of them is in DEVNET_SRS, so a light client
+ * following the mainnet-shaped devnet refuses a Nile-shaped block, and the reverse.
+ */
+export const NILE_DEVNET_SRS: readonly DevnetSr[] = srSet('nile/');
+
+/** 27 SRs from the labels `${prefix}sr-key/k` (keys) and `${prefix}witness/k` (accounts 20–26). */
+function srSet(prefix: string): DevnetSr[] {
+  return Array.from({ length: 27 }, (_, k) => {
+    const privateKey = new Uint8Array(sha256(`tronwatch/synthetic/${prefix}sr-key/${k}`));
+    const signingKey = addressOfPrivateKey(privateKey);
+    const address = k < 20 ? signingKey : labelAddress(`${prefix}witness/${k}`);
+    return { address, signingKey, privateKey };
+  });
+}
+
+/**
+ * The SR set that signs a synthetic chain, in schedule order: NILE_DEVNET_SRS when its
+ * `usdtContract` is Nile's (a Nile-shaped chain, issue 32), else DEVNET_SRS.
+ * @throws RangeError on invalid options.
+ */
+export function devnetSrs(opts: SyntheticChainOptions): readonly DevnetSr[] {
+  return srsOf(resolve(opts));
+}
+
+function srsOf(r: Resolved): readonly DevnetSr[] {
+  return r.usdt === NILE_USDT_CONTRACT_HEX ? NILE_DEVNET_SRS : DEVNET_SRS;
+}
 
 /**
  * The devnet's maintenance interval: longer than any devnet run, so the SR set never changes in a
@@ -228,7 +257,7 @@ export const DEVNET_MAINTENANCE_INTERVAL_MS = 2 ** 40;
 
 /**
  * The checkpoint a light client follows a synthetic chain from: the block before `firstBlock`
- * (the chain's seeded anchor), its time, and DEVNET_SRS in schedule order.
+ * (the chain's seeded anchor), its time, and the chain's SRs (devnetSrs) in schedule order.
  */
 export function syntheticCheckpoint(opts: SyntheticChainOptions): Checkpoint {
   const r = resolve(opts);
@@ -237,7 +266,7 @@ export function syntheticCheckpoint(opts: SyntheticChainOptions): Checkpoint {
   return {
     network: 'devnet',
     block: { number: r.firstBlock - 1, id: chainedId(r, r.firstBlock - 1), timestamp },
-    witnesses: DEVNET_SRS.map((s) => ({ address: s.address, signingKey: s.signingKey })),
+    witnesses: srsOf(r).map((s) => ({ address: s.address, signingKey: s.signingKey })),
     nextMaintenanceTime: (Math.floor(timestamp / interval) + 1) * interval,
     maintenanceIntervalMs: interval,
     source: `synthetic chain ${r.key}`,
@@ -270,9 +299,9 @@ export function devnetSrsAround(recorded: {
   return DEVNET_SRS.map((s, i) => (i === k ? real : s));
 }
 
-/** The devnet SR scheduled at `timestamp` (ms): DEVNET_SRS[(t/3000) mod 27]. */
-function scheduledSr(timestamp: number): DevnetSr {
-  return DEVNET_SRS[Math.floor(timestamp / BLOCK_INTERVAL_MS) % DEVNET_SRS.length] as DevnetSr;
+/** The SR of `srs` scheduled at `timestamp` (ms): srs[(t/3000) mod 27]. */
+function scheduledSr(srs: readonly DevnetSr[], timestamp: number): DevnetSr {
+  return srs[Math.floor(timestamp / BLOCK_INTERVAL_MS) % srs.length] as DevnetSr;
 }
 
 const RNG_SCRATCH = Buffer.alloc(256);
@@ -1448,7 +1477,7 @@ function generate(r: Resolved, n: number): SyntheticBlock {
     for (const t of built.transfers) transfers.push(t);
   }
 
-  const sr = scheduledSr(ts);
+  const sr = scheduledSr(srsOf(r), ts);
   const raw = {
     number: n,
     txTrieRoot: merkleRoot(txs.map((t) => sha256(transactionBytes(t)))),
@@ -1542,11 +1571,12 @@ export function headerRawBytes(raw: HeaderFields): Buffer {
 }
 
 /**
- * Sign a header as the devnet SR scheduled at its time would (DEVNET_SRS), for the replay node's
- * filler blocks: `witness_address` must be that SR's. @returns the 65-byte signature as hex.
+ * Sign a header as the devnet SR scheduled at its time would (DEVNET_SRS or NILE_DEVNET_SRS), for
+ * the replay node's filler blocks: `witness_address` must be that SR's. @returns the 65-byte
+ * signature as hex.
  */
 export function devnetSignHeader(raw: HeaderFields): string {
-  const sr = DEVNET_SRS.find((s) => s.address === raw.witness_address);
+  const sr = [...DEVNET_SRS, ...NILE_DEVNET_SRS].find((s) => s.address === raw.witness_address);
   if (!sr) throw new RangeError(`${raw.witness_address} is not a devnet SR`);
   return Buffer.from(signWitnessHeader(headerRawBytes(raw), sr.privateKey)).toString('hex');
 }

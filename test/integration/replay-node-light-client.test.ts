@@ -21,12 +21,15 @@ import {
 } from '../../src/devnet/replay-node.js';
 import {
   DEVNET_SRS,
+  devnetSrs,
   devnetSrsAround,
   headerRawBytes,
+  NILE_DEVNET_SRS,
   type SyntheticChainOptions,
   syntheticBlock,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
+import { NILE_USDT_CONTRACT_HEX } from '../../src/tron/address.js';
 import { parseGrpcTarget } from '../../src/tron/grpc.js';
 import { buildCheckpoint } from '../../src/tron/light-client/checkpoint-build.js';
 import {
@@ -385,6 +388,108 @@ describe('replay node over a synthetic chain', () => {
     expect(node.srs).toEqual(
       DEVNET_SRS.map((s) => ({ address: s.address, signingKey: s.signingKey })),
     );
+  });
+});
+
+describe('replay node over a Nile-shaped synthetic chain (issue 32 item 5: its own SRs)', () => {
+  const NILE: SyntheticChainOptions = {
+    seed: 3232,
+    firstBlock: 6000,
+    txPerBlock: 3,
+    usdtContract: NILE_USDT_CONTRACT_HEX,
+  };
+  const COUNT = 45;
+  const pairs = (srs: ReadonlyArray<{ address: string; signingKey: string }>) =>
+    srs.map((s) => ({ address: s.address, signingKey: s.signingKey }));
+
+  function source() {
+    const map = new Map<number, { block: string; infos: string }>();
+    for (let n = 6000; n < 6000 + COUNT; n++) {
+      const b = syntheticBlock(NILE, n);
+      map.set(n, { block: JSON.stringify(b.block), infos: JSON.stringify(b.infos) });
+    }
+    return memorySource(map);
+  }
+
+  it('its checkpoint names 27 SRs of its own (20 signing with their address), none of the mainnet-shaped devnet’s', () => {
+    const cp = syntheticCheckpoint(NILE);
+    expect(devnetSrs(NILE)).toBe(NILE_DEVNET_SRS);
+    expect(devnetSrs({ ...NILE, usdtContract: undefined })).toBe(DEVNET_SRS);
+    expect(cp.witnesses).toEqual(pairs(NILE_DEVNET_SRS));
+    expect(new Set(cp.witnesses.map((w) => w.address)).size).toBe(27);
+    expect(new Set(cp.witnesses.map((w) => w.signingKey)).size).toBe(27);
+    expect(cp.witnesses.filter((w) => w.address === w.signingKey)).toHaveLength(20);
+    const mainnet = new Set(DEVNET_SRS.flatMap((s) => [s.address, s.signingKey]));
+    for (const w of cp.witnesses) {
+      expect(mainnet.has(w.address), w.address).toBe(false);
+      expect(mainnet.has(w.signingKey), w.signingKey).toBe(false);
+    }
+    // The block producers are the Nile set's, in schedule order.
+    for (let n = 6000; n < 6030; n++) {
+      const h = signedHeaderFromJson(syntheticBlock(NILE, n).block);
+      const sr = NILE_DEVNET_SRS[slotOf(h.timestamp)];
+      expect(h.witness).toBe(sr?.address);
+      expect(recoverWitnessSigner(h.raw, h.signature)).toBe(sr?.signingKey);
+    }
+  });
+
+  it('a light client from the mainnet devnet set refuses its blocks (signer outside the set); one from its checkpoint proves them and the Nile-signed fillers, over HTTP and gRPC', async () => {
+    const cp = await replayCheckpoint(source());
+    const { source: _a, ...want } = syntheticCheckpoint(NILE);
+    const { source: _b, ...got } = cp;
+    expect(got).toEqual(want);
+    expect(cp.source).toContain('the Nile-shaped devnet SRs');
+    const node = await start({ source: source(), intervalMs: 0, lag: 0, grpc: true });
+    expect(node.checkpoint).toEqual(cp);
+    expect(node.srs).toEqual(pairs(NILE_DEVNET_SRS));
+    node.advanceTo(6000 + 70);
+    // The mainnet-shaped devnet's set at the same anchor: the producer is not one of its SRs.
+    const first = await jsonHeader(node, 6000);
+    const mainnetSet = new LightClient(parseCheckpoint({ ...cp, witnesses: pairs(DEVNET_SRS) }));
+    expect(refusal(mainnetSet, first).code).toBe('outside-set');
+    // The mainnet-shaped chain's own checkpoint (same options but USDT): refused too.
+    refusal(new LightClient(syntheticCheckpoint({ ...NILE, usdtContract: undefined })), first);
+    const c = new NodeClient({
+      url: node.url,
+      retries: 0,
+      grpc: parseGrpcTarget(node.grpcUrl as string),
+    });
+    opened.push(c);
+    await c.getSolidifiedHead();
+    const lc = new LightClient(cp);
+    for (let n = 6000; n <= 6070; n++) {
+      const http = await jsonHeader(node, n);
+      const b = await c.getSolidifiedBlock(n);
+      const grpc = signedHeaderOf(b.block, b.exact);
+      expect(grpc.id).toBe(http.id);
+      expect(http.witness).toBe(NILE_DEVNET_SRS[slotOf(http.timestamp)]?.address);
+      const final = verified(lc, grpc);
+      if (n === 6000 + FINALITY_THRESHOLD - 1) expect(final).toEqual([6000]);
+    }
+    expect(lc.finalBlock.number).toBe(6070 - FINALITY_THRESHOLD + 1);
+  });
+
+  it('tronwatch checkpoint against it finds the Nile set; listwitnesses and getaccount answer for it', async () => {
+    const node = await start({ source: source(), intervalMs: 0 });
+    const cp = node.checkpoint as Checkpoint;
+    node.advanceTo(6000 + 100);
+    const built = await buildCheckpoint([{ url: node.url, name: 'replay' }], {
+      network: 'devnet',
+    });
+    expect(built.witnesses).toEqual(cp.witnesses);
+    expect(built.witnesses).toEqual(pairs(NILE_DEVNET_SRS));
+    const ws = (await post(node, '/wallet/listwitnesses', {})) as {
+      witnesses: Array<{ address: string; isJobs?: boolean }>;
+    };
+    expect(ws.witnesses.filter((w) => w.isJobs).map((w) => w.address)).toEqual(
+      NILE_DEVNET_SRS.map((s) => s.address),
+    );
+    const sr21 = NILE_DEVNET_SRS[21];
+    expect(await post(node, '/wallet/getaccount', { address: sr21?.address })).toMatchObject({
+      address: sr21?.address,
+      witness_permission: { keys: [{ address: sr21?.signingKey }] },
+    });
+    expect(await post(node, '/wallet/getaccount', { address: DEVNET_SRS[0]?.address })).toEqual({});
   });
 });
 
