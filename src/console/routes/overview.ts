@@ -77,7 +77,8 @@ export function overviewRoutes(app: App, deps: AppDeps): void {
       const scanned = c?.scanned === null || c?.scanned === undefined ? null : Number(c.scanned);
       const lagBlocks =
         solidified !== null && scanned !== null ? Math.max(0, solidified - scanned) : null;
-      const lightClient = await lightClientStatus(deps, solidified);
+      // The environment's own chain: mainnet's light client, or the test network's.
+      const lightClient = await lightClientStatus(deps, solidified, ctx.network);
       return {
         account: { email: account.email, plan_name: limits.name },
         watches: {
