@@ -133,6 +133,7 @@ import {
   DEVNET_SRS,
   type DevnetSr,
   devnetSrsAround,
+  type HeaderFields,
   headerBlockId,
   headerRawBytes,
   NILE_DEVNET_SRS,
@@ -1116,19 +1117,7 @@ async function buildFiller(
       version,
       timestamp,
     };
-    const sig = `${seed}${sha256Hex(seed)}00`;
-    const id = syntheticId(n);
-    const json = `${JSON.stringify({ blockID: id, block_header: { raw_data: raw, witness_signature: sig } })}\n`;
-    return {
-      number: n,
-      id,
-      parentHash,
-      timestamp,
-      version,
-      witness: raw.witness_address,
-      json,
-      signature: sig,
-    };
+    return fillerHeader(raw, syntheticId(n), `${seed}${sha256Hex(seed)}00`);
   }
   const sr = scheduledSr(schedule, timestamp);
   const raw = {
@@ -1148,14 +1137,22 @@ async function buildFiller(
       throw new Error(`filler ${n}: slot of ${sr.address}, which has no key here`);
     sig = Buffer.from(signWitnessHeader(bytes, sr.privateKey)).toString('hex');
   }
+  return fillerHeader(raw, id, sig);
+}
+
+/**
+ * A filler's header from its raw_data (`raw`, in the key order it is served in), its id and its
+ * witness_signature (hex, or '' unsigned): `json` is the line served (`blockID`, `block_header`).
+ */
+function fillerHeader(raw: HeaderFields, id: string, sig: string): Header & { signature: string } {
   const json = `${JSON.stringify({ blockID: id, block_header: { raw_data: raw, witness_signature: sig } })}\n`;
   return {
-    number: n,
+    number: raw.number,
     id,
-    parentHash,
-    timestamp,
-    version,
-    witness: sr.address,
+    parentHash: raw.parentHash,
+    timestamp: raw.timestamp,
+    version: raw.version,
+    witness: raw.witness_address,
     json,
     signature: sig,
   };

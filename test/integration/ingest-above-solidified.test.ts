@@ -21,22 +21,15 @@
  */
 import { Server as GrpcServer, ServerCredentials } from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/common/ids.js';
-import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
-import type { Queryable } from '../../src/db/pool.js';
-import type { ReplayRequestRecord } from '../../src/devnet/replay-node.js';
+import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
 import {
   DEVNET_SRS,
-  type SyntheticChainOptions,
-  syntheticAddresses,
   syntheticBlock,
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
-import { FinalityGate } from '../../src/ingest/finality-gate.js';
-import { Ingester } from '../../src/ingest/loop.js';
-import { hexToBase58 } from '../../src/tron/address.js';
+import type { Ingester } from '../../src/ingest/loop.js';
 import {
   GET_BLOCK_BY_NUM2,
   GET_FULL_BLOCK_BY_NUM2,
@@ -52,82 +45,40 @@ import {
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  type TestWatch,
 } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import {
+  clientOf,
+  cursorRow,
+  insertWatches,
+  lightClientChain,
+  lightClientIngester,
+  runUntil,
+  start,
+  waitFor,
+  want,
+} from '../helpers/light-client-ingest.js';
 import { blockJsonOf, signedHeader } from '../helpers/sr-chain.js';
 
-const CHAIN = { seed: 281, firstBlock: 73_000_000, txPerBlock: 40, addresses: 40, count: 60 };
-const OPTS: SyntheticChainOptions = {
-  seed: CHAIN.seed,
-  firstBlock: CHAIN.firstBlock,
-  txPerBlock: CHAIN.txPerBlock,
-  addresses: CHAIN.addresses,
-};
+const OPTS = lightClientChain(281, 73_000_000);
+const CHAIN = { ...OPTS, count: 60 };
 /** Blocks above a block that make it final on a chain where every SR signs in turn (19 - 1). */
 const ABOVE = 18;
 
-const noNewSrs = async (a: string): Promise<string> => {
-  throw new Error(`no SR is new on this chain (${a})`);
-};
-
-async function insertWatches(db: Queryable, activeFrom: number): Promise<TestWatch[]> {
-  const acc = newId('acc');
-  await db.query("INSERT INTO accounts (id, email, plan) VALUES ($1, $2, 'pro')", [
-    acc,
-    `${acc}@example.com`,
-  ]);
-  const out: TestWatch[] = [];
-  for (const addressHex of syntheticAddresses(OPTS).slice(0, 4)) {
-    const id = newId('wh');
-    await db.query(
-      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
-                            webhook_url, secret_key_id, secret_ciphertext, status, active_from_block)
-       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, 'ACTIVE', $5)`,
-      [id, acc, hexToBase58(addressHex), addressHex, activeFrom],
-    );
-    out.push({ id, addressHex, asset: 'ALL', direction: 'both', activeFrom });
-  }
-  return out;
-}
-
+/**
+ * An ingester on `node` with the light client (`gate`: from the chain's checkpoint) or without,
+ * reading exact gRPC bytes (`grpc`) or JSON.
+ */
 function ingesterFor(
   db: TestDb['db'],
-  node: SyntheticChain['node'],
+  node: ReplayNode,
   opts: { gate: boolean; grpc: boolean; metrics?: Metrics },
 ): Ingester {
-  const grpc = opts.grpc && node.grpcUrl ? parseGrpcTarget(node.grpcUrl) : undefined;
-  return new Ingester({
-    db,
-    client: new NodeClient({ url: node.url, retries: 1, timeoutMs: 5000, grpc }),
-    config: {
-      network: 'mainnet',
-      node: { concurrency: 4 },
-      ingest: { startBlock: CHAIN.firstBlock, blockIntervalMs: 50 },
-    },
-    logger: silentLogger,
-    ...(opts.gate
-      ? { finality: new FinalityGate({ checkpoint: syntheticCheckpoint(OPTS), keyOf: noNewSrs }) }
-      : {}),
-    permanentRetryMs: 100,
+  return lightClientIngester(db, clientOf(node, opts.grpc ? 'grpc' : 'json'), {
+    startBlock: CHAIN.firstBlock,
+    ...(opts.gate ? { checkpoint: syntheticCheckpoint(OPTS) } : {}),
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
   });
-}
-
-/** Run `ing` until `done()` holds (checked every 20 ms), then stop it. */
-async function runUntil(ing: Ingester, done: () => Promise<boolean> | boolean): Promise<void> {
-  const ac = new AbortController();
-  const running = ing.run(ac.signal);
-  for (let i = 0; i < 3000 && !(await done()); i++) await new Promise((r) => setTimeout(r, 20));
-  ac.abort();
-  await running;
-}
-
-async function stalledReason(db: Queryable): Promise<string | null> {
-  const { rows } = await db.query<{ stalled_reason: string | null }>(
-    "SELECT stalled_reason FROM chain_cursor WHERE network = 'mainnet'",
-  );
-  return rows[0]?.stalled_reason ?? null;
 }
 
 /** Requests naming block numbers from..to in `log`, by path, per block. */
@@ -143,14 +94,6 @@ function readsPerBlock(
   }
   return out;
 }
-
-const want = (transfers: readonly Transfer[], watches: readonly TestWatch[], upTo: number) =>
-  expectedEvents(
-    transfers.filter((x) => x.blockNumber <= upTo),
-    watches,
-  )
-    .map(eventKey)
-    .sort();
 
 /**
  * Block `n` of another branch, on `parentId`, at `timestamp`, signed by the devnet SR of that slot
@@ -203,7 +146,7 @@ describe.each(dbEngines)(
       // The node's full-node head runs 40 blocks above its solidified head.
       chain = await serveSynthetic(CHAIN, { instant: true, lag: 40, logRequests: true });
       const db = t.db;
-      const watches = await insertWatches(db, chain.first - 1);
+      const watches = await insertWatches(db, OPTS, chain.first - 1);
       const solid = chain.first + 5;
       chain.node.advanceTo(solid);
       const head = solid + 40;
@@ -217,7 +160,7 @@ describe.each(dbEngines)(
       expect(ing.stats.cursor).toBeGreaterThan(solid);
       expect(want(chain.transfers, watches, head - ABOVE).length).toBeGreaterThan(0);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, head - ABOVE));
-      expect(await stalledReason(db)).toBeNull();
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
       // Each block read once: its exact bytes from the full node, then its receipts (40 txs each).
       const reads = readsPerBlock(chain.node.requestLog, chain.first, head);
       for (let n = chain.first; n <= head; n++) {
@@ -240,7 +183,7 @@ describe.each(dbEngines)(
       t = await migratedDb(engine);
       chain = await serveSynthetic(CHAIN, { instant: true, lag: 40, logRequests: true });
       const db = t.db;
-      const watches = await insertWatches(db, chain.first - 1);
+      const watches = await insertWatches(db, OPTS, chain.first - 1);
       const solid = chain.first + 5;
       chain.node.advanceTo(solid);
       const ing = ingesterFor(db, chain.node, { gate: false, grpc: true });
@@ -271,7 +214,7 @@ describe.each(dbEngines)(
         t = await migratedDb(engine);
         chain = await serveSynthetic(CHAIN, { instant: true, lag: ABOVE, logRequests: true });
         const db = t.db;
-        const watches = await insertWatches(db, chain.first - 1);
+        const watches = await insertWatches(db, OPTS, chain.first - 1);
         // The node's head at first+28; its last 3 blocks on another branch from first+26 on.
         chain.node.advanceTo(chain.first + 10);
         const fork = chain.first + 26;
@@ -292,11 +235,9 @@ describe.each(dbEngines)(
         chain.node.setLies({ blocks });
         const metrics = new Metrics();
         const ing = ingesterFor(db, chain.node, { gate: true, grpc, metrics });
-        const ac = new AbortController();
-        const running = ing.run(ac.signal);
+        const run = start(ing);
         try {
-          for (let i = 0; i < 3000 && (ing.gate?.readHeight ?? 0) < tipBefore; i++)
-            await new Promise((r) => setTimeout(r, 20));
+          await waitFor(() => (ing.gate?.readHeight ?? 0) >= tipBefore);
           expect(ing.gate?.readHeight).toBe(tipBefore);
           // The fork's blocks are read, never final.
           expect(ing.stats.cursor).toBeLessThan(fork);
@@ -304,11 +245,9 @@ describe.each(dbEngines)(
           chain.node.setLies(undefined);
           const end = chain.last - ABOVE;
           chain.node.advanceTo(end);
-          for (let i = 0; i < 3000 && ing.stats.cursor < end; i++)
-            await new Promise((r) => setTimeout(r, 20));
+          await waitFor(() => ing.stats.cursor >= end);
         } finally {
-          ac.abort();
-          await running;
+          await run.stop();
         }
         const end = chain.last - ABOVE;
         expect(ing.stats.cursor).toBe(end);
@@ -317,7 +256,7 @@ describe.each(dbEngines)(
         const forkKeys = new Set(forkEvents.map(eventKey));
         expect(stored.filter((k) => forkKeys.has(k))).toEqual([]);
         // A fork switch, not an attack: no stall, no provider set aside, no refusal counted.
-        expect(await stalledReason(db)).toBeNull();
+        expect((await cursorRow(db)).stalled_reason).toBeNull();
         expect(ing.group.states().map((s) => s.state)).toEqual(['ok']);
         expect(await metrics.registry.metrics()).not.toMatch(
           /tronwatch_light_client_refused_total\{[^}]*\} [1-9]/,

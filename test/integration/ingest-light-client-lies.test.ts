@@ -21,7 +21,6 @@
  * former with the light client on; reading above it is test/integration/ingest-above-solidified).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/common/ids.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import type { Queryable } from '../../src/db/pool.js';
@@ -31,76 +30,52 @@ import {
   DEVNET_SRS,
   type DevnetSr,
   type SyntheticChainOptions,
-  syntheticAddresses,
   syntheticBlock,
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
-import { FinalityGate } from '../../src/ingest/finality-gate.js';
-import { Ingester } from '../../src/ingest/loop.js';
-import { hexToBase58 } from '../../src/tron/address.js';
-import { parseGrpcTarget } from '../../src/tron/grpc.js';
+import type { Ingester } from '../../src/ingest/loop.js';
 import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
 import { loadLightClientState } from '../../src/tron/light-client/store.js';
 import { signWitnessHeader } from '../../src/tron/light-client/witness-signature.js';
-import { NodeClient } from '../../src/tron/node-client.js';
+import type { NodeClient } from '../../src/tron/node-client.js';
 import { NodeGroup } from '../../src/tron/node-group.js';
 import type { BlockJson, Transfer } from '../../src/tron/types.js';
 import { blockIdFromRaw, encodeHeaderRaw } from '../../src/tron/verify.js';
 import {
-  eventKey,
   expectedEvents,
   serveSynthetic,
   storedEventKeys,
   type TestWatch,
 } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import {
+  clientOf,
+  cursorRow,
+  insertWatches,
+  lightClientChain,
+  lightClientIngester,
+  maxEventBlock,
+  noNewSrs,
+  resignedJson,
+  runUntil,
+  start,
+  waitFor,
+  want,
+} from '../helpers/light-client-ingest.js';
 import { makeSr } from '../helpers/sr-chain.js';
 import { serveSrSynthetic } from '../helpers/sr-synthetic.js';
 
 const FIRST = 72_000_000;
 /** A synthetic chain's options (seed, size); every chain here starts at FIRST. */
-const opts = (seed: number): SyntheticChainOptions => ({
-  seed,
-  firstBlock: FIRST,
-  txPerBlock: 40,
-  addresses: 40,
-});
+const opts = (seed: number): SyntheticChainOptions => lightClientChain(seed, FIRST);
 /** Blocks above a block that make it final when every SR signs in turn (19 − 1). */
 const ABOVE = 18;
 /** Slot length, ms. */
 const SLOT = 3000;
 
-const noNewSrs = async (a: string): Promise<string> => {
-  throw new Error(`no SR is new on this chain (${a})`);
-};
-
-/** Four watches (all assets, both directions) on the first addresses of the chain's population. */
-async function insertWatches(
-  db: Queryable,
-  o: SyntheticChainOptions,
-  activeFrom: number,
-): Promise<TestWatch[]> {
-  const acc = newId('acc');
-  await db.query("INSERT INTO accounts (id, email, plan) VALUES ($1, $2, 'pro')", [
-    acc,
-    `${acc}@example.com`,
-  ]);
-  const out: TestWatch[] = [];
-  for (const addressHex of syntheticAddresses(o).slice(0, 4)) {
-    const id = newId('wh');
-    await db.query(
-      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
-                            webhook_url, secret_key_id, secret_ciphertext, status, active_from_block)
-       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, 'ACTIVE', $5)`,
-      [id, acc, hexToBase58(addressHex), addressHex, activeFrom],
-    );
-    out.push({ id, addressHex, asset: 'ALL', direction: 'both', activeFrom });
-  }
-  return out;
-}
-
+/** An ingester on `client` from FIRST with the light client from `checkpoint` (keys: `keyOf`). */
 function ingesterFor(
   db: TestDb['db'],
   client: NodeClient | NodeGroup,
@@ -108,78 +83,12 @@ function ingesterFor(
   keyOf: (address: string, signal?: AbortSignal) => Promise<string> = noNewSrs,
   metrics?: Metrics,
 ): Ingester {
-  return new Ingester({
-    db,
-    client,
-    config: {
-      network: 'mainnet',
-      node: { concurrency: 4 },
-      ingest: { startBlock: FIRST, blockIntervalMs: 50 },
-    },
-    logger: silentLogger,
-    finality: new FinalityGate({ checkpoint, keyOf }),
-    permanentRetryMs: 100,
+  return lightClientIngester(db, client, {
+    startBlock: FIRST,
+    checkpoint,
+    keyOf,
     ...(metrics ? { metrics } : {}),
   });
-}
-
-/**
- * A client of a replay node: reading each block as exact gRPC bytes (as the ingest role requires
- * of a provider alone: src/ingest/provable.ts), or as JSON only with `json`.
- */
-function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): NodeClient {
-  if (read === 'grpc' && !node.grpcUrl) throw new Error(`${node.url} serves no gRPC`);
-  return new NodeClient({
-    url: node.url,
-    retries: 1,
-    timeoutMs: 5000,
-    ...(read === 'grpc' && node.grpcUrl ? { grpc: parseGrpcTarget(node.grpcUrl) } : {}),
-  });
-}
-
-/** Wait until `done()` holds (checked every 20 ms, at most 60 s). */
-async function waitFor(done: () => Promise<boolean> | boolean): Promise<void> {
-  for (let i = 0; i < 3000 && !(await done()); i++) await new Promise((r) => setTimeout(r, 20));
-}
-
-/** A running ingester: stop() aborts it and waits until its block in progress is done. */
-function start(ing: Ingester): { stop: () => Promise<void> } {
-  const ac = new AbortController();
-  const running = ing.run(ac.signal);
-  return {
-    stop: async () => {
-      ac.abort();
-      await running;
-    },
-  };
-}
-
-/** Run `ing` until `done()` holds, then stop it. */
-async function runUntil(ing: Ingester, done: () => Promise<boolean> | boolean): Promise<void> {
-  const r = start(ing);
-  await waitFor(done);
-  await r.stop();
-}
-
-async function cursorRow(
-  db: Queryable,
-): Promise<{ block_number: number; stalled_reason: string | null }> {
-  const { rows } = await db.query<{ block_number: string; stalled_reason: string | null }>(
-    "SELECT block_number, stalled_reason FROM chain_cursor WHERE network = 'mainnet'",
-  );
-  return {
-    block_number: Number(rows[0]?.block_number ?? -1),
-    stalled_reason: rows[0]?.stalled_reason ?? null,
-  };
-}
-
-/** The highest block of a stored event and of a notification (−1: none). */
-async function maxEventBlock(db: Queryable): Promise<{ events: number; notifications: number }> {
-  const e = await db.query<{ m: string | null }>('SELECT max(block_number) AS m FROM events');
-  const n = await db.query<{ m: string | null }>(
-    'SELECT max(e.block_number) AS m FROM notifications n JOIN events e ON e.id = n.event_id',
-  );
-  return { events: Number(e.rows[0]?.m ?? -1), notifications: Number(n.rows[0]?.m ?? -1) };
 }
 
 /** Events whose notification count is not exactly one (each webhook event gets one delivery). */
@@ -192,14 +101,20 @@ async function eventsWithoutOneNotification(db: Queryable): Promise<number> {
   return Number(rows[0]?.c ?? -1);
 }
 
-/** The events `watches` must have for the transfers of blocks ≤ `upTo`, as sorted keys. */
-function want(transfers: readonly Transfer[], watches: readonly TestWatch[], upTo: number) {
-  return expectedEvents(
-    transfers.filter((t) => t.blockNumber <= upTo),
-    watches,
-  )
-    .map(eventKey)
-    .sort();
+/**
+ * Expect `ing` to have committed `chain` up to its last block but ABOVE (all it can prove there):
+ * its cursor at that block, every event `watches` must have up to it stored exactly once, each
+ * with exactly one notification.
+ */
+async function expectAllOnce(
+  db: Queryable,
+  ing: Ingester,
+  chain: { transfers: readonly Transfer[]; last: number },
+  watches: readonly TestWatch[],
+): Promise<void> {
+  expect(ing.stats.cursor).toBe(chain.last - ABOVE);
+  expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
+  expect(await eventsWithoutOneNotification(db)).toBe(0);
 }
 
 /** Events `watches` must have from block n alone. */
@@ -221,16 +136,6 @@ function readsBlock(r: ReplayRequestRecord, n: number): boolean {
   // Either view: with the light client on, ingest reads the full node's (`/wallet/…`, gRPC
   // `Wallet/GetBlockByNum2`).
   return (r.path.endsWith('/getblockbynum') || r.path.endsWith('GetBlockByNum2')) && r.num === n;
-}
-
-/** Block `json` with its header re-signed by `privateKey` (the header, so the id, unchanged). */
-function resignedJson(json: string, n: number, privateKey: Uint8Array): string {
-  const b = JSON.parse(json) as BlockJson;
-  const raw = b.block_header?.raw_data as Record<string, unknown>;
-  (b.block_header as { witness_signature: string }).witness_signature = Buffer.from(
-    signWitnessHeader(encodeHeaderRaw(raw, n), privateKey),
-  ).toString('hex');
-  return JSON.stringify(b);
 }
 
 describe.each(dbEngines)(
@@ -315,9 +220,7 @@ describe.each(dbEngines)(
       chain.node.setLies(undefined);
       await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
       await run.stop();
-      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, ing, chain, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
     });
 
@@ -348,9 +251,7 @@ describe.each(dbEngines)(
       chain.node.setLies(undefined);
       await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
       await run.stop();
-      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, ing, chain, watches);
     });
 
     it('a provider that withholds a block while another serves it: every event exactly once', async () => {
@@ -377,11 +278,7 @@ describe.each(dbEngines)(
       await runUntil(ing, () => ing.stats.cursor >= honest.last - ABOVE);
       // The withholding provider was asked for the block (it is preferred) and answered nothing.
       expect(withholding.node.requestLog.some((r) => readsBlock(r, gap))).toBe(true);
-      expect(ing.stats.cursor).toBe(honest.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(
-        want(honest.transfers, watches, honest.last - ABOVE),
-      );
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, ing, honest, watches);
     });
 
     it.each([
@@ -436,11 +333,7 @@ describe.each(dbEngines)(
         chain.node.setLies(undefined);
         await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
         await run.stop();
-        expect(ing.stats.cursor).toBe(chain.last - ABOVE);
-        expect(await storedEventKeys(db)).toEqual(
-          want(chain.transfers, watches, chain.last - ABOVE),
-        );
-        expect(await eventsWithoutOneNotification(db)).toBe(0);
+        await expectAllOnce(db, ing, chain, watches);
         // The rotation is part of the stored SR set (its block is final).
         const stored = await loadLightClientState(db, 'mainnet');
         const member = stored?.snapshot.epochs
@@ -486,9 +379,7 @@ describe.each(dbEngines)(
       chain.node.advanceTo(chain.last);
       const b = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
-      expect(b.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, b, chain, watches);
       const stored = await loadLightClientState(db, 'mainnet');
       expect(stored?.snapshot.final.epoch).toBe(1);
       const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
@@ -536,9 +427,7 @@ describe.each(dbEngines)(
       lying = false;
       await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
       await run.stop();
-      expect(ing.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, ing, chain, watches);
     });
 
     it('a maintenance with 9 new SRs halts: the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
@@ -626,9 +515,7 @@ describe.each(dbEngines)(
       chain.node.advanceTo(chain.last);
       const b = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(b, () => b.stats.cursor >= chain.last - ABOVE);
-      expect(b.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, b, chain, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
       const e1 = (await loadLightClientState(db, 'mainnet'))?.snapshot.epochs.find(
         (e) => e.index === 1,
@@ -675,9 +562,7 @@ describe.each(dbEngines)(
       chain.node.advanceTo(chain.last);
       const last = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(last, () => last.stats.cursor >= chain.last - ABOVE);
-      expect(last.stats.cursor).toBe(chain.last - ABOVE);
-      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
-      expect(await eventsWithoutOneNotification(db)).toBe(0);
+      await expectAllOnce(db, last, chain, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
     });
 

@@ -11,125 +11,52 @@
  *   it: ingest stops below it, its provider is set aside, the stall is recorded.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/common/ids.js';
-import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
-import type { Queryable } from '../../src/db/pool.js';
 import {
   DEVNET_SRS,
-  type SyntheticChainOptions,
-  syntheticAddresses,
   syntheticBlock,
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
-import { FinalityGate } from '../../src/ingest/finality-gate.js';
-import { Ingester } from '../../src/ingest/loop.js';
-import { hexToBase58 } from '../../src/tron/address.js';
 import { loadLightClientState } from '../../src/tron/light-client/store.js';
-import { signWitnessHeader } from '../../src/tron/light-client/witness-signature.js';
-import { NodeClient } from '../../src/tron/node-client.js';
-import type { BlockJson } from '../../src/tron/types.js';
-import { encodeHeaderRaw } from '../../src/tron/verify.js';
+import type { NodeClient } from '../../src/tron/node-client.js';
 import {
-  eventKey,
   expectedEvents,
   type SyntheticChain,
   serveSynthetic,
   storedEventKeys,
-  type TestWatch,
 } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
+import {
+  clientOf,
+  cursorRow,
+  insertWatches,
+  lightClientChain,
+  lightClientIngester,
+  maxEventBlock,
+  resignedJson,
+  runUntil,
+  want,
+} from '../helpers/light-client-ingest.js';
 import { blockJsonOf, SignedChain } from '../helpers/sr-chain.js';
 
-const CHAIN = { seed: 28, firstBlock: 71_000_000, txPerBlock: 40, addresses: 40, count: 60 };
-const OPTS: SyntheticChainOptions = {
-  seed: CHAIN.seed,
-  firstBlock: CHAIN.firstBlock,
-  txPerBlock: CHAIN.txPerBlock,
-  addresses: CHAIN.addresses,
-};
+const OPTS = lightClientChain(28, 71_000_000);
+const CHAIN = { ...OPTS, count: 60 };
 /** Blocks above a block that make it final on a chain where every SR signs in turn (19 - 1). */
 const ABOVE = 18;
 
-const noNewSrs = async (a: string): Promise<string> => {
-  throw new Error(`no SR is new on this chain (${a})`);
-};
-
-async function insertWatches(db: Queryable, activeFrom: number): Promise<TestWatch[]> {
-  const acc = newId('acc');
-  await db.query("INSERT INTO accounts (id, email, plan) VALUES ($1, $2, 'pro')", [
-    acc,
-    `${acc}@example.com`,
-  ]);
-  const out: TestWatch[] = [];
-  for (const addressHex of syntheticAddresses(OPTS).slice(0, 4)) {
-    const id = newId('wh');
-    await db.query(
-      `INSERT INTO watches (id, account_id, network, address, address_hex, asset_filter, direction, channel,
-                            webhook_url, secret_key_id, secret_ciphertext, status, active_from_block)
-       VALUES ($1, $2, 'mainnet', $3, $4, 'ALL', 'both', 'webhook', 'https://example.com/hook', 'k', '\\x00'::bytea, 'ACTIVE', $5)`,
-      [id, acc, hexToBase58(addressHex), addressHex, activeFrom],
-    );
-    out.push({ id, addressHex, asset: 'ALL', direction: 'both', activeFrom });
-  }
-  return out;
-}
-
-function ingesterFor(db: TestDb['db'], url: string, metrics?: Metrics): Ingester {
-  return new Ingester({
-    db,
-    client: new NodeClient({ url, retries: 1, timeoutMs: 5000 }),
-    config: {
-      network: 'mainnet',
-      node: { concurrency: 4 },
-      ingest: { startBlock: CHAIN.firstBlock, blockIntervalMs: 50 },
-    },
-    logger: silentLogger,
-    finality: new FinalityGate({ checkpoint: syntheticCheckpoint(OPTS), keyOf: noNewSrs }),
-    permanentRetryMs: 100,
+/** An ingester with the light client from the chain's checkpoint, reading `client`. */
+function ingesterFor(db: TestDb['db'], client: NodeClient, metrics?: Metrics) {
+  return lightClientIngester(db, client, {
+    startBlock: CHAIN.firstBlock,
+    checkpoint: syntheticCheckpoint(OPTS),
     ...(metrics ? { metrics } : {}),
   });
 }
 
-/** Run `ing` until `done()` holds (checked every 20 ms), then stop it. */
-async function runUntil(ing: Ingester, done: () => Promise<boolean> | boolean): Promise<void> {
-  const ac = new AbortController();
-  const running = ing.run(ac.signal);
-  for (let i = 0; i < 3000 && !(await done()); i++) await new Promise((r) => setTimeout(r, 20));
-  ac.abort();
-  await running;
-}
-
-async function cursorRow(
-  db: Queryable,
-): Promise<{ block_number: number; stalled_reason: string | null }> {
-  const { rows } = await db.query<{ block_number: string; stalled_reason: string | null }>(
-    "SELECT block_number, stalled_reason FROM chain_cursor WHERE network = 'mainnet'",
-  );
-  return {
-    block_number: Number(rows[0]?.block_number ?? -1),
-    stalled_reason: rows[0]?.stalled_reason ?? null,
-  };
-}
-
-async function maxEventBlock(db: Queryable): Promise<{ events: number; notifications: number }> {
-  const e = await db.query<{ m: string | null }>('SELECT max(block_number) AS m FROM events');
-  const n = await db.query<{ m: string | null }>(
-    'SELECT max(e.block_number) AS m FROM notifications n JOIN events e ON e.id = n.event_id',
-  );
-  return { events: Number(e.rows[0]?.m ?? -1), notifications: Number(n.rows[0]?.m ?? -1) };
-}
-
 /** Block n of the chain with its header re-signed by `privateKey` (same id: verify.ts passes it). */
 function resigned(n: number, privateKey: Uint8Array | undefined): string {
-  const b = structuredClone(syntheticBlock(OPTS, n).block) as BlockJson;
-  const raw = b.block_header?.raw_data as Record<string, unknown>;
-  const sig = privateKey
-    ? Buffer.from(signWitnessHeader(encodeHeaderRaw(raw, n), privateKey)).toString('hex')
-    : `${'11'.repeat(64)}00`; // not a signature of anyone's
-  (b.block_header as { witness_signature: string }).witness_signature = sig;
-  return JSON.stringify(b);
+  return resignedJson(JSON.stringify(syntheticBlock(OPTS, n).block), n, privateKey);
 }
 
 describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_000 }, (engine) => {
@@ -147,22 +74,18 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
     // lag 0: the node's full-node head is its solidified head (ingest reads up to the former).
     chain = await serveSynthetic(CHAIN, { instant: true, lag: 0 });
     const db = t.db;
-    const watches = await insertWatches(db, chain.first - 1);
+    const watches = await insertWatches(db, OPTS, chain.first - 1);
     // The node has solidified only the first 30 blocks: 12 of them can be proven.
     const firstHead = chain.first + 29;
     chain.node.advanceTo(firstHead);
     const metrics = new Metrics();
-    const a = ingesterFor(db, chain.node.url, metrics);
+    const a = ingesterFor(db, clientOf(chain.node, 'json'), metrics);
     await runUntil(a, () => a.stats.cursor >= firstHead - ABOVE);
     expect(a.stats.cursor).toBe(firstHead - ABOVE);
     expect(a.gate?.readHeight).toBe(firstHead);
-    const want = (upTo: number) =>
-      expectedEvents(chain?.transfers.filter((x) => x.blockNumber <= upTo) ?? [], watches)
-        .map(eventKey)
-        .sort();
-    expect(want(firstHead - ABOVE).length).toBeGreaterThan(0);
+    expect(want(chain.transfers, watches, firstHead - ABOVE).length).toBeGreaterThan(0);
     // Exactly the proven blocks' events: none of the 18 read above them.
-    expect(await storedEventKeys(db)).toEqual(want(firstHead - ABOVE));
+    expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, firstHead - ABOVE));
     const stored = await loadLightClientState(db, 'mainnet');
     expect(stored?.snapshot.final.number).toBe(firstHead - ABOVE);
     expect(stored?.snapshot.final.id).toBe(syntheticBlockId(OPTS, firstHead - ABOVE));
@@ -173,10 +96,10 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
 
     // A new ingester (a restart): resumes from the stored light client, nothing twice.
     chain.node.advanceTo(chain.last);
-    const b = ingesterFor(db, chain.node.url);
+    const b = ingesterFor(db, clientOf(chain.node, 'json'));
     await runUntil(b, () => b.stats.cursor >= chain!.last - ABOVE);
     expect(b.stats.cursor).toBe(chain.last - ABOVE);
-    expect(await storedEventKeys(db)).toEqual(want(chain.last - ABOVE));
+    expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, chain.last - ABOVE));
     expect((await loadLightClientState(db, 'mainnet'))?.snapshot.final.number).toBe(
       chain.last - ABOVE,
     );
@@ -194,7 +117,7 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
       t = await migratedDb(engine);
       chain = await serveSynthetic(CHAIN, { instant: true });
       const db = t.db;
-      const watches = await insertWatches(db, chain.first - 1);
+      const watches = await insertWatches(db, OPTS, chain.first - 1);
       const bad = chain.first + 40;
       // The forged block carries transfers to the watched addresses: events if it got through.
       expect(
@@ -205,7 +128,7 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
       ).toBeGreaterThan(0);
       chain.node.setLies({ blocks: new Map([[bad, { block: forge(bad) }]]) });
       const metrics = new Metrics();
-      const ing = ingesterFor(db, chain.node.url, metrics);
+      const ing = ingesterFor(db, clientOf(chain.node, 'json'), metrics);
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(`block ${bad}`);
@@ -215,14 +138,7 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
       const max = await maxEventBlock(db);
       expect(max.events).toBeLessThan(bad);
       expect(max.notifications).toBeLessThan(bad);
-      expect(await storedEventKeys(db)).toEqual(
-        expectedEvents(
-          chain.transfers.filter((x) => x.blockNumber <= bad - 1 - ABOVE),
-          watches,
-        )
-          .map(eventKey)
-          .sort(),
-      );
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, bad - 1 - ABOVE));
       expect(await metrics.registry.metrics()).toMatch(
         /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
       );
@@ -233,7 +149,7 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
     t = await migratedDb(engine);
     chain = await serveSynthetic(CHAIN, { instant: true });
     const db = t.db;
-    const watches = await insertWatches(db, chain.first - 1);
+    const watches = await insertWatches(db, OPTS, chain.first - 1);
     const fork = chain.first + 20;
     const below = syntheticBlock(OPTS, fork - 1).block.block_header?.raw_data;
     const liars = new Set(DEVNET_SRS.slice(0, 18).map((s) => s.address));
@@ -253,20 +169,13 @@ describe.each(dbEngines)('ingest with the light client on %s', { timeout: 240_00
       });
     }
     chain.node.setLies({ blocks });
-    const ing = ingesterFor(db, chain.node.url);
+    const ing = ingesterFor(db, clientOf(chain.node, 'json'));
     // Everything is read (the fork's blocks pass every check but finality)…
     await runUntil(ing, () => (ing.gate?.readHeight ?? 0) >= chain!.last);
     expect(ing.gate?.readHeight).toBe(chain.last);
     // …and nothing of the fork is final: at most the block below it.
     expect(ing.stats.cursor).toBeLessThan(fork);
     expect((await maxEventBlock(db)).events).toBeLessThan(fork);
-    expect(await storedEventKeys(db)).toEqual(
-      expectedEvents(
-        chain.transfers.filter((x) => x.blockNumber <= ing.stats.cursor),
-        watches,
-      )
-        .map(eventKey)
-        .sort(),
-    );
+    expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, ing.stats.cursor));
   });
 });
