@@ -331,7 +331,7 @@ program
   )
   .option(
     '--check <name>',
-    `run one check, or one family (node): ${CHECK_NAMES.join(', ')}`,
+    `run one check, or one family (node, testnet): ${CHECK_NAMES.join(', ')}`,
     (v: string) => {
       if (!CHECK_NAMES.some((c) => selects(v, c))) {
         throw new InvalidArgumentError(`no check named ${v}: one of ${CHECK_NAMES.join(', ')}`);
