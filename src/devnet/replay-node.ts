@@ -126,7 +126,7 @@ import { signWitnessHeader } from '../tron/light-client/witness-signature.js';
 import { PbWriter, pbFields, pbVarint } from '../tron/protobuf.js';
 import { syntheticId } from '../tron/replay-ids.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson } from '../tron/types.js';
-import { encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
+import { blockIdFromRaw, encodeHeaderRaw, encodeTransactionFromJson } from '../tron/verify.js';
 import { chainParametersAnswer, getAccountAnswer, listWitnessesAnswer } from './sr-answers.js';
 import {
   DEVNET_MAINTENANCE_INTERVAL_MS,
@@ -1117,7 +1117,7 @@ async function buildFiller(
       version,
       timestamp,
     };
-    return fillerHeader(raw, syntheticId(n), `${seed}${sha256Hex(seed)}00`);
+    return fillerHeaderOf(raw, syntheticId(n), `${seed}${sha256Hex(seed)}00`);
   }
   const sr = scheduledSr(schedule, timestamp);
   const raw = {
@@ -1129,22 +1129,25 @@ async function buildFiller(
     timestamp,
   };
   const bytes = headerRawBytes(raw);
-  const id =
-    n.toString(16).padStart(16, '0') + createHash('sha256').update(bytes).digest('hex').slice(16);
+  const id = blockIdFromRaw(BigInt(n), bytes);
   let sig = signature === 'none' ? '' : signature;
   if (sig === undefined) {
     if (!sr.privateKey)
       throw new Error(`filler ${n}: slot of ${sr.address}, which has no key here`);
     sig = Buffer.from(signWitnessHeader(bytes, sr.privateKey)).toString('hex');
   }
-  return fillerHeader(raw, id, sig);
+  return fillerHeaderOf(raw, id, sig);
 }
 
 /**
  * A filler's header from its raw_data (`raw`, in the key order it is served in), its id and its
  * witness_signature (hex, or '' unsigned): `json` is the line served (`blockID`, `block_header`).
  */
-function fillerHeader(raw: HeaderFields, id: string, sig: string): Header & { signature: string } {
+function fillerHeaderOf(
+  raw: HeaderFields,
+  id: string,
+  sig: string,
+): Header & { signature: string } {
   const json = `${JSON.stringify({ blockID: id, block_header: { raw_data: raw, witness_signature: sig } })}\n`;
   return {
     number: raw.number,
