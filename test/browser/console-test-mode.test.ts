@@ -89,6 +89,8 @@ describe.skipIf(!READY)('test mode in the console', () => {
     expect(await env.getByRole('switch', { name: 'Test mode' }).getAttribute('aria-checked')).toBe(
       'true',
     );
+    await visible(page.getByRole('heading', { name: 'Overview' }));
+    await shot(page, 'test-mode-overview');
 
     // A test key on the API keys page.
     await page

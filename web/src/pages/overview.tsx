@@ -266,6 +266,8 @@ function OverviewCards({ o }: { o: Overview }) {
                 </>
               ) : o.chain.network === 'mainnet' ? (
                 'not proven yet: the light client is reading up to its first final block'
+              ) : o.chain.solidified_head === null ? (
+                'no test network followed here: only the test deposits you trigger'
               ) : (
                 "the test network's solidified head (no Nile checkpoint pinned)"
               )}
@@ -276,7 +278,9 @@ function OverviewCards({ o }: { o: Overview }) {
         <p class="muted">
           {o.chain.network === 'mainnet' || o.chain.light_client
             ? 'Only blocks tronwatch proved final are notified (19 of the 27 super representatives signed blocks on top, each signature checked): a transfer is notified about a minute after it is included.'
-            : 'Only solidified (irreversible) blocks are notified: a transfer is notified about a minute after it is included.'}
+            : o.chain.solidified_head === null
+              ? 'Test events come from the deposits you trigger on a test watch (Trigger test deposit, or POST /v1/test/transfers), delivered at once like real ones.'
+              : 'Only solidified (irreversible) blocks are notified: a transfer is notified about a minute after it is included.'}
         </p>
       </article>
     </div>
