@@ -3,7 +3,8 @@
  * if not, why. The answer is computed the way ingest computes events, not guessed:
  *
  * 1. An event of the watch for this tx id already stored → `produced` (no node request): the
- *    transfers that made its events, and the solidified head the ingester last saw.
+ *    transfers that made its events, and the final head the ingester last saw (the providers'
+ *    solidified head or the light client's final block, whichever is higher).
  * 2. Otherwise the node group locates the transaction (`/wallet/gettransactioninfobyid`, the
  *    full-node view): unknown → `not_found`; in a block above the solidified head →
  *    `unsolidified` (events are made from solidified blocks only, DESIGN invariant 1).
@@ -248,13 +249,19 @@ export async function explainTransaction(
     [watch.id, txId],
   );
   if (events.length > 0) {
-    // Answered from the stored events (no node request): their transfers, and the solidified
-    // head as the ingester last saw it (chain_head).
-    const { rows: head } = await db.query<{ solidified_block_number: number }>(
-      'SELECT solidified_block_number FROM chain_head WHERE network = $1',
+    // Answered from the stored events (no node request): their transfers, and the final head as
+    // the ingester last saw it: the greater of the providers' solidified head (chain_head, polled)
+    // and the block the light client last proved final itself (light_client_state, written with
+    // the events). The light client may prove a block final before the next poll sees the
+    // providers' head reach it; an event's block is never above the head reported with it.
+    const { rows: head } = await db.query<{ solidified: string | null }>(
+      `SELECT GREATEST(
+                (SELECT solidified_block_number FROM chain_head WHERE network = $1),
+                (SELECT final_number FROM light_client_state WHERE network = $1))::text
+                AS solidified`,
       [watch.network],
     );
-    const solidified = head[0]?.solidified_block_number;
+    const solidified = head[0]?.solidified ?? undefined;
     return {
       ...base,
       produced_event: true,
