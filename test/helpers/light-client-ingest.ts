@@ -88,8 +88,9 @@ export function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): Node
 /**
  * An Ingester on network mainnet reading from `client` from block `startBlock` on (4 blocks
  * ahead, polling every 50 ms, 100 ms between retries of a permanent failure), with a FinalityGate
- * from `checkpoint` (new SRs' keys from `keyOf`, default noNewSrs) or, without `checkpoint`,
- * without the light client (the solidified head's blocks only); `metrics` when given.
+ * from `checkpoint` (new SRs' keys from `keyOf`, default noNewSrs), or `gate` when given (the
+ * service's, from finalityGateFor), or, without either, without the light client (the solidified
+ * head's blocks only); `metrics` when given.
  */
 export function lightClientIngester(
   db: TestDb['db'],
@@ -99,6 +100,8 @@ export function lightClientIngester(
     checkpoint?: Checkpoint;
     keyOf?: (address: string, signal?: AbortSignal) => Promise<string>;
     metrics?: Metrics;
+    /** A gate built elsewhere (the service's: finalityGateFor), used instead of `checkpoint`. */
+    gate?: FinalityGate;
   },
 ): Ingester {
   return new Ingester({
@@ -110,7 +113,8 @@ export function lightClientIngester(
       ingest: { startBlock: opts.startBlock, blockIntervalMs: 50 },
     },
     logger: silentLogger,
-    ...(opts.checkpoint
+    ...(opts.gate ? { finality: opts.gate } : {}),
+    ...(opts.checkpoint && !opts.gate
       ? {
           finality: new FinalityGate({
             checkpoint: opts.checkpoint,
