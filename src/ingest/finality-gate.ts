@@ -24,6 +24,9 @@
  * sets its provider aside and stalls on that height until a provider serves a block that passes.
  * A `halt` (more than 8 new SRs at one maintenance, a stale checkpoint, a cursor below the
  * checkpoint, a committed block the SRs did not make final) stops ingest until an operator acts.
+ * None is taken on one provider's word: a stale checkpoint halts only when the providers agree
+ * that the block showing it is the chain's (otherwise that block is refused as a lie), and the
+ * restart check needs every answering provider to agree (otherwise it is retried).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -43,6 +46,7 @@ import {
   type LightClientStatus,
 } from '../tron/light-client/finality.js';
 import { keyRotationsOfBlock, signedHeaderOf } from '../tron/light-client/follow.js';
+import type { SignedHeader } from '../tron/light-client/header.js';
 import {
   ACTIVE_SR_COUNT,
   type Checkpoint,
@@ -150,8 +154,9 @@ export interface FinalityGateOptions {
   bootstrap?: (at: number, signal?: AbortSignal) => Promise<Checkpoint>;
   /**
    * The blockID the providers agree on at a height (checkpoint-build.ts agreedBlockId): at open,
-   * a restored final block above its checkpoint must still be the providers' block there.
-   * Without it, that check is skipped (tests of the gate alone).
+   * a restored final block above its checkpoint must still be the providers' block there; and a
+   * halt for a stale checkpoint needs the providers to confirm the block that shows it
+   * (submitUnchained). Without it, both checks are skipped (tests of the gate alone).
    */
   blockIdAt?: (number: number, signal?: AbortSignal) => Promise<string>;
   /**
@@ -406,8 +411,11 @@ export class FinalityGate {
         if (!under) {
           // The tip is final: the node's branch leaves the final chain. Right at the final block
           // with nothing held, the light client names the case itself: a checkpoint older than
-          // the chain served halts (stale-checkpoint), anything else is refused (not-chained).
-          if (this.ahead.size === 0 && this.tip.id === f.id) this.client.submit(header, []);
+          // the chain served halts (stale-checkpoint, once the providers confirm the block),
+          // anything else is refused (not-chained).
+          if (this.ahead.size === 0 && this.tip.id === f.id) {
+            await this.submitUnchained(header, signal);
+          }
           this.rewind();
           throw new BlockCheckError(
             'parent',
@@ -480,6 +488,44 @@ export class FinalityGate {
     for (const f of r.final) this.finalised(f);
     for (const [id, x] of this.ahead)
       if (x.ref.number <= lc.finalBlock.number) this.ahead.delete(id);
+  }
+
+  /**
+   * Submit `header`, read right above the final block with nothing held and not chained to it, so
+   * the light client names the case: a checkpoint older than the chain served (a halt) or a block
+   * off the final chain (refused). A halt stops ingest until an operator acts, so it is never
+   * taken on one provider's word: the block must also be the one the providers agree on at its
+   * height (`blockIdAt`: every answering provider, at least the quorum). When they do not (another
+   * id, a disagreement), the block is refused like any lie and its provider set aside; the honest
+   * ones are read next. Without `blockIdAt` (tests of the gate alone) the light client's answer
+   * stands.
+   * @throws LightClientError: the light client's (its halt confirmed by the providers), or
+   *   `not-chained` (halt false) when the providers do not confirm the block; the providers'
+   *   transport errors as thrown (the loop retries the step).
+   */
+  private async submitUnchained(header: SignedHeader, signal?: AbortSignal): Promise<void> {
+    try {
+      this.client.submit(header, []);
+    } catch (err) {
+      if (!(err instanceof LightClientError) || !err.halt || !this.blockIdAt) throw err;
+      let theirs: string;
+      try {
+        theirs = await this.blockIdAt(header.number, signal);
+      } catch (e) {
+        if (!(e instanceof CheckpointError)) throw e;
+        throw new LightClientError(
+          'not-chained',
+          header.number,
+          `not chained to the final block, and the providers do not confirm it (${e.message}): refused, not a halt (${err.message})`,
+        );
+      }
+      if (theirs === header.id) throw err;
+      throw new LightClientError(
+        'not-chained',
+        header.number,
+        `block ${header.id} is not chained to the final block, and the providers' block there is ${theirs}: refused, not a halt`,
+      );
+    }
   }
 
   /** A block the light client made final: queue it, or check it against what is committed. */

@@ -90,6 +90,10 @@ describe.skipIf(!READY)('test mode in the console', () => {
       'true',
     );
     await visible(page.getByRole('heading', { name: 'Overview' }));
+    // No test network is followed here (TRON_TESTNET_NODE_URL unset): no chain shown as starting.
+    await visible(page.getByText('None followed'));
+    expect(await page.getByText('Starting').count()).toBe(0);
+    await visible(page.getByText(/Trigger a test deposit on the watch/));
     await shot(page, 'test-mode-overview');
 
     // A test key on the API keys page.

@@ -96,8 +96,8 @@ export function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): Node
  * ahead, block interval `blockIntervalMs`, default 50 ms: how often it polls, and, for a
  * NodeClient, the interval of the NodeGroup made around it; 100 ms between retries of a
  * permanent failure), with a FinalityGate from `checkpoint` (new SRs' keys from `keyOf`, default
- * noNewSrs) or, without `checkpoint`, without the light client (the solidified head's blocks
- * only); `metrics` when given.
+ * noNewSrs), or `gate` when given (the service's, from finalityGateFor), or, without either,
+ * without the light client (the solidified head's blocks only); `metrics` when given.
  */
 export function lightClientIngester(
   db: TestDb['db'],
@@ -108,6 +108,8 @@ export function lightClientIngester(
     keyOf?: (address: string, signal?: AbortSignal) => Promise<string>;
     metrics?: Metrics;
     blockIntervalMs?: number;
+    /** A gate built elsewhere (the service's: finalityGateFor), used instead of `checkpoint`. */
+    gate?: FinalityGate;
   },
 ): Ingester {
   return new Ingester({
@@ -119,7 +121,8 @@ export function lightClientIngester(
       ingest: { startBlock: opts.startBlock, blockIntervalMs: opts.blockIntervalMs ?? 50 },
     },
     logger: silentLogger,
-    ...(opts.checkpoint
+    ...(opts.gate ? { finality: opts.gate } : {}),
+    ...(opts.checkpoint && !opts.gate
       ? {
           finality: new FinalityGate({
             checkpoint: opts.checkpoint,

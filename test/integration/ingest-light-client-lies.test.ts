@@ -14,15 +14,22 @@
  * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
  *   new epoch is committed;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
- *   new epoch: every event exactly once.
+ *   new epoch: every event exactly once;
+ * - a stale checkpoint halts, once the provider confirms the block that shows it; one provider
+ *   alone serving such a block (another chain's, past the checkpoint's maintenance) cannot halt
+ *   ingest: its block is refused, the other provider's chain delivers every event once.
  * Chains: test/helpers/chain.ts serveSynthetic, and test/helpers/sr-synthetic.ts (the synthetic
  * chain's transactions under headers produced by a SignedChain, for maintenances and rotations),
  * served with lag 0: the node's full-node head is its solidified head (ingest reads up to the
  * former with the light client on; reading above it is test/integration/ingest-above-solidified).
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
+import { loadConfig } from '../../src/config.js';
 import type { Queryable } from '../../src/db/pool.js';
 import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
@@ -34,6 +41,7 @@ import {
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
+import { type FinalityGate, finalityGateFor } from '../../src/ingest/finality-gate.js';
 import type { Ingester } from '../../src/ingest/loop.js';
 import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
@@ -48,6 +56,7 @@ import {
   serveSynthetic,
   storedEventKeys,
   type TestWatch,
+  tronNodeUrl,
 } from '../helpers/chain.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 import {
@@ -89,6 +98,30 @@ function ingesterFor(
     keyOf,
     ...(metrics ? { metrics } : {}),
   });
+}
+
+/**
+ * The service's finality gate (finalityGateFor, as `serve` and `ingest` build it) over `providers`
+ * (TRON_NODE_URL, TRON_NODE_QUORUM) with `checkpoint` pinned through a file
+ * (TRON_LIGHT_CLIENT_CHECKPOINT): its restart and halt checks ask these providers.
+ */
+async function serviceGate(
+  providers: readonly ReplayNode[],
+  checkpoint: Checkpoint,
+  quorum: number,
+): Promise<FinalityGate> {
+  const file = path.join(
+    os.tmpdir(),
+    `tw-lc-${checkpoint.block.id.slice(-12)}-${providers.map((p) => p.port).join('-')}.json`,
+  );
+  fs.writeFileSync(file, JSON.stringify(checkpoint));
+  return finalityGateFor(
+    loadConfig({
+      TRON_NODE_URL: providers.map((p) => tronNodeUrl(p)).join(','),
+      TRON_NODE_QUORUM: String(quorum),
+      TRON_LIGHT_CLIENT_CHECKPOINT: file,
+    }),
+  );
 }
 
 /** Events whose notification count is not exactly one (each webhook event gets one delivery). */
@@ -586,7 +619,11 @@ describe.each(dbEngines)(
         nextMaintenanceTime: real.block.timestamp - 21_600_000 + 3_600_000,
         maintenanceIntervalMs: 21_600_000,
       };
-      const ing = ingesterFor(db, clientOf(chain.node), stale);
+      // The service's gate (finalityGateFor): the node confirms the block that shows it.
+      const ing = lightClientIngester(db, clientOf(chain.node), {
+        startBlock: FIRST,
+        gate: await serviceGate([chain.node], stale, 1),
+      });
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
@@ -596,6 +633,55 @@ describe.each(dbEngines)(
       expect(row.block_number).toBe(FIRST - 1);
       expect(await storedEventKeys(db)).toEqual([]);
       expect((await maxEventBlock(db)).notifications).toBe(-1);
+    });
+
+    it('one provider serving a block past the checkpoint’s maintenance, not chained to it, cannot halt ingest: refused and set aside, the other provider’s chain delivers every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(289);
+      const liar = await serveSynthetic(
+        { ...o, count: 40 },
+        { instant: true, lag: 0, logRequests: true },
+      );
+      nodes.push(liar.node);
+      const honest = await serveSynthetic({ ...o, count: 40 }, { instant: true, lag: 0 });
+      nodes.push(honest.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const cp = syntheticCheckpoint(o);
+      // What a stale checkpoint would look like from here: the first block read is another
+      // chain's, produced after the checkpoint's next maintenance (consistent infos, so it passes
+      // the node group's checks and reaches the light client).
+      const forged = syntheticBlock(
+        { ...o, seed: 9998, startTimestamp: cp.nextMaintenanceTime + SLOT },
+        FIRST,
+      );
+      const raw = forged.block.block_header?.raw_data as { parentHash: string; timestamp: number };
+      expect(raw.parentHash).not.toBe(cp.block.id);
+      expect(raw.timestamp).toBeGreaterThan(cp.nextMaintenanceTime);
+      liar.node.setLies({
+        blocks: new Map([
+          [FIRST, { block: JSON.stringify(forged.block), infos: JSON.stringify(forged.infos) }],
+        ]),
+      });
+      const group = new NodeGroup({
+        clients: [clientOf(liar.node), clientOf(honest.node)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+      });
+      const metrics = new Metrics();
+      const ing = lightClientIngester(db, group, {
+        startBlock: FIRST,
+        gate: await serviceGate([liar.node, honest.node], cp, 1),
+        metrics,
+      });
+      await runUntil(ing, () => ing.stats.cursor >= honest.last - ABOVE);
+      // The liar was asked for the block (it is preferred) and its answer refused, not obeyed.
+      expect(liar.node.requestLog.some((r) => readsBlock(r, FIRST))).toBe(true);
+      expect(await metrics.registry.metrics()).toMatch(
+        /tronwatch_light_client_refused_total\{code="not-chained"\} [1-9]/,
+      );
+      await expectAllOnce(db, ing, honest, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
     });
   },
 );

@@ -448,6 +448,103 @@ describe('lying modes', () => {
     expect(lc.status().epoch).toBe(1);
   });
 
+  it("a fork's block does not keep its SR: only the final chain's producers are carried past the maintenance", () => {
+    const silent = DEVNET_SRS[26] as DevnetSr;
+    const cpNext = TIP.timestamp + 3000 * 120;
+    /** Follows the honest chain (SR 26 silent until the maintenance); @returns the SRs asked for. */
+    const follow = (lc: LightClient, withFork: boolean): string[] => {
+      const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, [...DEVNET_SRS].reverse());
+      const asked: string[] = [];
+      for (let i = 0; i < 160; i++) {
+        if (withFork && i === 30) {
+          // A block by SR 26 beside the honest chain's next one: verified, never final.
+          const forked = chain.fork().next((s) => s === silent);
+          expect(forked.witness).toBe(silent.address);
+          expect(forked.timestamp).toBeLessThan(cpNext);
+          // (Its ancestors may become final with it: SR 26 is the 19th SR above them.)
+          const r = lc.submit(forked);
+          expect(r.status).toBe('verified');
+          expect(lc.finalBlock.number).toBeLessThan(forked.number);
+        }
+        const h = chain.next((s) => s !== silent || chain.tip.timestamp >= cpNext);
+        let r = lc.submit(h);
+        if (r.status === 'need-key') {
+          asked.push(r.witness);
+          lc.addCandidateKey(r.witness, silent.signingKey);
+          r = lc.submit(h);
+        }
+        expect(r.status).toBe('verified');
+      }
+      expect(lc.status().epoch).toBe(1);
+      return asked;
+    };
+    const withFork = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const without = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    // SR 26's fork block did not keep it in the set: it returns as a newcomer, as without the fork.
+    expect(follow(withFork, true)).toEqual([silent.address]);
+    expect(follow(without, false)).toEqual([silent.address]);
+    // And the fork's block is in no count.
+    expect(withFork.snapshot()).toEqual(without.snapshot());
+  });
+
+  it('a restart counts the blocks above the final one once: a silent SR is dropped at 81 blocks of the epoch, not before, restarted or not', () => {
+    const silent = DEVNET_SRS[26] as DevnetSr;
+    /** The time of the n-th block of a chain from TIP where SR 26 misses its slots. */
+    const nthBlockTime = (n: number): number => {
+      const c = new SignedChain(TIP, DEVNET_SRS);
+      let t = 0;
+      for (let i = 0; i < n; i++) t = c.next((s) => s !== silent).timestamp;
+      return t;
+    };
+    /**
+     * Follows a chain whose epoch 0 has `blocks` blocks (the last one the maintenance block), SR
+     * 26 silent until it; with `restartAt`, the client is snapshotted (JSON) after that many blocks,
+     * restored, and fed again from the block after its final one, as ingest resumes.
+     * @returns the SRs asked for after the maintenance, and snapshots taken just before it.
+     */
+    const follow = (blocks: number, restartAt?: number) => {
+      const cpNext = nthBlockTime(blocks);
+      const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, [...DEVNET_SRS].reverse());
+      const hs = Array.from({ length: blocks + 60 }, () =>
+        chain.next((s) => s !== silent || chain.tip.timestamp >= cpNext),
+      );
+      expect(hs[blocks - 1]?.timestamp).toBe(cpNext);
+      let lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+      let i = 0;
+      if (restartAt !== undefined) {
+        for (; i < restartAt; i++) ok(lc, hs[i] as SignedHeader);
+        // Blocks above the final one, verified and counted by nothing stored.
+        expect(lc.status().pending).toBeGreaterThanOrEqual(FINALITY_THRESHOLD - 1);
+        lc = LightClient.restore(JSON.parse(JSON.stringify(lc.snapshot())));
+        i = lc.finalBlock.number - TIP.number;
+      }
+      const asked: string[] = [];
+      let beforeMaintenance: unknown;
+      for (; i < hs.length; i++) {
+        const h = hs[i] as SignedHeader;
+        if (i === blocks - 1) beforeMaintenance = lc.snapshot();
+        let r = lc.submit(h);
+        if (r.status === 'need-key') {
+          asked.push(r.witness);
+          lc.addCandidateKey(r.witness, silent.signingKey);
+          r = lc.submit(h);
+        }
+        expect(r.status).toBe('verified');
+      }
+      expect(lc.status().epoch).toBe(1);
+      return { asked, beforeMaintenance };
+    };
+    // 80 blocks seen in the epoch: SR 26 stays; 81: it is dropped and returns as a newcomer.
+    const kept = follow(80);
+    expect(kept.asked).toEqual([]);
+    expect(follow(81).asked).toEqual([silent.address]);
+    // Restarted with 18+ verified blocks above the final one, 60 blocks into the epoch: the same.
+    const keptRestarted = follow(80, 60);
+    expect(keptRestarted.asked).toEqual([]);
+    expect(keptRestarted.beforeMaintenance).toEqual(kept.beforeMaintenance);
+    expect(follow(81, 60).asked).toEqual([silent.address]);
+  });
+
   it('a maintenance with 9 new SRs halts with an alert', () => {
     const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`new ${i}`));
     const cpNext = TIP.timestamp + 3000 * 40;

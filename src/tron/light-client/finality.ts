@@ -33,9 +33,13 @@
  *    built on one of its blocks. More than 8 new SRs in one epoch halts (`too-many-changes`): with
  *    19 of 27 needed, 9 newcomers would leave the known SRs unable to vouch for them, and a sudden
  *    change that size is not something to guess about. An SR of the old set that produced no block
- *    in an epoch seen for at least 3 rounds (81 blocks) is not carried into the next one: a voted-
- *    out SR's key (less guarded once it no longer earns) must not keep counting; if it returns, it
- *    returns as a newcomer.
+ *    in an epoch of which at least 3 rounds (81 blocks) were seen is not carried into the next one:
+ *    a voted-out SR's key (less guarded once it no longer earns) must not keep counting; if it
+ *    returns, it returns as a newcomer. Only the maintenance block's own chain counts, each block
+ *    once: the epoch's final blocks (counted as they become final) and, when the next epoch begins,
+ *    the verified blocks of that epoch between the final block and the maintenance block. A fork's
+ *    blocks never count, and neither do blocks read again after a restart (the snapshot holds the
+ *    final chain's counts only).
  * 8. Checkpoint: blocks are followed from the checkpoint's child. A first block that is not chained
  *    to it and lies past the checkpoint's next maintenance time halts (`stale-checkpoint`): the
  *    set it names may no longer be the one signing.
@@ -122,8 +126,9 @@ export interface LightClientStatus {
 
 /**
  * What a light client must keep across a restart (JSON-safe): its checkpoint, its last final block
- * and the SR sets of the epochs from the one before it on. Blocks above the final one are not kept:
- * after a restart they are read again (ingest resumes from the final block).
+ * and the SR sets of the epochs from the one before it on, with their counts of final blocks. Blocks
+ * above the final one are not kept: after a restart they are read again (ingest resumes from the
+ * final block), and counted when they become final.
  */
 export interface LightClientSnapshot {
   version: 1;
@@ -135,6 +140,15 @@ export interface LightClientSnapshot {
     members: Array<{ address: string; key: string; known: boolean }>;
     slots: Array<[number, string]>;
     newcomers: string[];
+    /**
+     * SRs that produced a final block in the epoch, and how many of its blocks are final (Epoch
+     * finalProducers, finalObserved; rule 7); absent (read as none) in snapshots from before rule
+     * 7 dropped silent SRs. Snapshots written while the counts were of every verified block (from
+     * f47bbc2 until counts of final blocks only) also counted forks' blocks and the blocks above
+     * the final one, which are counted again when read after the restart: they are read as they
+     * are, so for the epoch such a snapshot was taken in they may be high, and a silent SR may be
+     * dropped at that epoch's end after fewer than 81 of its blocks.
+     */
     producers?: string[];
     observed?: number;
   }>;
@@ -156,12 +170,19 @@ interface Epoch {
   slotOf: Map<string, number>;
   /** SRs verified in this epoch that were not in the one before. */
   newcomers: Set<string>;
-  /** SRs with a verified block in this epoch, and how many blocks were verified in it. */
-  producers: Set<string>;
-  observed: number;
+  /**
+   * SRs that produced a final block in this epoch, and how many of its blocks are final (from the
+   * checkpoint on for its own epoch); counted in `advance`, once per block. Blocks above the final
+   * one are not in them: `childEpoch` adds those of the maintenance block's own chain (rule 7).
+   */
+  finalProducers: Set<string>;
+  finalObserved: number;
 }
 
-/** Verified blocks an epoch needs before its silent SRs are dropped at the next (3 rounds). */
+/**
+ * Blocks of an epoch's chain seen before its silent SRs are dropped at the next maintenance (3
+ * rounds of 27 = 81; rule 7).
+ */
 const ROUNDS_TO_DROP = 3 * ACTIVE_SR_COUNT;
 
 interface Node {
@@ -222,8 +243,8 @@ export class LightClient {
       slots,
       slotOf,
       newcomers: new Set(),
-      producers: new Set(),
-      observed: 0,
+      finalProducers: new Set(),
+      finalObserved: 0,
     });
     this.final = {
       id: checkpoint.block.id,
@@ -261,8 +282,8 @@ export class LightClient {
           members: [...e.members].map(([address, m]) => ({ address, key: m.key, known: m.known })),
           slots: [...e.slots],
           newcomers: [...e.newcomers],
-          producers: [...e.producers],
-          observed: e.observed,
+          producers: [...e.finalProducers],
+          observed: e.finalObserved,
         })),
       candidateKeys: [...this.candidateKeys],
     };
@@ -290,8 +311,8 @@ export class LightClient {
         slots,
         slotOf,
         newcomers: new Set(e.newcomers),
-        producers: new Set(e.producers ?? []),
-        observed: e.observed ?? 0,
+        finalProducers: new Set(e.producers ?? []),
+        finalObserved: e.observed ?? 0,
       });
     }
     const f = snapshot.final;
@@ -396,16 +417,28 @@ export class LightClient {
     return e;
   }
 
-  /** The epoch a child of `parent` belongs to, creating it after a maintenance block. */
+  /**
+   * The epoch a child of `parent` belongs to, creating it after a maintenance block: the old set
+   * without the SRs silent through an epoch seen for ROUNDS_TO_DROP blocks (rule 7), counted on
+   * `parent`'s chain only: the epoch's final blocks, and its verified blocks from the final one
+   * (excluded, it is in the final counts) up to `parent` (walked by parentId, as keyFor does).
+   */
   private childEpoch(parent: Node): Epoch {
     const before = this.epochOf(parent.epoch);
     if (!parent.maintenance) return before;
     const existing = this.epochs.get(parent.epoch + 1);
     if (existing) return existing;
+    const producers = new Set(before.finalProducers);
+    let observed = before.finalObserved;
+    for (let n: Node | undefined = parent; n && n !== this.final; n = this.nodes.get(n.parentId)) {
+      if (n.epoch !== before.index) break;
+      producers.add(n.witness);
+      observed++;
+    }
     const members = new Map<string, Member>();
-    const seenEnough = before.observed >= ROUNDS_TO_DROP;
+    const seenEnough = observed >= ROUNDS_TO_DROP;
     for (const [a, m] of before.members) {
-      if (seenEnough && !before.producers.has(a)) continue;
+      if (seenEnough && !producers.has(a)) continue;
       members.set(a, { key: m.key, known: m.known });
     }
     const e: Epoch = {
@@ -419,8 +452,8 @@ export class LightClient {
       slots: new Map(),
       slotOf: new Map(),
       newcomers: new Set(),
-      producers: new Set(),
-      observed: 0,
+      finalProducers: new Set(),
+      finalObserved: 0,
     };
     this.epochs.set(e.index, e);
     return e;
@@ -520,8 +553,6 @@ export class LightClient {
       epoch.slots.set(slot, w);
       epoch.slotOf.set(w, slot);
     }
-    epoch.producers.add(w);
-    epoch.observed++;
     this.nodes.set(header.id, {
       id: header.id,
       number: n,
@@ -541,7 +572,8 @@ export class LightClient {
   /**
    * Rules 5 and 7: walk down from `tipId` to the final block, admitting newcomers that ≥ 19
    * known SRs built on, and finalise the highest block with ≥ 19 distinct counted SRs at or
-   * above it. @returns the blocks made final, ascending.
+   * above it, counting each block made final in its epoch's finalProducers/finalObserved.
+   * @returns the blocks made final, ascending.
    */
   private advance(tipId: string): FinalBlock[] {
     const seen = new Set<string>();
@@ -563,8 +595,11 @@ export class LightClient {
     for (const x of path) {
       // ≥ 19 known SRs built on every block made final here: a newcomer that produced one is
       // admitted (rule 7).
-      const producer = this.epochOf(x.epoch).members.get(x.witness);
+      const epoch = this.epochOf(x.epoch);
+      const producer = epoch.members.get(x.witness);
       if (producer && !producer.known) producer.known = true;
+      epoch.finalProducers.add(x.witness);
+      epoch.finalObserved++;
       for (const r of x.rotations) {
         for (const e of this.epochs.values()) {
           const m = e.index >= x.epoch ? e.members.get(r.owner) : undefined;

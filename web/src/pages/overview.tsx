@@ -10,6 +10,7 @@ import { seconds } from '../format';
 import { useInterval, useLoad } from '../hooks';
 import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
+import { useApp } from '../state';
 import type { KeyInfo, Overview } from '../types';
 import { curlCreateWatch } from './watches';
 
@@ -122,6 +123,7 @@ function GettingStarted() {
 
 /** The three steps, for a role that can take them. */
 function FirstSteps() {
+  const testMode = useApp().config.environment === 'test';
   const keys = useLoad(() => get<{ data: KeyInfo[] }>('/keys').then((r) => r.data), []);
   const hasKey = keys.data?.some((k) => k.revoked_at === null) ?? false;
   return (
@@ -150,7 +152,9 @@ function FirstSteps() {
           />
         </li>
         <li>
-          Send a test event from the Watches page to check that your endpoint verifies{' '}
+          {testMode
+            ? 'Trigger a test deposit on the watch (or POST /v1/test/transfers) and check that your endpoint verifies '
+            : 'Send a test event from the Watches page to check that your endpoint verifies '}
           <code>X-Signature</code> and answers 2xx.
         </li>
       </ol>
@@ -161,6 +165,13 @@ function FirstSteps() {
 function OverviewCards({ o }: { o: Overview }) {
   const { can } = useRole();
   const health = chainHealth(o.chain);
+  // The test environment without a test network (TRON_TESTNET_NODE_URL unset): no chain at all,
+  // not one starting; its events are the triggered deposits alone.
+  const unfollowed =
+    o.chain.network !== 'mainnet' &&
+    o.chain.solidified_head === null &&
+    o.chain.scanned_block === null &&
+    !o.chain.light_client;
   const ev = o.events_24h;
   return (
     <div class="cards">
@@ -216,73 +227,85 @@ function OverviewCards({ o }: { o: Overview }) {
         )}
       </article>
 
-      <article class="card card-wide">
-        <h2 class="card-title">
-          Chain <Pill tone={health.tone}>{health.text}</Pill>
-        </h2>
-        <dl class="facts">
-          <div>
-            <dt>Network</dt>
-            <dd>TRON {o.chain.network}</dd>
-          </div>
-          <div>
-            <dt>Solidified head</dt>
-            <dd class="mono">{o.chain.solidified_head ?? '—'}</dd>
-          </div>
-          <div>
-            <dt>Scanned up to</dt>
-            <dd>
-              <span class="mono">{o.chain.scanned_block ?? '—'}</span>
-              {o.chain.scanned_block_time && (
-                <>
-                  {' '}
-                  (<Time iso={o.chain.scanned_block_time} />)
-                </>
-              )}
-            </dd>
-          </div>
-          <div>
-            <dt>Behind the node</dt>
-            <dd>
-              {o.chain.lag_blocks === null
-                ? '—'
-                : `${o.chain.lag_blocks} ${o.chain.lag_blocks === 1 ? 'block' : 'blocks'}`}
-            </dd>
-          </div>
-          <div>
-            <dt>Newest scanned block's age</dt>
-            <dd>{o.chain.lag_seconds === null ? '—' : seconds(o.chain.lag_seconds)}</dd>
-          </div>
-          <div>
-            <dt>Finality</dt>
-            <dd>
-              {o.chain.light_client ? (
-                <>
-                  proven by {o.chain.light_client.proven_by_srs} of{' '}
-                  {o.chain.light_client.active_srs} SRs up to block{' '}
-                  <span class="mono">{o.chain.light_client.final_block}</span>
-                  {o.chain.light_client.known_srs < o.chain.light_client.active_srs &&
-                    ` (${o.chain.light_client.known_srs} SRs' keys known)`}
-                </>
-              ) : o.chain.network === 'mainnet' ? (
-                'not proven yet: the light client is reading up to its first final block'
-              ) : o.chain.solidified_head === null ? (
-                'no test network followed here: only the test deposits you trigger'
-              ) : (
-                "the test network's solidified head (no Nile checkpoint pinned)"
-              )}
-            </dd>
-          </div>
-        </dl>
-        <OldBlocksNote c={o.chain} />
-        <p class="muted">
-          {o.chain.network === 'mainnet' || o.chain.light_client
-            ? 'Only blocks tronwatch proved final are notified (19 of the 27 super representatives signed blocks on top, each signature checked): a transfer is notified about a minute after it is included.'
-            : o.chain.solidified_head === null
-              ? 'Test events come from the deposits you trigger on a test watch (Trigger test deposit, or POST /v1/test/transfers), delivered at once like real ones.'
+      {unfollowed ? (
+        <article class="card card-wide">
+          <h2 class="card-title">
+            Chain <Pill tone="gray">None followed</Pill>
+          </h2>
+          <p>
+            This deployment follows no test network (its operator has not set{' '}
+            <code>TRON_TESTNET_NODE_URL</code>), so there is no chain to sync here.
+          </p>
+          <p class="muted">
+            Test events come from the deposits you trigger on a test watch (Trigger test deposit, or
+            POST /v1/test/transfers), delivered at once like real ones.
+          </p>
+        </article>
+      ) : (
+        <article class="card card-wide">
+          <h2 class="card-title">
+            Chain <Pill tone={health.tone}>{health.text}</Pill>
+          </h2>
+          <dl class="facts">
+            <div>
+              <dt>Network</dt>
+              <dd>TRON {o.chain.network}</dd>
+            </div>
+            <div>
+              <dt>Solidified head</dt>
+              <dd class="mono">{o.chain.solidified_head ?? '—'}</dd>
+            </div>
+            <div>
+              <dt>Scanned up to</dt>
+              <dd>
+                <span class="mono">{o.chain.scanned_block ?? '—'}</span>
+                {o.chain.scanned_block_time && (
+                  <>
+                    {' '}
+                    (<Time iso={o.chain.scanned_block_time} />)
+                  </>
+                )}
+              </dd>
+            </div>
+            <div>
+              <dt>Behind the node</dt>
+              <dd>
+                {o.chain.lag_blocks === null
+                  ? '—'
+                  : `${o.chain.lag_blocks} ${o.chain.lag_blocks === 1 ? 'block' : 'blocks'}`}
+              </dd>
+            </div>
+            <div>
+              <dt>Newest scanned block's age</dt>
+              <dd>{o.chain.lag_seconds === null ? '—' : seconds(o.chain.lag_seconds)}</dd>
+            </div>
+            <div>
+              <dt>Finality</dt>
+              <dd>
+                {o.chain.light_client ? (
+                  <>
+                    proven by {o.chain.light_client.proven_by_srs} of{' '}
+                    {o.chain.light_client.active_srs} SRs up to block{' '}
+                    <span class="mono">{o.chain.light_client.final_block}</span>
+                    {o.chain.light_client.known_srs < o.chain.light_client.active_srs &&
+                      ` (${o.chain.light_client.known_srs} SRs' keys known)`}
+                  </>
+                ) : o.chain.network === 'mainnet' ? (
+                  'not proven yet: the light client is reading up to its first final block'
+                ) : (
+                  "the test network's solidified head (no Nile checkpoint pinned)"
+                )}
+              </dd>
+            </div>
+          </dl>
+          <OldBlocksNote c={o.chain} />
+          <p class="muted">
+            {o.chain.network === 'mainnet' || o.chain.light_client
+              ? 'Only blocks tronwatch proved final are notified (19 of the 27 super representatives signed blocks on top, each signature checked): a transfer is notified about a minute after it is included.'
               : 'Only solidified (irreversible) blocks are notified: a transfer is notified about a minute after it is included.'}
-        </p>
-      </article>
+          </p>
+        </article>
+      )}
     </div>
   );
 }
