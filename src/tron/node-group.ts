@@ -734,7 +734,7 @@ export class NodeGroup {
       const won = this.winner(votes);
       if (won) {
         const early = mode.full ? [] : await this.solidFor(won, n, signal);
-        if (early.length === 0) return this.decided(n, votes, won);
+        if (early.length === 0) return this.decided(n, votes, won, mode.full);
         // Served before those providers' solidified heads reached it: never committed early.
         // Their votes go; the others are asked.
         won.members = won.members.filter((m) => !early.includes(m));
@@ -866,22 +866,54 @@ export class NodeGroup {
     return won;
   }
 
-  /** Return the winning version; providers that gave another one are outvoted: set aside. */
-  private decided(n: number, votes: Map<string, Vote>, won: Vote): VerifiedSolidifiedBlock {
+  /**
+   * Return the winning version; providers that gave another one are outvoted: set aside (a pause,
+   * then asked again), so that they cost no request per block meanwhile. Above the solidified
+   * head (`full`), a provider that gave ANOTHER block (another blockID) while it is young (under
+   * SOLID_AGE_BLOCKS intervals old) is on another branch of a fork being settled, which is normal
+   * there: counted as `other_branch` and logged as a warning, not as a lie. Everything else (the
+   * same blockID with other contents, or a block old enough to be solid) is `outvoted`: an error.
+   */
+  private decided(
+    n: number,
+    votes: Map<string, Vote>,
+    won: Vote,
+    full = false,
+  ): VerifiedSolidifiedBlock {
     for (const v of votes.values()) {
       if (v === won) continue;
+      const otherBranch =
+        full &&
+        v.block.verified.id !== won.block.verified.id &&
+        v.block.ref.timestamp > Date.now() - SOLID_AGE_BLOCKS * this.interval;
       for (const m of v.members) {
-        this.metrics?.nodeAnswerRefused(m.index, 'outvoted');
-        this.logger?.error(
-          {
-            provider: m.client.name,
-            block_number: n,
-            id: v.block.verified.id,
-            agreed: won.block.verified.id,
-          },
-          'node answer refused: outvoted by the providers that agree on this block',
+        const fields = {
+          provider: m.client.name,
+          block_number: n,
+          id: v.block.verified.id,
+          agreed: won.block.verified.id,
+        };
+        if (otherBranch) {
+          this.metrics?.nodeAnswerRefused(m.index, 'other_branch');
+          this.logger?.warn(
+            fields,
+            'node answer not used: the provider is on another branch at the tip (a fork being settled); the block the others agree on is read',
+          );
+        } else {
+          this.metrics?.nodeAnswerRefused(m.index, 'outvoted');
+          this.logger?.error(
+            fields,
+            'node answer refused: outvoted by the providers that agree on this block',
+          );
+        }
+        this.setAside(
+          m,
+          new NodeError(
+            'inconsistent',
+            otherBranch ? `on another branch at block ${n}` : `outvoted on block ${n}`,
+            false,
+          ),
         );
-        this.setAside(m, new NodeError('inconsistent', `outvoted on block ${n}`, false));
       }
     }
     // What no header commits to is worth what the agreement is: k >= 2 providers, or one.

@@ -14,7 +14,8 @@
  *   then A switches to the real chain before B: the heights of the fork are read again by parent
  *   hash, held while the two disagree, then read from the branch they converge on;
  * - quorum 2 of 3, the preferred provider on the fork the whole time: ingest goes on with the two
- *   that agree (the one outvoted is set aside for a pause, node-group.ts `decided`, then serves);
+ *   that agree (the one outvoted is set aside for a pause, node-group.ts `decided`, then serves;
+ *   counted as `other_branch`, never as an `outvoted` lie);
  * - quorum 2 of 3, the two preferred on the fork (read and held) and the third on the real chain,
  *   then one of the two switches: the third outvotes the other while the fork heights are read
  *   again.
@@ -349,6 +350,12 @@ describe.each(dbEngines)(
         await stop();
       }
       await expectAllOnceNoneOfTheFork(db, ing, metrics, watches, fork.transfers);
+      // Outvoted on young blocks of another branch: counted as such, never as a lie.
+      const refusedText = await metrics.registry.metrics();
+      expect(refusedText).toMatch(
+        /node_answers_refused_total\{provider="\d",check="other_branch"\} [1-9]/,
+      );
+      expect(refusedText).not.toMatch(/check="outvoted"/);
       // Not set aside for good: serving again once its pause (if any) is over.
       await waitFor(() => group.states().every((s) => s.state === 'ok'));
       expect(group.states().map((s) => s.state)).toEqual(['ok', 'ok', 'ok']);
@@ -384,6 +391,12 @@ describe.each(dbEngines)(
         await stop();
       }
       await expectAllOnceNoneOfTheFork(db, ing, metrics, watches, fork.transfers);
+      // Outvoted on young blocks of another branch: counted as such, never as a lie.
+      const refusedText = await metrics.registry.metrics();
+      expect(refusedText).toMatch(
+        /node_answers_refused_total\{provider="\d",check="other_branch"\} [1-9]/,
+      );
+      expect(refusedText).not.toMatch(/check="outvoted"/);
       // Not set aside for good: serving again once its pause (if any) is over.
       await waitFor(() => group.states().every((s) => s.state === 'ok'));
       expect(group.states().map((s) => s.state)).toEqual(['ok', 'ok', 'ok']);
