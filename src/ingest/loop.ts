@@ -580,6 +580,12 @@ export class Ingester {
         'light client: stored state left aside; starting from the checkpoint',
       );
     }
+    if (r.dissent !== undefined) {
+      this.o.logger.warn(
+        { providers: r.dissent.providers, answers: r.dissent.detail, final_block: r.final },
+        'light client: these providers hold another block at the final block stored; the others confirm it, so ingest goes on: check them',
+      );
+    }
     if (r.from === 'taken') {
       this.o.logger.warn(
         { block_number: r.final, block_id: g.checkpoint?.block.id, srs: g.checkpoint?.witnesses },

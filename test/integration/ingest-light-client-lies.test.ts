@@ -15,6 +15,8 @@
  *   new epoch is committed;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
  *   new epoch: every event exactly once;
+ * - a restart with one provider of three on another chain at the stored final block: outvoted by
+ *   the two that confirm it, ingest goes on, every event once;
  * - a stale checkpoint halts, once the provider confirms the block that shows it; one provider
  *   alone serving such a block (another chain's, past the checkpoint's maintenance) cannot halt
  *   ingest: its block is refused, the other provider's chain delivers every event once.
@@ -633,6 +635,45 @@ describe.each(dbEngines)(
       expect(row.block_number).toBe(FIRST - 1);
       expect(await storedEventKeys(db)).toEqual([]);
       expect((await maxEventBlock(db)).notifications).toBe(-1);
+    });
+
+    it('a restart with one provider of three on another chain at the stored final block: the two that confirm it outvote it; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(290);
+      const [liar, one, two] = [
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+      ] as const;
+      nodes.push(liar.node, one.node, two.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const cp = syntheticCheckpoint(o);
+      // A first run on one honest provider stores the light client's state at its final block.
+      const first = lightClientIngester(db, clientOf(one.node), {
+        startBlock: FIRST,
+        gate: await serviceGate([one.node], cp, 1),
+      });
+      await runUntil(first, () => first.stats.cursor >= FIRST + 15);
+      const stored = await loadLightClientState(db, 'mainnet');
+      expect(stored?.snapshot.final.number).toBeGreaterThan(FIRST);
+      const final = stored?.snapshot.final.number as number;
+      // The liar is on another fork from below that block on: its block there is another one.
+      liar.node.setLies({ forkFrom: FIRST + 5 });
+      // Restarted with the liar first among three, quorum 1, the service's gate.
+      const group = new NodeGroup({
+        clients: [clientOf(liar.node), clientOf(one.node), clientOf(two.node)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+      });
+      const ing = lightClientIngester(db, group, {
+        startBlock: FIRST,
+        gate: await serviceGate([liar.node, one.node, two.node], cp, 1),
+      });
+      await runUntil(ing, () => ing.stats.cursor >= one.last - ABOVE);
+      expect(ing.stats.cursor).toBeGreaterThan(final);
+      await expectAllOnce(db, ing, one, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
     });
 
     it('one provider serving a block past the checkpoint’s maintenance, not chained to it, cannot halt ingest: refused and set aside, the other provider’s chain delivers every event exactly once', async () => {

@@ -7,7 +7,8 @@
  *   follows the chain from it; a provider that reports another key, or a cursor above the
  *   providers' solidified heads, gives no checkpoint: open halts with the reason, nothing stored.
  * - Restart: a stored final block above its checkpoint is checked against the providers' block at
- *   that height; providers on another chain halt it, the same chain resumes.
+ *   that height; providers on another chain halt it, the same chain resumes, one of three on
+ *   another chain is outvoted (named), one of two makes it try again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -134,9 +135,18 @@ describe.each(dbEngines)('light client without a pinned checkpoint on %s', (engi
     expect(forked.message).toContain(
       `the providers' block ${final} is ${syntheticBlock(OTHER, final).block.blockID}`,
     );
-    // One provider on another chain among agreeing ones is a disagreement, never a pass.
+    // One provider of two on another chain: no majority either way, never a pass: tried again.
     await expect((await gateFor([a, otherChain], 1)).open(t.db, 'devnet', cursor)).rejects.toThrow(
-      /providers disagree/,
+      /neither confirmed nor denied by the providers: providers disagree/,
     );
+    // One of three: the two that confirm are a majority; it goes on, naming the third.
+    const outvoted = await (await gateFor([a, otherChain, b], 1)).open(t.db, 'devnet', cursor);
+    expect(outvoted).toMatchObject({ from: 'restored', final });
+    expect(outvoted.dissent?.providers).toEqual([new URL(otherChain.url).origin]);
+    // Two of three on another chain, with quorum 2: they outnumber the one that confirms, but do
+    // not all agree against it (one confirms): no halt, no pass.
+    await expect(
+      (await gateFor([a, otherChain, otherChain], 2)).open(t.db, 'devnet', cursor),
+    ).rejects.toThrow(/neither confirmed nor denied/);
   });
 });

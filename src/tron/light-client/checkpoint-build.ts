@@ -318,23 +318,67 @@ export async function buildCheckpoint(
   });
 }
 
+/** What the providers say of a block tronwatch holds (checkBlockId). */
+export interface BlockIdCheck {
+  /**
+   * `confirmed`: at least the quorum of the answering providers give `id`, more than give any
+   * other blockID; `other`: at least the quorum answer, none gives `id`, and all give the same
+   * other blockID (`other`); `undecided`: anything else (too few answers, or a split without such
+   * a majority).
+   */
+  verdict: 'confirmed' | 'other' | 'undecided';
+  /** The blockID the providers agree on instead (verdict `other`). */
+  other?: string;
+  /** Providers that answered another blockID (with verdict `confirmed`: outvoted). */
+  dissent: string[];
+  /** Each answer (`name: id`) and how many failed, for logs and stall reasons. */
+  detail: string;
+}
+
 /**
- * The blockID every answering provider gives for block `number` (java-tron
- * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
- * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
- * block it stored must still be the providers' block at that height (a long-range fork signed with
- * old SR keys would show here).
- * @param number block number.
- * @returns the blockID, 64 lowercase hex.
- * @throws CheckpointError when they disagree, too few answer, or one has no such block.
+ * Whether the providers still hold block `number` as the block `id` tronwatch holds
+ * (java-tron `/wallet/getblockbynum`, the full-node view): the light client's restart check.
+ * Providers that fail do not count (a restart must not wait for every provider). A majority of
+ * the answers, and at least `opts.quorum` (default 1), is enough to confirm: one provider of
+ * three that lies cannot stop a restart; one of two can only make it wait (`undecided`).
+ * @param id 64 lowercase hex.
+ * @returns the verdict (BlockIdCheck).
+ * @throws the first provider's error when none answers.
  */
-export async function agreedBlockId(
+export async function checkBlockId(
   providers: readonly CheckpointProvider[],
   number: number,
+  id: string,
   opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
-): Promise<string> {
-  // A provider that fails does not count (a restart must not wait for every provider); the ones
-  // that answer must agree, and be at least the quorum.
+): Promise<BlockIdCheck> {
+  const { answers, failed } = await blockIdAnswers(providers, number, opts);
+  if (answers.length === 0 && failed[0] !== undefined) throw failed[0];
+  const quorum = opts.quorum ?? 1;
+  const groups = new Map<string, string[]>();
+  for (const [name, v] of answers) groups.set(v, [...(groups.get(v) ?? []), name]);
+  const confirm = groups.get(id)?.length ?? 0;
+  const others = [...groups].filter(([v]) => v !== id);
+  const largestOther = Math.max(0, ...others.map(([, names]) => names.length));
+  const dissent = others.flatMap(([, names]) => names);
+  const detail = `${answers.map(([name, v]) => `${name}: ${v}`).join('; ')}${failed.length > 0 ? `; ${failed.length} failed` : ''}`;
+  if (confirm >= quorum && confirm > largestOther) return { verdict: 'confirmed', dissent, detail };
+  const only = others.length === 1 ? others[0] : undefined;
+  if (confirm === 0 && only && answers.length >= quorum) {
+    return { verdict: 'other', other: only[0], dissent, detail };
+  }
+  return {
+    verdict: 'undecided',
+    dissent,
+    detail: `${answers.length < quorum ? `${answers.length} provider(s) answered, quorum ${quorum}` : 'providers disagree'} (${detail})`,
+  };
+}
+
+/** Each answering provider's blockID for block `number`, and the errors of those that failed. */
+async function blockIdAnswers(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'timeoutMs' | 'signal'>,
+): Promise<{ answers: Array<[string, string]>; failed: unknown[] }> {
   const settled = await Promise.allSettled(
     providers.map(async (p): Promise<[string, string]> => {
       const b = (await post(
@@ -350,8 +394,30 @@ export async function agreedBlockId(
       return [p.name, signedHeaderFromJson(b).id];
     }),
   );
-  const answers = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (answers.length < (opts.quorum ?? 1) && failed) throw failed.reason;
+  return {
+    answers: settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+    failed: settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : [])),
+  };
+}
+
+/**
+ * The blockID every answering provider gives for block `number` (java-tron
+ * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
+ * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
+ * block it stored must still be the providers' block at that height (a long-range fork signed with
+ * old SR keys would show here).
+ * @param number block number.
+ * @returns the blockID, 64 lowercase hex.
+ * @throws CheckpointError when they disagree, too few answer, or one has no such block.
+ */
+export async function agreedBlockId(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  // A provider that fails does not count; the ones that answer must agree, and be at least the
+  // quorum.
+  const { answers, failed } = await blockIdAnswers(providers, number, opts);
+  if (answers.length < (opts.quorum ?? 1) && failed.length > 0) throw failed[0];
   return agreed(`block ${number} (/wallet/getblockbynum)`, answers, opts.quorum ?? 1);
 }
