@@ -355,6 +355,82 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     ]);
   });
 
+  it('redelivers an endpoint’s dead letters only with a key of its environment (audit entry too)', async () => {
+    const { h, live, test } = await setup();
+    const endpoint = async (c: Caller, name: string) => {
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/v1/endpoints',
+        headers: c.headers,
+        payload: { url: `https://hooks.example.com/${name}` },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      return json<{ id: string }>(res).id;
+    };
+    const liveEp = await endpoint(live, 'live');
+    const testEp = await endpoint(test, 'test');
+    const lw = await createWatch(h, live, {
+      address: OTHER_ADDRESS,
+      asset_filter: 'ALL',
+      endpoint_id: liveEp,
+    });
+    const tw = await createWatch(h, test, {
+      address: OTHER_ADDRESS,
+      asset_filter: 'ALL',
+      endpoint_id: testEp,
+    });
+    const liveEvents = await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'epdead',
+      count: 3,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    const testEvents: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await trigger(h, test, { watch_id: tw.id, amount: '1' });
+      expect(res.statusCode, res.body).toBe(201);
+      testEvents.push(json<EventJson>(res).event_id);
+    }
+    // Every delivery of both environments is a dead letter.
+    await h.db.query(`UPDATE notifications SET status = 'DEAD'`);
+    const redeliver = (c: Caller, id: string) =>
+      h.app.inject({ method: 'POST', url: `/v1/endpoints/${id}/redeliver`, headers: c.headers });
+    const pending = async () =>
+      (
+        await h.db.query<{ event_id: string }>(
+          `SELECT event_id FROM notifications WHERE status = 'PENDING' ORDER BY event_id`,
+        )
+      ).rows.map((x) => x.event_id);
+
+    // Across: 404 with either key, nothing queued, nothing audited.
+    expect((await redeliver(test, liveEp)).statusCode).toBe(404);
+    expect((await redeliver(live, testEp)).statusCode).toBe(404);
+    expect(await pending()).toEqual([]);
+    const audited = async () =>
+      (
+        await h.db.query<{ target_id: string; network: string; detail: { count: number } }>(
+          `SELECT target_id, network, detail FROM audit_log WHERE action = 'endpoint.redelivered'
+            ORDER BY network`,
+        )
+      ).rows.map((x) => [x.target_id, x.network, x.detail.count]);
+    expect(await audited()).toEqual([]);
+
+    // Each key on its own endpoint: its own dead letters, and only those, queued again.
+    const own = await redeliver(test, testEp);
+    expect(own.statusCode, own.body).toBe(200);
+    expect(json(own)).toEqual({ redelivered: 2 });
+    expect(await pending()).toEqual([...testEvents].sort());
+    const ownLive = await redeliver(live, liveEp);
+    expect(ownLive.statusCode, ownLive.body).toBe(200);
+    expect(json(ownLive)).toEqual({ redelivered: 3 });
+    expect(await pending()).toEqual([...testEvents, ...liveEvents].sort());
+    expect(await audited()).toEqual([
+      [liveEp, 'mainnet', 3],
+      [testEp, 'nile', 2],
+    ]);
+  });
+
   it('live events say livemode true and a live key never lists a test event, nor a test key a live one', async () => {
     const { h, live, test } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
