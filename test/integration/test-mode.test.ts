@@ -578,6 +578,58 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(line).toBe('tronwatch_outbox_pending 2');
   });
 
+  it('keeps test deliveries out of the live metrics (an attempt lost with its lease)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'l',
+      count: 1,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    expect((await trigger(h, test, { watch_id: tw.id, amount: '1' })).statusCode).toBe(201);
+    // Both notifications' attempts started under a lease that ran out (a worker died).
+    const { rowCount } = await h.db.query(
+      `UPDATE notifications SET lease_token = 'gone:1', attempt_started_at = now() - interval '2 minutes',
+              next_attempt_at = now() - interval '1 minute'`,
+    );
+    expect(rowCount).toBe(2);
+    const m = new Metrics({ db: h.db, logger: silentLogger });
+    const worker = new DeliveryWorker({
+      db: h.db,
+      secrets: h.secrets,
+      config: h.config,
+      logger: silentLogger,
+      metrics: m,
+    });
+    const ac = new AbortController();
+    const done = worker.start(ac.signal);
+    stopWorker = async () => {
+      ac.abort();
+      await done;
+    };
+    await vi.waitFor(
+      async () => {
+        const { rows } = await h.db.query<{ network: string }>(
+          `SELECT n.network FROM attempts a JOIN notifications n ON n.id = a.notification_id
+            WHERE a.error_class = 'lost' ORDER BY n.network`,
+        );
+        expect(rows.map((x) => x.network)).toEqual(['mainnet', 'nile']);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    const text = await m.registry.metrics();
+    const lines = text.split('\n').filter((l) => /^tronwatch_deliveries_total\{/.test(l));
+    // The live lost attempt only: the test one counts in no live metric.
+    expect(lines).toEqual([
+      'tronwatch_deliveries_total{outcome="delivered"} 0',
+      'tronwatch_deliveries_total{outcome="failed"} 1',
+      'tronwatch_deliveries_total{outcome="dead"} 0',
+    ]);
+  });
+
   it('the schema itself refuses an event of one network on a watch of the other', async () => {
     const { h, live } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
