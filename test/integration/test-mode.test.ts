@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
@@ -511,6 +512,16 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(envOf('watch.created', lw.id)).toBe('live');
     expect(envOf('watch.created', tw.id)).toBe('test');
     expect(envOf('test_transfer.created')).toBe('test');
+    // The operator's CLI records a key's own environment when it revokes it, as when it makes it.
+    const cliKey = await keysCreate(h.db, { account: live.accountId, name: 'cli', test: true });
+    await keysRevoke(h.db, { keyId: cliKey.id });
+    const after = json<{ data: { action: string; target_id: string; environment: string }[] }>(
+      await h.app.inject({ url: '/v1/audit', headers: live.headers }),
+    ).data;
+    const cliEnv = (action: string) =>
+      after.find((a) => a.action === action && a.target_id === cliKey.id)?.environment;
+    expect(cliEnv('api_key.created')).toBe('test');
+    expect(cliEnv('api_key.revoked')).toBe('test');
   });
 
   it('keeps test deliveries out of the live metrics (outbox depth)', async () => {
