@@ -471,6 +471,53 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(json(namedLive).code).toBe('testnet_unsupported');
   });
 
+  it('serves a request naming its key’s own network and refuses the other’s (testnet_unsupported)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch({ network: 'mainnet' }));
+    const tw = await createWatch(h, test, webhookWatch({ network: 'nile' }));
+    const { rows } = await h.db.query<{ id: string; network: string }>(
+      'SELECT id, network FROM watches ORDER BY network',
+    );
+    expect(rows).toEqual([
+      { id: lw.id, network: 'mainnet' },
+      { id: tw.id, network: 'nile' },
+    ]);
+    const own: Array<[Caller, string, string]> = [
+      [live, 'mainnet', lw.id],
+      [test, 'nile', tw.id],
+    ];
+    for (const [c, network, watchId] of own) {
+      for (const url of ['/v1/watches', '/v1/events', '/v1/audit', '/v1/endpoints']) {
+        const res = await h.app.inject({ url: `${url}?network=${network}`, headers: c.headers });
+        expect(res.statusCode, `${network} ${url} ${res.body}`).toBe(200);
+      }
+      const one = await h.app.inject({
+        url: `/v1/watches/${watchId}/health?network=${network}`,
+        headers: c.headers,
+      });
+      expect(one.statusCode, one.body).toBe(200);
+      const other = network === 'mainnet' ? 'nile' : 'mainnet';
+      for (const url of [
+        '/v1/watches',
+        '/v1/events',
+        '/v1/audit',
+        `/v1/watches/${watchId}/health`,
+      ]) {
+        const res = await h.app.inject({ url: `${url}?network=${other}`, headers: c.headers });
+        expect(res.statusCode, `${other} ${url}`).toBe(400);
+        expect(json(res).code, `${other} ${url}`).toBe('testnet_unsupported');
+      }
+      const body = await h.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: c.headers,
+        payload: webhookWatch({ address: OTHER_ADDRESS, network: other }),
+      });
+      expect(body.statusCode).toBe(400);
+      expect(json(body).code).toBe('testnet_unsupported');
+    }
+  });
+
   it('counts quotas per environment', async () => {
     const { h, live, test } = await setup();
     // Free plan: 3 active watches per environment.
@@ -529,6 +576,58 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     const text = await m.registry.metrics();
     const line = text.split('\n').find((l) => /^tronwatch_outbox_pending /.test(l));
     expect(line).toBe('tronwatch_outbox_pending 2');
+  });
+
+  it('keeps test deliveries out of the live metrics (an attempt lost with its lease)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'l',
+      count: 1,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    expect((await trigger(h, test, { watch_id: tw.id, amount: '1' })).statusCode).toBe(201);
+    // Both notifications' attempts started under a lease that ran out (a worker died).
+    const { rowCount } = await h.db.query(
+      `UPDATE notifications SET lease_token = 'gone:1', attempt_started_at = now() - interval '2 minutes',
+              next_attempt_at = now() - interval '1 minute'`,
+    );
+    expect(rowCount).toBe(2);
+    const m = new Metrics({ db: h.db, logger: silentLogger });
+    const worker = new DeliveryWorker({
+      db: h.db,
+      secrets: h.secrets,
+      config: h.config,
+      logger: silentLogger,
+      metrics: m,
+    });
+    const ac = new AbortController();
+    const done = worker.start(ac.signal);
+    stopWorker = async () => {
+      ac.abort();
+      await done;
+    };
+    await vi.waitFor(
+      async () => {
+        const { rows } = await h.db.query<{ network: string }>(
+          `SELECT n.network FROM attempts a JOIN notifications n ON n.id = a.notification_id
+            WHERE a.error_class = 'lost' ORDER BY n.network`,
+        );
+        expect(rows.map((x) => x.network)).toEqual(['mainnet', 'nile']);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    const text = await m.registry.metrics();
+    const lines = text.split('\n').filter((l) => /^tronwatch_deliveries_total\{/.test(l));
+    // The live lost attempt only: the test one counts in no live metric.
+    expect(lines).toEqual([
+      'tronwatch_deliveries_total{outcome="delivered"} 0',
+      'tronwatch_deliveries_total{outcome="failed"} 1',
+      'tronwatch_deliveries_total{outcome="dead"} 0',
+    ]);
   });
 
   it('the schema itself refuses an event of one network on a watch of the other', async () => {
