@@ -472,6 +472,53 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(json(namedLive).code).toBe('testnet_unsupported');
   });
 
+  it('serves a request naming its key’s own network and refuses the other’s (testnet_unsupported)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch({ network: 'mainnet' }));
+    const tw = await createWatch(h, test, webhookWatch({ network: 'nile' }));
+    const { rows } = await h.db.query<{ id: string; network: string }>(
+      'SELECT id, network FROM watches ORDER BY network',
+    );
+    expect(rows).toEqual([
+      { id: lw.id, network: 'mainnet' },
+      { id: tw.id, network: 'nile' },
+    ]);
+    const own: Array<[Caller, string, string]> = [
+      [live, 'mainnet', lw.id],
+      [test, 'nile', tw.id],
+    ];
+    for (const [c, network, watchId] of own) {
+      for (const url of ['/v1/watches', '/v1/events', '/v1/audit', '/v1/endpoints']) {
+        const res = await h.app.inject({ url: `${url}?network=${network}`, headers: c.headers });
+        expect(res.statusCode, `${network} ${url} ${res.body}`).toBe(200);
+      }
+      const one = await h.app.inject({
+        url: `/v1/watches/${watchId}/health?network=${network}`,
+        headers: c.headers,
+      });
+      expect(one.statusCode, one.body).toBe(200);
+      const other = network === 'mainnet' ? 'nile' : 'mainnet';
+      for (const url of [
+        '/v1/watches',
+        '/v1/events',
+        '/v1/audit',
+        `/v1/watches/${watchId}/health`,
+      ]) {
+        const res = await h.app.inject({ url: `${url}?network=${other}`, headers: c.headers });
+        expect(res.statusCode, `${other} ${url}`).toBe(400);
+        expect(json(res).code, `${other} ${url}`).toBe('testnet_unsupported');
+      }
+      const body = await h.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: c.headers,
+        payload: webhookWatch({ address: OTHER_ADDRESS, network: other }),
+      });
+      expect(body.statusCode).toBe(400);
+      expect(json(body).code).toBe('testnet_unsupported');
+    }
+  });
+
   it('counts quotas per environment', async () => {
     const { h, live, test } = await setup();
     // Free plan: 3 active watches per environment.

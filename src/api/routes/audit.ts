@@ -15,9 +15,9 @@ import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
+  NetworkMember,
   NullableString,
   ref,
-  StringEnum,
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
@@ -36,11 +36,7 @@ export const AuditPageSchema = T.Object(
 const V1AuditQuery = T.Object(
   {
     ...AuditQuerySchema.properties,
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-      }),
-    ),
+    network: T.Optional(NetworkMember()),
   },
   { additionalProperties: false },
 );
