@@ -374,7 +374,7 @@ interface AuditRow {
  * One page of the account's entries of one environment, newest first (issue 32: nothing mixes).
  * @param network the reader's environment as a network (the API key's, or the console's switch):
  *   its entries (environment `live` for `mainnet`, `test` for `nile`) and the entries that belong
- *   to no environment (sign-ins, members, passwords, account settings, the CLI's: network null).
+ *   to no environment (sign-ins, members, passwords, account settings: network null).
  *   The other environment's entries are never in the page.
  * @throws AuditQueryError for a malformed actor, action or cursor; the database's 22007/22008
  *   when a time bound is not a timestamp PostgreSQL can hold (the caller answers 400).

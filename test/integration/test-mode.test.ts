@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
 import { recordAudit } from '../../src/audit/audit.js';
 import { silentLogger } from '../../src/common/logger.js';
@@ -583,6 +584,18 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       ['nile', 2],
       [null, 1],
     ]);
+    // The operator's CLI records a key's own environment when it revokes it, as when it makes it:
+    // a test key's entries are read with a test key.
+    const cliKey = await keysCreate(h.db, { account: live.accountId, name: 'cli', test: true });
+    await keysRevoke(h.db, { keyId: cliKey.id });
+    const cliEnv = async (c: Caller, action: string) =>
+      json<{ data: Entry[] }>(
+        await h.app.inject({ url: '/v1/audit', headers: c.headers }),
+      ).data.find((x) => x.action === action && x.target_id === cliKey.id)?.environment;
+    expect(await cliEnv(test, 'api_key.created')).toBe('test');
+    expect(await cliEnv(test, 'api_key.revoked')).toBe('test');
+    expect(await cliEnv(live, 'api_key.created')).toBeUndefined();
+    expect(await cliEnv(live, 'api_key.revoked')).toBeUndefined();
   });
 
   it('the console’s audit log follows its environment switch, with the account’s entries in both', async () => {
