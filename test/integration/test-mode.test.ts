@@ -715,4 +715,26 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       ),
     ).rejects.toThrow(/foreign key/);
   });
+
+  it('the schema itself refuses a notification of a test event naming a live watch', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    const t = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
+    await h.db.query(`UPDATE notifications SET status = 'DELIVERED' WHERE event_id = $1`, [
+      t.event_id,
+    ]);
+    // The claim signs with the secret of the watch the notification names (src/delivery/claim.ts):
+    // a test notification naming a live watch would be signed with the live secret.
+    const crossing = (watchId: string) =>
+      h.db.query(
+        `INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
+                                    next_attempt_at, created_at, network)
+         VALUES ('ntf_crossing', $1, $2, $3, 'webhook', 'PENDING', 0, now(), now(), 'nile')`,
+        [t.event_id, test.accountId, watchId],
+      );
+    await expect(crossing(lw.id)).rejects.toThrow(/foreign key/);
+    // The same row naming the test watch is accepted: the key is what refused the other.
+    await expect(crossing(tw.id)).resolves.toBeDefined();
+  });
 });
