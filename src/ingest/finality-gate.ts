@@ -40,6 +40,8 @@ import {
   type BlockIdCheck,
   buildCheckpoint,
   checkBlockId,
+  NotAnSrError,
+  newSrKeyFromProviders,
   witnessKeyFromProviders,
 } from '../tron/light-client/checkpoint-build.js';
 import {
@@ -169,10 +171,11 @@ export interface FinalityGateOptions {
    */
   checkBlockId?: (number: number, id: string, signal?: AbortSignal) => Promise<BlockIdCheck>;
   /**
-   * The signing key of an SR new after a maintenance, agreed by a quorum of providers
-   * (checkpoint-build.ts witnessKeyFromProviders).
+   * The signing key of an SR new after a maintenance, agreed by a quorum of providers once they
+   * confirm it may sign in the block's epoch (`epochEnd`, its next maintenance time, ms;
+   * checkpoint-build.ts newSrKeyFromProviders). NotAnSrError: the block is refused (outside-set).
    */
-  keyOf: (address: string, signal?: AbortSignal) => Promise<string>;
+  keyOf: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string>;
 }
 
 /** See the module doc. One per Ingester; not thread-safe (the loop is sequential). */
@@ -507,7 +510,16 @@ export class FinalityGate {
     const lc = this.client;
     let r = lc.submit(header, rotations);
     if (r.status === 'need-key') {
-      lc.addCandidateKey(r.witness, await this.keyOf(r.witness, signal));
+      let key: string;
+      try {
+        key = await this.keyOf(r.witness, signal, r.epochEnd);
+      } catch (err) {
+        // The providers agree the producer may not sign (an ordinary account, or a witness that
+        // is not an active SR now): the block is refused like any lie, and its provider set aside.
+        if (!(err instanceof NotAnSrError)) throw err;
+        throw new LightClientError('outside-set', n, `producer ${r.witness}: ${err.message}`);
+      }
+      lc.addCandidateKey(r.witness, key);
       r = lc.submit(header, rotations);
     }
     if (r.status === 'held' || r.status === 'need-key') {
@@ -662,6 +674,9 @@ export async function finalityGateFor(
       }),
     blockIdAt: (number, signal) => agreedBlockId(providers, number, ask(signal)),
     checkBlockId: (number, id, signal) => checkBlockId(providers, number, id, ask(signal)),
-    keyOf: (address, signal) => witnessKeyFromProviders(providers, address, ask(signal)),
+    keyOf: (address, signal, epochEnd) =>
+      epochEnd === undefined
+        ? witnessKeyFromProviders(providers, address, ask(signal))
+        : newSrKeyFromProviders(providers, address, epochEnd, ask(signal)),
   });
 }

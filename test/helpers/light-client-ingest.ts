@@ -105,7 +105,7 @@ export function lightClientIngester(
   opts: {
     startBlock: number;
     checkpoint?: Checkpoint;
-    keyOf?: (address: string, signal?: AbortSignal) => Promise<string>;
+    keyOf?: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string>;
     metrics?: Metrics;
     blockIntervalMs?: number;
     /** A gate built elsewhere (the service's: finalityGateFor), used instead of `checkpoint`. */
@@ -224,6 +224,7 @@ export function resignedJson(json: string, n: number, privateKey: Uint8Array | u
  * signed by the devnet SR of that slot (DEVNET_SRS[(timestamp / 3000) mod 27]: a real fork, every
  * check passes), carrying the transactions of synthetic block `txsOf` (a height the node never
  * serves, so its transfers are the fork's alone) with their receipts re-dated to this block.
+ * `producer`: named and signing instead of that SR (an account outside the set, for lies).
  * Serve it with ReplayNode.setLies({ blocks }) (`block`, `infos`: the node's JSON answers).
  * @returns its blockID (64 hex), the two answers, and the transfers it carries.
  */
@@ -233,9 +234,10 @@ export function signedForkBlock(
   parentId: string,
   timestamp: number,
   txsOf: number,
+  producer?: { address: string; privateKey: Uint8Array },
 ): { id: string; block: string; infos: string; transfers: Transfer[] } {
   const src = syntheticBlock(o, txsOf);
-  const sr = DEVNET_SRS[Math.floor(timestamp / 3000) % 27];
+  const sr = producer ?? DEVNET_SRS[Math.floor(timestamp / 3000) % 27];
   if (!sr) throw new Error('no SR');
   const h = signedHeader({
     number: n,

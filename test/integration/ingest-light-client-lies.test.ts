@@ -13,6 +13,8 @@
  *   once 19 known SRs built on it, and every event is delivered exactly once;
  * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
  *   new epoch is committed;
+ * - a side block right after a maintenance signed by an ordinary account (its key agreed by the
+ *   providers, but listed as no witness): refused, so it never takes a real SR's slot;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
  *   new epoch: every event exactly once;
  * - a restart with one provider of three on another chain at the stored final block: outvoted by
@@ -45,7 +47,10 @@ import {
 } from '../../src/devnet/synthetic.js';
 import { type FinalityGate, finalityGateFor } from '../../src/ingest/finality-gate.js';
 import type { Ingester } from '../../src/ingest/loop.js';
-import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
+import {
+  newSrKeyFromProviders,
+  witnessKeyFromProviders,
+} from '../../src/tron/light-client/checkpoint-build.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
 import { loadLightClientState } from '../../src/tron/light-client/store.js';
 import { signWitnessHeader } from '../../src/tron/light-client/witness-signature.js';
@@ -71,6 +76,7 @@ import {
   noNewSrs,
   resignedJson,
   runUntil,
+  signedForkBlock,
   start,
   waitFor,
   want,
@@ -91,7 +97,7 @@ function ingesterFor(
   db: TestDb['db'],
   client: NodeClient | NodeGroup,
   checkpoint: Checkpoint,
-  keyOf: (address: string, signal?: AbortSignal) => Promise<string> = noNewSrs,
+  keyOf: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string> = noNewSrs,
   metrics?: Metrics,
 ): Ingester {
   return lightClientIngester(db, client, {
@@ -187,32 +193,47 @@ describe.each(dbEngines)(
       t = undefined;
     });
 
-    /** Two devnet nodes that answer /wallet/getaccount for `accounts`; keyOf asks both (quorum 2). */
+    /**
+     * Two devnet nodes in the epoch after the maintenance of `cp` (its next maintenance time one
+     * interval later): /wallet/listwitnesses lists `accounts` as active SRs beside the devnet's,
+     * /wallet/getaccount answers for them and for the ordinary accounts `plain`; keyOf asks both
+     * (quorum 2) as the service does (newSrKeyFromProviders: active SR, then its key).
+     */
     async function keyProviders(
       o: SyntheticChainOptions,
+      cp: Checkpoint,
       accounts: readonly DevnetSr[],
       reportKey?: (address: string) => string | undefined,
-    ): Promise<{ keyOf: (a: string, s?: AbortSignal) => Promise<string>; srNodes: SrNode[] }> {
+      plain: readonly string[] = [],
+    ): Promise<{
+      keyOf: (a: string, s?: AbortSignal, epochEnd?: number) => Promise<string>;
+      srNodes: SrNode[];
+    }> {
       const srNodes: SrNode[] = [];
       for (let i = 0; i < 2; i++) {
         const n = await startSrNode({
           chain: o,
           head: FIRST,
           accounts,
+          plainAccounts: plain,
+          nextMaintenanceTime: cp.nextMaintenanceTime + cp.maintenanceIntervalMs,
           ...(reportKey ? { reportKey } : {}),
         });
         nodes.push(n);
         srNodes.push(n);
       }
       const providers = srNodes.map((n, i) => ({ url: n.url, name: `sr-node-${i}` }));
+      const ask = (signal?: AbortSignal) => ({
+        quorum: 2,
+        timeoutMs: 5000,
+        ...(signal ? { signal } : {}),
+      });
       return {
         srNodes,
-        keyOf: (a, signal) =>
-          witnessKeyFromProviders(providers, a, {
-            quorum: 2,
-            timeoutMs: 5000,
-            ...(signal ? { signal } : {}),
-          }),
+        keyOf: (a, signal, epochEnd) =>
+          epochEnd === undefined
+            ? witnessKeyFromProviders(providers, a, ask(signal))
+            : newSrKeyFromProviders(providers, a, epochEnd, ask(signal)),
       };
     }
 
@@ -456,7 +477,7 @@ describe.each(dbEngines)(
       const n = m + 22;
       expect(chain.producers.get(n)).toBe(newcomer.address);
       expect([...chain.producers].find(([, w]) => w === newcomer.address)?.[0]).toBe(n);
-      const { keyOf, srNodes } = await keyProviders(o, [newcomer]);
+      const { keyOf, srNodes } = await keyProviders(o, chain.checkpoint, [newcomer]);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
@@ -483,6 +504,54 @@ describe.each(dbEngines)(
       });
     });
 
+    it('a side block right after a maintenance, signed by an ordinary account in a slot a real SR uses later, is refused (the providers list it as no witness): it cannot take that slot; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(292);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      // An ordinary account (about 1 TRX to activate): its key is its own address, which the
+      // providers' /wallet/getaccount agree on; only listwitnesses says it is no SR.
+      const attacker = makeSr('an ordinary account, not a witness');
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [], undefined, [attacker.address]);
+      const parent = chain.headers.get(m);
+      const later = chain.headers.get(m + 5);
+      if (!parent || !later) throw new Error('no header');
+      // At height m + 1 on block m, dated in the slot of block m + 5's (real) producer, carrying
+      // transfers of a height the node never serves.
+      const side = signedForkBlock(o, m + 1, parent.id, later.timestamp, chain.last + 40, attacker);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(expectedEvents(side.transfers, watches).length).toBeGreaterThan(0);
+      chain.node.setLies({
+        blocks: new Map([[m + 1, { block: side.block, infos: side.infos }]]),
+      });
+      chain.node.advanceTo(m + 1);
+      const metrics = new Metrics();
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf, metrics);
+      const run = start(ing);
+      await waitFor(
+        async () =>
+          (ing.gate?.readHeight ?? 0) >= m + 1 || (await cursorRow(db)).stalled_reason !== null,
+      );
+      expect(ing.gate?.readHeight).toBe(m);
+      expect((await cursorRow(db)).stalled_reason).toContain(`is not a witness`);
+      expect(await metrics.registry.metrics()).toMatch(
+        /tronwatch_light_client_refused_total\{code="outside-set"\} [1-9]/,
+      );
+      // The real chain from then on: the slot was never given away, so its SR's block passes.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      // And after a restart from what was stored.
+      const again = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      await runUntil(again, () => again.stats.cursor >= chain.last - ABOVE);
+      await expectAllOnce(db, again, chain, watches);
+    });
+
     it('a maintenance with 1 new SR whose key the providers report wrong: its block is refused, nothing from it; once they report the right key, every event exactly once', async () => {
       t = await migratedDb(engine);
       const o = opts(289);
@@ -502,7 +571,7 @@ describe.each(dbEngines)(
       // Both key providers agree on a key that is not the newcomer's (quorum 2 holds).
       const wrong = makeSr('not the newcomer key').signingKey;
       let lying = true;
-      const { keyOf } = await keyProviders(o, [newcomer], (a) =>
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer], (a) =>
         lying && a === newcomer.address ? wrong : undefined,
       );
       const db = t.db;
@@ -543,7 +612,7 @@ describe.each(dbEngines)(
       );
       const ninth = Math.max(...firstOf);
       expect(ninth).toBeLessThan(chain.last);
-      const { keyOf } = await keyProviders(o, newcomers);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, newcomers);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
@@ -589,7 +658,7 @@ describe.each(dbEngines)(
         ],
       });
       nodes.push(chain.node);
-      const { keyOf } = await keyProviders(o, [newcomer]);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer]);
       // Each changed key signs blocks of the run after its change.
       const signers = (addr: string, from: number) =>
         [...chain.producers].filter(([n, w]) => w === addr && n > from).map(([n]) => n);
@@ -640,7 +709,7 @@ describe.each(dbEngines)(
       });
       nodes.push(chain.node);
       expect(chain.producers.get(m + 3)).toBe(newcomer.address);
-      const { keyOf } = await keyProviders(o, [newcomer]);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer]);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       // A new ingester per block read, from blocks before the maintenance until the newcomer's
