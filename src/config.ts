@@ -95,7 +95,7 @@ export const EnvSchema = T.Object({
     maximum: 16,
     default: 1,
     description:
-      'How many providers must return the same block (same `blockID`) and the same receipts (what matching reads of them) before it is committed; at most the number of providers. The heads used are the k-th highest reported.',
+      'How many providers must return the same block (same `blockID`) and the same receipts (what matching reads of them) before it is committed; at most the number of providers. Blocks are read up to the k-th highest head reported; a new watch activates at the lowest plausible head near it (one provider cannot push activation past the chain).',
   }),
   TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: T.Union([T.Literal('0'), T.Literal('1')], {
     default: '0',

@@ -15,7 +15,8 @@ import type { Queryable } from '../db/pool.js';
 
 /**
  * Record the heads just observed, as they are (upsert). They come from the node group
- * (tron/node-group.ts: the k-th highest of the providers' plausible answers), so a lower head
+ * (tron/node-group.ts getHeads: the k-th highest of the providers' plausible solidified heads, and
+ * as the head its `activation`, the lowest plausible head near the highest), so a lower head
  * replaces a higher one: a wrong head that once got through is not kept forever.
  * @returns the stored `observed_at` (the database's time of the observation).
  */

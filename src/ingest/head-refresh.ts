@@ -13,8 +13,10 @@
  * up to the activation's own statement: the time between the two (a transaction, a quota check,
  * a loaded host) must not extrapolate a halted chain's head by a block the chain never produced.
  *
- * The group's heads are the k-th highest plausible ones (tron/node-group.ts); the cursor's last
- * committed block, read first, bounds what is plausible.
+ * The head stored is the group's activation head (tron/node-group.ts GroupHeads.activation: the
+ * lowest plausible head near the k-th highest, so that one provider's high head cannot activate a
+ * watch past its first transfers); the cursor's last committed block, read first, bounds what is
+ * plausible.
  */
 import type { Logger } from '../common/logger.js';
 import type { Queryable } from '../db/pool.js';
@@ -89,7 +91,9 @@ export class HeadRefresher {
         group.noteCommitted(cursor.block_number, cursor.block_timestamp.getTime());
       }
       const heads = await group.getHeads(AbortSignal.timeout(REFRESH_DEADLINE_MS));
-      return this.note(await saveChainHead(db, network, heads));
+      return this.note(
+        await saveChainHead(db, network, { solidified: heads.solidified, head: heads.activation }),
+      );
     } catch (err) {
       logger.debug(
         { err: err instanceof Error ? err.message : String(err) },

@@ -86,8 +86,8 @@ import {
 import { LightClientError } from '../tron/light-client/finality.js';
 import { HeaderError } from '../tron/light-client/header.js';
 import { saveLightClientState } from '../tron/light-client/store.js';
-import type { ChainHeads, NodeClient } from '../tron/node-client.js';
-import { NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
+import type { NodeClient } from '../tron/node-client.js';
+import { type GroupHeads, NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
 import { BlockCheckError } from '../tron/verify.js';
 import { saveChainHead, saveHead, saveSolidifiedHead } from './chain-head.js';
@@ -261,8 +261,8 @@ export class Ingester {
   }
 
   /** Poll both heads, remember when the solidified head advanced, store them for the API. */
-  private async pollHeads(signal: AbortSignal): Promise<ChainHeads> {
-    let heads: ChainHeads;
+  private async pollHeads(signal: AbortSignal): Promise<GroupHeads> {
+    let heads: GroupHeads;
     try {
       heads = await this.group.getHeads(signal);
     } finally {
@@ -280,7 +280,12 @@ export class Ingester {
       this.o.metrics?.chainHeads(heads.solidified);
     }
     this.stats.head = Math.max(this.stats.head, heads.head);
-    await saveChainHead(this.o.db, this.o.config.network, heads);
+    // The head stored for watch activation is the group's lower `activation` (one provider's
+    // high head must not activate watches past their first transfers); reading goes up to `head`.
+    await saveChainHead(this.o.db, this.o.config.network, {
+      solidified: heads.solidified,
+      head: heads.activation,
+    });
     return heads;
   }
 
@@ -661,9 +666,9 @@ export class Ingester {
       }
       throw err;
     }
-    // Its signature checked: its provider is trusted again.
+    // Its signature checked: its provider is trusted again, and it bounds the heads.
     this.refusals.count = 0;
-    this.group.noteRead(b.provider);
+    this.group.noteRead(b.provider, b.ref.number, b.ref.timestamp);
     // The arrival of the block that made these final: when it was seen at the node's head.
     const arrivedAt = this.seenAt.get(b.ref.number) ?? Date.now();
     let last: number | undefined;
@@ -722,7 +727,7 @@ export class Ingester {
     this.lastId = b.ref.id;
     this.group.noteCommitted(cursor, b.ref.timestamp, b.ref.id);
     // Without the light client the committed block is the one read (accept notes it with it).
-    if (!g) this.group.noteRead(b.provider);
+    if (!g) this.group.noteRead(b.provider, cursor, b.ref.timestamp);
     this.stats.cursor = cursor;
     this.stats.blocks++;
     this.stats.transfers += transfers.length;

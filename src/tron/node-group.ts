@@ -16,9 +16,11 @@
  *   (QuorumDisagreementError: logged, reported, retried until they agree again).
  * - The heads are asked of every provider; an impossible head (below the committed cursor, or
  *   beyond what the chain can have produced since the last committed block's timestamp, one block
- *   per interval, with HEAD_SLACK_BLOCKS of slack) is ignored and logged; the heads
- *   used are the k-th highest of the rest (k = 1: the highest). A lagging provider is not asked
- *   for blocks it does not have.
+ *   per interval, with HEAD_SLACK_BLOCKS of slack; with the light client, since the newest block
+ *   it accepted) is ignored and logged; the heads read up to are the k-th highest of the rest
+ *   (k = 1: the highest), and the head a new watch activates at is the lowest of the rest near it
+ *   (GroupHeads.activation): one provider cannot push it past the chain. A lagging provider is
+ *   not asked for blocks it does not have.
  * - A provider whose 403s outlast the pauses they asked for is unhealthy (NodeClient.health) and
  *   not asked until its set-aside time runs out, then after the healthy ones.
  * Providers are preferred in the order given (your own java-tron first, say).
@@ -58,9 +60,32 @@ export const HEAD_SLACK_BLOCKS = 10;
  * polls only when it is at least this many block intervals old (NodeGroup.solidFor).
  */
 export const SOLID_AGE_BLOCKS = 15;
+/**
+ * How far below the group's head (the k-th highest) a plausible head still counts for a new
+ * watch's activation (getHeads `activation`), blocks (60 s on mainnet): twice HEAD_SLACK_BLOCKS,
+ * so it covers what a lie can add within the plausibility bound (the slack, plus a block of
+ * rounding and the slots missed since the bound's block) and an honest provider's usual lag of a
+ * block or two. A provider further behind is lagging, not the truth under a lie: it is left out,
+ * so it cannot make watches activate minutes early.
+ */
+export const ACTIVATION_WINDOW_BLOCKS = 2 * HEAD_SLACK_BLOCKS;
 /** Set-aside backoff: 1 s doubling per consecutive failure, up to 60 s. */
 const ASIDE_BASE_MS = 1_000;
 const ASIDE_CAP_MS = 60_000;
+
+/** The heads as the group stands by them (getHeads). */
+export interface GroupHeads extends ChainHeads {
+  /**
+   * The head a watch created now activates at (ingest/chain-head.ts, stored as the chain head):
+   * the LOWEST plausible head within ACTIVATION_WINDOW_BLOCKS below `head`, raised to the newest
+   * block the caller accepted (noteRead). `head` (how far to read) is the k-th highest: one
+   * provider at quorum 1 could otherwise claim a head up to the slack past the real one and move
+   * every new watch's activation past its first transfers (a watch matches blocks strictly above
+   * it: missed money). A head too low makes a watch activate a little early instead, which reports
+   * a transfer made just before it existed (accepted: chain-head.ts MAX_EXTRAPOLATED_BLOCKS).
+   */
+  activation: number;
+}
 
 /** A block as the group returns it: verified, and which provider's answer it is. */
 export interface VerifiedSolidifiedBlock extends SolidifiedBlock {
@@ -352,14 +377,22 @@ export class NodeGroup {
   private checkpoint: { number: number; id: string } | undefined;
 
   /**
-   * The highest head the chain can have now: the last committed block plus one block per
-   * interval since its timestamp, plus HEAD_SLACK_BLOCKS; undefined before a block is committed.
+   * The highest head the chain can have now: the newest block committed or accepted by the caller
+   * (noteCommitted, noteRead: with the light client the block read at the head, ~18 blocks above
+   * the committed one, whose signed timestamp is fresher) plus one block per interval since its
+   * timestamp, plus HEAD_SLACK_BLOCKS; undefined before a block is committed or read.
    * Chain time, not the last head seen: a provider that was behind and catches up jumps ahead of
    * its own last report, never ahead of the chain (on a replayed recording, whose timestamps are
-   * old, the bound is loose, never wrong).
+   * old, the bound is loose, never wrong). The slack still lets a provider claim a head up to
+   * ~10 blocks past the real one: what a new watch activates at is therefore not the highest
+   * plausible head (getHeads `activation`).
    */
   private headBound(): number | undefined {
-    const base = this.committed ? { ...this.committed, intervalMs: this.interval } : this.anchor;
+    const known =
+      this.read && (!this.committed || this.read.number > this.committed.number)
+        ? this.read
+        : this.committed;
+    const base = known ? { ...known, intervalMs: this.interval } : this.anchor;
     if (!base) return undefined;
     const ms = Math.max(0, Date.now() - base.timestampMs);
     return base.number + Math.ceil(ms / base.intervalMs) + HEAD_SLACK_BLOCKS;
@@ -475,22 +508,31 @@ export class NodeGroup {
   }
 
   /**
-   * The caller accepted a block that `provider` served: the light client checked its SR
-   * signature (ingest/finality-gate.ts add), or, without it, it was committed. Ends that
-   * provider's distrusts (distrust).
+   * The caller accepted block `number` (timestamp epoch ms) that `provider` served: the light
+   * client checked its SR signature (ingest/finality-gate.ts add), or, without it, it was
+   * committed. Ends that provider's distrusts (distrust). The newest such block also bounds the
+   * heads (headBound: the chain cannot be past it by more than one block per interval since its
+   * timestamp, plus the slack) and is a floor of the activation head (getHeads): it exists, so
+   * the chain's head is at least there.
    */
-  noteRead(provider: string): void {
+  noteRead(provider: string, number: number, timestampMs: number): void {
     const m = this.members.find((x) => x.client.name === provider);
     if (m) m.distrusts = 0;
+    if (!this.read || number >= this.read.number) this.read = { number, timestampMs };
   }
+
+  /** The newest block the caller accepted (noteRead), if any. */
+  private read: { number: number; timestampMs: number } | undefined;
 
   /**
    * Both heads as the group stands by them: every usable provider is asked at once; failures
    * set it aside; impossible answers are ignored (logged, counted); of the rest, the k-th
-   * highest solidified head and head.
+   * highest solidified head and head (how far to read), and the head a new watch activates at
+   * (GroupHeads.activation: the lowest of them near the head, never below the newest block the
+   * caller accepted).
    * @throws NodeError('quorum', retryable) when fewer than k providers gave a plausible answer.
    */
-  async getHeads(signal?: AbortSignal): Promise<ChainHeads> {
+  async getHeads(signal?: AbortSignal): Promise<GroupHeads> {
     const asked = this.usable();
     const results = await Promise.allSettled(asked.map((m) => m.client.getHeads(signal)));
     signal?.throwIfAborted();
@@ -536,7 +578,9 @@ export class NodeGroup {
       ),
     );
     this.lastHeads = { solidified, head, at: this.now() };
-    return { solidified, head };
+    const near = accepted.map((h) => h.head).filter((h) => h >= head - ACTIVATION_WINDOW_BLOCKS);
+    const activation = Math.max(Math.min(head, ...near), this.read?.number ?? -1);
+    return { solidified, head, activation };
   }
 
   /**
