@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
-import { SYSTEM_ACTORS } from '../../src/audit/audit.js';
+import { recordAudit, SYSTEM_ACTORS } from '../../src/audit/audit.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import { signBody } from '../../src/delivery/payload.js';
@@ -28,6 +28,7 @@ import {
   json,
   webhookWatch,
 } from '../helpers/api.js';
+import { Browser } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-mode-'));
@@ -608,30 +609,88 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     }
   });
 
-  it('records the environment of each change in the audit log', async () => {
+  it('records the environment of each change in the audit log; each key reads its own and the account’s', async () => {
     const { h, live, test } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
     const tw = await createWatch(h, test, webhookWatch());
     await trigger(h, test, { watch_id: tw.id, amount: '2' });
-    const page = json<{ data: { action: string; target_id: string; environment: string }[] }>(
-      await h.app.inject({ url: '/v1/audit', headers: live.headers }),
-    ).data;
-    const envOf = (action: string, target?: string) =>
-      page.find((a) => a.action === action && (target === undefined || a.target_id === target))
-        ?.environment;
-    expect(envOf('watch.created', lw.id)).toBe('live');
-    expect(envOf('watch.created', tw.id)).toBe('test');
-    expect(envOf('test_transfer.created')).toBe('test');
-    // The operator's CLI records a key's own environment when it revokes it, as when it makes it.
+    // An entry of no environment: an account setting (here by the CLI, which knows none).
+    await recordAudit(
+      h.db,
+      { accountId: live.accountId, actor: { type: 'system', id: 'cli' }, clientIp: null },
+      { action: 'member.removed', targetId: 'usr_gone' },
+    );
+    type Entry = { action: string; target_id: string | null; environment: string | null };
+    const read = async (c: Caller) => {
+      const res = await h.app.inject({ url: '/v1/audit', headers: c.headers });
+      expect(res.statusCode, res.body).toBe(200);
+      return json<{ data: Entry[] }>(res).data.map((a) => [a.action, a.target_id, a.environment]);
+    };
+    expect(await read(live)).toEqual([
+      ['member.removed', 'usr_gone', null],
+      ['watch.created', lw.id, 'live'],
+    ]);
+    const testPage = await read(test);
+    expect(testPage.map(([action, , env]) => [action, env])).toEqual([
+      ['member.removed', null],
+      ['test_transfer.created', 'test'],
+      ['watch.created', 'test'],
+    ]);
+    expect(testPage[2]?.[1]).toBe(tw.id);
+    // The database holds both environments' entries: only the reading is per environment.
+    const { rows } = await h.db.query<{ network: string | null; n: string }>(
+      `SELECT network, count(*)::int8 AS n FROM audit_log GROUP BY network ORDER BY network`,
+    );
+    expect(rows.map((x) => [x.network, Number(x.n)])).toEqual([
+      ['mainnet', 1],
+      ['nile', 2],
+      [null, 1],
+    ]);
+    // The operator's CLI records a key's own environment when it revokes it, as when it makes it:
+    // a test key's entries are read with a test key.
     const cliKey = await keysCreate(h.db, { account: live.accountId, name: 'cli', test: true });
     await keysRevoke(h.db, { keyId: cliKey.id });
-    const after = json<{ data: { action: string; target_id: string; environment: string }[] }>(
-      await h.app.inject({ url: '/v1/audit', headers: live.headers }),
-    ).data;
-    const cliEnv = (action: string) =>
-      after.find((a) => a.action === action && a.target_id === cliKey.id)?.environment;
-    expect(cliEnv('api_key.created')).toBe('test');
-    expect(cliEnv('api_key.revoked')).toBe('test');
+    const cliEnv = async (c: Caller, action: string) =>
+      json<{ data: Entry[] }>(
+        await h.app.inject({ url: '/v1/audit', headers: c.headers }),
+      ).data.find((x) => x.action === action && x.target_id === cliKey.id)?.environment;
+    expect(await cliEnv(test, 'api_key.created')).toBe('test');
+    expect(await cliEnv(test, 'api_key.revoked')).toBe('test');
+    expect(await cliEnv(live, 'api_key.created')).toBeUndefined();
+    expect(await cliEnv(live, 'api_key.revoked')).toBeUndefined();
+  });
+
+  it('the console’s audit log follows its environment switch, with the account’s entries in both', async () => {
+    const { h } = await setup({ CONSOLE_SIGNUP: 'open' });
+    const b = new Browser(h.app);
+    expect((await b.signUp('switch@example.com')).statusCode).toBe(201);
+    const created = async () => {
+      const res = await b.post('/console/api/watches', webhookWatch());
+      expect(res.statusCode, res.body).toBe(201);
+      return json<{ id: string }>(res).id;
+    };
+    const liveWatch = await created();
+    b.jar.set('tw_env', 'test');
+    const testWatch = await created();
+    type Entry = { action: string; target_id: string | null; environment: string | null };
+    const page = async () => {
+      const res = await b.get('/console/api/audit');
+      expect(res.statusCode, res.body).toBe(200);
+      return json<{ data: Entry[] }>(res).data;
+    };
+    const inTest = await page();
+    b.jar.set('tw_env', 'live');
+    const inLive = await page();
+    const watches = (p: Entry[]) =>
+      p.filter((a) => a.action === 'watch.created').map((a) => [a.target_id, a.environment]);
+    expect(watches(inTest)).toEqual([[testWatch, 'test']]);
+    expect(watches(inLive)).toEqual([[liveWatch, 'live']]);
+    expect(inTest.some((a) => a.environment === 'live')).toBe(false);
+    expect(inLive.some((a) => a.environment === 'test')).toBe(false);
+    // The sign-up (no environment) is in both.
+    const account = (p: Entry[]) => p.filter((a) => a.environment === null).map((a) => a.action);
+    expect(account(inTest)).toContain('account.signed_up');
+    expect(account(inLive)).toEqual(account(inTest));
   });
 
   it('keeps test deliveries out of the live metrics (outbox depth)', async () => {

@@ -36,7 +36,7 @@ export interface paths {
         };
         /**
          * List the audit log
-         * @description Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first: who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.
+         * @description Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first; the entries of the key’s environment (a `tw_live_` key the live ones, a `tw_test_` key the test ones) and those of no environment (sign-ins, members, account settings: `environment` null): who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.
          */
         get: operations["listAuditLog"];
         put?: never;
