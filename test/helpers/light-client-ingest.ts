@@ -94,8 +94,8 @@ export function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): Node
 /**
  * An Ingester on network mainnet reading from `client` from block `startBlock` on (4 blocks
  * ahead, block interval `blockIntervalMs`, default 50 ms: how often it polls, and, for a
- * NodeClient, the interval of the NodeGroup made around it; 100 ms between retries of a
- * permanent failure), with a FinalityGate from `checkpoint` (new SRs' keys from `keyOf`, default
+ * NodeClient, the interval of the NodeGroup made around it; `permanentRetryMs` between retries of
+ * a permanent failure, default 100 ms), with a FinalityGate from `checkpoint` (new SRs' keys from `keyOf`, default
  * noNewSrs), or `gate` when given (the service's, from finalityGateFor), or, without either,
  * without the light client (the solidified head's blocks only); `metrics` when given.
  */
@@ -110,6 +110,11 @@ export function lightClientIngester(
     blockIntervalMs?: number;
     /** A gate built elsewhere (the service's: finalityGateFor), used instead of `checkpoint`. */
     gate?: FinalityGate;
+    /**
+     * Delay between retries of a permanent failure, ms. Default 100: shorter than a provider's
+     * first pause (1 s), unlike production (30 s against 1 s): give it to test that proportion.
+     */
+    permanentRetryMs?: number;
   },
 ): Ingester {
   return new Ingester({
@@ -130,7 +135,7 @@ export function lightClientIngester(
           }),
         }
       : {}),
-    permanentRetryMs: 100,
+    permanentRetryMs: opts.permanentRetryMs ?? 100,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
   });
 }

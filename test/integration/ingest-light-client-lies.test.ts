@@ -338,6 +338,64 @@ describe.each(dbEngines)(
     });
 
     it.each([
+      [1, 2],
+      [2, 3],
+    ] as const)(
+      'a preferred provider serving every block with a garbage signature, quorum %i of %i, at production proportions (retry 30 s, pause 1 s): ingest goes on from the honest ones, every event exactly once',
+      async (quorum, providers) => {
+        t = await migratedDb(engine);
+        const o = opts(291);
+        const liar = await serveSynthetic(
+          { ...o, count: 60 },
+          { instant: true, lag: 0, logRequests: true },
+        );
+        nodes.push(liar.node);
+        const honest: Array<Awaited<ReturnType<typeof serveSynthetic>>> = [];
+        for (let i = 1; i < providers; i++) {
+          const h = await serveSynthetic({ ...o, count: 60 }, { instant: true, lag: 0 });
+          nodes.push(h.node);
+          honest.push(h);
+        }
+        const truth = honest[0] as Awaited<ReturnType<typeof serveSynthetic>>;
+        const db = t.db;
+        const watches = await insertWatches(db, o, FIRST - 1);
+        // The true block, header and id unchanged, with a signature of no one's: it passes the
+        // node group's checks (and at quorum 2 shares a vote with the honest copy) and only the
+        // light client refuses it.
+        const lies = new Map<number, { block: string }>();
+        for (let n = FIRST; n <= liar.last; n++) {
+          lies.set(n, {
+            block: resignedJson(JSON.stringify(syntheticBlock(o, n).block), n, undefined),
+          });
+        }
+        liar.node.setLies({ blocks: lies });
+        const group = new NodeGroup({
+          clients: [clientOf(liar.node), ...honest.map((h) => clientOf(h.node))],
+          quorum,
+          blockIntervalMs: 50,
+          logger: silentLogger,
+        });
+        const metrics = new Metrics();
+        // Production's proportions: a permanent failure is retried after 10 block intervals
+        // (30 s on mainnet), far longer than a provider's first pause (1 s, the default here).
+        const ing = lightClientIngester(db, group, {
+          startBlock: FIRST,
+          checkpoint: syntheticCheckpoint(o),
+          metrics,
+          permanentRetryMs: 30_000,
+        });
+        await runUntil(ing, () => ing.stats.cursor >= truth.last - ABOVE);
+        // The liar was asked (it is preferred) and its blocks refused by the light client.
+        expect(liar.node.requestLog.some((r) => readsBlock(r, FIRST))).toBe(true);
+        expect(await metrics.registry.metrics()).toMatch(
+          /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
+        );
+        await expectAllOnce(db, ing, truth, watches);
+        expect((await cursorRow(db)).stalled_reason).toBeNull();
+      },
+    );
+
+    it.each([
       ['exact gRPC bytes', 'grpc'],
       ['JSON', 'json'],
     ] as const)(

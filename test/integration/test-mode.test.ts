@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
-import { recordAudit } from '../../src/audit/audit.js';
+import { recordAudit, SYSTEM_ACTORS } from '../../src/audit/audit.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import { loadConfig } from '../../src/config.js';
@@ -22,6 +22,8 @@ import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
 import { dirSource, startReplayNode } from '../../src/devnet/replay-node.js';
 import { hexToBase58 } from '../../src/tron/address.js';
 import { nodeGroupFor } from '../../src/tron/node-group.js';
+import { AlertChannelSender, saveAlertChannel } from '../../src/watches/alert-channels.js';
+import { AlertLoop, type AlertMessage } from '../../src/watches/alert-outbox.js';
 import {
   type ApiHarness,
   apiHarness,
@@ -229,12 +231,22 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     const { h, r: first, test } = await setup({ DELIVERY_SCHEDULE_SCALE: '0.0001' });
     let failing = true;
     await first.close();
-    const rr = await startReceiver({ respond: () => (failing ? 500 : 200) });
+    // The signed alert webhook (an on-call tool) at /alerts always accepts.
+    const rr = await startReceiver({
+      respond: (req) => (req.path === '/alerts' || !failing ? 200 : 500),
+    });
     r = rr;
     const caFile = path.join(tmp, `ca2-${randomBytes(4).toString('hex')}.pem`);
     fs.writeFileSync(caFile, rr.ca);
     // The worker trusts the new receiver's certificate through its own config.
     const config = { ...h.config, delivery: { ...h.config.delivery, caFile } };
+    // The account's signed alert webhook (an on-call tool), as a team sets it in the console.
+    await saveAlertChannel(
+      h.db,
+      { secrets: h.secrets, allowCidrs: ['127.0.0.1/32'] },
+      { accountId: test.accountId, kind: 'webhook', url: `${rr.origin}/alerts` },
+      { accountId: test.accountId, actor: SYSTEM_ACTORS.members, clientIp: null },
+    );
     const tw = await createWatch(h, test, webhookWatch({ webhook_url: rr.url }));
     const e = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
     const worker = new DeliveryWorker({
@@ -258,6 +270,56 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       { timeout: 90_000, interval: 100 },
     );
     expect(rr.countsByEvent.get(e.event_id)).toBe(6);
+
+    // The outage queued an alert (e-mail and the account's alert webhook, as a live one): it
+    // says TEST MODE everywhere, so the on-call team never takes it for a live outage, and its
+    // link opens the console in test mode, where the watch is (issue 32).
+    const { rows: queued } = await h.db.query<{ id: string }>(
+      `SELECT a.id FROM watch_alerts a WHERE a.watch_id = $1 AND a.kind = 'failing'`,
+      [tw.id],
+    );
+    expect(queued).toHaveLength(1);
+    const mails: AlertMessage[] = [];
+    const channels = new AlertChannelSender({
+      db: h.db,
+      secrets: h.secrets,
+      timeoutMs: 5_000,
+      allowCidrs: ['127.0.0.1/32'],
+      caFile,
+    });
+    const loop = new AlertLoop({
+      db: h.db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes: 0,
+      email: async (m) => {
+        mails.push(m);
+      },
+      channels: channels.send,
+      logger: silentLogger,
+    });
+    try {
+      expect(await loop.runOnce()).toEqual({ sent: 2, failed: 0 });
+    } finally {
+      await loop.stop();
+    }
+    const link = `https://tw.example/console/watches/${tw.id}?env=test`;
+    expect(mails).toHaveLength(1);
+    expect(mails[0]?.alert).toMatchObject({ livemode: false, link });
+    expect(mails[0]?.alert.subject).toBe('[TEST MODE] Deliveries to your webhook are failing');
+    expect(mails[0]?.alert.text.split('\n')[0]).toMatch(/^TEST MODE: /);
+    const hook = rr.received.find((x) => x.path === '/alerts');
+    const body = JSON.parse(hook?.body.toString('utf8') ?? '{}') as {
+      type: string;
+      data: Record<string, unknown>;
+    };
+    expect(body.type).toBe('watch.alert');
+    expect(body.data).toMatchObject({
+      livemode: false,
+      environment: 'test',
+      subject: '[TEST MODE] Deliveries to your webhook are failing',
+      console_url: link,
+      watch: { id: tw.id },
+    });
     failing = false;
     const again = await h.app.inject({
       method: 'POST',
