@@ -407,7 +407,7 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       const ids = json<{ data: { id: string }[] }>(list).data.map((w) => w.id);
       expect(ids).toEqual([c === live ? lw.id : tw.id]);
       for (const [method, url] of [
-        ['GET', `/v1/watches/${other}`],
+        ['GET', `/v1/watches/${other}/health`],
         ['POST', `/v1/watches/${other}/pause`],
         ['POST', `/v1/watches/${other}/rotate-secret`],
         ['PATCH', `/v1/watches/${other}`],
