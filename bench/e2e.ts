@@ -6,11 +6,18 @@
  *    in the same run: light client off, from the replay node solidifying the block (today's
  *    figure); light client on (TRON_LIGHT_CLIENT_CHECKPOINT = the synthetic chain's checkpoint;
  *    ingest reads up to the full-node head), from the arrival at the node's full-node head of the
- *    block that makes it final (18 above it: 19 SRs in turn). Goal: p99 < 1 s.
+ *    block that makes it final (18 above it: 19 SRs in turn). Goal: p99 < 1 s. At this pace the
+ *    run is a load test (20× mainnet's block rate on the machine that runs it).
+ * 1b. The same latency, off and on, at mainnet's pace (one block per 3 s), over
+ *    BENCH_PACE_LATENCY_BLOCKS blocks (default 75: ~6,600 events, ~4 min a run, ~8 min both; 0
+ *    skips it): issue 28's goal as stated, an event at the receiver within 1 s of the block that
+ *    makes it final arriving, with the machine otherwise as idle as the block rate leaves it.
  * 2. Node requests per committed block at mainnet's pace (one block per 3 s, lag 18), over 45 s,
  *    read with gRPC: over the recorded mainnet block 79,072,107 and the blocks after it, and over
  *    full synthetic blocks (requestRate), each light client off and on. Goal: ≤ 2.1 per block,
  *    ≤ 0.70 per second.
+ * Sizes: BENCH_E2E_BLOCKS (510) and BENCH_INTERVAL_MS (150) for 1, BENCH_PACE_LATENCY_BLOCKS (75)
+ * for 1b, BENCH_PACE_SECONDS (45) for 2.
  * PostgreSQL when DATABASE_URL is set (a fresh database), else PGlite.
  */
 import fs from 'node:fs';
@@ -61,6 +68,9 @@ interface PeerReport {
   /** The replay node's full-node head minus its solidified head, blocks. */
   lag: number;
 }
+
+/** Mainnet's block interval, ms (one block per 3 s slot). */
+const MAINNET_INTERVAL_MS = 3000;
 
 /** Blocks above a block that make it final when every SR signs in turn (19 − 1). */
 const FINALISING = 18;
@@ -201,12 +211,17 @@ async function latency(blocks: number, intervalMs: number, lightClient = false):
     const from = lightClient
       ? 'finalising block at the full-node head (light client on)'
       : 'solidified (light client off)';
+    // Every line names the pace: the same figures mean a load test at 150 ms, the goal at 3 s.
+    const pace =
+      intervalMs === MAINNET_INTERVAL_MS
+        ? `mainnet's pace (${intervalMs} ms per block)`
+        : `${intervalMs} ms per block (${(MAINNET_INTERVAL_MS / intervalMs).toFixed(0)}× mainnet's pace)`;
     return [
-      `${lightClient ? 'light client on' : 'light client off'}: database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
-      `events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
-      `latency ${from} → receiver, per event: p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
-      `of which → committed (ingest): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms`,
-      `latency per block (its last event):     p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
+      `${lightClient ? 'light client on' : 'light client off'}, ${pace}: database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
+      `[${pace}] events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
+      `[${pace}] latency ${from} → receiver, per event (${perEvent.length} events): p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `[${pace}] of which → committed (ingest, ${commitLat.length} blocks): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms, max ${(commitLat.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `[${pace}] latency per block (its last event, ${blockLat.length} blocks): p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms, max ${(blockLat.at(-1) ?? Number.NaN).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
     ];
   } finally {
     await svc.stop();
@@ -365,12 +380,26 @@ export async function requestRate(seconds: number): Promise<string[]> {
   ];
 }
 
+/**
+ * The end-to-end benchmarks (module doc): latency at `intervalMs` (the load test) over `blocks`,
+ * latency at mainnet's pace over `paceLatencyBlocks` (0 skips it), each light client off then
+ * on, and node requests at mainnet's pace for `paceSeconds` per run.
+ * @returns the lines to print, in that order.
+ */
 export async function benchE2e(
-  opts: { blocks?: number; intervalMs?: number; paceSeconds?: number } = {},
+  opts: {
+    blocks?: number;
+    intervalMs?: number;
+    paceLatencyBlocks?: number;
+    paceSeconds?: number;
+  } = {},
 ): Promise<string[]> {
+  const paceBlocks = opts.paceLatencyBlocks ?? 75;
   return [
     ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150)),
     ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150, true)),
+    ...(paceBlocks > 0 ? await latency(paceBlocks, MAINNET_INTERVAL_MS) : []),
+    ...(paceBlocks > 0 ? await latency(paceBlocks, MAINNET_INTERVAL_MS, true) : []),
     ...(await requestRate(opts.paceSeconds ?? 45)),
   ];
 }
@@ -379,6 +408,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const l of await benchE2e({
     blocks: Number(process.env.BENCH_E2E_BLOCKS ?? 510),
     intervalMs: Number(process.env.BENCH_INTERVAL_MS ?? 150),
+    paceLatencyBlocks: Number(process.env.BENCH_PACE_LATENCY_BLOCKS ?? 75),
     paceSeconds: Number(process.env.BENCH_PACE_SECONDS ?? 45),
   }))
     console.log(l);
