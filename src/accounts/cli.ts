@@ -178,11 +178,13 @@ export async function keysRevoke(db: Queryable, args: { keyId: string }): Promis
   const id = args.keyId.trim();
   const row = isId(id, 'key') ? await revokeApiKey(db, id) : undefined;
   if (!row) throw new CliError(`no API key with id ${JSON.stringify(args.keyId)}`);
-  await audit(db, row.account_id, {
-    action: 'api_key.revoked',
-    targetId: row.id,
-    detail: { name: row.name, prefix: row.prefix },
-  });
+  // The key's own environment (issue 32), as keysCreate records it.
+  await audit(
+    db,
+    row.account_id,
+    { action: 'api_key.revoked', targetId: row.id, detail: { name: row.name, prefix: row.prefix } },
+    row.network,
+  );
   return printableKey(row);
 }
 

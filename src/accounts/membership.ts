@@ -44,10 +44,16 @@ const keyChange = (k: ApiKeyInfo): KeyChange => ({
   role: k.role,
 });
 
-/** The system's audit context beside an actor's (same account and client address). */
-const systemOf = (audit: AuditContext): AuditContext => ({
+/**
+ * The system's audit context beside an actor's (same account and client address), about an
+ * object of environment `network` (issue 32): a key's entry records the key's own environment,
+ * never the console switch's (removing a member from a live-mode page revokes their test keys
+ * too, each recorded as test).
+ */
+const systemOf = (audit: AuditContext, network: string): AuditContext => ({
   ...audit,
   actor: SYSTEM_ACTORS.members,
+  network,
 });
 
 /**
@@ -80,7 +86,7 @@ export async function changeMemberRole(
       },
     });
     for (const k of narrowed) {
-      await recordAudit(tx, systemOf(audit), {
+      await recordAudit(tx, systemOf(audit, k.network), {
         action: 'api_key.narrowed',
         targetId: k.id,
         detail: {
@@ -128,7 +134,7 @@ export async function removeMember(
       },
     });
     for (const k of revoked) {
-      await recordAudit(tx, systemOf(audit), {
+      await recordAudit(tx, systemOf(audit, k.network), {
         action: 'api_key.revoked',
         targetId: k.id,
         detail: { name: k.name, prefix: k.prefix, reason: 'maker_removed', maker: removed.email },

@@ -12,7 +12,7 @@
 import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { ERROR_CODES, type ErrorCode } from '../common/errors.js';
 
-export { NullableString, StringEnum } from '../common/schema.js';
+export { NetworkMember, NullableString, StringEnum } from '../common/schema.js';
 
 /**
  * A reference to a registered schema, typed as that schema. `extra` may carry a response's
@@ -199,13 +199,14 @@ export function v1Response<S extends TSchema>(schema: S, description: string): S
 
 /**
  * The answers every `/v1/*` route may give besides its own (SPEC §Endpoints: "any /v1/*
- * endpoint may answer 429 rate_limited or 401"; 403 for a `tw_test_` key; 400
- * testnet_unsupported for a query naming a testnet; the bare 500).
+ * endpoint may answer 429 rate_limited or 401"; 403 wrong_network, insufficient_role,
+ * read_only_key; 400 testnet_unsupported for a request naming another network than its key's;
+ * the bare 500).
  */
 export function commonV1Responses() {
   return {
     400: errorResponse(
-      'Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet).',
+      "Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's).",
     ),
     401: errorResponse(
       'missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked).',
@@ -217,7 +218,7 @@ export function commonV1Responses() {
       },
     ),
     403: errorResponse(
-      'wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET).',
+      'wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET).',
     ),
     429: errorResponse('rate_limited: requests per minute exceeded.', RETRY_AFTER_HEADER),
     500: errorResponse(

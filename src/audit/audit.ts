@@ -371,17 +371,22 @@ interface AuditRow {
 }
 
 /**
- * One page of the account's entries, newest first.
+ * One page of the account's entries of one environment, newest first (issue 32: nothing mixes).
+ * @param network the reader's environment as a network (the API key's, or the console's switch):
+ *   its entries (environment `live` for `mainnet`, `test` for `nile`) and the entries that belong
+ *   to no environment (sign-ins, members, passwords, account settings: network null).
+ *   The other environment's entries are never in the page.
  * @throws AuditQueryError for a malformed actor, action or cursor; the database's 22007/22008
  *   when a time bound is not a timestamp PostgreSQL can hold (the caller answers 400).
  */
 export async function listAuditLog(
   db: Queryable,
   accountId: string,
+  network: string,
   q: AuditQuery,
 ): Promise<AuditPage> {
-  const values: unknown[] = [accountId];
-  const where = ['a.account_id = $1'];
+  const values: unknown[] = [accountId, network];
+  const where = ['a.account_id = $1', '(a.network = $2 OR a.network IS NULL)'];
   const add = (sql: (p: string) => string, v: unknown) => {
     values.push(v);
     where.push(sql(`$${values.length}`));

@@ -8,8 +8,9 @@
  *         deposits triggered through `POST /v1/test/transfers` (src/events/test-transfer.ts)
  *
  * An object's environment is its `network` column (watches, endpoints, events, notifications,
- * api_keys, audit_log): the schema ties an event to a watch, a notification to an event and a
- * watch to an endpoint of the same network (migration 090), so a test event can never be
+ * api_keys, audit_log): the schema ties an event to a watch, a notification to an event and to a
+ * watch (the one whose secret signs it), and a watch to an endpoint of the same network
+ * (migrations 090 and 093), so a test event can never be
  * delivered to, or signed with the secret of, a live watch or endpoint.
  */
 

@@ -44,6 +44,8 @@ export const ERROR_CODES = [
   'read_only_key',
   // Test mode (issue 32): a test-only operation asked with a live key or in live mode.
   'test_mode_only',
+  // Console (issue 32): a page loaded in one environment after the switch moved to the other.
+  'environment_changed',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -78,6 +80,7 @@ export const CODE_STATUS: Record<ErrorCode, number> = {
   two_factor_state: 409,
   code_locked: 429,
   too_many_streams: 429,
+  environment_changed: 409,
   read_only_key: 403,
   test_mode_only: 403,
 };

@@ -16,3 +16,17 @@ export function StringEnum<const V extends readonly string[]>(
 export function NullableString(opts: Record<string, unknown> = {}) {
   return T.Unsafe<string | null>({ type: ['string', 'null'], ...opts });
 }
+
+/**
+ * The optional `network` member, in the query or the body, that every /v1 route accepts (issue 32):
+ * `mainnet` or `nile`. The key's own network is served (`mainnet` for a `tw_live_` key, `nile` for
+ * a `tw_test_` key); any other value, the other environment's included, is answered 400
+ * testnet_unsupported before validation (src/api/auth.ts refuseTestnet), so this enum only ever
+ * sees the key's own network.
+ */
+export function NetworkMember() {
+  return StringEnum(['mainnet', 'nile'] as const, {
+    description:
+      "Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported.",
+  });
+}

@@ -42,6 +42,14 @@ export const CSRF_HEADER = 'x-csrf-token';
  * live one. Set by the page (not HttpOnly: the page's switch writes it), Path=/console.
  */
 export const ENV_COOKIE = 'tw_env';
+/**
+ * The environment a console page was loaded in (`live` or `test`), sent by the page with every
+ * request (web/src/api.ts). When the switch moved since (another tab or window of the same
+ * browser set `tw_env`), the request is refused with 409 `environment_changed` and the page
+ * reloads: a page still showing test mode never creates a live key, watch or endpoint, nor the
+ * reverse. Requests without it (scripts, older pages) follow the cookie alone.
+ */
+export const ENV_HEADER = 'x-tronwatch-environment';
 const COOKIE_PATH = '/console';
 
 export type { ConsoleContext } from '../accounts/callers.js';
@@ -164,6 +172,16 @@ export function registerConsoleGuard(
     }
     if (!request.console && request.routeOptions.config?.consolePublic !== true) {
       throw ApiError.coded('no_session', 'sign in to the console (no session, or it expired)');
+    }
+    const pageEnv = request.headers[ENV_HEADER];
+    if (typeof pageEnv === 'string' && pageEnv !== '') {
+      const now = request.cookies[ENV_COOKIE] === 'test' ? 'test' : 'live';
+      if (pageEnv !== now) {
+        throw ApiError.coded(
+          'environment_changed',
+          `this page is in ${pageEnv === 'test' ? 'test' : 'live'} mode, but the console was switched to ${now} mode (in another tab or window): reload the page`,
+        );
+      }
     }
     if (!SAFE_METHODS.has(request.method)) checkCsrf(request, csrfHash);
     if (

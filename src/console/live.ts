@@ -14,6 +14,9 @@
  * events of the subscribed accounts the new rows belong to (index range scans bounded by the old
  * and new watermark). A late outcome filling in a lost attempt's row (rare: complete.ts) is
  * not seen until the next attempt of the account.
+ * A feed is of one environment (issue 32: routes/live.ts keeps one for live, one for test): it
+ * tells of the events and attempts of its network only, so a live page never hears of a test
+ * event, nor a test page of a live one.
  */
 import type { Logger } from '../common/logger.js';
 import type { Queryable } from '../db/pool.js';
@@ -120,8 +123,10 @@ export class LiveFeed {
         const { rows } = await this.db.query<{ account_id: string; event_id: string }>(
           `SELECT DISTINCT n.account_id, n.event_id
              FROM attempts a JOIN notifications n ON n.id = a.notification_id
-            WHERE a.id > $1 AND a.id <= $2 AND n.account_id = ANY($3::text[])`,
-          [was.attempt, now.attempt, accounts],
+            WHERE a.id > $1 AND a.id <= $2 AND n.account_id = ANY($3::text[])
+              AND n.network = $4`,
+          // This feed's environment only (issue 32): a live page never hears of a test event.
+          [was.attempt, now.attempt, accounts, this.network],
         );
         for (const r of rows) {
           const c = of(r.account_id);

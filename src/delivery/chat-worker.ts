@@ -254,8 +254,9 @@ export class ChatDeliveryWorker {
         failures = 0;
         batch = r.claimed;
         this.reclaimed += r.reclaimed;
-        if (r.lost > 0) {
-          this.lost += r.lost;
+        if (r.lost + r.test > 0) {
+          // Test-mode lost attempts (issue 32, r.test) count in no live metric.
+          this.lost += r.lost + r.test;
           this.dead += r.dead;
           this.metrics?.deliveriesCompleted({
             delivered: 0,

@@ -36,6 +36,7 @@
  *
  * Works on PostgreSQL 15 and PGlite (gen_random_uuid is core since PostgreSQL 13).
  */
+import { isLivemode } from '../common/environment.js';
 import type { EncryptedSecret } from '../common/secrets.js';
 import type { Queryable } from '../db/pool.js';
 import type { EventRow } from '../events/event.js';
@@ -218,10 +219,16 @@ SELECT * FROM moved ORDER BY due_at`;
 export interface ClaimResult {
   /** The notifications claimed (leased), oldest due first. */
   claimed: ClaimedNotification[];
-  /** Lost attempts recorded (leases found expired), DEAD ones included. */
+  /**
+   * Lost attempts of live notifications recorded (leases found expired), DEAD ones included:
+   * what tronwatch_deliveries_total counts. Test-mode ones (issue 32) are in `test` only, as in
+   * complete.ts's CompleteOutcome, so that they never count in a live metric.
+   */
   lost: number;
   /** Of `lost`, those that were the sixth attempt: now DEAD. */
   dead: number;
+  /** Lost attempts of test-mode notifications recorded (DEAD ones included): no live metric. */
+  test: number;
   /**
    * Of `claimed`, those whose previous lease ran out before its attempt started (a worker died
    * holding them queued): taken again, no attempt counted.
@@ -267,7 +274,8 @@ export function claimStatement(opts: {
  * @param scheduleScale multiplier of the retry delays after a lost attempt, > 0; default 1 (SPEC;
  *   config.delivery.scheduleScale, as for failed attempts in complete.ts).
  * @param channel which notifications: 'webhook' (default) or 'telegram' (chat deliveries).
- * @returns the claimed notifications and the lost attempts recorded; `claimed` is [] when none is due.
+ * @returns the claimed notifications and the lost attempts recorded (live ones in `lost`/`dead`,
+ *   test-mode ones in `test`); `claimed` is [] when none is due.
  * @throws the database error (the worker logs it, backs off and claims again); RangeError for a
  *   bad scheduleScale.
  */
@@ -283,9 +291,11 @@ export async function claimDue(
 ): Promise<ClaimResult> {
   const { text, values } = claimStatement(opts);
   const { rows } = await db.query<ClaimRow>(text, values);
-  const result: ClaimResult = { claimed: [], lost: 0, dead: 0, reclaimed: 0 };
+  const result: ClaimResult = { claimed: [], lost: 0, dead: 0, test: 0, reclaimed: 0 };
   for (const r of rows) {
-    if (r.lost) {
+    if (r.lost && !isLivemode(r.network)) {
+      result.test++;
+    } else if (r.lost) {
       result.lost++;
       if (r.status === 'DEAD') result.dead++;
     } else {

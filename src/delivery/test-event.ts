@@ -6,8 +6,10 @@
  *
  * It can never be credited: its body is a `webhook.test` (events/event.ts TestEventSchema), not a
  * `transfer.confirmed`, with `test: true`, an amount of 0 and a tx_id of 64 zeros, and the header
- * `X-Tronwatch-Test: 1` marks it too. A receiver that follows docs/integrating.md's snippets (check the
- * signature, then the type) acknowledges it without crediting anything. Otherwise it has an
+ * `X-Tronwatch-Test: 1` marks it too (and, for a test-mode watch, `Tronwatch-Test-Mode: true`
+ * and `livemode: false`, as on its real deliveries: issue 32). A receiver that follows
+ * docs/integrating.md's snippets (check the signature, then the type) acknowledges it without
+ * crediting anything. Otherwise it has an
  * event's fields: the watched address on the watch's side (incoming unless outgoing-only), USDT
  * (TRX for a TRX-only watch), the newest block tronwatch has seen, event_id `evt_test_…`.
  *
@@ -22,7 +24,7 @@ import { type EventRow, serializeEvent, testEventPayload } from '../events/event
 import { hexToBase58, USDT_CONTRACT_HEX } from '../tron/address.js';
 import type { Metadata } from '../watches/metadata.js';
 import { errorClass } from './error-class.js';
-import { WebhookSender } from './send.js';
+import { environmentHeaders, WebhookSender } from './send.js';
 
 /** The header that marks a test delivery. */
 export const TEST_HEADER = 'x-tronwatch-test';
@@ -149,7 +151,8 @@ export async function sendTestEvent(
       body,
       secret,
       undefined,
-      { [TEST_HEADER]: '1' },
+      // A test-mode watch's (issue 32): `Tronwatch-Test-Mode: true` too, as on its deliveries.
+      { ...environmentHeaders(network), [TEST_HEADER]: '1' },
       previous,
     );
     return {

@@ -32,15 +32,17 @@ export function chainParametersAnswer(): { chainParameter: Array<{ key: string; 
 const STANDBY = [`41${'aa'.repeat(20)}`, `41${'bb'.repeat(20)}`];
 
 /**
- * `/wallet/listwitnesses` for `active` (schedule order), minus the addresses in `hide` (a lie).
+ * `/wallet/listwitnesses` for `active` (schedule order), then `more` (SRs voted in at a
+ * maintenance, active now too), minus the addresses in `hide` (a lie).
  */
 export function listWitnessesAnswer(
   active: readonly SrEntry[],
   hide: readonly string[] = [],
+  more: readonly SrEntry[] = [],
 ): { witnesses: Array<Record<string, unknown>> } {
   return {
     witnesses: [
-      ...active
+      ...[...active, ...more.filter((m) => !active.some((s) => s.address === m.address))]
         .filter((s) => !hide.includes(s.address))
         .map((s, i) => ({
           address: s.address,
@@ -58,16 +60,19 @@ export function listWitnessesAnswer(
  * active, e.g. an SR voted in at a maintenance).
  * @param address 42 hex (any case).
  * @param reportKey a lie: the signing key to report (undefined = the truth).
+ * @param plain ordinary accounts (42 hex, lowercase) that exist without being witnesses.
  */
 export function getAccountAnswer(
   active: readonly SrEntry[],
   address: string,
   more: readonly SrEntry[] = [],
   reportKey?: (address: string) => string | undefined,
+  plain: readonly string[] = [],
 ): Record<string, unknown> {
   const a = address.toLowerCase();
   const sr = active.find((s) => s.address === a) ?? more.find((s) => s.address === a);
-  if (!sr) return {};
+  // An ordinary account (no witness): java-tron answers it without is_witness or permission.
+  if (!sr) return plain.includes(a) ? { address: a, balance: 1_000_000 } : {};
   const key = reportKey?.(a) ?? sr.signingKey;
   const own = key === a && active.findIndex((d) => d.address === a) % 2 === 0;
   return {

@@ -33,8 +33,18 @@ export interface SrNodeOptions {
   reportKey?: (address: string) => string | undefined;
   /** Lie: drop SRs from the active list. */
   hide?: readonly string[];
-  /** More SR accounts `/wallet/getaccount` answers for (an SR voted in at a maintenance). */
+  /**
+   * More SR accounts (SRs voted in at a maintenance): `/wallet/getaccount` answers for them and
+   * `/wallet/listwitnesses` lists them as active.
+   */
   accounts?: readonly SrEntry[];
+  /** Ordinary accounts (42 hex, lowercase) `/wallet/getaccount` answers for: no witnesses. */
+  plainAccounts?: readonly string[];
+  /**
+   * `/wallet/getnextmaintenancetime`, ms: the end of the epoch the node is in. Default the
+   * synthetic checkpoint's (the chain's first epoch).
+   */
+  nextMaintenanceTime?: number;
 }
 
 /** A running devnet SR node. */
@@ -51,7 +61,7 @@ export interface SrNode {
  */
 export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
   const requests = new Map<string, number>();
-  const next = syntheticCheckpoint(opts.chain).nextMaintenanceTime;
+  const next = opts.nextMaintenanceTime ?? syntheticCheckpoint(opts.chain).nextMaintenanceTime;
   const srs = devnetSrs(opts.chain);
   const first = opts.chain.firstBlock ?? 70_000_000;
   const block = (n: number) => syntheticBlock(opts.chain, n).block;
@@ -73,9 +83,15 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
         return { block: out };
       }
       case '/wallet/listwitnesses':
-        return listWitnessesAnswer(srs, opts.hide);
+        return listWitnessesAnswer(srs, opts.hide, opts.accounts);
       case '/wallet/getaccount':
-        return getAccountAnswer(srs, String(body.address ?? ''), opts.accounts, opts.reportKey);
+        return getAccountAnswer(
+          srs,
+          String(body.address ?? ''),
+          opts.accounts,
+          opts.reportKey,
+          opts.plainAccounts,
+        );
       case '/wallet/getnextmaintenancetime':
         return { num: next };
       case '/wallet/getchainparameters':

@@ -94,6 +94,8 @@ export interface EndpointHealthChanges {
 interface EndpointState {
   id: string;
   account_id: string;
+  /** The endpoint's environment (issue 32): `mainnet` live, `nile` test. */
+  network: string;
   enabled: boolean;
   alert_state: 'failing' | null;
   failures_counted_from: Date | null;
@@ -118,7 +120,7 @@ export async function refreshEndpointHealth(
   for (const id of new Set(endpointIds)) {
     await db.transaction(async (tx) => {
       const { rows } = await tx.query<EndpointState>(
-        `SELECT id, account_id, enabled, alert_state, failures_counted_from,
+        `SELECT id, account_id, network, enabled, alert_state, failures_counted_from,
                 deleted_at IS NOT NULL AS deleted
            FROM endpoints WHERE id = $1 FOR UPDATE`,
         [id],
@@ -198,7 +200,13 @@ export async function refreshEndpointHealth(
           );
           await recordAudit(
             tx,
-            { accountId: e.account_id, actor: SYSTEM_ACTORS.watchHealth, clientIp: null },
+            {
+              accountId: e.account_id,
+              actor: SYSTEM_ACTORS.watchHealth,
+              clientIp: null,
+              // The endpoint's own environment (issue 32): a test endpoint's is a test entry.
+              network: e.network,
+            },
             {
               action: 'endpoint.paused',
               targetId: id,

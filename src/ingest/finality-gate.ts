@@ -26,7 +26,9 @@
  * checkpoint, a committed block the SRs did not make final) stops ingest until an operator acts.
  * None is taken on one provider's word: a stale checkpoint halts only when the providers agree
  * that the block showing it is the chain's (otherwise that block is refused as a lie), and the
- * restart check needs every answering provider to agree (otherwise it is retried).
+ * restart check halts only when every answering provider holds another block; a majority that
+ * confirms the stored final block lets it go on (the others are named in the log), and a split
+ * without one is retried.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -35,7 +37,11 @@ import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
 import {
   agreedBlockId,
+  type BlockIdCheck,
   buildCheckpoint,
+  checkBlockId,
+  NotAnSrError,
+  newSrKeyFromProviders,
   witnessKeyFromProviders,
 } from '../tron/light-client/checkpoint-build.js';
 import {
@@ -153,17 +159,23 @@ export interface FinalityGateOptions {
    */
   bootstrap?: (at: number, signal?: AbortSignal) => Promise<Checkpoint>;
   /**
-   * The blockID the providers agree on at a height (checkpoint-build.ts agreedBlockId): at open,
-   * a restored final block above its checkpoint must still be the providers' block there; and a
-   * halt for a stale checkpoint needs the providers to confirm the block that shows it
-   * (submitUnchained). Without it, both checks are skipped (tests of the gate alone).
+   * The blockID the providers agree on at a height (checkpoint-build.ts agreedBlockId: every
+   * answering provider): a halt for a stale checkpoint needs the providers to confirm the block
+   * that shows it (submitUnchained). Without it, that check is skipped (tests of the gate alone).
    */
   blockIdAt?: (number: number, signal?: AbortSignal) => Promise<string>;
   /**
-   * The signing key of an SR new after a maintenance, agreed by a quorum of providers
-   * (checkpoint-build.ts witnessKeyFromProviders).
+   * What the providers say of a block tronwatch holds (checkpoint-build.ts checkBlockId: a
+   * majority of the answers, at least the quorum): at open, a restored final block above its
+   * checkpoint must still be the providers' block there. Without it, that check is skipped.
    */
-  keyOf: (address: string, signal?: AbortSignal) => Promise<string>;
+  checkBlockId?: (number: number, id: string, signal?: AbortSignal) => Promise<BlockIdCheck>;
+  /**
+   * The signing key of an SR new after a maintenance, agreed by a quorum of providers once they
+   * confirm it may sign in the block's epoch (`epochEnd`, its next maintenance time, ms;
+   * checkpoint-build.ts newSrKeyFromProviders). NotAnSrError: the block is refused (outside-set).
+   */
+  keyOf: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string>;
 }
 
 /** See the module doc. One per Ingester; not thread-safe (the loop is sequential). */
@@ -173,6 +185,7 @@ export class FinalityGate {
   private readonly keyOf: FinalityGateOptions['keyOf'];
   private readonly bootstrap: FinalityGateOptions['bootstrap'];
   private readonly blockIdAt: FinalityGateOptions['blockIdAt'];
+  private readonly checkBlockId: FinalityGateOptions['checkBlockId'];
   /** The light client (undefined before open() when no checkpoint is pinned). */
   private lc: LightClient | undefined;
   /** The block read last: the next block read must be its child. */
@@ -199,6 +212,7 @@ export class FinalityGate {
     this.keyOf = opts.keyOf;
     this.bootstrap = opts.bootstrap;
     this.blockIdAt = opts.blockIdAt;
+    this.checkBlockId = opts.checkBlockId;
     this.lc = opts.checkpoint ? new LightClient(opts.checkpoint) : undefined;
     this.tip = opts.checkpoint
       ? { number: opts.checkpoint.block.number, id: opts.checkpoint.block.id }
@@ -242,21 +256,32 @@ export class FinalityGate {
    * cursor; else a fresh one at the pinned checkpoint, or, with none pinned, at a checkpoint the
    * providers agree on at the cursor's block (`bootstrap`: trust on first use, logged). A
    * restored final block above its checkpoint is checked against the providers' block at that
-   * height (`blockIdAt`). The look-ahead starts empty: reading resumes at the final block's child.
+   * height (`checkBlockId`): confirmed by a majority of the answering providers (at least the
+   * quorum), it goes on, naming the providers outvoted (`dissent`); all of them on one other
+   * block, it halts; anything else (a split without a majority, too few answers) is a
+   * CheckpointError: the loop records the stall and tries again. The look-ahead starts empty:
+   * reading resumes at the final block's child.
    * @param cursor the cursor row (block_number, block_id; '' when no block was committed yet).
    * @returns what was done, for the log: 'restored', 'fresh' (the pinned checkpoint) or 'taken'
-   *   (from the providers), and why a stored state was left.
+   *   (from the providers), why a stored state was left, and the providers that gave another
+   *   block at the restored final height while a majority confirmed it.
    * @throws FinalityHaltError when the cursor is below the checkpoint (those blocks cannot be
    *   proven), when the stored final block is the cursor's height with another blockID, when the
    *   providers' block at the restored final height is another one, or when no checkpoint can be
-   *   taken from the providers (CheckpointError's reason); the providers' errors as thrown.
+   *   taken from the providers (CheckpointError's reason); CheckpointError when the providers
+   *   neither confirm nor agree against the restored final block; the providers' errors as thrown.
    */
   async open(
     db: Queryable,
     network: string,
     cursor: { block_number: number; block_id: string },
     signal?: AbortSignal,
-  ): Promise<{ from: 'restored' | 'fresh' | 'taken'; final: number; discarded?: string }> {
+  ): Promise<{
+    from: 'restored' | 'fresh' | 'taken';
+    final: number;
+    discarded?: string;
+    dissent?: { providers: string[]; detail: string };
+  }> {
     const stored = await loadLightClientState(db, network);
     let discarded: string | undefined;
     let lc: LightClient | undefined;
@@ -293,16 +318,23 @@ export class FinalityGate {
         `the committed block ${cid} is not the block ${f.id} the light client holds final there`,
       );
     }
-    if (from === 'restored' && this.blockIdAt && f.number > lc.checkpoint.block.number) {
+    let dissent: { providers: string[]; detail: string } | undefined;
+    if (from === 'restored' && this.checkBlockId && f.number > lc.checkpoint.block.number) {
       // The providers must still hold the final block stored (a long-range fork, signed with
       // keys the SRs used long ago, would show here). The checkpoint's own block is trusted.
-      const theirs = await this.blockIdAt(f.number, signal);
-      if (theirs !== f.id) {
+      const v = await this.checkBlockId(f.number, f.id, signal);
+      if (v.verdict === 'other') {
         throw new FinalityHaltError(
           f.number,
-          `the providers' block ${f.number} is ${theirs}, not the block ${f.id} the light client proved final and stored: a fork below tronwatch's final block, or providers on another chain; check the providers, then pin a checkpoint (tronwatch checkpoint)`,
+          `the providers' block ${f.number} is ${v.other}, not the block ${f.id} the light client proved final and stored: a fork below tronwatch's final block, or providers on another chain; check the providers, then pin a checkpoint (tronwatch checkpoint)`,
         );
       }
+      if (v.verdict === 'undecided') {
+        throw new CheckpointError(
+          `the light client's final block ${f.number} (${f.id}) is neither confirmed nor denied by the providers: ${v.detail}; trying again`,
+        );
+      }
+      if (v.dissent.length > 0) dissent = { providers: v.dissent, detail: v.detail };
     }
     this.lc = lc;
     this.committed = { number: cursor.block_number, id: cid };
@@ -310,9 +342,12 @@ export class FinalityGate {
     this.ahead.clear();
     this.ready.length = 0;
     this.orphans.length = 0;
-    return discarded === undefined
-      ? { from, final: f.number }
-      : { from, final: f.number, discarded };
+    return {
+      from,
+      final: f.number,
+      ...(discarded === undefined ? {} : { discarded }),
+      ...(dissent === undefined ? {} : { dissent }),
+    };
   }
 
   /**
@@ -475,7 +510,16 @@ export class FinalityGate {
     const lc = this.client;
     let r = lc.submit(header, rotations);
     if (r.status === 'need-key') {
-      lc.addCandidateKey(r.witness, await this.keyOf(r.witness, signal));
+      let key: string;
+      try {
+        key = await this.keyOf(r.witness, signal, r.epochEnd);
+      } catch (err) {
+        // The providers agree the producer may not sign (an ordinary account, or a witness that
+        // is not an active SR now): the block is refused like any lie, and its provider set aside.
+        if (!(err instanceof NotAnSrError)) throw err;
+        throw new LightClientError('outside-set', n, `producer ${r.witness}: ${err.message}`);
+      }
+      lc.addCandidateKey(r.witness, key);
       r = lc.submit(header, rotations);
     }
     if (r.status === 'held' || r.status === 'need-key') {
@@ -629,6 +673,10 @@ export async function finalityGateFor(
         sourcePrefix: 'taken by tronwatch at its first start (not pinned)',
       }),
     blockIdAt: (number, signal) => agreedBlockId(providers, number, ask(signal)),
-    keyOf: (address, signal) => witnessKeyFromProviders(providers, address, ask(signal)),
+    checkBlockId: (number, id, signal) => checkBlockId(providers, number, id, ask(signal)),
+    keyOf: (address, signal, epochEnd) =>
+      epochEnd === undefined
+        ? witnessKeyFromProviders(providers, address, ask(signal))
+        : newSrKeyFromProviders(providers, address, epochEnd, ask(signal)),
   });
 }

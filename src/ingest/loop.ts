@@ -51,6 +51,10 @@
  *   tronwatch_ingest_stalled_block, and retried every `permanentRetryMs` (default 10 block
  *   intervals, 30 s on mainnet), so a fixed node or a fixed bug resumes by itself ('ingest
  *   resumed'). The commit that gets the block through clears the stall.
+ * - a block the light client refused (a bad signature, …: its provider is set aside by
+ *   NodeGroup.distrust) is read again AT ONCE from the other providers, up to one retry per
+ *   provider in a row, and only then treated as permanent: one lying provider listed first does
+ *   not hold ingest for permanentRetryMs per block.
  *
  * With the finality gate (the light client, finality-gate.ts), blocks are read from the full
  * node's view instead, up to the providers' full-node head (NodeGroup.getBlockIfProduced caught
@@ -196,6 +200,15 @@ export class Ingester {
    * first ask that missed it) and the asks counted before; undefined while blocks come on time.
    */
   private overdue: { block: number; since: number; asksBefore: number } | undefined;
+  /**
+   * Blocks the light client refused in a row since it last accepted one (accept), and the error
+   * of the last refusal. run() retries such a refusal AT ONCE, from the providers not set aside
+   * (distrust paused the one that served it), up to one retry per provider in a row; only then,
+   * or for any other permanent failure, it waits permanentRetryMs. Waiting 10 block intervals
+   * after each refusal let one preferred provider serving garbage signatures stop ingest beside
+   * honest ones: its pause ran out before the retry, which asked it first again.
+   */
+  private readonly refusals: { count: number; last: unknown } = { count: 0, last: undefined };
   /** The block failing permanently, as last logged and recorded (undefined: not stalled). */
   private stall: { block: number; reason: string; recorded: boolean } | undefined;
   /** performance.now() of the last head poll (0: none yet). */
@@ -545,6 +558,17 @@ export class Ingester {
         cursor = undefined; // re-read: another ingester may have moved it
         const cls = classifyIngestFailure(err);
         this.o.metrics?.ingestFailed(cls);
+        const refusal = err === this.refusals.last;
+        this.refusals.last = undefined;
+        if (refusal && this.refusals.count < this.group.clients.length) {
+          // The light client refused one provider's block; the next provider is asked now
+          // (`refusals` doc). Logged by accept; no stall: nothing is stuck yet.
+          logger.warn(
+            { block_number: known >= 0 ? known + 1 : undefined, refusals: this.refusals.count },
+            'light client refused a block; reading it again at once from the other providers',
+          );
+          continue;
+        }
         if (cls === 'permanent') {
           await this.stalled(known >= 0 ? known + 1 : undefined, err, failures);
           await sleep(this.permanentRetryMs, signal);
@@ -580,6 +604,12 @@ export class Ingester {
         'light client: stored state left aside; starting from the checkpoint',
       );
     }
+    if (r.dissent !== undefined) {
+      this.o.logger.warn(
+        { providers: r.dissent.providers, answers: r.dissent.detail, final_block: r.final },
+        'light client: these providers hold another block at the final block stored; the others confirm it, so ingest goes on: check them',
+      );
+    }
     if (r.from === 'taken') {
       this.o.logger.warn(
         { block_number: r.final, block_id: g.checkpoint?.block.id, srs: g.checkpoint?.witnesses },
@@ -601,7 +631,8 @@ export class Ingester {
   /**
    * A block read at the next height: committed at once without the light client; with it,
    * checked and held until proven final, then every block it made final is committed in order.
-   * A block the light client refuses sets its provider aside (the next attempt asks another).
+   * A block the light client refuses sets its provider aside (distrust; the next attempt, at
+   * once, asks another: run()); one it accepts is noted (NodeGroup.noteRead).
    * @returns the last block committed (the new cursor), or undefined when none was.
    * @throws as commit(), and FinalityGate.add's errors.
    */
@@ -625,9 +656,14 @@ export class Ingester {
           'light client refused a block: not proven by the SRs’ signatures; its provider is set aside',
         );
         this.group.distrust(b.provider, err);
+        this.refusals.count++;
+        this.refusals.last = err;
       }
       throw err;
     }
+    // Its signature checked: its provider is trusted again.
+    this.refusals.count = 0;
+    this.group.noteRead(b.provider);
     // The arrival of the block that made these final: when it was seen at the node's head.
     const arrivedAt = this.seenAt.get(b.ref.number) ?? Date.now();
     let last: number | undefined;
@@ -685,6 +721,8 @@ export class Ingester {
     const cursor = b.ref.number;
     this.lastId = b.ref.id;
     this.group.noteCommitted(cursor, b.ref.timestamp, b.ref.id);
+    // Without the light client the committed block is the one read (accept notes it with it).
+    if (!g) this.group.noteRead(b.provider);
     this.stats.cursor = cursor;
     this.stats.blocks++;
     this.stats.transfers += transfers.length;

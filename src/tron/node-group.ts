@@ -5,7 +5,10 @@
  * - Every block is verified (tron/verify.ts) before it counts; a provider whose answer fails a
  *   check, errors after its retries, or stalls past its timeout is set aside (1 s doubling to
  *   60 s) and the next provider serves, with no gap and no block twice (the ingester still takes
- *   blocks strictly in order; only where they come from changes).
+ *   blocks strictly in order; only where they come from changes). A provider whose block the
+ *   caller refused (distrust: the light client) pauses 1 s doubling per refusal in a row, which
+ *   its later answers passing verification do not undo; only a block of its that the caller
+ *   accepts does (noteRead).
  * - A block is returned only when k providers returned it with the same `fingerprint` (its
  *   blockID and what matching reads of its transactions and receipts). A block whose transaction
  *   root could not be checked (JSON only, see verify.ts item 4) also needs a second provider's
@@ -112,6 +115,15 @@ interface Member {
   asideUntil: number;
   /** Consecutive failures (the set-aside backoff). */
   failures: number;
+  /**
+   * Consecutive refusals by the caller (distrust: the light client refused its block, or a check
+   * only the caller makes failed). Unlike `failures`, an answer that passes verification does
+   * not reset it (the refused block passed it too): only a block of this provider that the
+   * caller accepts does (noteRead). Without that, a provider serving the true block with a
+   * garbage signature would be set aside for 1 s after each refusal, forever, and asked first
+   * again on every retry.
+   */
+  distrusts: number;
   /** The current episode's reason class and start, epoch ms (undefined: ok). */
   reason: string | undefined;
   since: number | undefined;
@@ -265,6 +277,7 @@ export class NodeGroup {
       headsAt: 0,
       asideUntil: 0,
       failures: 0,
+      distrusts: 0,
       reason: undefined,
       since: undefined,
     }));
@@ -394,15 +407,21 @@ export class NodeGroup {
     return [...this.members].sort((a, b) => a.asideUntil - b.asideUntil);
   }
 
-  /** A provider failed: set it aside with backoff, log the episode's first failure. */
-  private setAside(m: Member, err: unknown): void {
+  /**
+   * A provider failed: set it aside with backoff, log the episode's first failure. `distrusted`
+   * (the caller refused its block: distrust) also counts a refusal that verified answers do not
+   * reset (Member.distrusts); the pause doubles with whichever count is higher.
+   */
+  private setAside(m: Member, err: unknown, distrusted = false): void {
     m.failures++;
+    if (distrusted) m.distrusts++;
     // An unhealthy provider (a ban, a revoked key) is asked again at 1 s doubling to 60 s even
     // when asideBaseMs is smaller: that setting is for liars, asked again on every block.
     const base = m.client.health().healthy
       ? this.asideBaseMs
       : Math.max(this.asideBaseMs, ASIDE_BASE_MS);
-    const delay = Math.min(ASIDE_CAP_MS, base * 2 ** Math.min(16, m.failures - 1));
+    const times = Math.max(m.failures, m.distrusts);
+    const delay = Math.min(ASIDE_CAP_MS, base * 2 ** Math.min(16, times - 1));
     m.asideUntil = this.now() + delay;
     const cls = reasonClass(err);
     if (m.reason === undefined || m.reason !== cls) {
@@ -419,7 +438,10 @@ export class NodeGroup {
     this.metrics?.nodeProvider(m.index, false);
   }
 
-  /** A provider answered well: end its episode. */
+  /**
+   * A provider answered well (its answer passed verification): end its episode. Its distrusts
+   * stay (Member.distrusts): what the caller refused passed verification too.
+   */
   private restored(m: Member): void {
     m.failures = 0;
     m.asideUntil = 0;
@@ -433,8 +455,13 @@ export class NodeGroup {
   }
 
   /**
-   * The provider that served a block whose parent did not follow the cursor (or that is wrong
-   * in another way only the caller sees): set it aside, so the next attempt asks others first.
+   * The provider that served a block whose parent did not follow the cursor, or that the light
+   * client refused (or that is wrong in another way only the caller sees): set it aside, so the
+   * next attempt asks others first. The pause doubles per refusal in a row (1 s, 2 s, … 60 s)
+   * even though the provider's next answers pass verification (the refused one did too), until
+   * the caller accepts a block of this provider again (noteRead): a provider that serves the
+   * true block with a garbage signature is thus asked less and less often, instead of first
+   * again on every retry.
    */
   distrust(provider: string, err: unknown): void {
     const m = this.members.find((x) => x.client.name === provider);
@@ -443,8 +470,18 @@ export class NodeGroup {
         m.index,
         err instanceof BlockCheckError ? err.check : 'other',
       );
-      this.setAside(m, err);
+      this.setAside(m, err, true);
     }
+  }
+
+  /**
+   * The caller accepted a block that `provider` served: the light client checked its SR
+   * signature (ingest/finality-gate.ts add), or, without it, it was committed. Ends that
+   * provider's distrusts (distrust).
+   */
+  noteRead(provider: string): void {
+    const m = this.members.find((x) => x.client.name === provider);
+    if (m) m.distrusts = 0;
   }
 
   /**
@@ -734,7 +771,7 @@ export class NodeGroup {
       const won = this.winner(votes);
       if (won) {
         const early = mode.full ? [] : await this.solidFor(won, n, signal);
-        if (early.length === 0) return this.decided(n, votes, won);
+        if (early.length === 0) return this.decided(n, votes, won, mode.full);
         // Served before those providers' solidified heads reached it: never committed early.
         // Their votes go; the others are asked.
         won.members = won.members.filter((m) => !early.includes(m));
@@ -866,22 +903,54 @@ export class NodeGroup {
     return won;
   }
 
-  /** Return the winning version; providers that gave another one are outvoted: set aside. */
-  private decided(n: number, votes: Map<string, Vote>, won: Vote): VerifiedSolidifiedBlock {
+  /**
+   * Return the winning version; providers that gave another one are outvoted: set aside (a pause,
+   * then asked again), so that they cost no request per block meanwhile. Above the solidified
+   * head (`full`), a provider that gave ANOTHER block (another blockID) while it is young (under
+   * SOLID_AGE_BLOCKS intervals old) is on another branch of a fork being settled, which is normal
+   * there: counted as `other_branch` and logged as a warning, not as a lie. Everything else (the
+   * same blockID with other contents, or a block old enough to be solid) is `outvoted`: an error.
+   */
+  private decided(
+    n: number,
+    votes: Map<string, Vote>,
+    won: Vote,
+    full = false,
+  ): VerifiedSolidifiedBlock {
     for (const v of votes.values()) {
       if (v === won) continue;
+      const otherBranch =
+        full &&
+        v.block.verified.id !== won.block.verified.id &&
+        v.block.ref.timestamp > Date.now() - SOLID_AGE_BLOCKS * this.interval;
       for (const m of v.members) {
-        this.metrics?.nodeAnswerRefused(m.index, 'outvoted');
-        this.logger?.error(
-          {
-            provider: m.client.name,
-            block_number: n,
-            id: v.block.verified.id,
-            agreed: won.block.verified.id,
-          },
-          'node answer refused: outvoted by the providers that agree on this block',
+        const fields = {
+          provider: m.client.name,
+          block_number: n,
+          id: v.block.verified.id,
+          agreed: won.block.verified.id,
+        };
+        if (otherBranch) {
+          this.metrics?.nodeAnswerRefused(m.index, 'other_branch');
+          this.logger?.warn(
+            fields,
+            'node answer not used: the provider is on another branch at the tip (a fork being settled); the block the others agree on is read',
+          );
+        } else {
+          this.metrics?.nodeAnswerRefused(m.index, 'outvoted');
+          this.logger?.error(
+            fields,
+            'node answer refused: outvoted by the providers that agree on this block',
+          );
+        }
+        this.setAside(
+          m,
+          new NodeError(
+            'inconsistent',
+            otherBranch ? `on another branch at block ${n}` : `outvoted on block ${n}`,
+            false,
+          ),
         );
-        this.setAside(m, new NodeError('inconsistent', `outvoted on block ${n}`, false));
       }
     }
     // What no header commits to is worth what the agreement is: k >= 2 providers, or one.

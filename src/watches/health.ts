@@ -189,6 +189,8 @@ export async function healthSeries(
 interface HealthState {
   id: string;
   account_id: string;
+  /** The watch's environment (issue 32): `mainnet` live, `nile` test. */
+  network: string;
   status: 'ACTIVE' | 'PAUSED';
   channel: string;
   /** The endpoint it delivers to (issue 30); null: its own URL. */
@@ -224,7 +226,7 @@ export async function refreshWatchHealth(
   for (const id of new Set(watchIds)) {
     await db.transaction(async (tx) => {
       const { rows } = await tx.query<HealthState>(
-        `SELECT id, account_id, status, channel, endpoint_id, alert_state, alert_since,
+        `SELECT id, account_id, network, status, channel, endpoint_id, alert_state, alert_since,
                 alert_mailed_at,
                 failures_counted_from, deleted_at IS NOT NULL AS deleted
            FROM watches WHERE id = $1 FOR UPDATE`,
@@ -310,7 +312,13 @@ export async function refreshWatchHealth(
           // In the audit log as the system's act (issue 29 item 2), with the pause.
           await recordAudit(
             tx,
-            { accountId: w.account_id, actor: SYSTEM_ACTORS.watchHealth, clientIp: null },
+            {
+              accountId: w.account_id,
+              actor: SYSTEM_ACTORS.watchHealth,
+              clientIp: null,
+              // The watch's own environment (issue 32): a test watch's pause is a test entry.
+              network: w.network,
+            },
             {
               action: 'watch.paused',
               targetId: id,

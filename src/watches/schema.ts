@@ -4,7 +4,7 @@
  * and the views that turn a row into them (never a secret but the one returned at creation).
  */
 import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
-import { NullableString, StringEnum } from '../common/schema.js';
+import { NetworkMember, NullableString, StringEnum } from '../common/schema.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../net/url-policy.js';
 import type { HealthWindow, HealthWindowName } from './health.js';
 import { type Metadata, NullableMetadataSchema } from './metadata.js';
@@ -234,12 +234,7 @@ export const CreateWatchSchema = T.Object(
       }),
     ),
     metadata: T.Optional(NullableMetadataSchema),
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description:
-          'Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.',
-      }),
-    ),
+    network: T.Optional(NetworkMember()),
   },
   {
     $id: 'CreateWatch',

@@ -5,7 +5,9 @@
  * trigger a deposit with the watch page's button, see it delivered and verified at the receiver
  * (its signature with the test watch's secret, `livemode: false`, `Tronwatch-Test-Mode: true`),
  * make the receiver fail and watch the retries until DEAD, redeliver, then switch back to live
- * mode and see none of it. Screenshots: test-output/screenshots/test-mode-*.png.
+ * mode and see none of it; a second tab still showing live mode after the switch acts in neither
+ * environment (409 environment_changed) and reloads. Screenshots:
+ * test-output/screenshots/test-mode-*.png.
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -195,6 +197,24 @@ describe.skipIf(!READY)('test mode in the console', () => {
     await page.goto(`${service.base}/console/watches/${watch.id}`);
     await visible(page.getByText(/No such watch/));
     await shot(page, 'test-mode-back-to-live');
+
+    // Two tabs: one still shows live mode after the other switched to test. Its action is refused
+    // (409 environment_changed), nothing is created in either environment, and it reloads in
+    // test mode.
+    const stale = await context.newPage();
+    await stale.goto(`${service.base}/console/keys`);
+    const staleEnv = stale.getByRole('region', { name: 'Environment' });
+    await visible(staleEnv.getByText('LIVE'));
+    await env.getByRole('switch', { name: 'Test mode' }).click();
+    await visible(env.getByText('TEST MODE'));
+    await stale.getByLabel('Name (optional)').fill('stale tab key');
+    await stale.getByRole('button', { name: 'Create key' }).click();
+    await visible(staleEnv.getByText('TEST MODE'));
+    const { rows } = await service.svc.db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM api_keys WHERE name = 'stale tab key'",
+    );
+    expect(rows[0]?.n).toBe('0');
+    await shot(stale, 'test-mode-stale-tab-reloaded');
     await context.close();
   }, 600_000);
 });

@@ -10,7 +10,12 @@ import { silentLogger } from '../../src/common/logger.js';
 import type { Metrics } from '../../src/common/metrics.js';
 import type { Queryable } from '../../src/db/pool.js';
 import type { ReplayNode } from '../../src/devnet/replay-node.js';
-import { type SyntheticChainOptions, syntheticAddresses } from '../../src/devnet/synthetic.js';
+import {
+  DEVNET_SRS,
+  type SyntheticChainOptions,
+  syntheticAddresses,
+  syntheticBlock,
+} from '../../src/devnet/synthetic.js';
 import { FinalityGate } from '../../src/ingest/finality-gate.js';
 import { Ingester } from '../../src/ingest/loop.js';
 import { hexToBase58 } from '../../src/tron/address.js';
@@ -23,6 +28,7 @@ import type { BlockJson, Transfer } from '../../src/tron/types.js';
 import { encodeHeaderRaw } from '../../src/tron/verify.js';
 import { eventKey, expectedEvents, type TestWatch } from './chain.js';
 import type { TestDb } from './db.js';
+import { blockJsonOf, signedHeader } from './sr-chain.js';
 
 /**
  * The options of a synthetic chain these tests serve (src/devnet/synthetic.ts): `seed`, its first
@@ -87,10 +93,11 @@ export function clientOf(node: ReplayNode, read: 'grpc' | 'json' = 'grpc'): Node
 
 /**
  * An Ingester on network mainnet reading from `client` from block `startBlock` on (4 blocks
- * ahead, polling every 50 ms, 100 ms between retries of a permanent failure), with a FinalityGate
- * from `checkpoint` (new SRs' keys from `keyOf`, default noNewSrs), or `gate` when given (the
- * service's, from finalityGateFor), or, without either, without the light client (the solidified
- * head's blocks only); `metrics` when given.
+ * ahead, block interval `blockIntervalMs`, default 50 ms: how often it polls, and, for a
+ * NodeClient, the interval of the NodeGroup made around it; `permanentRetryMs` between retries of
+ * a permanent failure, default 100 ms), with a FinalityGate from `checkpoint` (new SRs' keys from `keyOf`, default
+ * noNewSrs), or `gate` when given (the service's, from finalityGateFor), or, without either,
+ * without the light client (the solidified head's blocks only); `metrics` when given.
  */
 export function lightClientIngester(
   db: TestDb['db'],
@@ -98,10 +105,16 @@ export function lightClientIngester(
   opts: {
     startBlock: number;
     checkpoint?: Checkpoint;
-    keyOf?: (address: string, signal?: AbortSignal) => Promise<string>;
+    keyOf?: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string>;
     metrics?: Metrics;
+    blockIntervalMs?: number;
     /** A gate built elsewhere (the service's: finalityGateFor), used instead of `checkpoint`. */
     gate?: FinalityGate;
+    /**
+     * Delay between retries of a permanent failure, ms. Default 100: shorter than a provider's
+     * first pause (1 s), unlike production (30 s against 1 s): give it to test that proportion.
+     */
+    permanentRetryMs?: number;
   },
 ): Ingester {
   return new Ingester({
@@ -110,7 +123,7 @@ export function lightClientIngester(
     config: {
       network: 'mainnet',
       node: { concurrency: 4 },
-      ingest: { startBlock: opts.startBlock, blockIntervalMs: 50 },
+      ingest: { startBlock: opts.startBlock, blockIntervalMs: opts.blockIntervalMs ?? 50 },
     },
     logger: silentLogger,
     ...(opts.gate ? { finality: opts.gate } : {}),
@@ -122,7 +135,7 @@ export function lightClientIngester(
           }),
         }
       : {}),
-    permanentRetryMs: 100,
+    permanentRetryMs: opts.permanentRetryMs ?? 100,
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
   });
 }
@@ -204,4 +217,42 @@ export function resignedJson(json: string, n: number, privateKey: Uint8Array | u
     ? Buffer.from(signWitnessHeader(encodeHeaderRaw(raw, n), privateKey)).toString('hex')
     : `${'11'.repeat(64)}00`; // not a signature of anyone's
   return JSON.stringify(b);
+}
+
+/**
+ * Block `n` of another branch of synthetic chain `o`, on `parentId`, at `timestamp` (epoch ms),
+ * signed by the devnet SR of that slot (DEVNET_SRS[(timestamp / 3000) mod 27]: a real fork, every
+ * check passes), carrying the transactions of synthetic block `txsOf` (a height the node never
+ * serves, so its transfers are the fork's alone) with their receipts re-dated to this block.
+ * `producer`: named and signing instead of that SR (an account outside the set, for lies).
+ * Serve it with ReplayNode.setLies({ blocks }) (`block`, `infos`: the node's JSON answers).
+ * @returns its blockID (64 hex), the two answers, and the transfers it carries.
+ */
+export function signedForkBlock(
+  o: SyntheticChainOptions,
+  n: number,
+  parentId: string,
+  timestamp: number,
+  txsOf: number,
+  producer?: { address: string; privateKey: Uint8Array },
+): { id: string; block: string; infos: string; transfers: Transfer[] } {
+  const src = syntheticBlock(o, txsOf);
+  const sr = producer ?? DEVNET_SRS[Math.floor(timestamp / 3000) % 27];
+  if (!sr) throw new Error('no SR');
+  const h = signedHeader({
+    number: n,
+    timestamp,
+    parentId,
+    witness: sr.address,
+    privateKey: sr.privateKey,
+    txTrieRoot: String(src.block.block_header?.raw_data?.txTrieRoot),
+  });
+  const block: BlockJson = { ...blockJsonOf(h), transactions: src.block.transactions ?? [] };
+  const infos = src.infos.map((i) => ({ ...i, blockNumber: n, blockTimeStamp: timestamp }));
+  return {
+    id: h.id,
+    block: JSON.stringify(block),
+    infos: JSON.stringify(infos),
+    transfers: src.transfers,
+  };
 }

@@ -203,6 +203,13 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     const made = await dev.post('/console/api/keys', { name: 'ci' });
     expect(made.statusCode, made.body).toBe(201);
     const { secret, key } = json<{ secret: string; key: { id: string } }>(made);
+    // A test-mode key too (the console's environment switch, issue 32).
+    dev.jar.set('tw_env', 'test');
+    const madeTest = await dev.post('/console/api/keys', { name: 'ci-test' });
+    expect(madeTest.statusCode, madeTest.body).toBe(201);
+    dev.jar.delete('tw_env');
+    const testKey = json<{ secret: string; key: { id: string } }>(madeTest);
+    expect(testKey.secret).toMatch(/^tw_test_/);
     const bearer = { authorization: `Bearer ${secret}` };
     const audit = await h.app.inject({ method: 'GET', url: '/v1/audit', headers: bearer });
     expect(audit.statusCode, audit.body).toBe(403);
@@ -240,9 +247,11 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     // Removal revokes the key at once; the owner is told; the system's entry is in the log.
     const removed = await owner.del(`/console/api/members/${devId}`);
     expect(removed.statusCode, removed.body).toBe(200);
-    expect(json<{ keys_revoked: Array<{ id: string }> }>(removed).keys_revoked).toEqual([
-      expect.objectContaining({ id: key.id }),
-    ]);
+    expect(
+      json<{ keys_revoked: Array<{ id: string }> }>(removed)
+        .keys_revoked.map((k) => k.id)
+        .sort(),
+    ).toEqual([key.id, testKey.key.id].sort());
     for (const url of ['/v1/audit', '/v1/watches']) {
       const r = await h.app.inject({ method: 'GET', url, headers: bearer });
       expect(r.statusCode).toBe(401);
@@ -260,6 +269,14 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
         detail: expect.objectContaining({ reason: 'maker_removed', maker: 'dev-r2@example.com' }),
       }),
     ]);
+    // Each key's entry records the key's own environment, not the owner's switch (live here).
+    const envs = await h.db.query<{ target_id: string; network: string | null }>(
+      `SELECT target_id, network FROM audit_log WHERE action = 'api_key.revoked'`,
+    );
+    expect(Object.fromEntries(envs.rows.map((r) => [r.target_id, r.network]))).toEqual({
+      [key.id]: 'mainnet',
+      [testKey.key.id]: 'nile',
+    });
     // The removed developer's earlier entries keep their e-mail.
     const log = json<{ data: Array<{ action: string; actor: { label: string | null } }> }>(
       await owner.get('/console/api/audit?action=api_key.created'),
@@ -272,18 +289,37 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
     const { owner, admin } = await ownerAndAdmin('r2b');
     const { secret } = json<{ secret: string }>(await admin.post('/console/api/keys', {}));
     const bearer = { authorization: `Bearer ${secret}` };
+    // And a test-mode key (issue 32): its narrowing is recorded as test, whatever the switch.
+    admin.jar.set('tw_env', 'test');
+    const testKey = json<{ key: { id: string } }>(await admin.post('/console/api/keys', {})).key;
+    admin.jar.delete('tw_env');
     expect(
       (await h.app.inject({ method: 'GET', url: '/v1/audit', headers: bearer })).statusCode,
     ).toBe(200);
     const adminId = json<{ user: { id: string } }>(await admin.get('/console/api/session')).user.id;
     const lowered = await owner.post(`/console/api/members/${adminId}/role`, { role: 'viewer' });
     expect(lowered.statusCode, lowered.body).toBe(200);
-    expect(json<{ keys_narrowed: unknown[] }>(lowered).keys_narrowed).toHaveLength(1);
+    expect(json<{ keys_narrowed: unknown[] }>(lowered).keys_narrowed).toHaveLength(2);
     // The owner's entry names the previous role; the narrowing is the system's (issue 29 item 2).
-    const { rows } = await h.db.query<{ action: string; actor_type: string; detail: unknown }>(
-      `SELECT action, actor_type, detail FROM audit_log
-        WHERE action IN ('member.role_changed', 'api_key.narrowed') ORDER BY at, id`,
+    const { rows } = await h.db.query<{
+      action: string;
+      actor_type: string;
+      detail: unknown;
+      network: string | null;
+    }>(
+      `SELECT action, actor_type, detail, network FROM audit_log
+        WHERE action IN ('member.role_changed', 'api_key.narrowed')
+        ORDER BY at, action = 'api_key.narrowed', network`,
     );
+    const narrowed = {
+      action: 'api_key.narrowed',
+      actor_type: 'system',
+      detail: expect.objectContaining({
+        role: 'viewer',
+        reason: 'maker_role_changed',
+        maker: 'admin-r2b@example.com',
+      }),
+    };
     expect(rows).toEqual([
       {
         action: 'member.role_changed',
@@ -292,19 +328,18 @@ describe.each(dbEngines)('the team account against its own members on %s', (engi
           email: 'admin-r2b@example.com',
           previous_role: 'admin',
           role: 'viewer',
-          keys_narrowed: 1,
+          keys_narrowed: 2,
         }),
+        network: null,
       },
-      {
-        action: 'api_key.narrowed',
-        actor_type: 'system',
-        detail: expect.objectContaining({
-          role: 'viewer',
-          reason: 'maker_role_changed',
-          maker: 'admin-r2b@example.com',
-        }),
-      },
+      // Each key's own environment (issue 32), not the owner's switch (live here).
+      { ...narrowed, network: 'mainnet' },
+      { ...narrowed, network: 'nile' },
     ]);
+    const { rows: test } = await h.db.query<{ target_id: string }>(
+      `SELECT target_id FROM audit_log WHERE action = 'api_key.narrowed' AND network = 'nile'`,
+    );
+    expect(test).toEqual([{ target_id: testKey.id }]);
     expect(
       (await h.app.inject({ method: 'GET', url: '/v1/audit', headers: bearer })).statusCode,
     ).toBe(403);

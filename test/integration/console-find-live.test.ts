@@ -3,9 +3,10 @@
  * on both engines, through the real app: search by tx id, event id and address; filters by
  * asset, direction, channel and status; paging both ways; the streamed CSV and JSON export; the
  * live stream (server-sent events over a real socket) telling an account, and only it, that an
- * attempt landed or events arrived; a chat delivery's page (chat, message, Bot API answer).
+ * attempt landed or events arrived, each page of its own environment only (issue 32); a chat delivery's page (chat, message, Bot API answer).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { createApiKey } from '../../src/accounts/keys.js';
 import { exportEvents } from '../../src/events/export.js';
 import { type ApiHarness, apiHarness, insertEvents, json, webhookWatch } from '../helpers/api.js';
 import { Browser } from '../helpers/console.js';
@@ -194,7 +195,7 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     expect(csvPieces.join('').trim().split('\n')).toHaveLength(31);
   });
 
-  it('streams changes of the account only: an attempt landing, new events', async () => {
+  it('streams changes of the account and the page’s environment only: an attempt landing, new events', async () => {
     const { b, ids, accountId, watchId } = await setUp();
     const other = new Browser(h!.app);
     expect((await other.signUp(`other-${engine}@example.com`)).statusCode).toBe(201);
@@ -204,10 +205,10 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     const refused = await fetch(`${base}/console/api/live`);
     expect(refused.status).toBe(401);
 
-    const open = async (br: Browser) => {
+    const open = async (br: Browser, extraCookie = '') => {
       const ac = new AbortController();
       const res = await fetch(`${base}/console/api/live`, {
-        headers: { cookie: cookie(br), accept: 'text/event-stream' },
+        headers: { cookie: cookie(br) + extraCookie, accept: 'text/event-stream' },
         signal: ac.signal,
       });
       expect(res.status).toBe(200);
@@ -236,6 +237,8 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
     };
     const mine = await open(b);
     const theirs = await open(other);
+    // The same account's page in test mode (the console's environment switch, issue 32).
+    const mineTest = await open(b, '; tw_env=test');
     const changes = (m: string[]) =>
       m
         .filter((s) => s.startsWith('event: change\n'))
@@ -272,9 +275,51 @@ describe.each(dbEngines)('console search, export and live stream on %s', (engine
         .poll(() => changes(mine.messages).some((c) => c.new_events === true), { timeout: 15_000 })
         .toBe(true);
       expect(changes(theirs.messages)).toEqual([]);
+      expect(changes(mineTest.messages)).toEqual([]);
+
+      // A test deposit's attempt lands (issue 32): told to the test-mode page only, then a live
+      // attempt: the live page hears of that one and never of the test event before it.
+      const key = await createApiKey(h!.db, accountId, { network: 'nile' });
+      const auth = { authorization: `Bearer ${key.key}` };
+      const tw = await h!.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: auth,
+        payload: webhookWatch(),
+      });
+      expect(tw.statusCode, tw.body).toBe(201);
+      const tt = await h!.app.inject({
+        method: 'POST',
+        url: '/v1/test/transfers',
+        headers: auth,
+        payload: { watch_id: json<{ id: string }>(tw).id, amount: '1' },
+      });
+      expect(tt.statusCode, tt.body).toBe(201);
+      const testEvent = json<{ event_id: string }>(tt).event_id;
+      await h!.db.query(
+        `INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status)
+         SELECT id, 1, now(), 12, 200 FROM notifications WHERE event_id = $1`,
+        [testEvent],
+      );
+      await expect
+        .poll(() => changes(mineTest.messages), { timeout: 15_000 })
+        .toContainEqual({ event_ids: [testEvent], new_events: false });
+      await h!.db.query(
+        `INSERT INTO attempts (notification_id, attempt, started_at, duration_ms, http_status)
+         SELECT id, 1, now(), 12, 200 FROM notifications WHERE event_id = $1`,
+        [ids[11]],
+      );
+      await expect
+        .poll(() => changes(mine.messages), { timeout: 15_000 })
+        .toContainEqual({ event_ids: [ids[11]], new_events: false });
+      const told = (m: string[]) => changes(m).flatMap((c) => c.event_ids as string[]);
+      expect(told(mine.messages)).not.toContain(testEvent);
+      expect(told(mineTest.messages)).not.toContain(ids[11]);
+      expect(told(mineTest.messages)).not.toContain(ids[9]);
     } finally {
       mine.close();
       theirs.close();
+      mineTest.close();
     }
   });
 

@@ -542,6 +542,8 @@ describe.each(dbEngines)('console API on %s', (engine) => {
       const got = receiver.received[0];
       expect(got?.verified).toBe(true);
       expect(got?.headers['x-tronwatch-test']).toBe('1');
+      // A live watch's: no test-mode header (issue 32).
+      expect(got?.headers['tronwatch-test-mode']).toBeUndefined();
       expect(got?.body.toString('utf8')).toBe(outcome.request.body);
       const event = got?.event as Record<string, unknown>;
       // `metadata` is there only when the watch has some (issue 30): this one has none.
@@ -583,6 +585,45 @@ describe.each(dbEngines)('console API on %s', (engine) => {
       expect(json(refused)).toMatchObject({ code: 'rate_limited' });
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
       expect(receiver.received).toHaveLength(10);
+    } finally {
+      await receiver.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a test event to a test-mode watch carries Tronwatch-Test-Mode: true and livemode false (issue 32)', async () => {
+    const secrets = new Map<string, string>();
+    const receiver = await startReceiver({
+      secretFor: () => [...secrets.values()][0],
+      respond: () => 200,
+    });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-event-'));
+    const ca = path.join(dir, 'ca.pem');
+    fs.writeFileSync(ca, receiver.ca);
+    try {
+      h = await apiHarness(engine, {
+        env: { ...OPEN, WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_CA_FILE: ca },
+      });
+      const b = new Browser(h.app);
+      await b.signUp('tess@example.com');
+      // The console's environment switch in test mode.
+      b.jar.set('tw_env', 'test');
+      const created = json<{ id: string; secret: string }>(
+        await b.post('/console/api/watches', webhookWatch({ webhook_url: receiver.url })),
+      );
+      secrets.set(created.id, created.secret);
+      const { rows } = await h.db.query<{ network: string }>(
+        'SELECT network FROM watches WHERE id = $1',
+        [created.id],
+      );
+      expect(rows[0]?.network).toBe('nile');
+      const res = await b.post(`/console/api/watches/${created.id}/test`);
+      expect(res.statusCode, res.body).toBe(200);
+      const got = receiver.received[0];
+      expect(got?.verified).toBe(true);
+      expect(got?.headers['x-tronwatch-test']).toBe('1');
+      expect(got?.headers['tronwatch-test-mode']).toBe('true');
+      expect(got?.event).toMatchObject({ type: 'webhook.test', livemode: false, network: 'nile' });
     } finally {
       await receiver.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -382,10 +382,13 @@ describe.each(dbEngines)('endpoint operations on %s', (engine) => {
     );
     expect(paused.paused_reason).toMatch(/switched off automatically/);
     expect(paused.auto_paused_at).not.toBeNull();
-    const { rows: audit } = await hh.db.query<{ actor_type: string; target_id: string }>(
-      `SELECT actor_type, target_id FROM audit_log WHERE action = 'endpoint.paused'`,
-    );
-    expect(audit).toEqual([{ actor_type: 'system', target_id: ep.id }]);
+    const { rows: audit } = await hh.db.query<{
+      actor_type: string;
+      target_id: string;
+      network: string | null;
+    }>(`SELECT actor_type, target_id, network FROM audit_log WHERE action = 'endpoint.paused'`);
+    // The endpoint's own environment (issue 32): live here.
+    expect(audit).toEqual([{ actor_type: 'system', target_id: ep.id, network: 'mainnet' }]);
     // The pause is the endpoint's: no watch on it was paused alone, and its alerts are the
     // endpoint's (migration 092), none per watch.
     const { rows: statuses } = await hh.db.query<{ status: string }>(

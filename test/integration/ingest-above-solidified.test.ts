@@ -24,7 +24,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/common/metrics.js';
 import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
 import {
-  DEVNET_SRS,
   syntheticBlock,
   syntheticBlockId,
   syntheticCheckpoint,
@@ -37,7 +36,7 @@ import {
   parseGrpcTarget,
 } from '../../src/tron/grpc.js';
 import { NodeClient } from '../../src/tron/node-client.js';
-import type { BlockJson, Transfer } from '../../src/tron/types.js';
+import type { Transfer } from '../../src/tron/types.js';
 import { BlockCheckError, verifyBlock } from '../../src/tron/verify.js';
 import {
   eventKey,
@@ -54,11 +53,11 @@ import {
   lightClientChain,
   lightClientIngester,
   runUntil,
+  signedForkBlock,
   start,
   waitFor,
   want,
 } from '../helpers/light-client-ingest.js';
-import { blockJsonOf, signedHeader } from '../helpers/sr-chain.js';
 
 const OPTS = lightClientChain(281, 73_000_000);
 const CHAIN = { ...OPTS, count: 60 };
@@ -93,39 +92,6 @@ function readsPerBlock(
     out.set(r.num, [...(out.get(r.num) ?? []), r.path].sort());
   }
   return out;
-}
-
-/**
- * Block `n` of another branch, on `parentId`, at `timestamp`, signed by the devnet SR of that slot
- * (a real fork: every check passes), carrying the transactions of synthetic block `txsOf` (a
- * height the node never serves, so its transfers are the fork's alone) with their receipts
- * re-dated to this block.
- */
-function forkBlock(
-  n: number,
-  parentId: string,
-  timestamp: number,
-  txsOf: number,
-): { id: string; block: string; infos: string; transfers: Transfer[] } {
-  const src = syntheticBlock(OPTS, txsOf);
-  const sr = DEVNET_SRS[Math.floor(timestamp / 3000) % 27];
-  if (!sr) throw new Error('no SR');
-  const h = signedHeader({
-    number: n,
-    timestamp,
-    parentId,
-    witness: sr.address,
-    privateKey: sr.privateKey,
-    txTrieRoot: String(src.block.block_header?.raw_data?.txTrieRoot),
-  });
-  const block: BlockJson = { ...blockJsonOf(h), transactions: src.block.transactions ?? [] };
-  const infos = src.infos.map((i) => ({ ...i, blockNumber: n, blockTimeStamp: timestamp }));
-  return {
-    id: h.id,
-    block: JSON.stringify(block),
-    infos: JSON.stringify(infos),
-    transfers: src.transfers,
-  };
 }
 
 describe.each(dbEngines)(
@@ -225,7 +191,13 @@ describe.each(dbEngines)(
         const realTs = Number(syntheticBlock(OPTS, fork).block.block_header?.raw_data?.timestamp);
         for (let k = 0; k < 3; k++) {
           // One slot later than the real block of that height: another SR's block.
-          const f = forkBlock(fork + k, parent, realTs + 3000 * (k + 1), chain.last + 10 + k);
+          const f = signedForkBlock(
+            OPTS,
+            fork + k,
+            parent,
+            realTs + 3000 * (k + 1),
+            chain.last + 10 + k,
+          );
           blocks.set(fork + k, { block: f.block, infos: f.infos });
           forkTransfers.push(...f.transfers);
           parent = f.id;

@@ -13,8 +13,12 @@
  *   once 19 known SRs built on it, and every event is delivered exactly once;
  * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
  *   new epoch is committed;
+ * - a side block right after a maintenance signed by an ordinary account (its key agreed by the
+ *   providers, but listed as no witness): refused, so it never takes a real SR's slot;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
  *   new epoch: every event exactly once;
+ * - a restart with one provider of three on another chain at the stored final block: outvoted by
+ *   the two that confirm it, ingest goes on, every event once;
  * - a stale checkpoint halts, once the provider confirms the block that shows it; one provider
  *   alone serving such a block (another chain's, past the checkpoint's maintenance) cannot halt
  *   ingest: its block is refused, the other provider's chain delivers every event once.
@@ -43,7 +47,10 @@ import {
 } from '../../src/devnet/synthetic.js';
 import { type FinalityGate, finalityGateFor } from '../../src/ingest/finality-gate.js';
 import type { Ingester } from '../../src/ingest/loop.js';
-import { witnessKeyFromProviders } from '../../src/tron/light-client/checkpoint-build.js';
+import {
+  newSrKeyFromProviders,
+  witnessKeyFromProviders,
+} from '../../src/tron/light-client/checkpoint-build.js';
 import type { Checkpoint } from '../../src/tron/light-client/sr-set.js';
 import { loadLightClientState } from '../../src/tron/light-client/store.js';
 import { signWitnessHeader } from '../../src/tron/light-client/witness-signature.js';
@@ -69,6 +76,7 @@ import {
   noNewSrs,
   resignedJson,
   runUntil,
+  signedForkBlock,
   start,
   waitFor,
   want,
@@ -89,7 +97,7 @@ function ingesterFor(
   db: TestDb['db'],
   client: NodeClient | NodeGroup,
   checkpoint: Checkpoint,
-  keyOf: (address: string, signal?: AbortSignal) => Promise<string> = noNewSrs,
+  keyOf: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string> = noNewSrs,
   metrics?: Metrics,
 ): Ingester {
   return lightClientIngester(db, client, {
@@ -185,32 +193,47 @@ describe.each(dbEngines)(
       t = undefined;
     });
 
-    /** Two devnet nodes that answer /wallet/getaccount for `accounts`; keyOf asks both (quorum 2). */
+    /**
+     * Two devnet nodes in the epoch after the maintenance of `cp` (its next maintenance time one
+     * interval later): /wallet/listwitnesses lists `accounts` as active SRs beside the devnet's,
+     * /wallet/getaccount answers for them and for the ordinary accounts `plain`; keyOf asks both
+     * (quorum 2) as the service does (newSrKeyFromProviders: active SR, then its key).
+     */
     async function keyProviders(
       o: SyntheticChainOptions,
+      cp: Checkpoint,
       accounts: readonly DevnetSr[],
       reportKey?: (address: string) => string | undefined,
-    ): Promise<{ keyOf: (a: string, s?: AbortSignal) => Promise<string>; srNodes: SrNode[] }> {
+      plain: readonly string[] = [],
+    ): Promise<{
+      keyOf: (a: string, s?: AbortSignal, epochEnd?: number) => Promise<string>;
+      srNodes: SrNode[];
+    }> {
       const srNodes: SrNode[] = [];
       for (let i = 0; i < 2; i++) {
         const n = await startSrNode({
           chain: o,
           head: FIRST,
           accounts,
+          plainAccounts: plain,
+          nextMaintenanceTime: cp.nextMaintenanceTime + cp.maintenanceIntervalMs,
           ...(reportKey ? { reportKey } : {}),
         });
         nodes.push(n);
         srNodes.push(n);
       }
       const providers = srNodes.map((n, i) => ({ url: n.url, name: `sr-node-${i}` }));
+      const ask = (signal?: AbortSignal) => ({
+        quorum: 2,
+        timeoutMs: 5000,
+        ...(signal ? { signal } : {}),
+      });
       return {
         srNodes,
-        keyOf: (a, signal) =>
-          witnessKeyFromProviders(providers, a, {
-            quorum: 2,
-            timeoutMs: 5000,
-            ...(signal ? { signal } : {}),
-          }),
+        keyOf: (a, signal, epochEnd) =>
+          epochEnd === undefined
+            ? witnessKeyFromProviders(providers, a, ask(signal))
+            : newSrKeyFromProviders(providers, a, epochEnd, ask(signal)),
       };
     }
 
@@ -315,6 +338,64 @@ describe.each(dbEngines)(
     });
 
     it.each([
+      [1, 2],
+      [2, 3],
+    ] as const)(
+      'a preferred provider serving every block with a garbage signature, quorum %i of %i, at production proportions (retry 30 s, pause 1 s): ingest goes on from the honest ones, every event exactly once',
+      async (quorum, providers) => {
+        t = await migratedDb(engine);
+        const o = opts(291);
+        const liar = await serveSynthetic(
+          { ...o, count: 60 },
+          { instant: true, lag: 0, logRequests: true },
+        );
+        nodes.push(liar.node);
+        const honest: Array<Awaited<ReturnType<typeof serveSynthetic>>> = [];
+        for (let i = 1; i < providers; i++) {
+          const h = await serveSynthetic({ ...o, count: 60 }, { instant: true, lag: 0 });
+          nodes.push(h.node);
+          honest.push(h);
+        }
+        const truth = honest[0] as Awaited<ReturnType<typeof serveSynthetic>>;
+        const db = t.db;
+        const watches = await insertWatches(db, o, FIRST - 1);
+        // The true block, header and id unchanged, with a signature of no one's: it passes the
+        // node group's checks (and at quorum 2 shares a vote with the honest copy) and only the
+        // light client refuses it.
+        const lies = new Map<number, { block: string }>();
+        for (let n = FIRST; n <= liar.last; n++) {
+          lies.set(n, {
+            block: resignedJson(JSON.stringify(syntheticBlock(o, n).block), n, undefined),
+          });
+        }
+        liar.node.setLies({ blocks: lies });
+        const group = new NodeGroup({
+          clients: [clientOf(liar.node), ...honest.map((h) => clientOf(h.node))],
+          quorum,
+          blockIntervalMs: 50,
+          logger: silentLogger,
+        });
+        const metrics = new Metrics();
+        // Production's proportions: a permanent failure is retried after 10 block intervals
+        // (30 s on mainnet), far longer than a provider's first pause (1 s, the default here).
+        const ing = lightClientIngester(db, group, {
+          startBlock: FIRST,
+          checkpoint: syntheticCheckpoint(o),
+          metrics,
+          permanentRetryMs: 30_000,
+        });
+        await runUntil(ing, () => ing.stats.cursor >= truth.last - ABOVE);
+        // The liar was asked (it is preferred) and its blocks refused by the light client.
+        expect(liar.node.requestLog.some((r) => readsBlock(r, FIRST))).toBe(true);
+        expect(await metrics.registry.metrics()).toMatch(
+          /tronwatch_light_client_refused_total\{code="bad-signature"\} [1-9]/,
+        );
+        await expectAllOnce(db, ing, truth, watches);
+        expect((await cursorRow(db)).stalled_reason).toBeNull();
+      },
+    );
+
+    it.each([
       ['exact gRPC bytes', 'grpc'],
       ['JSON', 'json'],
     ] as const)(
@@ -396,7 +477,7 @@ describe.each(dbEngines)(
       const n = m + 22;
       expect(chain.producers.get(n)).toBe(newcomer.address);
       expect([...chain.producers].find(([, w]) => w === newcomer.address)?.[0]).toBe(n);
-      const { keyOf, srNodes } = await keyProviders(o, [newcomer]);
+      const { keyOf, srNodes } = await keyProviders(o, chain.checkpoint, [newcomer]);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
@@ -423,6 +504,54 @@ describe.each(dbEngines)(
       });
     });
 
+    it('a side block right after a maintenance, signed by an ordinary account in a slot a real SR uses later, is refused (the providers list it as no witness): it cannot take that slot; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(292);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      // An ordinary account (about 1 TRX to activate): its key is its own address, which the
+      // providers' /wallet/getaccount agree on; only listwitnesses says it is no SR.
+      const attacker = makeSr('an ordinary account, not a witness');
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [], undefined, [attacker.address]);
+      const parent = chain.headers.get(m);
+      const later = chain.headers.get(m + 5);
+      if (!parent || !later) throw new Error('no header');
+      // At height m + 1 on block m, dated in the slot of block m + 5's (real) producer, carrying
+      // transfers of a height the node never serves.
+      const side = signedForkBlock(o, m + 1, parent.id, later.timestamp, chain.last + 40, attacker);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(expectedEvents(side.transfers, watches).length).toBeGreaterThan(0);
+      chain.node.setLies({
+        blocks: new Map([[m + 1, { block: side.block, infos: side.infos }]]),
+      });
+      chain.node.advanceTo(m + 1);
+      const metrics = new Metrics();
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf, metrics);
+      const run = start(ing);
+      await waitFor(
+        async () =>
+          (ing.gate?.readHeight ?? 0) >= m + 1 || (await cursorRow(db)).stalled_reason !== null,
+      );
+      expect(ing.gate?.readHeight).toBe(m);
+      expect((await cursorRow(db)).stalled_reason).toContain(`is not a witness`);
+      expect(await metrics.registry.metrics()).toMatch(
+        /tronwatch_light_client_refused_total\{code="outside-set"\} [1-9]/,
+      );
+      // The real chain from then on: the slot was never given away, so its SR's block passes.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      // And after a restart from what was stored.
+      const again = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      await runUntil(again, () => again.stats.cursor >= chain.last - ABOVE);
+      await expectAllOnce(db, again, chain, watches);
+    });
+
     it('a maintenance with 1 new SR whose key the providers report wrong: its block is refused, nothing from it; once they report the right key, every event exactly once', async () => {
       t = await migratedDb(engine);
       const o = opts(289);
@@ -442,7 +571,7 @@ describe.each(dbEngines)(
       // Both key providers agree on a key that is not the newcomer's (quorum 2 holds).
       const wrong = makeSr('not the newcomer key').signingKey;
       let lying = true;
-      const { keyOf } = await keyProviders(o, [newcomer], (a) =>
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer], (a) =>
         lying && a === newcomer.address ? wrong : undefined,
       );
       const db = t.db;
@@ -483,7 +612,7 @@ describe.each(dbEngines)(
       );
       const ninth = Math.max(...firstOf);
       expect(ninth).toBeLessThan(chain.last);
-      const { keyOf } = await keyProviders(o, newcomers);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, newcomers);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
@@ -529,7 +658,7 @@ describe.each(dbEngines)(
         ],
       });
       nodes.push(chain.node);
-      const { keyOf } = await keyProviders(o, [newcomer]);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer]);
       // Each changed key signs blocks of the run after its change.
       const signers = (addr: string, from: number) =>
         [...chain.producers].filter(([n, w]) => w === addr && n > from).map(([n]) => n);
@@ -580,7 +709,7 @@ describe.each(dbEngines)(
       });
       nodes.push(chain.node);
       expect(chain.producers.get(m + 3)).toBe(newcomer.address);
-      const { keyOf } = await keyProviders(o, [newcomer]);
+      const { keyOf } = await keyProviders(o, chain.checkpoint, [newcomer]);
       const db = t.db;
       const watches = await insertWatches(db, o, FIRST - 1);
       // A new ingester per block read, from blocks before the maintenance until the newcomer's
@@ -633,6 +762,45 @@ describe.each(dbEngines)(
       expect(row.block_number).toBe(FIRST - 1);
       expect(await storedEventKeys(db)).toEqual([]);
       expect((await maxEventBlock(db)).notifications).toBe(-1);
+    });
+
+    it('a restart with one provider of three on another chain at the stored final block: the two that confirm it outvote it; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(290);
+      const [liar, one, two] = [
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+      ] as const;
+      nodes.push(liar.node, one.node, two.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const cp = syntheticCheckpoint(o);
+      // A first run on one honest provider stores the light client's state at its final block.
+      const first = lightClientIngester(db, clientOf(one.node), {
+        startBlock: FIRST,
+        gate: await serviceGate([one.node], cp, 1),
+      });
+      await runUntil(first, () => first.stats.cursor >= FIRST + 15);
+      const stored = await loadLightClientState(db, 'mainnet');
+      expect(stored?.snapshot.final.number).toBeGreaterThan(FIRST);
+      const final = stored?.snapshot.final.number as number;
+      // The liar is on another fork from below that block on: its block there is another one.
+      liar.node.setLies({ forkFrom: FIRST + 5 });
+      // Restarted with the liar first among three, quorum 1, the service's gate.
+      const group = new NodeGroup({
+        clients: [clientOf(liar.node), clientOf(one.node), clientOf(two.node)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+      });
+      const ing = lightClientIngester(db, group, {
+        startBlock: FIRST,
+        gate: await serviceGate([liar.node, one.node, two.node], cp, 1),
+      });
+      await runUntil(ing, () => ing.stats.cursor >= one.last - ABOVE);
+      expect(ing.stats.cursor).toBeGreaterThan(final);
+      await expectAllOnce(db, ing, one, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
     });
 
     it('one provider serving a block past the checkpoint’s maintenance, not chained to it, cannot halt ingest: refused and set aside, the other provider’s chain delivers every event exactly once', async () => {

@@ -6,14 +6,21 @@
  *   providers (buildCheckpoint with `at`), the devnet's SRs in schedule order with their keys, and
  *   follows the chain from it; a provider that reports another key, or a cursor above the
  *   providers' solidified heads, gives no checkpoint: open halts with the reason, nothing stored.
+ * - An SR new after a maintenance: its key only once the providers list it as a witness (an
+ *   active SR when its block is in their current epoch); a provider that is down does not count.
  * - Restart: a stored final block above its checkpoint is checked against the providers' block at
- *   that height; providers on another chain halt it, the same chain resumes.
+ *   that height; providers on another chain halt it, the same chain resumes, one of three on
+ *   another chain is outvoted (named), one of two makes it try again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import { DEVNET_SRS, syntheticBlock, syntheticCheckpoint } from '../../src/devnet/synthetic.js';
 import { FinalityHaltError, finalityGateFor } from '../../src/ingest/finality-gate.js';
+import {
+  NotAnSrError,
+  newSrKeyFromProviders,
+} from '../../src/tron/light-client/checkpoint-build.js';
 import { LightClient } from '../../src/tron/light-client/finality.js';
 import { signedHeaderFromJson } from '../../src/tron/light-client/header.js';
 import { loadLightClientState, saveLightClientState } from '../../src/tron/light-client/store.js';
@@ -66,6 +73,60 @@ async function haltOf(p: Promise<unknown>): Promise<FinalityHaltError> {
   }
   throw new Error('expected a FinalityHaltError');
 }
+
+describe('an SR new after a maintenance, as the providers confirm it (newSrKeyFromProviders)', () => {
+  const provider = (n: SrNode, name = 'p') => ({ url: n.url, name });
+  const current = syntheticCheckpoint(CHAIN).nextMaintenanceTime;
+  const ATTACKER = `41${'5a'.repeat(20)}`;
+  const STANDBY = `41${'aa'.repeat(20)}`; // listed by listwitnesses without isJobs (sr-answers.ts)
+
+  it('gives an active SR’s key, and refuses an ordinary account and a standby witness', async () => {
+    const plain = await startSrNode({ chain: CHAIN, head: HEAD, plainAccounts: [ATTACKER] });
+    nodes.push(plain);
+    expect(await newSrKeyFromProviders([provider(a)], SR21, current)).toBe(
+      DEVNET_SRS[21]?.signingKey,
+    );
+    // Its key would be agreed (its own address: /wallet/getaccount answers for it)...
+    await expect(
+      newSrKeyFromProviders([provider(plain)], ATTACKER, current - 1),
+    ).rejects.toBeInstanceOf(NotAnSrError);
+    // ...but it is no witness at all.
+    await expect(newSrKeyFromProviders([provider(plain)], ATTACKER, current)).rejects.toThrow(
+      /is not a witness/,
+    );
+    // A witness that is not one of the 27 active now, for a block of the current epoch.
+    await expect(newSrKeyFromProviders([provider(a)], STANDBY, current)).rejects.toThrow(
+      /not one of the active SRs of the current epoch/,
+    );
+    // A block of an epoch the providers have not reached: wait, not refuse.
+    const ahead = newSrKeyFromProviders([provider(a)], SR21, current + 21_600_000);
+    await expect(ahead).rejects.toThrow(/have not reached its maintenance yet/);
+    await expect(ahead).rejects.not.toBeInstanceOf(NotAnSrError);
+  });
+
+  it('a provider that is down does not count; the ones that answer must agree', async () => {
+    const down = await startSrNode({ chain: CHAIN, head: HEAD });
+    const url = down.url;
+    await down.close();
+    expect(
+      await newSrKeyFromProviders(
+        [provider(a, 'a'), { url, name: 'down' }, provider(b, 'b')],
+        SR21,
+        current,
+        { quorum: 2, timeoutMs: 2000 },
+      ),
+    ).toBe(DEVNET_SRS[21]?.signingKey);
+    await expect(
+      newSrKeyFromProviders([provider(a, 'a'), { url, name: 'down' }], SR21, current, {
+        quorum: 2,
+        timeoutMs: 2000,
+      }),
+    ).rejects.toThrow();
+    await expect(
+      newSrKeyFromProviders([provider(a, 'a'), provider(wrongKey, 'w')], SR21, current),
+    ).rejects.toThrow(/providers disagree/);
+  });
+});
 
 describe.each(dbEngines)('light client without a pinned checkpoint on %s', (engine) => {
   let t: TestDb | undefined;
@@ -134,9 +195,18 @@ describe.each(dbEngines)('light client without a pinned checkpoint on %s', (engi
     expect(forked.message).toContain(
       `the providers' block ${final} is ${syntheticBlock(OTHER, final).block.blockID}`,
     );
-    // One provider on another chain among agreeing ones is a disagreement, never a pass.
+    // One provider of two on another chain: no majority either way, never a pass: tried again.
     await expect((await gateFor([a, otherChain], 1)).open(t.db, 'devnet', cursor)).rejects.toThrow(
-      /providers disagree/,
+      /neither confirmed nor denied by the providers: providers disagree/,
     );
+    // One of three: the two that confirm are a majority; it goes on, naming the third.
+    const outvoted = await (await gateFor([a, otherChain, b], 1)).open(t.db, 'devnet', cursor);
+    expect(outvoted).toMatchObject({ from: 'restored', final });
+    expect(outvoted.dissent?.providers).toEqual([new URL(otherChain.url).origin]);
+    // Two of three on another chain, with quorum 2: they outnumber the one that confirms, but do
+    // not all agree against it (one confirms): no halt, no pass.
+    await expect(
+      (await gateFor([a, otherChain, otherChain], 2)).open(t.db, 'devnet', cursor),
+    ).rejects.toThrow(/neither confirmed nor denied/);
   });
 });

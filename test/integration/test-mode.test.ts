@@ -10,12 +10,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
+import { recordAudit, SYSTEM_ACTORS } from '../../src/audit/audit.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import { signBody } from '../../src/delivery/payload.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
 import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { AlertChannelSender, saveAlertChannel } from '../../src/watches/alert-channels.js';
+import { AlertLoop, type AlertMessage } from '../../src/watches/alert-outbox.js';
 import {
   type ApiHarness,
   apiHarness,
@@ -24,6 +28,7 @@ import {
   json,
   webhookWatch,
 } from '../helpers/api.js';
+import { Browser } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-mode-'));
@@ -193,12 +198,22 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     const { h, r: first, test } = await setup({ DELIVERY_SCHEDULE_SCALE: '0.0001' });
     let failing = true;
     await first.close();
-    const rr = await startReceiver({ respond: () => (failing ? 500 : 200) });
+    // The signed alert webhook (an on-call tool) at /alerts always accepts.
+    const rr = await startReceiver({
+      respond: (req) => (req.path === '/alerts' || !failing ? 200 : 500),
+    });
     r = rr;
     const caFile = path.join(tmp, `ca2-${randomBytes(4).toString('hex')}.pem`);
     fs.writeFileSync(caFile, rr.ca);
     // The worker trusts the new receiver's certificate through its own config.
     const config = { ...h.config, delivery: { ...h.config.delivery, caFile } };
+    // The account's signed alert webhook (an on-call tool), as a team sets it in the console.
+    await saveAlertChannel(
+      h.db,
+      { secrets: h.secrets, allowCidrs: ['127.0.0.1/32'] },
+      { accountId: test.accountId, kind: 'webhook', url: `${rr.origin}/alerts` },
+      { accountId: test.accountId, actor: SYSTEM_ACTORS.members, clientIp: null },
+    );
     const tw = await createWatch(h, test, webhookWatch({ webhook_url: rr.url }));
     const e = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
     const worker = new DeliveryWorker({
@@ -222,6 +237,56 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       { timeout: 90_000, interval: 100 },
     );
     expect(rr.countsByEvent.get(e.event_id)).toBe(6);
+
+    // The outage queued an alert (e-mail and the account's alert webhook, as a live one): it
+    // says TEST MODE everywhere, so the on-call team never takes it for a live outage, and its
+    // link opens the console in test mode, where the watch is (issue 32).
+    const { rows: queued } = await h.db.query<{ id: string }>(
+      `SELECT a.id FROM watch_alerts a WHERE a.watch_id = $1 AND a.kind = 'failing'`,
+      [tw.id],
+    );
+    expect(queued).toHaveLength(1);
+    const mails: AlertMessage[] = [];
+    const channels = new AlertChannelSender({
+      db: h.db,
+      secrets: h.secrets,
+      timeoutMs: 5_000,
+      allowCidrs: ['127.0.0.1/32'],
+      caFile,
+    });
+    const loop = new AlertLoop({
+      db: h.db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes: 0,
+      email: async (m) => {
+        mails.push(m);
+      },
+      channels: channels.send,
+      logger: silentLogger,
+    });
+    try {
+      expect(await loop.runOnce()).toEqual({ sent: 2, failed: 0 });
+    } finally {
+      await loop.stop();
+    }
+    const link = `https://tw.example/console/watches/${tw.id}?env=test`;
+    expect(mails).toHaveLength(1);
+    expect(mails[0]?.alert).toMatchObject({ livemode: false, link });
+    expect(mails[0]?.alert.subject).toBe('[TEST MODE] Deliveries to your webhook are failing');
+    expect(mails[0]?.alert.text.split('\n')[0]).toMatch(/^TEST MODE: /);
+    const hook = rr.received.find((x) => x.path === '/alerts');
+    const body = JSON.parse(hook?.body.toString('utf8') ?? '{}') as {
+      type: string;
+      data: Record<string, unknown>;
+    };
+    expect(body.type).toBe('watch.alert');
+    expect(body.data).toMatchObject({
+      livemode: false,
+      environment: 'test',
+      subject: '[TEST MODE] Deliveries to your webhook are failing',
+      console_url: link,
+      watch: { id: tw.id },
+    });
     failing = false;
     const again = await h.app.inject({
       method: 'POST',
@@ -355,6 +420,82 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     ]);
   });
 
+  it('redelivers an endpoint’s dead letters only with a key of its environment (audit entry too)', async () => {
+    const { h, live, test } = await setup();
+    const endpoint = async (c: Caller, name: string) => {
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/v1/endpoints',
+        headers: c.headers,
+        payload: { url: `https://hooks.example.com/${name}` },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      return json<{ id: string }>(res).id;
+    };
+    const liveEp = await endpoint(live, 'live');
+    const testEp = await endpoint(test, 'test');
+    const lw = await createWatch(h, live, {
+      address: OTHER_ADDRESS,
+      asset_filter: 'ALL',
+      endpoint_id: liveEp,
+    });
+    const tw = await createWatch(h, test, {
+      address: OTHER_ADDRESS,
+      asset_filter: 'ALL',
+      endpoint_id: testEp,
+    });
+    const liveEvents = await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'epdead',
+      count: 3,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    const testEvents: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await trigger(h, test, { watch_id: tw.id, amount: '1' });
+      expect(res.statusCode, res.body).toBe(201);
+      testEvents.push(json<EventJson>(res).event_id);
+    }
+    // Every delivery of both environments is a dead letter.
+    await h.db.query(`UPDATE notifications SET status = 'DEAD'`);
+    const redeliver = (c: Caller, id: string) =>
+      h.app.inject({ method: 'POST', url: `/v1/endpoints/${id}/redeliver`, headers: c.headers });
+    const pending = async () =>
+      (
+        await h.db.query<{ event_id: string }>(
+          `SELECT event_id FROM notifications WHERE status = 'PENDING' ORDER BY event_id`,
+        )
+      ).rows.map((x) => x.event_id);
+
+    // Across: 404 with either key, nothing queued, nothing audited.
+    expect((await redeliver(test, liveEp)).statusCode).toBe(404);
+    expect((await redeliver(live, testEp)).statusCode).toBe(404);
+    expect(await pending()).toEqual([]);
+    const audited = async () =>
+      (
+        await h.db.query<{ target_id: string; network: string; detail: { count: number } }>(
+          `SELECT target_id, network, detail FROM audit_log WHERE action = 'endpoint.redelivered'
+            ORDER BY network`,
+        )
+      ).rows.map((x) => [x.target_id, x.network, x.detail.count]);
+    expect(await audited()).toEqual([]);
+
+    // Each key on its own endpoint: its own dead letters, and only those, queued again.
+    const own = await redeliver(test, testEp);
+    expect(own.statusCode, own.body).toBe(200);
+    expect(json(own)).toEqual({ redelivered: 2 });
+    expect(await pending()).toEqual([...testEvents].sort());
+    const ownLive = await redeliver(live, liveEp);
+    expect(ownLive.statusCode, ownLive.body).toBe(200);
+    expect(json(ownLive)).toEqual({ redelivered: 3 });
+    expect(await pending()).toEqual([...testEvents, ...liveEvents].sort());
+    expect(await audited()).toEqual([
+      [liveEp, 'mainnet', 3],
+      [testEp, 'nile', 2],
+    ]);
+  });
+
   it('live events say livemode true and a live key never lists a test event, nor a test key a live one', async () => {
     const { h, live, test } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
@@ -395,6 +536,53 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(json(namedLive).code).toBe('testnet_unsupported');
   });
 
+  it('serves a request naming its key’s own network and refuses the other’s (testnet_unsupported)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch({ network: 'mainnet' }));
+    const tw = await createWatch(h, test, webhookWatch({ network: 'nile' }));
+    const { rows } = await h.db.query<{ id: string; network: string }>(
+      'SELECT id, network FROM watches ORDER BY network',
+    );
+    expect(rows).toEqual([
+      { id: lw.id, network: 'mainnet' },
+      { id: tw.id, network: 'nile' },
+    ]);
+    const own: Array<[Caller, string, string]> = [
+      [live, 'mainnet', lw.id],
+      [test, 'nile', tw.id],
+    ];
+    for (const [c, network, watchId] of own) {
+      for (const url of ['/v1/watches', '/v1/events', '/v1/audit', '/v1/endpoints']) {
+        const res = await h.app.inject({ url: `${url}?network=${network}`, headers: c.headers });
+        expect(res.statusCode, `${network} ${url} ${res.body}`).toBe(200);
+      }
+      const one = await h.app.inject({
+        url: `/v1/watches/${watchId}/health?network=${network}`,
+        headers: c.headers,
+      });
+      expect(one.statusCode, one.body).toBe(200);
+      const other = network === 'mainnet' ? 'nile' : 'mainnet';
+      for (const url of [
+        '/v1/watches',
+        '/v1/events',
+        '/v1/audit',
+        `/v1/watches/${watchId}/health`,
+      ]) {
+        const res = await h.app.inject({ url: `${url}?network=${other}`, headers: c.headers });
+        expect(res.statusCode, `${other} ${url}`).toBe(400);
+        expect(json(res).code, `${other} ${url}`).toBe('testnet_unsupported');
+      }
+      const body = await h.app.inject({
+        method: 'POST',
+        url: '/v1/watches',
+        headers: c.headers,
+        payload: webhookWatch({ address: OTHER_ADDRESS, network: other }),
+      });
+      expect(body.statusCode).toBe(400);
+      expect(json(body).code).toBe('testnet_unsupported');
+    }
+  });
+
   it('counts quotas per environment', async () => {
     const { h, live, test } = await setup();
     // Free plan: 3 active watches per environment.
@@ -421,20 +609,88 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     }
   });
 
-  it('records the environment of each change in the audit log', async () => {
+  it('records the environment of each change in the audit log; each key reads its own and the account’s', async () => {
     const { h, live, test } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
     const tw = await createWatch(h, test, webhookWatch());
     await trigger(h, test, { watch_id: tw.id, amount: '2' });
-    const page = json<{ data: { action: string; target_id: string; environment: string }[] }>(
-      await h.app.inject({ url: '/v1/audit', headers: live.headers }),
-    ).data;
-    const envOf = (action: string, target?: string) =>
-      page.find((a) => a.action === action && (target === undefined || a.target_id === target))
-        ?.environment;
-    expect(envOf('watch.created', lw.id)).toBe('live');
-    expect(envOf('watch.created', tw.id)).toBe('test');
-    expect(envOf('test_transfer.created')).toBe('test');
+    // An entry of no environment: an account setting (here by the CLI, which knows none).
+    await recordAudit(
+      h.db,
+      { accountId: live.accountId, actor: { type: 'system', id: 'cli' }, clientIp: null },
+      { action: 'member.removed', targetId: 'usr_gone' },
+    );
+    type Entry = { action: string; target_id: string | null; environment: string | null };
+    const read = async (c: Caller) => {
+      const res = await h.app.inject({ url: '/v1/audit', headers: c.headers });
+      expect(res.statusCode, res.body).toBe(200);
+      return json<{ data: Entry[] }>(res).data.map((a) => [a.action, a.target_id, a.environment]);
+    };
+    expect(await read(live)).toEqual([
+      ['member.removed', 'usr_gone', null],
+      ['watch.created', lw.id, 'live'],
+    ]);
+    const testPage = await read(test);
+    expect(testPage.map(([action, , env]) => [action, env])).toEqual([
+      ['member.removed', null],
+      ['test_transfer.created', 'test'],
+      ['watch.created', 'test'],
+    ]);
+    expect(testPage[2]?.[1]).toBe(tw.id);
+    // The database holds both environments' entries: only the reading is per environment.
+    const { rows } = await h.db.query<{ network: string | null; n: string }>(
+      `SELECT network, count(*)::int8 AS n FROM audit_log GROUP BY network ORDER BY network`,
+    );
+    expect(rows.map((x) => [x.network, Number(x.n)])).toEqual([
+      ['mainnet', 1],
+      ['nile', 2],
+      [null, 1],
+    ]);
+    // The operator's CLI records a key's own environment when it revokes it, as when it makes it:
+    // a test key's entries are read with a test key.
+    const cliKey = await keysCreate(h.db, { account: live.accountId, name: 'cli', test: true });
+    await keysRevoke(h.db, { keyId: cliKey.id });
+    const cliEnv = async (c: Caller, action: string) =>
+      json<{ data: Entry[] }>(
+        await h.app.inject({ url: '/v1/audit', headers: c.headers }),
+      ).data.find((x) => x.action === action && x.target_id === cliKey.id)?.environment;
+    expect(await cliEnv(test, 'api_key.created')).toBe('test');
+    expect(await cliEnv(test, 'api_key.revoked')).toBe('test');
+    expect(await cliEnv(live, 'api_key.created')).toBeUndefined();
+    expect(await cliEnv(live, 'api_key.revoked')).toBeUndefined();
+  });
+
+  it('the console’s audit log follows its environment switch, with the account’s entries in both', async () => {
+    const { h } = await setup({ CONSOLE_SIGNUP: 'open' });
+    const b = new Browser(h.app);
+    expect((await b.signUp('switch@example.com')).statusCode).toBe(201);
+    const created = async () => {
+      const res = await b.post('/console/api/watches', webhookWatch());
+      expect(res.statusCode, res.body).toBe(201);
+      return json<{ id: string }>(res).id;
+    };
+    const liveWatch = await created();
+    b.jar.set('tw_env', 'test');
+    const testWatch = await created();
+    type Entry = { action: string; target_id: string | null; environment: string | null };
+    const page = async () => {
+      const res = await b.get('/console/api/audit');
+      expect(res.statusCode, res.body).toBe(200);
+      return json<{ data: Entry[] }>(res).data;
+    };
+    const inTest = await page();
+    b.jar.set('tw_env', 'live');
+    const inLive = await page();
+    const watches = (p: Entry[]) =>
+      p.filter((a) => a.action === 'watch.created').map((a) => [a.target_id, a.environment]);
+    expect(watches(inTest)).toEqual([[testWatch, 'test']]);
+    expect(watches(inLive)).toEqual([[liveWatch, 'live']]);
+    expect(inTest.some((a) => a.environment === 'live')).toBe(false);
+    expect(inLive.some((a) => a.environment === 'test')).toBe(false);
+    // The sign-up (no environment) is in both.
+    const account = (p: Entry[]) => p.filter((a) => a.environment === null).map((a) => a.action);
+    expect(account(inTest)).toContain('account.signed_up');
+    expect(account(inLive)).toEqual(account(inTest));
   });
 
   it('keeps test deliveries out of the live metrics (outbox depth)', async () => {
@@ -455,6 +711,58 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(line).toBe('tronwatch_outbox_pending 2');
   });
 
+  it('keeps test deliveries out of the live metrics (an attempt lost with its lease)', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    await insertEvents(h.db, {
+      accountId: live.accountId,
+      watchId: lw.id,
+      tag: 'l',
+      count: 1,
+      start: new Date(Date.now() - 1_000).toISOString(),
+    });
+    expect((await trigger(h, test, { watch_id: tw.id, amount: '1' })).statusCode).toBe(201);
+    // Both notifications' attempts started under a lease that ran out (a worker died).
+    const { rowCount } = await h.db.query(
+      `UPDATE notifications SET lease_token = 'gone:1', attempt_started_at = now() - interval '2 minutes',
+              next_attempt_at = now() - interval '1 minute'`,
+    );
+    expect(rowCount).toBe(2);
+    const m = new Metrics({ db: h.db, logger: silentLogger });
+    const worker = new DeliveryWorker({
+      db: h.db,
+      secrets: h.secrets,
+      config: h.config,
+      logger: silentLogger,
+      metrics: m,
+    });
+    const ac = new AbortController();
+    const done = worker.start(ac.signal);
+    stopWorker = async () => {
+      ac.abort();
+      await done;
+    };
+    await vi.waitFor(
+      async () => {
+        const { rows } = await h.db.query<{ network: string }>(
+          `SELECT n.network FROM attempts a JOIN notifications n ON n.id = a.notification_id
+            WHERE a.error_class = 'lost' ORDER BY n.network`,
+        );
+        expect(rows.map((x) => x.network)).toEqual(['mainnet', 'nile']);
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    const text = await m.registry.metrics();
+    const lines = text.split('\n').filter((l) => /^tronwatch_deliveries_total\{/.test(l));
+    // The live lost attempt only: the test one counts in no live metric.
+    expect(lines).toEqual([
+      'tronwatch_deliveries_total{outcome="delivered"} 0',
+      'tronwatch_deliveries_total{outcome="failed"} 1',
+      'tronwatch_deliveries_total{outcome="dead"} 0',
+    ]);
+  });
+
   it('the schema itself refuses an event of one network on a watch of the other', async () => {
     const { h, live } = await setup();
     const lw = await createWatch(h, live, webhookWatch());
@@ -468,5 +776,27 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
         [live.accountId, lw.id],
       ),
     ).rejects.toThrow(/foreign key/);
+  });
+
+  it('the schema itself refuses a notification of a test event naming a live watch', async () => {
+    const { h, live, test } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    const tw = await createWatch(h, test, webhookWatch());
+    const t = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
+    await h.db.query(`UPDATE notifications SET status = 'DELIVERED' WHERE event_id = $1`, [
+      t.event_id,
+    ]);
+    // The claim signs with the secret of the watch the notification names (src/delivery/claim.ts):
+    // a test notification naming a live watch would be signed with the live secret.
+    const crossing = (watchId: string) =>
+      h.db.query(
+        `INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
+                                    next_attempt_at, created_at, network)
+         VALUES ('ntf_crossing', $1, $2, $3, 'webhook', 'PENDING', 0, now(), now(), 'nile')`,
+        [t.event_id, test.accountId, watchId],
+      );
+    await expect(crossing(lw.id)).rejects.toThrow(/foreign key/);
+    // The same row naming the test watch is accepted: the key is what refused the other.
+    await expect(crossing(tw.id)).resolves.toBeDefined();
   });
 });

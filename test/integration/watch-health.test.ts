@@ -231,8 +231,13 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
     expect(paused.auto_paused_at).toEqual(expect.any(String));
     expect(await alerts()).toEqual(['failing', 'recovered', 'failing', 'auto_paused']);
     // The pause is the system's act in the audit log (issue 29 item 2).
-    const pausedBy = await hh.db.query<{ actor_type: string; actor_id: string; detail: unknown }>(
-      "SELECT actor_type, actor_id, detail FROM audit_log WHERE action = 'watch.paused' AND target_id = $1",
+    const pausedBy = await hh.db.query<{
+      actor_type: string;
+      actor_id: string;
+      detail: unknown;
+      network: string | null;
+    }>(
+      "SELECT actor_type, actor_id, detail, network FROM audit_log WHERE action = 'watch.paused' AND target_id = $1",
       [watchId],
     );
     expect(pausedBy.rows).toEqual([
@@ -240,6 +245,8 @@ describe.each(dbEngines)('endpoint health and alerts on %s', (engine) => {
         actor_type: 'system',
         actor_id: 'watch_health',
         detail: expect.objectContaining({ automatic: true }),
+        // The watch's own environment (issue 32): live here.
+        network: 'mainnet',
       },
     ]);
 

@@ -416,12 +416,18 @@ describe('lying modes', () => {
       r = lc.submit(h);
     }
     expect(r.witness).toBe(newcomer.address);
+    // Its epoch is the one after the checkpoint's maintenance (for the providers' check).
+    expect(r.epochEnd).toBeGreaterThan(cpNext);
     lc.addCandidateKey(newcomer.address, wrong);
     const e = refusal(() => lc.submit(h));
     expect(e.code).toBe('bad-signature');
     expect(e.message).toContain(`signing key is ${wrong}`);
     // The same block again: the providers are asked again, not refused with the same key.
-    expect(lc.submit(h)).toEqual({ status: 'need-key', witness: newcomer.address });
+    expect(lc.submit(h)).toEqual({
+      status: 'need-key',
+      witness: newcomer.address,
+      epochEnd: r.epochEnd,
+    });
     expect(lc.snapshot().candidateKeys).toEqual([]);
     lc.addCandidateKey(newcomer.address, newcomer.signingKey);
     expect(lc.submit(h).status).toBe('verified');

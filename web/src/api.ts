@@ -8,6 +8,8 @@
  *   one retry.
  * - 401 `no_session` from any call: the listeners registered with onSignedOut run (the app then
  *   shows the login page, keeping the route).
+ * - Environment: every request says the environment the page was loaded in; 409
+ *   `environment_changed` (the switch moved in another tab) reloads the page.
  */
 import type { ErrorBody } from './types';
 
@@ -42,18 +44,33 @@ export function onSignedOut(fn: () => void): () => void {
   return () => signedOutListeners.delete(fn);
 }
 
-export function csrfToken(): string {
+/** The value of cookie `name` for this page, or ''. */
+function cookie(name: string): string {
   for (const part of document.cookie.split(';')) {
     const eq = part.indexOf('=');
     if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === 'tw_csrf')
-      return decodeURIComponent(part.slice(eq + 1).trim());
+    if (part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
   }
   return '';
 }
 
+export function csrfToken(): string {
+  return cookie('tw_csrf');
+}
+
+/**
+ * The environment this page was loaded in (the `tw_env` cookie then; the switch reloads the
+ * page), sent with every request as `X-Tronwatch-Environment`: after another tab switched, the
+ * server answers 409 `environment_changed` and the page reloads in the new environment rather
+ * than act in one it does not show.
+ */
+const PAGE_ENVIRONMENT = cookie('tw_env') === 'test' ? 'test' : 'live';
+
 async function send(method: string, path: string, body: unknown): Promise<Response> {
-  const headers: Record<string, string> = { Accept: 'application/json' };
+  const headers: Record<string, string> = {
+    Accept: 'application/json',
+    'X-Tronwatch-Environment': PAGE_ENVIRONMENT,
+  };
   if (method !== 'GET') headers['X-CSRF-Token'] = csrfToken();
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   return fetch(API + path, {
@@ -98,6 +115,8 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     if (err.status === 401 && err.code === 'no_session') {
       for (const fn of signedOutListeners) fn();
     }
+    // Switched to the other environment in another tab: show that one (nothing was done here).
+    if (err.status === 409 && err.code === 'environment_changed') location.reload();
     throw err;
   }
   if (res.status === 204) return undefined as T;

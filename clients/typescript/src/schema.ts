@@ -36,7 +36,7 @@ export interface paths {
         };
         /**
          * List the audit log
-         * @description Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first: who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.
+         * @description Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first; the entries of the key’s environment (a `tw_live_` key the live ones, a `tw_test_` key the test ones) and those of no environment (sign-ins, members, account settings: `environment` null): who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.
          */
         get: operations["listAuditLog"];
         put?: never;
@@ -700,10 +700,10 @@ export interface components {
                 [key: string]: string;
             } | null;
             /**
-             * @description Optional. Any other value (e.g. `nile`, `shasta`) gives 400 testnet_unsupported.
+             * @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported.
              * @enum {string}
              */
-            network?: "mainnet";
+            network?: "mainnet" | "nile";
             /** @description True: deliver to the chat connected in the console. One target: give this or `webhook_url`. */
             telegram?: boolean;
             /**
@@ -883,7 +883,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only" | "environment_changed";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1187,7 +1187,7 @@ export interface components {
              * @description Machine code (SPEC §Errors). Absent for some errors (400 without code, 404, 409, 500).
              * @enum {string}
              */
-            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only";
+            code?: "invalid_target" | "telegram_not_bound" | "missing_api_key" | "invalid_api_key" | "revoked_api_key" | "quota_exceeded" | "wrong_network" | "rate_limited" | "testnet_unsupported" | "telegram_unavailable" | "no_session" | "csrf_mismatch" | "telegram_watches_active" | "login_rate_limited" | "endpoint_watches_active" | "invalid_credentials" | "signup_closed" | "email_taken" | "invalid_invite" | "insufficient_role" | "last_owner" | "invalid_reset" | "email_unavailable" | "invalid_code" | "invalid_challenge" | "two_factor_setup_required" | "two_factor_state" | "code_locked" | "too_many_streams" | "read_only_key" | "test_mode_only" | "environment_changed";
             /** @description For an invalid body, query or path (400): an array of FieldError. For revoked_api_key: `{ revoked_at }`. For endpoint_watches_active: `{ watch_count }`. */
             details?: components["schemas"]["FieldError"][] | {
                 /**
@@ -1750,8 +1750,8 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size: 1 to 200. */
                 limit?: number;
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
                 /** @description Inclusive lower bound on the entry’s time. RFC 3339 date-time with a time zone. */
                 since?: string;
                 /** @description Exclusive upper bound on the entry’s time. RFC 3339 date-time with a time zone. */
@@ -1774,7 +1774,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditPage"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1797,7 +1797,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1836,8 +1836,8 @@ export interface operations {
     listEndpoints: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -1856,7 +1856,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointList"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1879,7 +1879,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1918,8 +1918,8 @@ export interface operations {
     createEndpoint: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -1942,7 +1942,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointCreated"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1965,7 +1965,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2026,8 +2026,8 @@ export interface operations {
     getEndpoint: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2049,7 +2049,7 @@ export interface operations {
                     "application/json": components["schemas"]["Endpoint"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2072,7 +2072,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2122,8 +2122,8 @@ export interface operations {
     deleteEndpoint: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2143,7 +2143,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2166,7 +2166,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2249,8 +2249,8 @@ export interface operations {
     updateEndpoint: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2276,7 +2276,7 @@ export interface operations {
                     "application/json": components["schemas"]["Endpoint"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2299,7 +2299,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2371,8 +2371,8 @@ export interface operations {
     expirePreviousEndpointSecret: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2394,7 +2394,7 @@ export interface operations {
                     "application/json": components["schemas"]["Endpoint"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2417,7 +2417,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2489,8 +2489,8 @@ export interface operations {
     redeliverEndpointDeadLetters: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2512,7 +2512,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointRedelivered"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2535,7 +2535,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2607,8 +2607,8 @@ export interface operations {
     rotateEndpointSecret: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2634,7 +2634,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointSecretRotated"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2657,7 +2657,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2733,8 +2733,8 @@ export interface operations {
                 before?: string;
                 /** @description Page size: 1 to 200. */
                 limit?: number;
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
                 /** @description Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof). */
                 proof?: "signed" | "quorum" | "provider";
                 /** @description Inclusive lower bound on creation time. RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
@@ -2759,7 +2759,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventList"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2782,7 +2782,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2821,8 +2821,8 @@ export interface operations {
     getEvent: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2844,7 +2844,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventDetail"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2867,7 +2867,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2917,8 +2917,8 @@ export interface operations {
     redeliverEvent: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -2943,7 +2943,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -2966,7 +2966,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3069,7 +3069,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3092,7 +3092,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3131,8 +3131,8 @@ export interface operations {
     getStatus: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -3151,7 +3151,7 @@ export interface operations {
                     "application/json": components["schemas"]["Status"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3174,7 +3174,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3234,7 +3234,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventWithDelivery"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3340,8 +3340,8 @@ export interface operations {
     listWatches: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -3360,7 +3360,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchList"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3383,7 +3383,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3422,8 +3422,8 @@ export interface operations {
     createWatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -3446,7 +3446,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchCreated"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3480,7 +3480,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3576,8 +3576,8 @@ export interface operations {
     deleteWatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -3597,7 +3597,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3620,7 +3620,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3692,8 +3692,8 @@ export interface operations {
     updateWatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -3719,7 +3719,7 @@ export interface operations {
                     "application/json": components["schemas"]["Watch"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3742,7 +3742,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3814,8 +3814,8 @@ export interface operations {
     watchHealth: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
                 window?: "hour" | "day" | "week";
             };
             header?: never;
@@ -3838,7 +3838,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchHealthSeries"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3861,7 +3861,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3911,8 +3911,8 @@ export interface operations {
     pauseWatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -3934,7 +3934,7 @@ export interface operations {
                     "application/json": components["schemas"]["Watch"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -3957,7 +3957,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4029,8 +4029,8 @@ export interface operations {
     expirePreviousWatchSecret: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -4052,7 +4052,7 @@ export interface operations {
                     "application/json": components["schemas"]["Watch"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4075,7 +4075,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4147,8 +4147,8 @@ export interface operations {
     resumeWatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -4170,7 +4170,7 @@ export interface operations {
                     "application/json": components["schemas"]["Watch"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4204,7 +4204,7 @@ export interface operations {
                     "application/json": components["schemas"]["QuotaExceededError"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4287,8 +4287,8 @@ export interface operations {
     rotateWatchSecret: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -4314,7 +4314,7 @@ export interface operations {
                     "application/json": components["schemas"]["SecretRotated"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4337,7 +4337,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4409,8 +4409,8 @@ export interface operations {
     explainTransaction: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path: {
@@ -4434,7 +4434,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransactionExplanation"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4457,7 +4457,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4520,8 +4520,8 @@ export interface operations {
     createWatchBatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -4544,7 +4544,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchBatchResult"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4567,7 +4567,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4628,8 +4628,8 @@ export interface operations {
     deleteWatchBatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -4652,7 +4652,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchActionResult"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4675,7 +4675,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4736,8 +4736,8 @@ export interface operations {
     pauseWatchBatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -4760,7 +4760,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchActionResult"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4783,7 +4783,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4844,8 +4844,8 @@ export interface operations {
     resumeWatchBatch: {
         parameters: {
             query?: {
-                /** @description Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported. */
-                network?: "mainnet";
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
             };
             header?: never;
             path?: never;
@@ -4868,7 +4868,7 @@ export interface operations {
                     "application/json": components["schemas"]["WatchActionResult"];
                 };
             };
-            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming a testnet). */
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -4891,7 +4891,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description wrong_network: the key is for another network; use a tw_live_ key. read_only_key: a read-only key may only read (GET). */
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
             403: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];

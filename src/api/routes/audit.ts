@@ -3,7 +3,8 @@
  *
  *   GET /v1/audit?limit&cursor&actor&action&since&until → 200 { data: AuditEntry[], next_cursor }
  *
- * The caller's account's entries, newest first: the same page as the console's Audit log
+ * The caller's account's entries of the key's environment and those of no environment (sign-ins,
+ * members, account settings; issue 32), newest first: the same page as the console's Audit log
  * (src/console/routes/audit.ts auditPage, src/audit/audit.ts listAuditLog). Reading the log is not
  * itself recorded.
  */
@@ -15,9 +16,9 @@ import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
   commonV1Responses,
+  NetworkMember,
   NullableString,
   ref,
-  StringEnum,
   v1Response,
 } from '../schemas.js';
 import type { App, AppDeps } from '../types.js';
@@ -36,11 +37,7 @@ export const AuditPageSchema = T.Object(
 const V1AuditQuery = T.Object(
   {
     ...AuditQuerySchema.properties,
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-      }),
-    ),
+    network: T.Optional(NetworkMember()),
   },
   { additionalProperties: false },
 );
@@ -58,7 +55,7 @@ export function auditRoutes(app: App, deps: AppDeps): void {
         operationId: 'listAuditLog',
         summary: 'List the audit log',
         description:
-          'Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first: who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.',
+          'Every change made to your account in the console or through the API (keys, watches, pause and resume, redelivery, test sends, sign-ins and failed sign-ins, sessions, password, Telegram), newest first; the entries of the key’s environment (a `tw_live_` key the live ones, a `tw_test_` key the test ones) and those of no environment (sign-ins, members, account settings: `environment` null): who made it (a user, an API key, or tronwatch itself), what, when and from which client address. Never a key, secret, token or password. Page back with `cursor` = `next_cursor`.',
         tags: ['audit'],
         security: BEARER_SECURITY,
         querystring: V1AuditQuery,
@@ -71,7 +68,7 @@ export function auditRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const auth = requireAuth(request);
       const { network: _network, ...q } = request.query;
-      return auditPage(deps, auth.accountId, q);
+      return auditPage(deps, auth.accountId, auth.network, q);
     },
   );
 }

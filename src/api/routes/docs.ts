@@ -53,7 +53,7 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
             type: 'http',
             scheme: 'bearer',
             description:
-              'An API key: `tw_live_…` on this (mainnet) deployment. A `tw_test_` key gets 403 wrong_network.',
+              'An API key: `tw_live_…` for the live environment (mainnet), `tw_test_…` for the test environment (nile, test mode). Each key sees and changes only its own environment’s objects.',
           },
         },
       },

@@ -488,8 +488,10 @@ export async function redeliverEndpointAnswer(
   id: string,
 ): Promise<{ redelivered: number }> {
   const audit = auditContextOf(request);
+  // The caller's environment (issue 32): another environment's endpoint is 404, as a missing one.
+  const network = callerNetwork(request, deps.config.network);
   const n = isId(id, 'ep')
-    ? await redeliverEndpointDead(deps.db, accountId, deps.config.network, id, (tx, count) =>
+    ? await redeliverEndpointDead(deps.db, accountId, network, id, (tx, count) =>
         recordAudit(tx, audit, {
           action: 'endpoint.redelivered',
           targetId: id,

@@ -32,6 +32,7 @@ import {
   commonV1Responses,
   errorResponse,
   type FieldError,
+  NetworkMember,
   NullableString,
   ref,
   StringEnum,
@@ -88,11 +89,7 @@ export const EventsQuery = T.Object(
         description: "Only this watch's events (another account's watch yields no data).",
       }),
     ),
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-      }),
-    ),
+    network: T.Optional(NetworkMember()),
     proof: T.Optional(
       StringEnum(PROOF_LEVELS, {
         description:

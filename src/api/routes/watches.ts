@@ -65,6 +65,7 @@ import {
   BEARER_SECURITY,
   commonV1Responses,
   errorResponse,
+  NetworkMember,
   preventCoercion,
   QuotaExceededSchema,
   RATE_LIMIT_HEADERS,
@@ -81,16 +82,13 @@ export const WatchListSchema = T.Object(
 );
 
 /**
- * The optional `network` query member every /v1 route accepts (anything but mainnet → 400).
+ * The optional `network` query member every /v1 route accepts (NetworkMember: the key's own
+ * network is served, any other → 400 testnet_unsupported).
  * Any other query parameter is rejected (400, `details` names it), like unknown body members.
  */
 export const NetworkQuery = T.Object(
   {
-    network: T.Optional(
-      StringEnum(['mainnet'] as const, {
-        description: 'Optional. Any other value (e.g. `nile`) gives 400 testnet_unsupported.',
-      }),
-    ),
+    network: T.Optional(NetworkMember()),
   },
   { additionalProperties: false },
 );

@@ -4,7 +4,8 @@
  *   GET /console/api/audit?limit&cursor&actor&action&since&until → { data: AuditEntry[], next_cursor }
  *   GET /console/api/audit/actions → { data: [{ name, description }] } (the filter's choices)
  *
- * The page is src/audit/audit.ts listAuditLog, the same function as GET /v1/audit.
+ * The page is src/audit/audit.ts listAuditLog, the same function as GET /v1/audit: the entries of
+ * the console's environment (its switch, `tw_env`) and those of no environment (issue 32).
  */
 
 import type { App, AppDeps } from '../../api/types.js';
@@ -18,12 +19,14 @@ import { requireSession } from '../guard.js';
 const hide = { hide: true } as const;
 
 /**
- * An audit page for `accountId`, with the query errors as 400s naming the member.
+ * An audit page for `accountId` in the environment of `network` (listAuditLog: that
+ * environment's entries and those of none), with the query errors as 400s naming the member.
  * @throws ApiError 400 (a malformed actor, action or cursor; a time PostgreSQL cannot hold).
  */
 export async function auditPage(
   deps: Pick<AppDeps, 'db'>,
   accountId: string,
+  network: string,
   q: {
     limit?: number | undefined;
     cursor?: string | undefined;
@@ -34,7 +37,7 @@ export async function auditPage(
   },
 ) {
   try {
-    return await listAuditLog(deps.db, accountId, { ...q, limit: q.limit ?? 50 });
+    return await listAuditLog(deps.db, accountId, network, { ...q, limit: q.limit ?? 50 });
   } catch (err) {
     if (err instanceof AuditQueryError) {
       throw new ApiError(400, 'invalid query parameters', undefined, [
@@ -63,7 +66,9 @@ export function auditRoutes(app: App, deps: AppDeps): void {
     },
     async (request) => {
       const ctx = requireSession(request);
-      return auditPage(deps, ctx.accountId, request.query);
+      // The console's environment switch (issue 32), as its other pages: a test-mode console
+      // shows the test entries and those of no environment, the live one the live entries.
+      return auditPage(deps, ctx.accountId, ctx.network, request.query);
     },
   );
 

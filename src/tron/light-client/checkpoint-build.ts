@@ -12,7 +12,8 @@
  *   or its own address without one (`AccountCapsule.getWitnessPermissionAddress`);
  * - `/wallet/getnextmaintenancetime`: `{num}`, ms;
  * - `/wallet/getchainparameters`: `getMaintenanceTimeInterval`, ms (6 h on mainnet and Nile).
- * Every provider that answers must agree on each of these, and at least `quorum` must answer.
+ * Every provider that answers must agree on each of these (one that fails does not count), and at
+ * least `quorum` must answer.
  * Then the chain itself is asked: the 40 blocks up to the checkpoint block
  * (`/wallet/getblockbylimitnext`, one provider), chained by parent hashes to the agreed blockID,
  * must each be signed by its producer's reported key, and their slots give the schedule order
@@ -127,10 +128,100 @@ function agreed<T>(what: string, answers: Array<[string, T]>, quorum: number): T
 }
 
 /**
+ * `fn` asked of every provider at once; the answers of those that answered. Providers that fail
+ * do not count (one provider down must not stop what the others agree on), but at least `quorum`
+ * must answer: fewer, and the first failure is thrown.
+ * @throws the first provider's error when fewer than `quorum` answered.
+ */
+async function answering<T>(
+  providers: readonly CheckpointProvider[],
+  quorum: number,
+  fn: (p: CheckpointProvider) => Promise<T>,
+): Promise<Array<[string, T]>> {
+  const settled = await Promise.allSettled(
+    providers.map(async (p): Promise<[string, T]> => [p.name, await fn(p)]),
+  );
+  const answers = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (answers.length < quorum && failed) throw failed.reason;
+  return answers;
+}
+
+/**
+ * The providers agree that an account is no SR a block may be signed by (newSrKeyFromProviders):
+ * the block that named it as its producer is refused like any lie, not waited on.
+ */
+export class NotAnSrError extends CheckpointError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotAnSrError';
+  }
+}
+
+/**
+ * The signing key of an SR that produced a block after a maintenance without being in the set
+ * the light client held (a newcomer, finality.ts rule 7), once the providers confirm it may sign:
+ * `/wallet/listwitnesses` must list it as a witness (an account that registered as one,
+ * `WitnessCreateContract`), and, when the block is in the providers' current maintenance epoch
+ * (`epochEnd` = `/wallet/getnextmaintenancetime`), with `isJobs` true: one of the 27 active SRs
+ * now. A block of an earlier epoch (ingest catching up) cannot be checked against today's active
+ * set; a registered witness is then enough. The key itself is witnessKeyFromProviders'. Every
+ * answering provider must agree, at least `opts.quorum` of them. Without this, one provider could
+ * name any ordinary account (whose key is its own address) as the producer of a side block and
+ * have the light client learn it as a newcomer.
+ * @param address the producer, 42 hex. @param epochEnd the block's epoch's next maintenance time, ms.
+ * @returns its key, 42 lowercase hex.
+ * @throws NotAnSrError when the providers agree it is not a witness, or not an active SR in the
+ *   current epoch; CheckpointError when they disagree, too few answer, or they have not reached
+ *   that epoch yet; network errors as undici throws them.
+ */
+export async function newSrKeyFromProviders(
+  providers: readonly CheckpointProvider[],
+  address: string,
+  epochEnd: number,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  const a = address.toLowerCase();
+  const quorum = opts.quorum ?? 1;
+  const ask = (p: CheckpointProvider, path: string) =>
+    post(p, path, {}, opts.timeoutMs ?? 10_000, opts.signal);
+  const [listed, next] = await Promise.all([
+    answering(providers, quorum, async (p) => {
+      const ws = obj(await ask(p, '/wallet/listwitnesses')).witnesses;
+      if (!Array.isArray(ws)) throw new CheckpointError(`${p.name}: listwitnesses has no list`);
+      const w = ws.map(obj).find((x) => hex41(x.address) === a);
+      return w === undefined ? 'none' : w.isJobs === true ? 'active' : 'witness';
+    }),
+    answering(providers, quorum, async (p) => {
+      const t = num(obj(await ask(p, '/wallet/getnextmaintenancetime')).num);
+      if (t === undefined) throw new CheckpointError(`${p.name}: no next maintenance time`);
+      return t;
+    }),
+  ]);
+  const state = agreed(`witness ${a} (/wallet/listwitnesses)`, listed, quorum);
+  const current = agreed('next maintenance time (/wallet/getnextmaintenancetime)', next, quorum);
+  if (state === 'none') {
+    throw new NotAnSrError(`${a} is not a witness (the providers' /wallet/listwitnesses)`);
+  }
+  if (epochEnd > current) {
+    throw new CheckpointError(
+      `the block's epoch ends at ${new Date(epochEnd).toISOString()}, after the providers' current one (${new Date(current).toISOString()}): they have not reached its maintenance yet`,
+    );
+  }
+  if (epochEnd === current && state !== 'active') {
+    throw new NotAnSrError(
+      `${a} is a witness but not one of the active SRs of the current epoch (the providers' /wallet/listwitnesses isJobs)`,
+    );
+  }
+  return witnessKeyFromProviders(providers, a, opts);
+}
+
+/**
  * An SR's signing key as the providers report it: `/wallet/getaccount` `witness_permission
  * .keys[0].address`, or the account's own address without one
- * (`AccountCapsule.getWitnessPermissionAddress`), agreed by every answering provider and at least
- * `opts.quorum` of them. Used for the checkpoint and for an SR new after a maintenance.
+ * (`AccountCapsule.getWitnessPermissionAddress`), agreed by every answering provider (one that
+ * fails does not count) and at least `opts.quorum` of them. Used for the checkpoint, and by
+ * newSrKeyFromProviders for an SR new after a maintenance.
  * @param address the SR's account, 42 hex.
  * @returns its key, 42 lowercase hex.
  * @throws CheckpointError when they disagree, too few answer, or the account is missing.
@@ -141,22 +232,20 @@ export async function witnessKeyFromProviders(
   opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
 ): Promise<string> {
   const a = address.toLowerCase();
-  const answers = await Promise.all(
-    providers.map(async (p): Promise<[string, string]> => {
-      const acc = obj(
-        await post(
-          p,
-          '/wallet/getaccount',
-          { address: a, visible: false },
-          opts.timeoutMs ?? 10_000,
-          opts.signal,
-        ),
-      );
-      if (hex41(acc.address) !== a) throw new CheckpointError(`${p.name}: no account ${a}`);
-      const list = obj(acc.witness_permission).keys;
-      return [p.name, (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? a];
-    }),
-  );
+  const answers = await answering(providers, opts.quorum ?? 1, async (p): Promise<string> => {
+    const acc = obj(
+      await post(
+        p,
+        '/wallet/getaccount',
+        { address: a, visible: false },
+        opts.timeoutMs ?? 10_000,
+        opts.signal,
+      ),
+    );
+    if (hex41(acc.address) !== a) throw new CheckpointError(`${p.name}: no account ${a}`);
+    const list = obj(acc.witness_permission).keys;
+    return (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? a;
+  });
   return agreed(
     `signing key of ${a} (/wallet/getaccount witness_permission)`,
     answers,
@@ -180,8 +269,9 @@ export async function buildCheckpoint(
   const window = opts.window ?? 40;
   const ask = (p: CheckpointProvider, path: string, body: unknown = {}) =>
     post(p, path, body, timeoutMs, opts.signal);
-  const each = async <T>(fn: (p: CheckpointProvider) => Promise<T>): Promise<Array<[string, T]>> =>
-    Promise.all(providers.map(async (p): Promise<[string, T]> => [p.name, await fn(p)]));
+  // Every answering provider must agree; one that fails does not count, the quorum must answer.
+  const each = <T>(fn: (p: CheckpointProvider) => Promise<T>): Promise<Array<[string, T]>> =>
+    answering(providers, quorum, fn);
 
   // 1. The block: the lowest solidified head (or `at`, below every head), the same id everywhere.
   const heads = await each(async (p) => {
@@ -318,23 +408,67 @@ export async function buildCheckpoint(
   });
 }
 
+/** What the providers say of a block tronwatch holds (checkBlockId). */
+export interface BlockIdCheck {
+  /**
+   * `confirmed`: at least the quorum of the answering providers give `id`, more than give any
+   * other blockID; `other`: at least the quorum answer, none gives `id`, and all give the same
+   * other blockID (`other`); `undecided`: anything else (too few answers, or a split without such
+   * a majority).
+   */
+  verdict: 'confirmed' | 'other' | 'undecided';
+  /** The blockID the providers agree on instead (verdict `other`). */
+  other?: string;
+  /** Providers that answered another blockID (with verdict `confirmed`: outvoted). */
+  dissent: string[];
+  /** Each answer (`name: id`) and how many failed, for logs and stall reasons. */
+  detail: string;
+}
+
 /**
- * The blockID every answering provider gives for block `number` (java-tron
- * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
- * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
- * block it stored must still be the providers' block at that height (a long-range fork signed with
- * old SR keys would show here).
- * @param number block number.
- * @returns the blockID, 64 lowercase hex.
- * @throws CheckpointError when they disagree, too few answer, or one has no such block.
+ * Whether the providers still hold block `number` as the block `id` tronwatch holds
+ * (java-tron `/wallet/getblockbynum`, the full-node view): the light client's restart check.
+ * Providers that fail do not count (a restart must not wait for every provider). A majority of
+ * the answers, and at least `opts.quorum` (default 1), is enough to confirm: one provider of
+ * three that lies cannot stop a restart; one of two can only make it wait (`undecided`).
+ * @param id 64 lowercase hex.
+ * @returns the verdict (BlockIdCheck).
+ * @throws the first provider's error when none answers.
  */
-export async function agreedBlockId(
+export async function checkBlockId(
   providers: readonly CheckpointProvider[],
   number: number,
+  id: string,
   opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
-): Promise<string> {
-  // A provider that fails does not count (a restart must not wait for every provider); the ones
-  // that answer must agree, and be at least the quorum.
+): Promise<BlockIdCheck> {
+  const { answers, failed } = await blockIdAnswers(providers, number, opts);
+  if (answers.length === 0 && failed[0] !== undefined) throw failed[0];
+  const quorum = opts.quorum ?? 1;
+  const groups = new Map<string, string[]>();
+  for (const [name, v] of answers) groups.set(v, [...(groups.get(v) ?? []), name]);
+  const confirm = groups.get(id)?.length ?? 0;
+  const others = [...groups].filter(([v]) => v !== id);
+  const largestOther = Math.max(0, ...others.map(([, names]) => names.length));
+  const dissent = others.flatMap(([, names]) => names);
+  const detail = `${answers.map(([name, v]) => `${name}: ${v}`).join('; ')}${failed.length > 0 ? `; ${failed.length} failed` : ''}`;
+  if (confirm >= quorum && confirm > largestOther) return { verdict: 'confirmed', dissent, detail };
+  const only = others.length === 1 ? others[0] : undefined;
+  if (confirm === 0 && only && answers.length >= quorum) {
+    return { verdict: 'other', other: only[0], dissent, detail };
+  }
+  return {
+    verdict: 'undecided',
+    dissent,
+    detail: `${answers.length < quorum ? `${answers.length} provider(s) answered, quorum ${quorum}` : 'providers disagree'} (${detail})`,
+  };
+}
+
+/** Each answering provider's blockID for block `number`, and the errors of those that failed. */
+async function blockIdAnswers(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'timeoutMs' | 'signal'>,
+): Promise<{ answers: Array<[string, string]>; failed: unknown[] }> {
   const settled = await Promise.allSettled(
     providers.map(async (p): Promise<[string, string]> => {
       const b = (await post(
@@ -350,8 +484,30 @@ export async function agreedBlockId(
       return [p.name, signedHeaderFromJson(b).id];
     }),
   );
-  const answers = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (answers.length < (opts.quorum ?? 1) && failed) throw failed.reason;
+  return {
+    answers: settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+    failed: settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : [])),
+  };
+}
+
+/**
+ * The blockID every answering provider gives for block `number` (java-tron
+ * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
+ * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
+ * block it stored must still be the providers' block at that height (a long-range fork signed with
+ * old SR keys would show here).
+ * @param number block number.
+ * @returns the blockID, 64 lowercase hex.
+ * @throws CheckpointError when they disagree, too few answer, or one has no such block.
+ */
+export async function agreedBlockId(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+): Promise<string> {
+  // A provider that fails does not count; the ones that answer must agree, and be at least the
+  // quorum.
+  const { answers, failed } = await blockIdAnswers(providers, number, opts);
+  if (answers.length < (opts.quorum ?? 1) && failed.length > 0) throw failed[0];
   return agreed(`block ${number} (/wallet/getblockbynum)`, answers, opts.quorum ?? 1);
 }

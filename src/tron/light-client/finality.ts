@@ -106,8 +106,12 @@ export type SubmitResult =
     }
   /** Its parent has not been seen: kept, and checked when the parent comes. */
   | { status: 'held'; missingParent: string }
-  /** Produced by an SR new in this epoch: give its key (addCandidateKey), then submit again. */
-  | { status: 'need-key'; witness: string }
+  /**
+   * Produced by an SR new in this epoch: give its key (addCandidateKey), then submit again.
+   * `epochEnd`: the block's epoch's next maintenance time, ms (which epoch it is in, for the
+   * providers' check that the producer may sign then).
+   */
+  | { status: 'need-key'; witness: string; epochEnd: number }
   /** Already verified or final. */
   | { status: 'known' };
 
@@ -501,7 +505,7 @@ export class LightClient {
         throw new LightClientError('outside-set', n, `producer ${w} is not an active SR`);
       }
       key = this.candidateKeys.get(w);
-      if (!key) return { status: 'need-key', witness: w };
+      if (!key) return { status: 'need-key', witness: w, epochEnd: epoch.nextMaintenanceTime };
     }
     let signer: string;
     try {
