@@ -6,11 +6,19 @@
  *    in the same run: light client off, from the replay node solidifying the block (today's
  *    figure); light client on (TRON_LIGHT_CLIENT_CHECKPOINT = the synthetic chain's checkpoint;
  *    ingest reads up to the full-node head), from the arrival at the node's full-node head of the
- *    block that makes it final (18 above it: 19 SRs in turn). Goal: p99 < 1 s.
+ *    block that makes it final (18 above it: 19 SRs in turn). Goal: p99 < 1 s. At this pace the
+ *    run is a load test (20× mainnet's block rate on the machine that runs it).
+ * 1b. The same latency, off and on, at mainnet's pace (one block per 3 s), over
+ *    BENCH_PACE_LATENCY_BLOCKS blocks (default 75: 6,731 events, about 4 min a run; 0 skips
+ *    it): issue 28's goal as stated, an event at the receiver within 1 s of the block that makes
+ *    it final arriving, with one block's work per 3 s on the machine. Each event's time is also
+ *    split: ingest, the delivery worker's pickup, the send.
  * 2. Node requests per committed block at mainnet's pace (one block per 3 s, lag 18), over 45 s,
  *    read with gRPC: over the recorded mainnet block 79,072,107 and the blocks after it, and over
  *    full synthetic blocks (requestRate), each light client off and on. Goal: ≤ 2.1 per block,
  *    ≤ 0.70 per second.
+ * Sizes: BENCH_E2E_BLOCKS (510) and BENCH_INTERVAL_MS (150) for 1, BENCH_PACE_LATENCY_BLOCKS (75)
+ * for 1b, BENCH_PACE_SECONDS (45) for 2.
  * PostgreSQL when DATABASE_URL is set (a fresh database), else PGlite.
  */
 import fs from 'node:fs';
@@ -62,6 +70,9 @@ interface PeerReport {
   lag: number;
 }
 
+/** Mainnet's block interval, ms (one block per 3 s slot). */
+const MAINNET_INTERVAL_MS = 3000;
+
 /** Blocks above a block that make it final when every SR signs in turn (19 − 1). */
 const FINALISING = 18;
 
@@ -71,7 +82,8 @@ const FINALISING = 18;
  * (TRON_LIGHT_CLIENT_CHECKPOINT = the synthetic chain's checkpoint; ingest reads up to the
  * node's full-node head): from the arrival of the block that makes it final (block n + 18 on a
  * chain where every SR signs in turn) at the node's full-node head, which is when it is
- * solidified + lag on the replay node's timeline, to the receiver.
+ * solidified + lag on the replay node's timeline, to the receiver. Each event's latency is also
+ * split at its block's commit and at its first attempt's start (the attempt row's started_at).
  */
 async function latency(blocks: number, intervalMs: number, lightClient = false): Promise<string[]> {
   const engine = process.env.DATABASE_URL ? 'postgres' : 'pglite';
@@ -176,6 +188,22 @@ async function latency(blocks: number, intervalMs: number, lightClient = false):
       if (r.eventId && !firstSeen.has(r.eventId))
         firstSeen.set(r.eventId, { at: r.at, block: r.block });
     }
+    // When the worker started each event's first attempt (its attempt row's started_at: after
+    // the claim and the mark, as the slot sends it), to split commit → receiver in two.
+    // Outcomes are recorded after the answer (group commit): wait for the last rows.
+    for (let i = 0; i < 50; i++) {
+      const { rows: a } = await svc.db.query<{ n: number }>(
+        'SELECT count(*)::int8 AS n FROM attempts WHERE attempt = 1',
+      );
+      if (Number(a[0]?.n ?? 0) >= expected) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const started = new Map<string, number>();
+    const att = await svc.db.query<{ event_id: string; started_at: Date }>(
+      `SELECT n.event_id, a.started_at FROM attempts a JOIN notifications n ON n.id = a.notification_id
+        WHERE a.attempt = 1`,
+    );
+    for (const r of att.rows) started.set(r.event_id, r.started_at.getTime());
     // When block n's events could go at the earliest: the node solidified it (light client
     // off), or the block that makes it final appeared at the node's full-node head (on), which is
     // when the node solidified block n + 18 - lag.
@@ -183,14 +211,29 @@ async function latency(blocks: number, intervalMs: number, lightClient = false):
       report.solidifiedAt[lightClient ? n + FINALISING - report.lag : n] ?? Number.NaN;
     const perEvent: number[] = [];
     const perBlock = new Map<number, number>();
-    for (const { at, block } of firstSeen.values()) {
+    // Each event's latency in three parts, ms: ingest (ref → its block committed), pickup
+    // (commit → the worker started its attempt: wake, claim, mark, a free slot), send (attempt
+    // started → the receiver has the POST: sign, HTTPS).
+    const split: Array<{ ms: number; ingest: number; pickup: number; send: number }> = [];
+    for (const [id, { at, block }] of firstSeen) {
       const ref = refAt(block);
       if (Number.isNaN(ref) || block > last) continue;
       const ms = at - ref;
       perEvent.push(ms);
       perBlock.set(block, Math.max(perBlock.get(block) ?? 0, ms));
+      const c = committedAt.get(block);
+      const s = started.get(id);
+      if (c !== undefined && s !== undefined)
+        split.push({ ms, ingest: c - ref, pickup: s - c, send: at - s });
     }
     perEvent.sort((a, b) => a - b);
+    const part = (rows: typeof split, k: 'ingest' | 'pickup' | 'send', p: number) =>
+      pct(
+        rows.map((r) => r[k]).sort((a, b) => a - b),
+        p,
+      ).toFixed(0);
+    // The slowest 1% of events (at or above the per-event p99): where their time went.
+    const tail = split.filter((r) => r.ms >= pct(perEvent, 99));
     const blockLat = [...perBlock.values()].sort((a, b) => a - b);
     const commitLat = [...committedAt.entries()]
       .filter(([n]) => n >= CHAIN.firstBlock && n <= last)
@@ -201,12 +244,18 @@ async function latency(blocks: number, intervalMs: number, lightClient = false):
     const from = lightClient
       ? 'finalising block at the full-node head (light client on)'
       : 'solidified (light client off)';
+    // Every line names the pace: the same figures mean a load test at 150 ms, the goal at 3 s.
+    const pace =
+      intervalMs === MAINNET_INTERVAL_MS
+        ? `mainnet's pace (${intervalMs} ms per block)`
+        : `${intervalMs} ms per block (${(MAINNET_INTERVAL_MS / intervalMs).toFixed(0)}× mainnet's pace)`;
     return [
-      `${lightClient ? 'light client on' : 'light client off'}: database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
-      `events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
-      `latency ${from} → receiver, per event: p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
-      `of which → committed (ingest): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms`,
-      `latency per block (its last event):     p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
+      `${lightClient ? 'light client on' : 'light client off'}, ${pace}: database: ${engine}; ${blocks} blocks of 600 txs, one every ${intervalMs} ms; 40 watches on the busiest addresses; node and receiver in a worker thread`,
+      `[${pace}] events: ${expected} stored, ${firstSeen.size} delivered (${unverified} signature failures), over ${perBlock.size} blocks`,
+      `[${pace}] latency ${from} → receiver, per event (${perEvent.length} events): p50 ${pct(perEvent, 50).toFixed(0)} ms, p99 ${pct(perEvent, 99).toFixed(0)} ms, max ${(perEvent.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `[${pace}] of which → committed (ingest, ${commitLat.length} blocks): p50 ${pct(commitLat, 50).toFixed(0)} ms, p99 ${pct(commitLat, 99).toFixed(0)} ms, max ${(commitLat.at(-1) ?? Number.NaN).toFixed(0)} ms`,
+      `[${pace}] per event, split (${split.length} events): ingest → commit p50 ${part(split, 'ingest', 50)} ms, p99 ${part(split, 'ingest', 99)} ms; commit → attempt started (the worker's pickup: wake, claim, mark) p50 ${part(split, 'pickup', 50)} ms, p99 ${part(split, 'pickup', 99)} ms; attempt started → received (sign, HTTPS POST) p50 ${part(split, 'send', 50)} ms, p99 ${part(split, 'send', 99)} ms; the slowest 1% (${tail.length} events), medians: ingest ${part(tail, 'ingest', 50)} ms, pickup ${part(tail, 'pickup', 50)} ms, send ${part(tail, 'send', 50)} ms`,
+      `[${pace}] latency per block (its last event, ${blockLat.length} blocks): p50 ${pct(blockLat, 50).toFixed(0)} ms, p99 ${pct(blockLat, 99).toFixed(0)} ms, max ${(blockLat.at(-1) ?? Number.NaN).toFixed(0)} ms  (goal: p99 < 1000 ms)`,
     ];
   } finally {
     await svc.stop();
@@ -365,12 +414,26 @@ export async function requestRate(seconds: number): Promise<string[]> {
   ];
 }
 
+/**
+ * The end-to-end benchmarks (module doc): latency at `intervalMs` (the load test) over `blocks`,
+ * latency at mainnet's pace over `paceLatencyBlocks` (0 skips it), each light client off then
+ * on, and node requests at mainnet's pace for `paceSeconds` per run.
+ * @returns the lines to print, in that order.
+ */
 export async function benchE2e(
-  opts: { blocks?: number; intervalMs?: number; paceSeconds?: number } = {},
+  opts: {
+    blocks?: number;
+    intervalMs?: number;
+    paceLatencyBlocks?: number;
+    paceSeconds?: number;
+  } = {},
 ): Promise<string[]> {
+  const paceBlocks = opts.paceLatencyBlocks ?? 75;
   return [
     ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150)),
     ...(await latency(opts.blocks ?? 510, opts.intervalMs ?? 150, true)),
+    ...(paceBlocks > 0 ? await latency(paceBlocks, MAINNET_INTERVAL_MS) : []),
+    ...(paceBlocks > 0 ? await latency(paceBlocks, MAINNET_INTERVAL_MS, true) : []),
     ...(await requestRate(opts.paceSeconds ?? 45)),
   ];
 }
@@ -379,6 +442,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const l of await benchE2e({
     blocks: Number(process.env.BENCH_E2E_BLOCKS ?? 510),
     intervalMs: Number(process.env.BENCH_INTERVAL_MS ?? 150),
+    paceLatencyBlocks: Number(process.env.BENCH_PACE_LATENCY_BLOCKS ?? 75),
     paceSeconds: Number(process.env.BENCH_PACE_SECONDS ?? 45),
   }))
     console.log(l);

@@ -5,7 +5,8 @@
  * and 21: chat deliveries against the Bot API limits enforced on arrival, the share of each limit
  * used and the 429 count; BENCH_TG_SCALE, BENCH_TG_CHATS, BENCH_TG_GROUP_SCALE, …).
  * Sizes: BENCH_BLOCKS (scan, 300), BENCH_E2E_BLOCKS (510), BENCH_INTERVAL_MS (150),
- * BENCH_PACE_SECONDS (45), BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
+ * BENCH_PACE_LATENCY_BLOCKS (e2e at mainnet's pace, 75; 0 skips it), BENCH_PACE_SECONDS (45),
+ * BENCH_WATCH_BLOCKS (100), BENCH_WATCHES (1,000,000),
  * BENCH_EVENTS (api, 1,000,000), BENCH_SECONDS (api, 8 per autocannon run).
  * ingest-rate (issue 14: node requests per block at mainnet pace, a day caught up under a cap):
  * BENCH_RATE_COMPRESSION (10), BENCH_RATE_BLOCKS (300), BENCH_STALL_BLOCKS (100), BENCH_CATCHUP_BLOCKS (28,800),
@@ -47,6 +48,7 @@ const parts: Part[] = [
       benchE2e({
         blocks: env('BENCH_E2E_BLOCKS', 510),
         intervalMs: env('BENCH_INTERVAL_MS', 150),
+        paceLatencyBlocks: env('BENCH_PACE_LATENCY_BLOCKS', 75),
         paceSeconds: env('BENCH_PACE_SECONDS', 45),
       }),
   },

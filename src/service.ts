@@ -179,6 +179,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     let heads: HeadRefresher | undefined;
     let testHeads: HeadRefresher | undefined;
     let chain: NodeGroup | undefined;
+    let testChain: NodeGroup | undefined;
     if (opts.roles.includes('api')) {
       ({ app, url } = await startApi(cfg, {
         db,
@@ -192,6 +193,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
         refreshHead: (network) =>
           (network === TEST_NETWORK ? testHeads : heads)?.refresh() ?? Promise.resolve(undefined),
         chain: () => chain,
+        ...(cfg.testnetNode ? { testnetChain: () => testChain } : {}),
         devMailboxUrl: opts.devMailboxUrl,
       }));
     }
@@ -332,7 +334,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     if (app) {
       ({ heads, group: chain } = headRefresher(cfg, { db, logger, metrics, shutdown, ingester }));
       if (cfg.testnetNode) {
-        ({ heads: testHeads } = headRefresher(cfg, {
+        ({ heads: testHeads, group: testChain } = headRefresher(cfg, {
           db,
           logger,
           metrics,
@@ -390,6 +392,8 @@ async function startApi(
     started: () => boolean;
     refreshHead: (network?: string) => Promise<Date | undefined>;
     chain: () => NodeGroup | undefined;
+    /** The test network's node group (TRON_TESTNET_NODE_URL set), AppDeps.testnetChain. */
+    testnetChain?: () => NodeGroup | undefined;
     devMailboxUrl: string | undefined;
   },
 ): Promise<{ app: FastifyInstance; url: string }> {
@@ -406,6 +410,7 @@ async function startApi(
     started: o.started,
     refreshHead: o.refreshHead,
     chain: o.chain,
+    ...(o.testnetChain ? { testnetChain: o.testnetChain } : {}),
     ...(o.telegram ? { telegram: o.telegram } : {}),
     ...(o.mailer ? { mailer: o.mailer } : {}),
     ...(o.devMailboxUrl ? { devMailboxUrl: o.devMailboxUrl } : {}),
@@ -487,7 +492,8 @@ function startIngest(
  * Fresh chain heads for watch activation in the api role (src/ingest/head-refresh.ts): through
  * the ingester's node group when this process ingests (one set of request windows per provider),
  * else a group of its own (at most one head poll per block interval, only when watches are
- * created or resumed). The same group answers GET /v1/watches/{id}/transactions/{tx_id}.
+ * created or resumed). The same group answers GET /v1/watches/{id}/transactions/{tx_id} (the test
+ * network's for a test watch: AppDeps.testnetChain).
  */
 function headRefresher(
   cfg: Config,

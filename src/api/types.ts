@@ -86,6 +86,14 @@ export interface AppDeps {
    */
   chain?: () => ChainReader | undefined;
   /**
+   * The test network's (Nile's) node group, for the same route on a test watch (issue 32): the
+   * Nile ingester's when this process ingests, else the api role's own; built from
+   * TRON_TESTNET_NODE_URL (service.ts). Absent: this deployment follows no test network, and a test
+   * watch's transactions are answered from its stored events only (never through mainnet's
+   * node). Undefined while starting: that route answers 503 for a test watch.
+   */
+  testnetChain?: () => ChainReader | undefined;
+  /**
    * The outgoing mailer when SMTP_URL is set (src/mail/mailer.ts). Absent: e-mail is off; the
    * console shows invitation links to the admin who made them, and password reset by e-mail
    * answers 503 email_unavailable.

@@ -11,6 +11,10 @@
  *  - /console/api/…      → never the app: a GET the console API does not route gets its 404 body
  *  - anything else under /console/ → index.html with `Cache-Control: no-cache` (the app routes on
  *                          the client: /console/events/evt_…, /console/invite#token=…)
+ *  - such a page with `?env=test` or `?env=live` (an alert's link to a test-mode watch, issue 32)
+ *                        → 303 to the same path without the query, setting the environment switch
+ *                          (cookie `tw_env`, as the page's switch writes it), so the page opens in
+ *                          the environment of the object it shows instead of a 404
  *  - /console/docs/      → the API reference, plain HTML written from the OpenAPI document, and
  *                          Swagger UI over /docs/openapi.json loaded on request; its files under
  *                          /console/docs/assets/ (cached 1 day: their names are not hashed)
@@ -26,6 +30,7 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { ENV_COOKIE } from './guard.js';
 
 /** Where `npm run build:web` writes (vite's outDir): dist/web/ beside src/ and dist/. */
 export const DEFAULT_CONSOLE_ROOT = fileURLToPath(new URL('../../dist/web/', import.meta.url));
@@ -317,30 +322,45 @@ export async function registerConsoleApp(
       });
     });
 
-    scope.get<{ Params: { '*': string } }>('/console/*', async (request, reply) => {
-      // The wildcard as decoded by the router, query string excluded.
-      const path = request.params['*'];
-      // The console API's unknown GETs keep their JSON 404, never the app's HTML.
-      if (path === 'api' || path.startsWith('api/')) {
-        return reply.code(404).send({ error: 'not found' });
-      }
-      if (!(await isFile(join(root, 'index.html')))) return reply.code(503).send(NOT_BUILT);
-
-      if (path !== '' && !path.endsWith('/')) {
-        const full = resolve(root, path);
-        if (full.startsWith(root + sep) && (await isFile(full))) {
-          const hashed = path.startsWith('assets/');
-          return reply
-            .header('Cache-Control', hashed ? IMMUTABLE : SHORT)
-            .header('X-Content-Type-Options', 'nosniff')
-            .sendFile(path, root, { cacheControl: false });
+    scope.get<{ Params: { '*': string }; Querystring: { env?: unknown } }>(
+      '/console/*',
+      async (request, reply) => {
+        // The wildcard as decoded by the router, query string excluded.
+        const path = request.params['*'];
+        // The console API's unknown GETs keep their JSON 404, never the app's HTML.
+        if (path === 'api' || path.startsWith('api/')) {
+          return reply.code(404).send({ error: 'not found' });
         }
-        // A missing hashed asset is a stale page asking for an old build: 404, not the HTML.
-        if (path.startsWith('assets/')) return reply.code(404).send({ error: 'not found' });
-      }
-      return securityHeaders(reply)
-        .header('Cache-Control', 'no-cache')
-        .sendFile('index.html', root, { cacheControl: false });
-    });
+        const env = request.query.env;
+        if (env === 'test' || env === 'live') {
+          // The switch's cookie exactly as the page writes it (web/src/app.tsx EnvironmentSwitch);
+          // only these two values, and the redirect stays on this path (no open redirect).
+          return reply
+            .header(
+              'Set-Cookie',
+              `${ENV_COOKIE}=${env}; Path=/console; SameSite=Lax; Max-Age=31536000`,
+            )
+            .header('Cache-Control', 'no-store')
+            .redirect(`/console/${path.split('/').map(encodeURIComponent).join('/')}`, 303);
+        }
+        if (!(await isFile(join(root, 'index.html')))) return reply.code(503).send(NOT_BUILT);
+
+        if (path !== '' && !path.endsWith('/')) {
+          const full = resolve(root, path);
+          if (full.startsWith(root + sep) && (await isFile(full))) {
+            const hashed = path.startsWith('assets/');
+            return reply
+              .header('Cache-Control', hashed ? IMMUTABLE : SHORT)
+              .header('X-Content-Type-Options', 'nosniff')
+              .sendFile(path, root, { cacheControl: false });
+          }
+          // A missing hashed asset is a stale page asking for an old build: 404, not the HTML.
+          if (path.startsWith('assets/')) return reply.code(404).send({ error: 'not found' });
+        }
+        return securityHeaders(reply)
+          .header('Cache-Control', 'no-cache')
+          .sendFile('index.html', root, { cacheControl: false });
+      },
+    );
   });
 }

@@ -5,8 +5,10 @@
  * 1. An event of the watch for this tx id already stored → `produced` (no node request): the
  *    transfers that made its events, and the final head the ingester last saw (the providers'
  *    solidified head or the light client's final block, whichever is higher).
- * 2. Otherwise the node group locates the transaction (`/wallet/gettransactioninfobyid`, the
- *    full-node view): unknown → `not_found`; in a block above the solidified head →
+ * 2. Otherwise the node group of the watch's network (mainnet's; Nile's for a test watch, issue 32)
+ *    locates the transaction (`/wallet/gettransactioninfobyid`, the full-node view): unknown →
+ *    `not_found` (also when the deployment follows no chain of that network: a test watch without
+ *    TRON_TESTNET_NODE_URL, or a test transfer's `test_…` id); in a block above the solidified head →
  *    `unsolidified` (events are made from solidified blocks only, DESIGN invariant 1).
  * 3. The solidified block is read through NodeGroup.getSolidifiedBlock (verified, agreed by the
  *    quorum, as ingest reads it), its transfers extracted by extractTransfers (src/tron/extract.ts)
@@ -24,7 +26,7 @@
  * Addresses in answers are base58; amounts as in the Event (amount_raw: smallest units, decimal).
  */
 import type { Queryable } from '../db/pool.js';
-import { hexToBase58 } from '../tron/address.js';
+import { hexToBase58, usdtContractHexOf } from '../tron/address.js';
 import { formatAmount } from '../tron/amount.js';
 import { extractTransfers } from '../tron/extract.js';
 import type { BlockJson, TransactionInfoJson, TransactionJson, Transfer } from '../tron/types.js';
@@ -140,11 +142,15 @@ export function explainInBlock(
     | 'channel'
     | 'status'
     | 'active_from_block'
+    | 'network'
   >,
   blockNumber: number,
   scannedThrough: number | null,
 ): { reason: ExplainReason; message: string; transfers: ExplainedTransfer[] } {
-  const all = extractTransfers(block, infos).filter((t) => t.txId === txId);
+  // The watch's network's USDT (Nile's for a test watch), as its ingester extracts it.
+  const all = extractTransfers(block, infos, { usdt: usdtContractHexOf(watch.network) }).filter(
+    (t) => t.txId === txId,
+  );
   const transfers = all.map(transferView);
   if (all.length === 0) {
     const failed = failure(block, infos, txId);
@@ -222,13 +228,17 @@ export function explainInBlock(
 
 /**
  * Explain `txId` for `watch` (module doc). The caller has checked the watch is the caller's and
- * `txId` is 64 lowercase hex.
+ * `txId` is 64 lowercase hex (or a test transfer's `test_…` id, which only stored events answer).
+ * @param chain the node group of the watch's own network (mainnet's for a live watch, Nile's for a
+ *   test watch, issue 32); null when this deployment follows no chain of that network (a test
+ *   watch without TRON_TESTNET_NODE_URL): then only the stored events answer, else `not_found`
+ *   saying so. Never another network's reader: its verdict would be about another chain.
  * @throws NodeError / BlockCheckError / QuorumDisagreementError from the node group (the route
  *   answers 503); MalformedBlockError.
  */
 export async function explainTransaction(
   db: Queryable,
-  chain: ChainReader,
+  chain: ChainReader | null,
   watch: WatchRow,
   txId: string,
   signal?: AbortSignal,
@@ -280,14 +290,30 @@ export async function explainTransaction(
       })),
     };
   }
+  const notFound = (message: string): Explanation => ({
+    ...base,
+    produced_event: false,
+    reason: 'not_found',
+    message,
+    block_number: null,
+    solidified_head: null,
+    event_ids: [],
+    transfers: [],
+  });
+  if (chain === null || !/^[0-9a-f]{64}$/.test(txId)) {
+    return notFound(
+      chain === null
+        ? `It produced no event for this watch, and this deployment follows no ${watch.network} chain (for the test network: TRON_TESTNET_NODE_URL is not set), so the transaction cannot be looked up: only test transfers (POST /v1/test/transfers) make its events.`
+        : 'No test transfer of this watch has this id.',
+    );
+  }
   const blockNumber = await chain.getTransactionBlock(txId, signal);
   if (blockNumber === undefined) {
     return {
       ...base,
       produced_event: false,
       reason: 'not_found',
-      message:
-        'The node does not know this transaction: not on mainnet, not yet in a block, or mistyped.',
+      message: `The node does not know this transaction: not on ${watch.network}, not yet in a block, or mistyped.`,
       block_number: null,
       solidified_head: null,
       event_ids: [],

@@ -292,8 +292,17 @@ export interface AlertWebhookPayload {
     changes: Array<{ id: string; kind: string; message: string; at: string }>;
     subject: string;
     text: string;
-    /** The console's page of the watch. */
+    /** The console's page of the watch (`?env=test` for a test-mode one). */
     console_url: string | null;
+    /**
+     * Additive (issue 32, test mode): false when the alert is about a test-mode watch or
+     * endpoint (Nile, `tw_test_` keys; its subject and text are marked `[TEST MODE]` too), true
+     * for a live one and for a channel test. An on-call tool that pages on live outages only
+     * ignores a `watch.alert` whose `livemode` is not true.
+     */
+    livemode: boolean;
+    /** Additive (issue 32): `live` or `test`, the same as `livemode`, spelled out. */
+    environment: 'live' | 'test';
   };
 }
 
@@ -367,6 +376,8 @@ export class AlertChannelSender {
         subject: m.alert.subject,
         text: m.alert.text,
         console_url: m.alert.link,
+        livemode: m.alert.livemode,
+        environment: m.alert.livemode ? 'live' : 'test',
       },
     };
     const last = m.changes[m.changes.length - 1]?.id ?? m.watch.id;
@@ -404,6 +415,8 @@ export class AlertChannelSender {
             subject,
             text,
             console_url: null,
+            livemode: true,
+            environment: 'live',
           },
         },
         newId('als'),

@@ -6,8 +6,17 @@
  *
  * Host only: an alert names the watch's receiver by its host (and port), never its full URL, path
  * or query, which often carry a token (`https://shop.example/hook?token=…`). The only link in an
- * alert is the console's own page of the watch ({@link watchLink}), which carries no query.
+ * alert is the console's own page of the watch ({@link watchLink}), which carries no query
+ * other than the environment's (`?env=test`).
+ *
+ * Test mode (issue 32): an alert about a test-mode watch or endpoint (network `nile`, `tw_test_`
+ * keys) goes to the same targets as a live one (a team tries its alerting with test mode, as
+ * Stripe sends test-mode webhooks and e-mails, marked), but it is marked everywhere, so an
+ * on-call engineer never takes it for a live outage: the subject starts with `[TEST MODE] `,
+ * the text's first line says so, the signed alert webhook's body says `livemode: false` and
+ * `environment: "test"`, and the console link opens the console in test mode.
  */
+import { isLivemode, LIVE_NETWORK } from '../common/environment.js';
 
 /** The kinds of watch_alerts rows (migration 043). */
 export type AlertKind = 'failing' | 'recovered' | 'auto_paused';
@@ -36,6 +45,11 @@ export interface AlertWatch {
    * `watch_count` its live watches (one alert for all of them).
    */
   endpoint?: { id: string; label: string | null; watch_count: number } | null;
+  /**
+   * The watch's (or endpoint's) network, its environment (issue 32): `mainnet` live, `nile`
+   * test. Absent: live.
+   */
+  network?: string;
 }
 
 /** One composed alert: what every channel sends, in its own format. */
@@ -50,9 +64,18 @@ export interface AlertText {
   outages: number;
   /** The receiver's host (`shop.example`, `shop.example:8443`), or null for a chat watch. */
   host: string | null;
-  /** The console page of the watch. */
+  /** The console page of the watch (with `?env=test` for a test-mode watch). */
   link: string;
+  /** False for a test-mode watch's or endpoint's alert (issue 32): marked as such. */
+  livemode: boolean;
 }
+
+/** What starts a test-mode alert's subject (issue 32). */
+export const TEST_MODE_SUBJECT = '[TEST MODE] ';
+
+/** The first line of a test-mode alert's text (issue 32). */
+export const TEST_MODE_LINE =
+  'TEST MODE: this alert is about a test-mode object (Nile, tw_test_ keys), not a live one: no real deposit is affected.';
 
 const SUBJECTS: Record<AlertKind, string> = {
   failing: 'Deliveries to your webhook are failing',
@@ -80,14 +103,28 @@ export function receiverHost(url: string | null): string | null {
   }
 }
 
-/** The console's page of a watch: `${consoleUrl}/console/watches/${id}` (no query, no token). */
-export function watchLink(consoleUrl: string, watchId: string): string {
-  return `${consoleUrl.replace(/\/+$/, '')}/console/watches/${encodeURIComponent(watchId)}`;
+/**
+ * The query that opens a console page in an environment (issue 32; src/console/static.ts sets the
+ * console's environment switch from it): `?env=test` for a test-mode object, none for a live one.
+ */
+function envQuery(livemode: boolean): string {
+  return livemode ? '' : '?env=test';
 }
 
-/** The console's Endpoints page: `${consoleUrl}/console/endpoints` (an endpoint's alert). */
-export function endpointsLink(consoleUrl: string): string {
-  return `${consoleUrl.replace(/\/+$/, '')}/console/endpoints`;
+/**
+ * The console's page of a watch: `${consoleUrl}/console/watches/${id}`, plus `?env=test` for a
+ * test-mode watch (issue 32: its page exists in test mode only). No token.
+ */
+export function watchLink(consoleUrl: string, watchId: string, livemode = true): string {
+  return `${consoleUrl.replace(/\/+$/, '')}/console/watches/${encodeURIComponent(watchId)}${envQuery(livemode)}`;
+}
+
+/**
+ * The console's Endpoints page: `${consoleUrl}/console/endpoints` (an endpoint's alert), plus
+ * `?env=test` for a test-mode endpoint.
+ */
+export function endpointsLink(consoleUrl: string, livemode = true): string {
+  return `${consoleUrl.replace(/\/+$/, '')}/console/endpoints${envQuery(livemode)}`;
 }
 
 const ENDPOINT_SUBJECTS: Record<AlertKind, string> = {
@@ -117,7 +154,11 @@ export function composeAlert(
   if (!first || !last) throw new RangeError('an alert needs at least one change');
   const host = receiverHost(watch.webhook_url);
   const ep = watch.endpoint ?? null;
-  const link = ep ? endpointsLink(consoleUrl) : watchLink(consoleUrl, watch.id);
+  const livemode = isLivemode(watch.network ?? LIVE_NETWORK);
+  const link = ep ? endpointsLink(consoleUrl, livemode) : watchLink(consoleUrl, watch.id, livemode);
+  // A test-mode alert (issue 32) says so first, in the subject and the text.
+  const mark = livemode ? '' : TEST_MODE_SUBJECT;
+  const banner = livemode ? [] : [TEST_MODE_LINE, ''];
   const name = watch.label ? `${watch.label} (${watch.address})` : watch.address;
   // An endpoint's alert speaks for all its watches (one message, not one per deposit address).
   const head = ep
@@ -132,18 +173,20 @@ export function composeAlert(
   const state = STATE[last.kind];
   if (changes.length === 1) {
     return {
-      subject: (ep ? ENDPOINT_SUBJECTS : SUBJECTS)[first.kind],
-      text: [...head, first.message, `At: ${alertTime(first.at)}`, '', link].join('\n'),
+      subject: mark + (ep ? ENDPOINT_SUBJECTS : SUBJECTS)[first.kind],
+      text: [...banner, ...head, first.message, `At: ${alertTime(first.at)}`, '', link].join('\n'),
       state,
       outages,
       host,
       link,
+      livemode,
     };
   }
   const now = { failing: 'failing', recovered: 'delivering again', paused: 'paused' }[state];
   return {
-    subject: `Deliveries to your ${ep ? 'endpoint' : 'webhook'} are flapping: ${outages} ${outages === 1 ? 'outage' : 'outages'} since ${alertTime(first.at)}, now ${now}`,
+    subject: `${mark}Deliveries to your ${ep ? 'endpoint' : 'webhook'} are flapping: ${outages} ${outages === 1 ? 'outage' : 'outages'} since ${alertTime(first.at)}, now ${now}`,
     text: [
+      ...banner,
       ...head,
       `The endpoint changed state ${changes.length} times since ${alertTime(first.at)} (${outages} ${outages === 1 ? 'outage' : 'outages'}). tronwatch sends at most one alert per ${ep ? 'endpoint' : 'watch'} and channel every ${paceMinutes} minutes and sums up the changes in between:`,
       ...changes.map((c) => `- ${alertTime(c.at)}  ${c.message}`),
@@ -156,5 +199,6 @@ export function composeAlert(
     outages,
     host,
     link,
+    livemode,
   };
 }

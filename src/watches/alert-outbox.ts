@@ -224,7 +224,7 @@ export class AlertLoop {
     const { rows: ws } = isEndpointId(g.subject)
       ? // An endpoint's alert (issue 30): named by its label and host, with its live watches.
         await db.query<AlertWatch>(
-          `SELECT e.id, '' AS address, e.label, e.url AS webhook_url,
+          `SELECT e.id, '' AS address, e.label, e.url AS webhook_url, e.network,
                   json_build_object('id', e.id, 'label', e.label, 'watch_count',
                     (SELECT count(*)::int FROM watches w
                       WHERE w.endpoint_id = e.id AND w.deleted_at IS NULL)) AS endpoint
@@ -233,7 +233,8 @@ export class AlertLoop {
         )
       : await db.query<AlertWatch>(
           // A watch on an endpoint (issue 30) delivers to the endpoint's URL: its receiver.
-          `SELECT w.id, w.address, w.label, COALESCE(ep.url, w.webhook_url) AS webhook_url
+          `SELECT w.id, w.address, w.label, COALESCE(ep.url, w.webhook_url) AS webhook_url,
+                  w.network
              FROM watches w LEFT JOIN endpoints ep ON ep.id = w.endpoint_id WHERE w.id = $1`,
           [g.subject],
         );

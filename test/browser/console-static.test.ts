@@ -45,6 +45,21 @@ describe('registerConsoleApp', () => {
     },
   );
 
+  it('opens a page in the environment its link names (?env=test from a test-mode alert)', async () => {
+    for (const env of ['test', 'live']) {
+      const res = await app.inject({ url: `/console/watches/wch_1?env=${env}` });
+      expect(res.statusCode).toBe(303);
+      expect(res.headers.location).toBe('/console/watches/wch_1');
+      expect(res.headers['set-cookie']).toBe(
+        `tw_env=${env}; Path=/console; SameSite=Lax; Max-Age=31536000`,
+      );
+    }
+    // Any other value is no switch: the page, no cookie.
+    const other = await app.inject({ url: '/console/watches/wch_1?env=mainnet' });
+    expect(other.statusCode).toBe(200);
+    expect(other.headers['set-cookie']).toBeUndefined();
+  });
+
   it('redirects /console to /console/', async () => {
     const res = await app.inject({ url: '/console' });
     expect(res.statusCode).toBe(308);

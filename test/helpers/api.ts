@@ -72,6 +72,10 @@ export interface HarnessOptions {
   pacer?: Pacer;
   /** The app's logger (default: silent); a test that reads the logs passes a capturing one. */
   logger?: Logger;
+  /** AppDeps.chain: mainnet's node group for explain (default none: that route answers 503). */
+  chain?: AppDeps['chain'];
+  /** AppDeps.testnetChain: the test network's (default none: the deployment follows no Nile). */
+  testnetChain?: AppDeps['testnetChain'];
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -113,6 +117,8 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
       ? { telegram: readyBot(opts.telegram, opts.pacer ?? new MemoryPacer()) }
       : {}),
     ...(mailer ? { mailer } : {}),
+    ...(opts.chain ? { chain: opts.chain } : {}),
+    ...(opts.testnetChain ? { testnetChain: opts.testnetChain } : {}),
   };
   const app = await buildApp(deps);
   return {

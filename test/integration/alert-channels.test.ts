@@ -241,6 +241,9 @@ describe.each(dbEngines)('alert channels on %s', (engine) => {
           summary: false,
           changes: [{ id: failing, kind: 'failing' }],
           console_url: `https://tw.example/console/watches/${watchId}`,
+          // A live watch's alert (issue 32: a test-mode one says false, 'test').
+          livemode: true,
+          environment: 'live',
         },
       });
       const mail = await smtp.waitFor(

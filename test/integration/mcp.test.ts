@@ -640,6 +640,29 @@ describe.each(dbEngines)('MCP server over stdio and streamable HTTP (%s)', (engi
       tx_id: T1.txId,
     });
     expect(body(hidden)).toMatchObject({ status: 404 });
+    // A test key's watch on the same address (issue 32): this service follows no test network, so
+    // the answer is not mainnet's verdict but not_found, saying so.
+    const testClient = await httpClient(
+      (await keysCreate(service.db, { account: accountId, test: true })).key,
+    );
+    const testWatch = body(
+      await tool(testClient, 'create_watch', {
+        address: R,
+        asset_filter: 'TRX',
+        direction: 'incoming',
+        webhook_url: `${receiver.origin}/hook/test-mode`,
+      }),
+    ) as { id: string };
+    const onTest = await explain(testClient, testWatch.id, T1.txId);
+    expect(onTest).toMatchObject({
+      reason: 'not_found',
+      produced_event: false,
+      block_number: null,
+    });
+    expect(String(onTest.message)).toMatch(/follows no nile chain/);
+    expect(body(await tool(testClient, 'delete_watch', { watch_id: testWatch.id }))).toMatchObject({
+      deleted: true,
+    });
     watches.late = late.id;
   });
 

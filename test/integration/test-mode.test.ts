@@ -12,25 +12,56 @@ import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { keysCreate, keysRevoke } from '../../src/accounts/cli.js';
 import { createApiKey } from '../../src/accounts/keys.js';
-import { recordAudit } from '../../src/audit/audit.js';
+import { recordAudit, SYSTEM_ACTORS } from '../../src/audit/audit.js';
 import { silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
+import { loadConfig } from '../../src/config.js';
 import { signBody } from '../../src/delivery/payload.js';
 import { DeliveryWorker } from '../../src/delivery/worker.js';
 import { type Receiver, startReceiver } from '../../src/devnet/receiver.js';
+import { dirSource, startReplayNode } from '../../src/devnet/replay-node.js';
+import { hexToBase58 } from '../../src/tron/address.js';
+import { nodeGroupFor } from '../../src/tron/node-group.js';
+import { AlertChannelSender, saveAlertChannel } from '../../src/watches/alert-channels.js';
+import { AlertLoop, type AlertMessage } from '../../src/watches/alert-outbox.js';
 import {
   type ApiHarness,
   apiHarness,
   type Caller,
+  type HarnessOptions,
   insertEvents,
   json,
   webhookWatch,
 } from '../helpers/api.js';
+import { nodeEnv } from '../helpers/chain.js';
 import { Browser } from '../helpers/console.js';
 import { dbEngines } from '../helpers/db.js';
+import { chainDir, fixtureJson } from '../helpers/fixtures.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-test-mode-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** The real mainnet block the replay node serves (test/fixtures/tron-mainnet/chain). */
+const BLOCK = 79072107;
+/** A TRX transfer of that block, picked from its JSON. */
+const MAINNET_TRX = (() => {
+  const { transactions } = fixtureJson<{
+    transactions: Array<{
+      txID: string;
+      raw_data: {
+        contract: Array<{ type: string; parameter: { value: Record<string, unknown> } }>;
+      };
+    }>;
+  }>(`chain/block-${BLOCK}.json`);
+  for (const t of transactions) {
+    const c = t.raw_data.contract[0];
+    const v = c?.parameter.value as { to_address?: string; amount?: number } | undefined;
+    if (c?.type === 'TransferContract' && v?.to_address && (v.amount ?? 0) > 0) {
+      return { txId: t.txID, to: hexToBase58(v.to_address) };
+    }
+  }
+  throw new Error(`no TRX transfer in block ${BLOCK}`);
+})();
 
 /** A second address (the harness's webhookWatch watches ADDR_B58). */
 const OTHER_ADDRESS = 'TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7';
@@ -66,11 +97,15 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
   });
 
   /** The harness, an account with a live key and a test key (both owner, full). */
-  async function setup(env: Record<string, string> = {}) {
+  async function setup(
+    env: Record<string, string> = {},
+    more: Pick<HarnessOptions, 'chain' | 'testnetChain'> = {},
+  ) {
     r = await startReceiver({ respond: () => 200 });
     const caFile = path.join(tmp, `ca-${randomBytes(4).toString('hex')}.pem`);
     fs.writeFileSync(caFile, r.ca);
     h = await apiHarness(engine, {
+      ...more,
       env: {
         WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
         WEBHOOK_CA_FILE: caFile,
@@ -196,12 +231,22 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     const { h, r: first, test } = await setup({ DELIVERY_SCHEDULE_SCALE: '0.0001' });
     let failing = true;
     await first.close();
-    const rr = await startReceiver({ respond: () => (failing ? 500 : 200) });
+    // The signed alert webhook (an on-call tool) at /alerts always accepts.
+    const rr = await startReceiver({
+      respond: (req) => (req.path === '/alerts' || !failing ? 200 : 500),
+    });
     r = rr;
     const caFile = path.join(tmp, `ca2-${randomBytes(4).toString('hex')}.pem`);
     fs.writeFileSync(caFile, rr.ca);
     // The worker trusts the new receiver's certificate through its own config.
     const config = { ...h.config, delivery: { ...h.config.delivery, caFile } };
+    // The account's signed alert webhook (an on-call tool), as a team sets it in the console.
+    await saveAlertChannel(
+      h.db,
+      { secrets: h.secrets, allowCidrs: ['127.0.0.1/32'] },
+      { accountId: test.accountId, kind: 'webhook', url: `${rr.origin}/alerts` },
+      { accountId: test.accountId, actor: SYSTEM_ACTORS.members, clientIp: null },
+    );
     const tw = await createWatch(h, test, webhookWatch({ webhook_url: rr.url }));
     const e = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '1' }));
     const worker = new DeliveryWorker({
@@ -225,6 +270,56 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       { timeout: 90_000, interval: 100 },
     );
     expect(rr.countsByEvent.get(e.event_id)).toBe(6);
+
+    // The outage queued an alert (e-mail and the account's alert webhook, as a live one): it
+    // says TEST MODE everywhere, so the on-call team never takes it for a live outage, and its
+    // link opens the console in test mode, where the watch is (issue 32).
+    const { rows: queued } = await h.db.query<{ id: string }>(
+      `SELECT a.id FROM watch_alerts a WHERE a.watch_id = $1 AND a.kind = 'failing'`,
+      [tw.id],
+    );
+    expect(queued).toHaveLength(1);
+    const mails: AlertMessage[] = [];
+    const channels = new AlertChannelSender({
+      db: h.db,
+      secrets: h.secrets,
+      timeoutMs: 5_000,
+      allowCidrs: ['127.0.0.1/32'],
+      caFile,
+    });
+    const loop = new AlertLoop({
+      db: h.db,
+      consoleUrl: 'https://tw.example',
+      paceMinutes: 0,
+      email: async (m) => {
+        mails.push(m);
+      },
+      channels: channels.send,
+      logger: silentLogger,
+    });
+    try {
+      expect(await loop.runOnce()).toEqual({ sent: 2, failed: 0 });
+    } finally {
+      await loop.stop();
+    }
+    const link = `https://tw.example/console/watches/${tw.id}?env=test`;
+    expect(mails).toHaveLength(1);
+    expect(mails[0]?.alert).toMatchObject({ livemode: false, link });
+    expect(mails[0]?.alert.subject).toBe('[TEST MODE] Deliveries to your webhook are failing');
+    expect(mails[0]?.alert.text.split('\n')[0]).toMatch(/^TEST MODE: /);
+    const hook = rr.received.find((x) => x.path === '/alerts');
+    const body = JSON.parse(hook?.body.toString('utf8') ?? '{}') as {
+      type: string;
+      data: Record<string, unknown>;
+    };
+    expect(body.type).toBe('watch.alert');
+    expect(body.data).toMatchObject({
+      livemode: false,
+      environment: 'test',
+      subject: '[TEST MODE] Deliveries to your webhook are failing',
+      console_url: link,
+      watch: { id: tw.id },
+    });
     failing = false;
     const again = await h.app.inject({
       method: 'POST',
@@ -312,7 +407,7 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       const ids = json<{ data: { id: string }[] }>(list).data.map((w) => w.id);
       expect(ids).toEqual([c === live ? lw.id : tw.id]);
       for (const [method, url] of [
-        ['GET', `/v1/watches/${other}`],
+        ['GET', `/v1/watches/${other}/health`],
         ['POST', `/v1/watches/${other}/pause`],
         ['POST', `/v1/watches/${other}/rotate-secret`],
         ['PATCH', `/v1/watches/${other}`],
@@ -432,6 +527,66 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       [liveEp, 'mainnet', 3],
       [testEp, 'nile', 2],
     ]);
+  });
+
+  it('explains a test watch’s transaction never through mainnet’s node: stored events, else not_found', async () => {
+    // Mainnet's node group on a replay node serving a real mainnet block, solidified.
+    const node = await startReplayNode({
+      source: dirSource(chainDir()),
+      grpc: true,
+      instant: true,
+    });
+    const group = nodeGroupFor(loadConfig(nodeEnv(node)).node, {
+      blockIntervalMs: 3_000,
+      logger: silentLogger,
+    });
+    try {
+      // This deployment follows no test network (no testnetChain).
+      const { h, live, test } = await setup({}, { chain: () => group });
+      const body = webhookWatch({ address: MAINNET_TRX.to, asset_filter: 'ALL' });
+      const lw = await createWatch(h, live, body);
+      const tw = await createWatch(h, test, body);
+      type Explained = {
+        reason: string;
+        produced_event: boolean;
+        block_number: number | null;
+        message: string;
+        event_ids: string[];
+      };
+      const explain = async (c: Caller, watchId: string, txId: string) => {
+        const res = await h.app.inject({
+          url: `/v1/watches/${watchId}/transactions/${txId}`,
+          headers: c.headers,
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        return json<Explained>(res);
+      };
+      // The live watch: mainnet's verdict, read from the block (it matches; not scanned yet).
+      expect(await explain(live, lw.id, MAINNET_TRX.txId)).toMatchObject({
+        reason: 'not_scanned_yet',
+        block_number: BLOCK,
+      });
+      // The test watch on the same address: not mainnet's answer.
+      const t = await explain(test, tw.id, MAINNET_TRX.txId);
+      expect(t).toMatchObject({ reason: 'not_found', produced_event: false, block_number: null });
+      expect(t.message).toMatch(/follows no nile chain.*TRON_TESTNET_NODE_URL/);
+      // A test transfer is a stored event: produced, by its `test_…` id.
+      const e = json<EventJson>(await trigger(h, test, { watch_id: tw.id, amount: '4' }));
+      expect(await explain(test, tw.id, e.tx_id)).toMatchObject({
+        reason: 'produced',
+        produced_event: true,
+        event_ids: [e.event_id],
+      });
+      // A test transfer's id names no live transaction.
+      const onLive = await h.app.inject({
+        url: `/v1/watches/${lw.id}/transactions/${e.tx_id}`,
+        headers: live.headers,
+      });
+      expect(onLive.statusCode).toBe(400);
+    } finally {
+      await group.close();
+      await node.close();
+    }
   });
 
   it('live events say livemode true and a live key never lists a test event, nor a test key a live one', async () => {

@@ -178,6 +178,28 @@ describe.each(dbEngines)('the test network’s ingester (Nile) on %s', (engine) 
       amount_raw: first.amountRaw.toString(),
       watch_id: tw.id,
     });
+    // Explain reads a test watch's transactions through Nile's node group, never mainnet's: a
+    // Nile transfer of another address, in a solidified Nile block, is not involved (mainnet's
+    // node does not know it: it would say not_found).
+    const other = n.transfers.find(
+      (x) => x.blockNumber <= halted.solidified && x.to !== first.to && x.from !== first.to,
+    );
+    if (!other) throw new Error('no Nile transfer of another address below the halt');
+    const explain = async (txId: string) => {
+      const res = await fetch(`${s.url}/v1/watches/${tw.id}/transactions/${txId}`, {
+        headers: test,
+      });
+      expect(res.status, await res.clone().text()).toBe(200);
+      return (await res.json()) as { reason: string; block_number: number | null };
+    };
+    expect(await explain(other.txId)).toMatchObject({
+      reason: 'address_not_involved',
+      block_number: other.blockNumber,
+    });
+    expect(await explain(first.txId)).toMatchObject({
+      reason: 'produced',
+      block_number: halted.head + 1,
+    });
     const liveEvents = (await (await fetch(`${s.url}/v1/events`, { headers: live })).json()) as {
       data: Array<{ tx_id: string }>;
     };

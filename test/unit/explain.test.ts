@@ -24,6 +24,7 @@ const watch = (address_hex: string, over: Record<string, unknown> = {}) => ({
   channel: 'webhook' as const,
   status: 'ACTIVE' as const,
   active_from_block: N - 10,
+  network: 'mainnet',
   ...over,
 });
 

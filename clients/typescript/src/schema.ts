@@ -430,7 +430,7 @@ export interface paths {
         };
         /**
          * Explain a transaction for a watch
-         * @description Whether the transaction produced an event for this watch, and if not why: computed by reading its solidified block through the node and running the extraction and matching ingest runs. May cost a few node requests.
+         * @description Whether the transaction produced an event for this watch, and if not why: computed by reading its solidified block through the node of the watch’s network and running the extraction and matching ingest runs. May cost a few node requests. A test watch (`tw_test_` key) is read through the test network’s node (Nile) when the deployment follows it; otherwise only its stored events answer (`produced`, e.g. a test transfer’s `test_…` id) and anything else is `not_found`, saying no test network is followed.
          */
         get: operations["explainTransaction"];
         put?: never;
@@ -4416,7 +4416,7 @@ export interface operations {
             path: {
                 /** @description Watch id (`wh_…`). */
                 id: string;
-                /** @description Transaction id: 64 hex characters. */
+                /** @description Transaction id: 64 hex characters; for a test watch also a test transfer’s `test_…` id. */
                 tx_id: string;
             };
             cookie?: never;

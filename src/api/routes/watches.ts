@@ -22,9 +22,11 @@ import { Type as T } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import { auditContextOf } from '../../audit/actor.js';
 import { recordAudit } from '../../audit/audit.js';
+import { TEST_NETWORK } from '../../common/environment.js';
 import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import type { Queryable } from '../../db/pool.js';
+import { TEST_TX_PREFIX } from '../../events/test-transfer.js';
 import { EXPLAIN_REASONS, explainTransaction } from '../../ingest/explain.js';
 import { createWatchFromRequest } from '../../watches/create.js';
 import { type HealthWindowName, healthSeries, healthSummaries } from '../../watches/health.js';
@@ -92,6 +94,9 @@ export const NetworkQuery = T.Object(
   },
   { additionalProperties: false },
 );
+
+/** A test transfer's tx id (src/events/test-transfer.ts): `test_` and 59 lowercase hex. */
+const TEST_TX_ID = new RegExp(`^${TEST_TX_PREFIX}[0-9a-f]{59}$`);
 
 /** src/ingest/explain.ts Explanation. */
 export const TransactionExplanationSchema = T.Object(
@@ -323,13 +328,17 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         operationId: 'explainTransaction',
         summary: 'Explain a transaction for a watch',
         description:
-          'Whether the transaction produced an event for this watch, and if not why: computed by reading its solidified block through the node and running the extraction and matching ingest runs. May cost a few node requests.',
+          'Whether the transaction produced an event for this watch, and if not why: computed by reading its solidified block through the node of the watch’s network and running the extraction and matching ingest runs. May cost a few node requests. A test watch (`tw_test_` key) is read through the test network’s node (Nile) when the deployment follows it; otherwise only its stored events answer (`produced`, e.g. a test transfer’s `test_…` id) and anything else is `not_found`, saying no test network is followed.',
         tags,
         security: BEARER_SECURITY,
         querystring: NetworkQuery,
         params: T.Object({
           id: T.String({ description: 'Watch id (`wh_…`).' }),
-          tx_id: T.String({ maxLength: 66, description: 'Transaction id: 64 hex characters.' }),
+          tx_id: T.String({
+            maxLength: 66,
+            description:
+              'Transaction id: 64 hex characters; for a test watch also a test transfer’s `test_…` id.',
+          }),
         }),
         response: {
           ...commonV1Responses(),
@@ -352,13 +361,22 @@ export function watchRoutes(app: App, deps: AppDeps): void {
         ? await getWatch(deps.db, auth.accountId, auth.network, id)
         : undefined;
       if (!watch) throw new ApiError(404, 'watch not found');
-      const txId = raw.replace(/^0x/i, '').toLowerCase();
-      if (!/^[0-9a-f]{64}$/.test(txId)) {
+      const test = watch.network === TEST_NETWORK;
+      // A test transfer's id (`test_` and 59 hex, POST /v1/test/transfers) names a test event.
+      const testTx = test && TEST_TX_ID.test(raw);
+      const txId = testTx ? raw : raw.replace(/^0x/i, '').toLowerCase();
+      if (!testTx && !/^[0-9a-f]{64}$/.test(txId)) {
         throw new ApiError(400, 'invalid path parameters', undefined, [
           { field: 'tx_id', message: 'must be 64 hexadecimal characters' },
         ]);
       }
-      const chain = deps.chain?.();
+      // The reader of the watch's own network (issue 32): Nile's for a test watch, null when this
+      // deployment follows no test network (then stored events answer); never mainnet's for it.
+      const reader = test ? deps.testnetChain : deps.chain;
+      if (reader === undefined && test) {
+        return explainTransaction(deps.db, null, watch, txId);
+      }
+      const chain = reader?.();
       const unavailable = (why: string) =>
         new ApiError(
           503,
