@@ -257,6 +257,32 @@ describe.each(dbEngines)('tronwatch listen on %s', (engine) => {
     });
   }, 90_000);
 
+  it('at most 5 streams per account and environment: test streams never take the live ones', async () => {
+    const { base, live, test } = await setup();
+    const ends: AbortController[] = [];
+    cleanups.push(() => {
+      for (const a of ends) a.abort();
+    });
+    const open = async (c: Caller) => {
+      const ac = new AbortController();
+      ends.push(ac);
+      const res = await fetch(`${base}/v1/events/stream`, {
+        headers: c.headers,
+        signal: ac.signal,
+      });
+      // A refusal's body is read whole; an open stream stays open until the test ends.
+      const body = res.status === 200 ? '' : await res.text();
+      return { status: res.status, body };
+    };
+    for (let i = 0; i < 5; i++) expect((await open(test)).status).toBe(200);
+    const sixth = await open(test);
+    expect(sixth.status).toBe(429);
+    expect((JSON.parse(sixth.body) as { code?: string }).code).toBe('too_many_streams');
+    // The live environment's streams are its own: all 5 open beside the test ones.
+    for (let i = 0; i < 5; i++) expect((await open(live)).status).toBe(200);
+    expect((await open(live)).status).toBe(429);
+  }, 60_000);
+
   it('a revoked key ends the stream; bad settings and bad input are refused', async () => {
     const { h, base, test } = await setup();
     const r = await localReceiver(

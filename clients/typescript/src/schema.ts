@@ -222,7 +222,7 @@ export interface paths {
         };
         /**
          * Stream new events with their signed webhook requests (tronwatch listen)
-         * @description Server-sent events: each new event of the key’s environment (`event: delivery`) with the exact request its webhook deliveries send: `body` (the JSON text as signed) and `headers` (X-Signature with the watch’s or its endpoint’s secret, X-Event-Id, the Standard Webhooks headers, `Tronwatch-Test-Mode: true` for a test event). `tronwatch listen --forward-to <url>` reads it and POSTs each to a local receiver. Chat (Telegram) watches’ events are not streamed (nothing signs them). Resume with `Last-Event-ID` (or `since`): the `id` of the last message received. A revoked key’s stream ends (`event: end`). At most 5 streams per account per server process (429 too_many_streams).
+         * @description Server-sent events: each new event of the key’s environment (`event: delivery`) with the exact request its webhook deliveries send: `body` (the JSON text as signed) and `headers` (X-Signature with the watch’s or its endpoint’s secret, X-Event-Id, the Standard Webhooks headers, `Tronwatch-Test-Mode: true` for a test event). `tronwatch listen --forward-to <url>` reads it and POSTs each to a local receiver. Chat (Telegram) watches’ events are not streamed (nothing signs them). Resume with `Last-Event-ID` (or `since`): the `id` of the last message received. A revoked key’s stream ends (`event: end`). At most 5 streams per account and environment per server process (429 too_many_streams).
          */
         get: operations["streamEvents"];
         put?: never;
@@ -3103,7 +3103,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description rate_limited, or too_many_streams: this account’s streams are open. */
+            /** @description rate_limited, or too_many_streams: this account’s streams of this environment are open. */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];

@@ -35,7 +35,10 @@ export const POLL_MS = 1_000;
 const KEEP_ALIVE_MS = 15_000;
 /** A stream's longest life, ms: the client reconnects (Last-Event-ID) and is authenticated again. */
 export const STREAM_MAX_MS = 30 * 60_000;
-/** Streams one account may hold open on one process at once. */
+/**
+ * Streams one account may hold open on one process at once, per environment: a developer's
+ * `tronwatch listen` sessions (test keys) never take the live environment's streams.
+ */
 export const STREAMS_PER_ACCOUNT = 5;
 
 /** ISO 8601 UTC instant as the stream writes it (and a few shorter forms a person may type). */
@@ -63,7 +66,7 @@ export function eventStreamRoutes(app: App, deps: AppDeps): void {
         operationId: 'streamEvents',
         summary: 'Stream new events with their signed webhook requests (tronwatch listen)',
         description:
-          'Server-sent events: each new event of the key’s environment (`event: delivery`) with the exact request its webhook deliveries send: `body` (the JSON text as signed) and `headers` (X-Signature with the watch’s or its endpoint’s secret, X-Event-Id, the Standard Webhooks headers, `Tronwatch-Test-Mode: true` for a test event). `tronwatch listen --forward-to <url>` reads it and POSTs each to a local receiver. Chat (Telegram) watches’ events are not streamed (nothing signs them). Resume with `Last-Event-ID` (or `since`): the `id` of the last message received. A revoked key’s stream ends (`event: end`). At most 5 streams per account per server process (429 too_many_streams).',
+          'Server-sent events: each new event of the key’s environment (`event: delivery`) with the exact request its webhook deliveries send: `body` (the JSON text as signed) and `headers` (X-Signature with the watch’s or its endpoint’s secret, X-Event-Id, the Standard Webhooks headers, `Tronwatch-Test-Mode: true` for a test event). `tronwatch listen --forward-to <url>` reads it and POSTs each to a local receiver. Chat (Telegram) watches’ events are not streamed (nothing signs them). Resume with `Last-Event-ID` (or `since`): the `id` of the last message received. A revoked key’s stream ends (`event: end`). At most 5 streams per account and environment per server process (429 too_many_streams).',
         tags: ['events'],
         security: BEARER_SECURITY,
         querystring: T.Object({
@@ -84,7 +87,7 @@ export function eventStreamRoutes(app: App, deps: AppDeps): void {
             content: { 'text/event-stream': { schema: { type: 'string' } } },
           },
           429: errorResponse(
-            'rate_limited, or too_many_streams: this account’s streams are open.',
+            'rate_limited, or too_many_streams: this account’s streams of this environment are open.',
             RETRY_AFTER_HEADER,
           ),
         },
@@ -109,11 +112,13 @@ export function eventStreamRoutes(app: App, deps: AppDeps): void {
       } else {
         cursor = await streamStart(deps.db);
       }
-      const mine = open.get(auth.accountId) ?? new Set();
+      // Counted per account and environment (STREAMS_PER_ACCOUNT).
+      const slot = `${auth.accountId}\u0000${auth.network}`;
+      const mine = open.get(slot) ?? new Set();
       if (mine.size >= STREAMS_PER_ACCOUNT) {
         throw ApiError.coded(
           'too_many_streams',
-          `this account has ${STREAMS_PER_ACCOUNT} event streams open on this server already`,
+          `this account has ${STREAMS_PER_ACCOUNT} event streams of this environment open on this server already`,
         );
       }
       const stream = new EventStream(deps.db, deps.secrets, auth.accountId, auth.network, cursor);
@@ -145,7 +150,7 @@ export function eventStreamRoutes(app: App, deps: AppDeps): void {
         clearInterval(keepAlive);
         clearTimeout(maxLife);
         mine.delete(end);
-        if (mine.size === 0) open.delete(auth.accountId);
+        if (mine.size === 0) open.delete(slot);
         if (reason) res.write(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
         res.end();
       };
@@ -175,7 +180,7 @@ export function eventStreamRoutes(app: App, deps: AppDeps): void {
       const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
       const maxLife = setTimeout(() => end('max_life'), STREAM_MAX_MS);
       mine.add(end);
-      open.set(auth.accountId, mine);
+      open.set(slot, mine);
       request.raw.on('close', () => end());
       void tick();
     },
