@@ -105,6 +105,7 @@ describe.skipIf(!READY)('test mode in the console', () => {
       .click();
     await visible(page.getByRole('heading', { level: 1, name: 'API keys' }));
     await visible(env.getByText('TEST MODE'));
+    await visible(page.getByText('Authorization: Bearer tw_test_…'));
     await page.getByLabel('Name (optional)').fill('integration tests');
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = (await page.getByTestId('secret').textContent())?.trim() ?? '';

@@ -20,6 +20,7 @@ import {
 } from '../components/ui';
 import { useLoad } from '../hooks';
 import { RoleNote, useRole } from '../roles';
+import { useApp } from '../state';
 import type { KeyInfo } from '../types';
 
 export function KeysPage() {
@@ -87,6 +88,7 @@ export function KeysPage() {
   };
 
   const list = keys.data;
+  const testMode = useApp().config.environment === 'test';
   return (
     <section>
       <PageHeader
@@ -94,7 +96,8 @@ export function KeysPage() {
         description={
           <>
             Keys authenticate your backend on <code>/v1/*</code> as{' '}
-            <code>Authorization: Bearer tw_live_…</code>. Only a hash is stored.
+            <code>Authorization: Bearer {testMode ? 'tw_test_' : 'tw_live_'}…</code>. Only a hash is
+            stored.
           </>
         }
       />
