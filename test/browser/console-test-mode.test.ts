@@ -176,6 +176,9 @@ describe.skipIf(!READY)('test mode in the console', () => {
     await visible(page.getByText('6 of 6 attempts'));
     await expect.poll(() => page.getByRole('cell', { name: /HTTP 500/ }).count()).toBe(6);
     expect(receiver.countsByEvent.get(failedId)).toBe(6);
+    // A test transfer is on no chain: no explorer link, and no "check it yourself" warning.
+    await visible(page.getByText(/test deposit: triggered through the API, on no chain/));
+    expect(await page.getByRole('link', { name: /Tronscan/ }).count()).toBe(0);
     await shot(page, 'test-mode-dead');
     failing = false;
     await page.getByRole('button', { name: 'Redeliver', exact: true }).click();

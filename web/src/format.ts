@@ -137,9 +137,14 @@ export function describeAgent(ua: string | null): string {
   return browser ?? os ?? middle(ua, 20);
 }
 
-/** A TRON transaction's page on Tronscan (opened by the user, never fetched by the console). */
-export function tronscanTx(txId: string): string {
-  return `https://tronscan.org/#/transaction/${encodeURIComponent(txId)}`;
+/**
+ * Tronscan's page of a transaction on the event's network (Nile's explorer for a test network's
+ * transaction), or null for a test transfer (`test_…`, POST /v1/test/transfers): it is on no chain.
+ */
+export function tronscanTx(txId: string, network = 'mainnet'): string | null {
+  if (txId.startsWith('test_')) return null;
+  const host = network === 'nile' ? 'https://nile.tronscan.org' : 'https://tronscan.org';
+  return `${host}/#/transaction/${encodeURIComponent(txId)}`;
 }
 
 /** Seconds → "45 s", "3 min 20 s", "2 h 5 min", and from two days on "331 days 7 h". */

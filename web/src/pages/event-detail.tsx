@@ -244,11 +244,18 @@ const PROOF_WORDS: Record<TransferEvent['proof'], string> = {
   provider: 'provider: one node provider’s word; check a large amount yourself before crediting',
 };
 
-function ProofNote({ proof }: { proof: TransferEvent['proof'] }) {
+function ProofNote({ proof, txId }: { proof: TransferEvent['proof']; txId: string }) {
+  // A test transfer (POST /v1/test/transfers) is on no chain: there is nothing to prove or check.
+  if (txId.startsWith('test_')) {
+    return (
+      <span class="muted">test deposit: triggered through the API, on no chain (no money)</span>
+    );
+  }
   return <span class={`proof proof-${proof}`}>{PROOF_WORDS[proof] ?? proof}</span>;
 }
 
 function EventFields({ event, label }: { event: TransferEvent; label: string | null }) {
+  const tronscan = tronscanTx(event.tx_id, event.network);
   const rows: [string, ComponentChildren][] = [
     [
       'Amount',
@@ -258,16 +265,18 @@ function EventFields({ event, label }: { event: TransferEvent; label: string | n
     ],
     ['Amount (raw, 6 decimals)', <code class="mono">{event.amount_raw}</code>],
     ['Direction', event.direction],
-    ['Proof', <ProofNote proof={event.proof} />],
+    ['Proof', <ProofNote proof={event.proof} txId={event.tx_id} />],
     ['From', <Mono value={event.from} full label="Copy sender address" />],
     ['To', <Mono value={event.to} full label="Copy recipient address" />],
     [
       'Transaction',
       <span class="mono-wrap">
         <Mono value={event.tx_id} keep={10} label="Copy transaction id" />
-        <a href={tronscanTx(event.tx_id)} target="_blank" rel="noopener noreferrer">
-          Tronscan<span class="sr-only"> (opens in a new tab)</span>
-        </a>
+        {tronscan !== null && (
+          <a href={tronscan} target="_blank" rel="noopener noreferrer">
+            Tronscan<span class="sr-only"> (opens in a new tab)</span>
+          </a>
+        )}
       </span>,
     ],
     ['Event index', <code class="mono">{event.event_index}</code>],
