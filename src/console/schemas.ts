@@ -118,9 +118,14 @@ const eventFilters = {
   since: T.Optional(Instant),
   until: T.Optional(Instant),
   watch_id: T.Optional(T.String({ maxLength: 64 })),
+  /** Only the events of the watches that deliver to this endpoint (issue 40 item 1). */
+  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
   status: T.Optional(StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const)),
-  /** A transaction id, an event id or an address (src/events/list.ts parseEventSearch). */
-  q: T.Optional(T.String({ maxLength: 100 })),
+  /**
+   * A transaction id, an event id, an address, or a metadata value (src/events/list.ts
+   * parseEventSearch); trimmed, at most a metadata value's length (500) once trimmed.
+   */
+  q: T.Optional(T.String({ maxLength: 600 })),
   asset: T.Optional(StringEnum(['USDT', 'TRX'] as const)),
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
@@ -143,6 +148,7 @@ export const ConsoleExportQuery = T.Object(
 export const RedeliverBody = T.Object(
   {
     watch_id: eventFilters.watch_id,
+    endpoint_id: eventFilters.endpoint_id,
     since: eventFilters.since,
     until: eventFilters.until,
     q: eventFilters.q,

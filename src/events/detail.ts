@@ -5,6 +5,7 @@
  * recorded (time, duration, HTTP status or error and its class, the headers sent — signatures,
  * never the secret — and the start of the answer).
  */
+import { type Environment, environmentOf } from '../common/environment.js';
 import type { Queryable } from '../db/pool.js';
 import { errorClass } from '../delivery/error-class.js';
 import { formatChatMessage } from '../telegram/message.js';
@@ -57,6 +58,12 @@ export interface EventDetail {
   channel: 'webhook' | 'telegram';
   /** The label of the event's watch, as it is now (issue 29: shown beside its id); null: none. */
   watch_label: string | null;
+  /**
+   * The endpoint the event's watch delivers to now (issue 40 item 2: its deliveries are signed with
+   * the endpoint's secret, not a watch secret), `{ id, label }` (label null: none); null for a
+   * watch with its own URL or a chat watch.
+   */
+  endpoint: { id: string; label: string | null } | null;
   /**
    * A chat watch's delivery: the chat the account is bound to now (the one every attempt is sent
    * to: a chat that became a supergroup is followed), and the message sent, Bot API HTML
@@ -113,6 +120,8 @@ interface JoinedRow extends EventRow {
   a_throttled: boolean | null;
   w_channel: 'webhook' | 'telegram';
   w_label: string | null;
+  ep_id: string | null;
+  ep_label: string | null;
   chat_id: string | null;
   chat_title: string | null;
   chat_type: string | null;
@@ -146,17 +155,19 @@ export async function eventDetail(
                     a.response_headers AS a_response_headers,
                     a.response_body AS a_response_body, a.throttled AS a_throttled,
                     w.channel AS w_channel, w.label AS w_label, acc.telegram_chat_id AS chat_id,
-                    acc.telegram_chat_title AS chat_title, acc.telegram_chat_type AS chat_type
+                    acc.telegram_chat_title AS chat_title, acc.telegram_chat_type AS chat_type,
+                    ep.id AS ep_id, ep.label AS ep_label
                FROM events e
                JOIN watches w ON w.id = e.watch_id
                JOIN accounts acc ON acc.id = e.account_id
+               LEFT JOIN endpoints ep ON ep.id = w.endpoint_id
                LEFT JOIN notifications n ON n.event_id = e.id
                LEFT JOIN attempts a ON a.notification_id = n.id
               WHERE e.id = $1 AND e.account_id = $2 AND e.network = $3
               -- A throttled row shares its number with the real attempt made after it: first.
               ORDER BY n.created_at DESC, n.id, a.attempt, a.throttled DESC, a.id`,
     [eventId, accountId, network],
-    { name: 'console_event_detail' },
+    { name: 'console_event_detail_v2' },
   );
   const row = rows[0];
   if (!row) return undefined;
@@ -196,6 +207,7 @@ export async function eventDetail(
     payload: serializeEvent(event).toString('utf8'),
     channel: row.w_channel,
     watch_label: row.w_label,
+    endpoint: row.ep_id === null ? null : { id: row.ep_id, label: row.ep_label },
     telegram:
       row.w_channel === 'telegram'
         ? {
@@ -229,4 +241,24 @@ export async function eventDetail(
         })),
     })),
   };
+}
+
+/**
+ * The environment (`live` or `test`, src/common/environment.ts) holding the account's event
+ * `eventId` when it is not on `network`, else undefined (no such event of the account at all, or
+ * it is on `network`). The console's event page says "this event is in test mode" after a switch
+ * rather than "no such event" (issue 40 item 11); only the account's own events are told apart.
+ */
+export async function eventElsewhere(
+  db: Queryable,
+  accountId: string,
+  network: string,
+  eventId: string,
+): Promise<Environment | undefined> {
+  const { rows } = await db.query<{ network: string }>(
+    'SELECT network FROM events WHERE id = $1 AND account_id = $2 AND network <> $3',
+    [eventId, accountId, network],
+  );
+  const other = rows[0]?.network;
+  return other === undefined ? undefined : environmentOf(other);
 }

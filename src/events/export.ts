@@ -10,6 +10,10 @@
  * same on PostgreSQL and PGlite (no server-side cursor held open across a slow download, so no
  * connection or snapshot is kept for its length).
  *
+ * The CSV's last column `metadata` (issue 40 item 5) is the event's metadata as JSON text (the
+ * watch's, copied at the match), empty when it has none; the JSON export has it as the event's own
+ * `metadata` member.
+ *
  * Each event also carries its watch's label (issue 29: a person reads an export by label, a
  * program by id): the CSV column `watch_label` after `watch_id`, and the additive JSON member
  * `watch_label` (string or null) at the end of each object. Labels are read once, before the
@@ -43,6 +47,7 @@ export const CSV_COLUMNS = [
   'delivery_status',
   'delivery_attempts',
   'notification_id',
+  'metadata',
 ] as const;
 
 /** The labels of the account's watches on the network, deleted ones included: id → label. */
@@ -108,6 +113,9 @@ export async function* exportEvents(
           e.delivery?.status ?? '',
           e.delivery === null ? '' : String(e.delivery.attempts),
           e.delivery?.notification_id ?? '',
+          // The watch's metadata as it was at the match (issue 40 item 5), as its JSON text
+          // (one cell, any keys): '' when none.
+          e.metadata === undefined ? '' : JSON.stringify(e.metadata),
         ]);
       }
       before = f[13];

@@ -21,6 +21,7 @@
 
 import type { Queryable } from '../db/pool.js';
 import type { ProofLevel } from '../tron/types.js';
+import { METADATA_VALUE_MAX_LENGTH } from '../watches/metadata.js';
 import {
   EVENT_ROW_SQL,
   type EventWithDelivery,
@@ -59,6 +60,13 @@ export interface ListEventsQuery {
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
   proof?: ProofLevel;
+  /** Only events of the watches that deliver to this endpoint now (issue 40 item 1). */
+  endpointId?: string;
+  /**
+   * Only events whose metadata holds every one of these key/value pairs, exactly (issue 40 item 5;
+   * GET /v1/events `metadata[key]=value`). An empty object is no filter.
+   */
+  metadata?: Record<string, string>;
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -70,26 +78,39 @@ export interface ListEventsQuery {
 /**
  * What the console's search box looks for, by the shape of the term: an event id (`evt_…`), a
  * transaction id (64 hex digits, any case) or a base58 address (34 characters starting with T:
- * either side of the transfer). Each is an index probe (migration 045, and the primary key).
+ * either side of the transfer); anything else is a metadata value (issue 40 item 5: an invoice
+ * number such as `INV-2026-0091`), matched exactly, case and all, under any key of the event's
+ * metadata (the watch's, copied at ingest: migration 085). Each is an index probe (migration 045,
+ * the primary key, and migration 097's events_metadata_values).
  */
 export type EventSearch =
   | { kind: 'event'; value: string }
   | { kind: 'tx'; value: string }
-  | { kind: 'address'; value: string };
+  | { kind: 'address'; value: string }
+  | { kind: 'metadata'; value: string };
 
 /**
- * The search of a term typed by a person (trimmed), or undefined when it is none of the three
- * shapes (the caller answers 400 saying what it accepts).
+ * The search of a term typed by a person (trimmed), or undefined when it is empty or longer than
+ * a metadata value can be (METADATA_VALUE_MAX_LENGTH: it could match nothing; the caller answers
+ * 400 saying what it accepts).
  */
 export function parseEventSearch(term: string): EventSearch | undefined {
   const t = term.trim();
+  if (t === '' || t.length > METADATA_VALUE_MAX_LENGTH) return undefined;
   if (/^evt_[0-9A-Za-z_-]{1,60}$/.test(t)) return { kind: 'event', value: t };
   if (/^(0x)?[0-9a-fA-F]{64}$/.test(t)) {
     return { kind: 'tx', value: t.replace(/^0x/, '').toLowerCase() };
   }
   if (/^T[1-9A-HJ-NP-Za-km-z]{33}$/.test(t)) return { kind: 'address', value: t };
-  return undefined;
+  return { kind: 'metadata', value: t };
 }
+
+/**
+ * The events' metadata values as an array, for migration 097's GIN index (the function is defined
+ * there: `tronwatch_metadata_values(jsonb) → text[]`). A clause written with it must also say
+ * `e.metadata IS NOT NULL` (the index is partial) so that the planner may use the index.
+ */
+const METADATA_VALUES_SQL = 'tronwatch_metadata_values(e.metadata)';
 
 /** SPEC §GET /v1/events 200 body. */
 export interface EventPage {
@@ -142,6 +163,8 @@ export interface EventFilters {
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
   proof?: ProofLevel | undefined;
+  endpointId?: string | undefined;
+  metadata?: Record<string, string> | undefined;
 }
 
 /**
@@ -158,7 +181,26 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
         ? `e.id = ${p}`
         : f.search.kind === 'tx'
           ? `e.tx_id = ${p}`
-          : `(e.from_address = ${p} OR e.to_address = ${p})`,
+          : f.search.kind === 'address'
+            ? `(e.from_address = ${p} OR e.to_address = ${p})`
+            : `(e.metadata IS NOT NULL AND ${METADATA_VALUES_SQL} @> ARRAY[${p}::text])`,
+    );
+  }
+  const pairs = Object.entries(f.metadata ?? {});
+  if (pairs.length > 0) {
+    // Every pair, exactly: containment of the object. The values array (the index's
+    // expression) narrows by value first; containment checks each key beside its value.
+    values.push(pairs.map(([, v]) => v));
+    const vs = `$${values.length}::text[]`;
+    values.push(JSON.stringify(Object.fromEntries(pairs)));
+    where.push(
+      `(e.metadata IS NOT NULL AND ${METADATA_VALUES_SQL} @> ${vs} AND e.metadata @> $${values.length}::jsonb)`,
+    );
+  }
+  if (f.endpointId !== undefined) {
+    values.push(f.endpointId);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
     );
   }
   if (f.asset !== undefined) {
@@ -243,11 +285,16 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.status === undefined ? 0 : 32) |
     (q.status === 'DEAD' ? 64 : 0) |
     (q.after === undefined ? 0 : 4096) |
-    (q.search === undefined ? 0 : { event: 128, tx: 256, address: 384 }[q.search.kind]) |
+    (q.search === undefined
+      ? 0
+      : { event: 128, tx: 256, address: 384, metadata: 16384 }[q.search.kind]) |
     (q.asset === undefined ? 0 : 512) |
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
-    (q.proof === undefined ? 0 : 8192);
+    (q.proof === undefined ? 0 : 8192) |
+    (q.endpointId === undefined ? 0 : 32768) |
+    // One statement per number of pairs (at most METADATA_MAX_KEYS): the text differs only there.
+    (Object.keys(q.metadata ?? {}).length * 65536);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

@@ -86,3 +86,63 @@ export function normaliseMetadata(value: unknown, problems: FieldError[]): Metad
   if (problems.length > before) return null;
   return Object.fromEntries(entries) as Metadata;
 }
+
+/** The query-string form of one metadata pair in a filter: `metadata[<key>]=<value>`. */
+const FILTER_PARAM = /^metadata\[(.*)\]$/s;
+
+/**
+ * The exact key/value filter of GET /v1/events (issue 40 item 5), read from a parsed query string
+ * whose members are flat (`metadata[invoice]` is one member name, as Fastify's parser leaves it;
+ * the OpenAPI document calls it a `deepObject` parameter, which openapi-fetch writes this way).
+ * The pairs are moved into one member `metadata` (an object), so that the route's schema sees it;
+ * a plain `metadata=…` is left for the schema to refuse.
+ *
+ * Rules: at most {@link METADATA_MAX_KEYS} pairs; each key as a watch's (1 to
+ * {@link METADATA_KEY_MAX_LENGTH} characters, no control characters); each value at most
+ * {@link METADATA_VALUE_MAX_LENGTH} characters, given once.
+ * @returns problems (field `metadata[<key>]` or `metadata`), empty when the filter is well formed.
+ */
+export function collectMetadataFilter(query: Record<string, unknown>): FieldError[] {
+  const problems: FieldError[] = [];
+  // No prototype: a key named `__proto__` is a key like any other.
+  const pairs = Object.create(null) as Record<string, string>;
+  let count = 0;
+  for (const name of Object.keys(query)) {
+    const m = FILTER_PARAM.exec(name);
+    if (!m) continue;
+    const key = m[1] ?? '';
+    const value = query[name];
+    delete query[name];
+    count++;
+    const field = `metadata[${key.slice(0, METADATA_KEY_MAX_LENGTH + 1)}]`;
+    if (key.length === 0 || key.length > METADATA_KEY_MAX_LENGTH || KEY_REFUSED.test(key)) {
+      problems.push({
+        field,
+        message: `a metadata key is 1 to ${METADATA_KEY_MAX_LENGTH} characters without control characters`,
+      });
+    } else if (typeof value !== 'string') {
+      problems.push({ field, message: 'give one value per key' });
+    } else if (value.length > METADATA_VALUE_MAX_LENGTH) {
+      problems.push({
+        field,
+        message: `at most ${METADATA_VALUE_MAX_LENGTH} characters (${value.length} given)`,
+      });
+    } else {
+      pairs[key] = value;
+    }
+  }
+  if (count > METADATA_MAX_KEYS) {
+    problems.push({
+      field: 'metadata',
+      message: `at most ${METADATA_MAX_KEYS} key/value pairs (${count} given)`,
+    });
+  }
+  if (count > 0 && problems.length === 0) {
+    if (query.metadata !== undefined) {
+      problems.push({ field: 'metadata', message: 'give metadata[<key>]=<value> pairs only' });
+    } else {
+      query.metadata = pairs;
+    }
+  }
+  return problems;
+}

@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/pool.js';
 import { claimStatement } from '../../src/delivery/claim.js';
-import { pageQuery } from '../../src/events/list.js';
+import { type ListEventsQuery, pageQuery } from '../../src/events/list.js';
 import { deadSelection } from '../../src/events/redeliver.js';
 import { migratedDb, POSTGRES_URL, type TestDb } from '../helpers/db.js';
 
@@ -49,7 +49,12 @@ async function genericPlan(db: Db, text: string, values: unknown[]): Promise<Pla
   return db.transaction(async (tx) => {
     await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
     await tx.query(`PREPARE plan_test AS ${text}`);
-    const literals = values.map((v) => `'${String(v).replace(/'/g, "''")}'`).join(', ');
+    // A text[] parameter as an array literal ({"a","b"}), anything else as its text.
+    const literal = (v: unknown) =>
+      Array.isArray(v)
+        ? `{${v.map((x) => `"${String(x).replace(/["\\]/g, '\\$&')}"`).join(',')}}`
+        : String(v);
+    const literals = values.map((v) => `'${literal(v).replace(/'/g, "''")}'`).join(', ');
     const r = await tx.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
       `EXPLAIN (FORMAT JSON) EXECUTE plan_test(${literals})`,
     );
@@ -121,6 +126,12 @@ describe.skipIf(!POSTGRES_URL)('hot query plans on postgres', () => {
          FROM generate_series(1, $2 + 2000) g`,
       [account, EVENTS, CHAT_DUE, HOOK_DUE, step, DEAD],
     );
+    // One event in 100 carries its watch's metadata (an invoice each, a customer per 50).
+    await db.query(
+      `UPDATE events SET metadata = jsonb_build_object('invoice', 'INV-' || right(id, 6),
+                                                       'customer', 'c_' || (block_number % 50))
+        WHERE block_number % 100 = 0`,
+    );
     await db.query('VACUUM (ANALYZE) events');
     await db.query('VACUUM (ANALYZE) notifications');
   }, 120_000);
@@ -181,6 +192,32 @@ describe.skipIf(!POSTGRES_URL)('hot query plans on postgres', () => {
     const q = pageQuery({ accountId: account, network: 'mainnet', limit: 200, status: 'DEAD' });
     const { rows } = await t.db.query<{ r: string }>(q.text, q.values);
     expect(rows).toHaveLength(DEAD);
+  });
+
+  it('finds events by metadata from events_metadata_values, custom and generic plan', async () => {
+    const { rows: sample } = await t.db.query<{ invoice: string }>(
+      `SELECT metadata->>'invoice' AS invoice FROM events
+        WHERE account_id = $1 AND metadata IS NOT NULL ORDER BY created_at LIMIT 1 OFFSET 100`,
+      [account],
+    );
+    const invoice = sample[0]?.invoice as string;
+    const shapes: Array<Pick<ListEventsQuery, 'search' | 'metadata'>> = [
+      { search: { kind: 'metadata', value: invoice } },
+      { metadata: { invoice } },
+      { metadata: { invoice, customer: 'c_0' } },
+    ];
+    for (const shape of shapes) {
+      const q = pageQuery({ accountId: account, network: 'mainnet', limit: 50, ...shape });
+      for (const p of [
+        await plan(t.db, q.text, q.values),
+        await genericPlan(t.db, q.text, q.values),
+      ]) {
+        expect(usesIndex(p, 'events_metadata_values'), JSON.stringify(p)).toHaveLength(1);
+        expect(usesIndex(p, 'events_account_created'), JSON.stringify(p)).toHaveLength(0);
+      }
+      const { rows } = await t.db.query<{ r: string }>(q.text, q.values);
+      expect(rows.length, JSON.stringify(shape)).toBe(1);
+    }
   });
 
   it('selects a bulk redelivery from notifications_dead_account', async () => {

@@ -357,4 +357,21 @@ describe(`typed client against a started service (${engine})`, () => {
     expect(gone.response.status).toBe(404);
     expect(gone.error?.error).toBe('watch not found');
   });
+
+  it('sends a metadata filter as the API reads it (metadata[key]=value)', async () => {
+    // openapi-fetch writes the object as deepObject pairs: a well-formed filter is a 200 page,
+    // and a key too long comes back named as the pair it was sent as.
+    const ok = await tw.GET('/v1/events', {
+      params: { query: { metadata: { invoice: 'INV-2026-0091' } } },
+    });
+    expect(ok.response.status).toBe(200);
+    expect(ok.data?.data).toEqual([]);
+    const long = 'k'.repeat(41);
+    const bad = await tw.GET('/v1/events', { params: { query: { metadata: { [long]: 'x' } } } });
+    expect(bad.response.status).toBe(400);
+    const details = bad.error?.details;
+    expect(Array.isArray(details) ? details.map((d) => d.field) : []).toEqual([
+      `metadata[${long}]`,
+    ]);
+  });
 });

@@ -2733,6 +2733,15 @@ export interface operations {
                 before?: string;
                 /** @description Page size: 1 to 200. */
                 limit?: number;
+                /**
+                 * @description Additive. Only events whose `metadata` holds every given pair exactly (case-sensitive), written `metadata[<key>]=<value>` (e.g. `metadata[invoice]=INV-2026-0091`); at most 20 pairs, keys of 1 to 40 characters, values of at most 500. An event carries its watch's metadata as it was when the transfer was matched.
+                 * @example {
+                 *       "invoice": "INV-2026-0091"
+                 *     }
+                 */
+                metadata?: {
+                    [key: string]: string;
+                };
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
                 network?: "mainnet" | "nile";
                 /** @description Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof). */

@@ -128,7 +128,9 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
     },
     // The rate-limit headers are on every /v1 response: define them once (components.headers).
     transformObject: (doc) =>
-      'openapiObject' in doc ? shareResponseHeaders(doc.openapiObject) : doc.swaggerObject,
+      'openapiObject' in doc
+        ? deepObjectQueries(shareResponseHeaders(doc.openapiObject))
+        : doc.swaggerObject,
     refResolver: {
       // Components are named by the schema's $id (Watch, ErrorBody, …), not def-0, def-1.
       buildLocalReference: (json, _baseUri, _fragment, i) =>
@@ -174,6 +176,29 @@ export function shareResponseHeaders<D extends object>(doc: D): D {
   if (Object.keys(shared).length > 0) {
     components.headers = shared;
     d.components = components;
+  }
+  return doc;
+}
+
+/**
+ * A query parameter whose schema is an object (GET /v1/events `metadata`) is written
+ * `name[key]=value` (OpenAPI `style: deepObject`, `explode: true`: what the route reads, and what
+ * openapi-fetch writes). @fastify/swagger copies a style only from the whole querystring schema, so
+ * it is set here, on each such parameter.
+ */
+export function deepObjectQueries<D extends object>(doc: D): D {
+  const paths = isJson((doc as Json).paths) ? ((doc as Json).paths as Json) : {};
+  for (const item of Object.values(paths)) {
+    if (!isJson(item)) continue;
+    for (const op of Object.values(item)) {
+      if (!isJson(op) || !Array.isArray(op.parameters)) continue;
+      for (const p of op.parameters) {
+        if (isJson(p) && p.in === 'query' && isJson(p.schema) && p.schema.type === 'object') {
+          p.style = 'deepObject';
+          p.explode = true;
+        }
+      }
+    }
   }
   return doc;
 }

@@ -1,7 +1,7 @@
 /**
  * Events (SPEC §Event, §EventWithDelivery, §GET /v1/events):
  *
- *   GET  /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *   GET  /v1/events?limit&before&since&watch_id&proof&metadata[key]=value → 200 { data: EventWithDelivery[], next_before }
  *   POST /v1/events/{event_id}/redeliver         → 201 { notification_id } | 404 | 409
  *   GET  /v1/events/{event_id}                   → 200 EventDetail (attempts included) | 404
  *
@@ -26,6 +26,12 @@ import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../eve
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
 import { PROOF_LEVELS } from '../../tron/types.js';
+import {
+  collectMetadataFilter,
+  METADATA_KEY_MAX_LENGTH,
+  METADATA_MAX_KEYS,
+  METADATA_VALUE_MAX_LENGTH,
+} from '../../watches/metadata.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -94,6 +100,15 @@ export const EventsQuery = T.Object(
       StringEnum(PROOF_LEVELS, {
         description:
           'Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof).',
+      }),
+    ),
+    metadata: T.Optional(
+      T.Unsafe<Record<string, string>>({
+        type: 'object',
+        maxProperties: METADATA_MAX_KEYS,
+        additionalProperties: { type: 'string', maxLength: METADATA_VALUE_MAX_LENGTH },
+        description: `Additive. Only events whose \`metadata\` holds every given pair exactly (case-sensitive), written \`metadata[<key>]=<value>\` (e.g. \`metadata[invoice]=INV-2026-0091\`); at most ${METADATA_MAX_KEYS} pairs, keys of 1 to ${METADATA_KEY_MAX_LENGTH} characters, values of at most ${METADATA_VALUE_MAX_LENGTH}. An event carries its watch's metadata as it was when the transfer was matched.`,
+        examples: [{ invoice: 'INV-2026-0091' }],
       }),
     ),
   },
@@ -199,7 +214,14 @@ export function eventRoutes(
     {
       config: { keyCheckedInQuery: true },
       // `limit` must be spelt in decimal: ajv's coercion would read `0x10`, `1e1`, ` 16` as 16.
-      preValidation: async (request) => refuseNonDecimal(request.query, ['limit']),
+      // `metadata[<key>]=<value>` pairs become one `metadata` member for the schema.
+      preValidation: async (request) => {
+        refuseNonDecimal(request.query, ['limit']);
+        const problems = collectMetadataFilter(request.query as Record<string, unknown>);
+        if (problems.length > 0) {
+          throw new ApiError(400, 'invalid query parameters', undefined, problems);
+        }
+      },
       schema: {
         operationId: 'listEvents',
         summary: 'List events with their delivery state',
@@ -243,6 +265,7 @@ export function eventRoutes(
           since: q.since,
           watchId: q.watch_id,
           proof: q.proof,
+          metadata: q.metadata,
           // A caller from the key cache: the page's statement checks the key is not revoked.
           activeKeyId: auth.verified ? undefined : auth.keyId,
         });

@@ -2,12 +2,13 @@
  * The console's deliveries (issue 12 item 5): the events list with filters, an event's page
  * (payload bytes, headers, every attempt of every delivery chain), the dead letters, redelivery.
  *
- *   GET  /console/api/events?limit&before|after&since&until&watch_id&status&q&asset&direction&channel
+ *   GET  /console/api/events?limit&before|after&since&until&watch_id&endpoint_id&status&q&asset&direction&channel
  *        → { data, next_before, next_after } (newest first; next_after: the cursor of the newer page)
  *   GET  /console/api/events/export?format=csv|json&…the same filters → the whole list, streamed
- *   GET  /console/api/events/{id}            → EventDetail | 404
+ *   GET  /console/api/events/{id}            → EventDetail | 404 (+ environment: 'live'|'test'
+ *                                             when the account's event is in the other one)
  *   POST /console/api/events/{id}/redeliver  → 201 { notification_id } | 404 | 409
- *   POST /console/api/redeliver {watch_id?, since?, until?, q?, asset?, direction?, channel?}
+ *   POST /console/api/redeliver {watch_id?, endpoint_id?, since?, until?, q?, asset?, direction?, channel?}
  *                                           → { redelivered } (every DEAD one the filters show)
  *   GET  /console/api/redeliver/count?…the same scope → { count, limit } (what "Redeliver all"
  *                                             would take now, for its confirmation; at most limit)
@@ -22,7 +23,7 @@ import { ApiError } from '../../common/errors.js';
 import { isId } from '../../common/ids.js';
 import { refuseNonDecimal } from '../../common/query.js';
 import { isDataException } from '../../db/sqlstate.js';
-import { eventDetail } from '../../events/detail.js';
+import { eventDetail, eventElsewhere } from '../../events/detail.js';
 import { exportEvents } from '../../events/export.js';
 import { type EventSearch, eventsPageJson, parseEventSearch } from '../../events/list.js';
 import {
@@ -31,6 +32,7 @@ import {
   redeliverDead,
   redeliverEvent,
 } from '../../events/redeliver.js';
+import { METADATA_VALUE_MAX_LENGTH } from '../../watches/metadata.js';
 import { requireSession } from '../guard.js';
 import {
   ConsoleEventsQuery,
@@ -51,11 +53,13 @@ function searchOf(q: string | undefined): EventSearch | undefined {
   throw new ApiError(400, 'invalid query parameters', undefined, [
     {
       field: 'q',
-      message:
-        'search for a transaction id (64 hex characters), an event id (evt_…) or a TRON address (34 characters, starts with T)',
+      message: `search for a transaction id (64 hex characters), an event id (evt_…), a TRON address (34 characters, starts with T) or a metadata value (at most ${METADATA_VALUE_MAX_LENGTH} characters)`,
     },
   ]);
 }
+
+/** A malformed endpoint id names no endpoint: the list is empty (as for a malformed watch id). */
+const noEndpoint = (id: string | undefined) => id !== undefined && !isId(id, 'ep');
 
 /** `since` after `until`: refused in plain words rather than answered with an empty list. */
 function checkRange(q: { since?: string; until?: string }): void {
@@ -72,6 +76,7 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     since: q.since,
     until: q.until,
     watchId: q.watch_id,
+    endpointId: q.endpoint_id,
     status: q.status,
     search: searchOf(q.q),
     asset: q.asset,
@@ -109,7 +114,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           { field: 'after', message: 'give before or after, not both' },
         ]);
       }
-      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
+      if ((q.watch_id !== undefined && !isId(q.watch_id, 'wh')) || noEndpoint(q.endpoint_id)) {
         return reply.type('application/json; charset=utf-8').send(EMPTY_PAGE);
       }
       try {
@@ -149,7 +154,8 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       checkRange(q);
       const format = q.format;
       // An unknown watch id matches nothing: the same header-only (or empty) file.
-      const none = q.watch_id !== undefined && !isId(q.watch_id, 'wh');
+      const none =
+        (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) || noEndpoint(q.endpoint_id);
       const pieces = exportEvents(
         deps.db,
         {
@@ -190,7 +196,25 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const detail = await eventDetail(deps.db, ctx.accountId, ctx.network, request.params.id);
-      if (!detail) throw new ApiError(404, 'event not found');
+      if (!detail) {
+        // The account's event in the other environment (the page was open when the switch
+        // moved): the 404 says which, so the page can say so (issue 40 item 11).
+        const elsewhere = await eventElsewhere(
+          deps.db,
+          ctx.accountId,
+          ctx.network,
+          request.params.id,
+        );
+        throw new ApiError(
+          404,
+          elsewhere === undefined
+            ? 'event not found'
+            : `this event is in the ${elsewhere === 'test' ? 'test' : 'live'} environment`,
+          undefined,
+          undefined,
+          elsewhere === undefined ? {} : { environment: elsewhere },
+        );
+      }
       return detail;
     },
   );
@@ -229,12 +253,13 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.query;
       const search = searchOf(b.q);
       checkRange(b);
-      if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) {
+      if ((b.watch_id !== undefined && !isId(b.watch_id, 'wh')) || noEndpoint(b.endpoint_id)) {
         return { count: 0, limit: BULK_REDELIVERY_LIMIT };
       }
       try {
         const count = await countDead(deps.db, ctx.accountId, ctx.network, {
           watchId: b.watch_id,
+          endpointId: b.endpoint_id,
           since: b.since,
           until: b.until,
           search,
@@ -258,11 +283,14 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.body;
       const search = searchOf(b.q);
       checkRange(b);
-      if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) return { redelivered: 0 };
+      if ((b.watch_id !== undefined && !isId(b.watch_id, 'wh')) || noEndpoint(b.endpoint_id)) {
+        return { redelivered: 0 };
+      }
       // The audit entry names the scope: the filters as given (a search term is an id, a tx id
       // or an address, none of them a secret).
       const scope = {
         watch_id: b.watch_id,
+        endpoint_id: b.endpoint_id,
         since: b.since,
         until: b.until,
         q: b.q,
@@ -278,6 +306,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           ctx.network,
           {
             watchId: b.watch_id,
+            endpointId: b.endpoint_id,
             since: b.since,
             until: b.until,
             search,
