@@ -66,8 +66,6 @@ export async function redeliverEvent(
 export interface RedeliveryScope extends EventFilters {
   /** Only this watch's events. */
   watchId?: string | undefined;
-  /** Only the events of the watches that deliver to this endpoint now (issue 30). */
-  endpointId?: string | undefined;
   /** Events created at or after this instant (ISO 8601). */
   since?: string | undefined;
   /** Events created before this instant (ISO 8601). */
@@ -140,12 +138,6 @@ export function deadSelection(
   if (scope.watchId !== undefined) {
     values.push(scope.watchId);
     where.push(`e.watch_id = $${values.length}`);
-  }
-  if (scope.endpointId !== undefined) {
-    values.push(scope.endpointId);
-    where.push(
-      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
-    );
   }
   if (scope.since !== undefined) {
     values.push(scope.since);

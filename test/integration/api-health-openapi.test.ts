@@ -423,6 +423,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['watch_id', 'query'],
       ['network', 'query'],
       ['proof', 'query'],
+      ['endpoint_id', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });

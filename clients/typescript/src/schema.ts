@@ -2731,6 +2731,8 @@ export interface operations {
             query?: {
                 /** @description Exclusive upper bound on creation time (the previous page’s `next_before`). RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 before?: string;
+                /** @description Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data). */
+                endpoint_id?: string;
                 /** @description Page size: 1 to 200. */
                 limit?: number;
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
