@@ -254,6 +254,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/endpoints/{id}',
       '/v1/endpoints/{id}/previous-secret/expire',
       '/v1/endpoints/{id}/redeliver',
+      '/v1/endpoints/{id}/replay',
       '/v1/endpoints/{id}/rotate-secret',
       '/v1/events',
       '/v1/events/stream',
