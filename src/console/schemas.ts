@@ -118,8 +118,6 @@ const eventFilters = {
   since: T.Optional(Instant),
   until: T.Optional(Instant),
   watch_id: T.Optional(T.String({ maxLength: 64 })),
-  /** Only the events of the watches that deliver to this endpoint (issue 40 item 1). */
-  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
   status: T.Optional(StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const)),
   /**
    * A transaction id, an event id, an address, or a metadata value (src/events/list.ts
@@ -130,6 +128,8 @@ const eventFilters = {
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
   proof: T.Optional(StringEnum(PROOF_LEVELS)),
+  /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */
+  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
 };
 export const ConsoleEventsQuery = T.Object(
   {
@@ -148,13 +148,13 @@ export const ConsoleExportQuery = T.Object(
 export const RedeliverBody = T.Object(
   {
     watch_id: eventFilters.watch_id,
-    endpoint_id: eventFilters.endpoint_id,
     since: eventFilters.since,
     until: eventFilters.until,
     q: eventFilters.q,
     asset: eventFilters.asset,
     direction: eventFilters.direction,
     channel: eventFilters.channel,
+    endpoint_id: eventFilters.endpoint_id,
   },
   closed,
 );

@@ -60,7 +60,7 @@ export interface ListEventsQuery {
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
   proof?: ProofLevel;
-  /** Only events of the watches that deliver to this endpoint now (issue 40 item 1). */
+  /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
   endpointId?: string;
   /**
    * Only events whose metadata holds every one of these key/value pairs, exactly (issue 40 item 5;
@@ -163,6 +163,11 @@ export interface EventFilters {
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
   proof?: ProofLevel | undefined;
+  /**
+   * Only events of the watches that deliver to this endpoint now (`ep_…`; issue 40 item 1: the
+   * endpoint filter of Events and Dead letters, and the endpoint page). An unknown or foreign id
+   * matches nothing.
+   */
   endpointId?: string | undefined;
   metadata?: Record<string, string> | undefined;
 }
@@ -197,12 +202,6 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
       `(e.metadata IS NOT NULL AND ${METADATA_VALUES_SQL} @> ${vs} AND e.metadata @> $${values.length}::jsonb)`,
     );
   }
-  if (f.endpointId !== undefined) {
-    values.push(f.endpointId);
-    where.push(
-      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
-    );
-  }
   if (f.asset !== undefined) {
     values.push(f.asset);
     where.push(`e.asset = $${values.length}`);
@@ -219,6 +218,12 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
     values.push(f.channel);
     where.push(
       `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
+    );
+  }
+  if (f.endpointId !== undefined) {
+    values.push(f.endpointId);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
     );
   }
 }
@@ -287,12 +292,12 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.after === undefined ? 0 : 4096) |
     (q.search === undefined
       ? 0
-      : { event: 128, tx: 256, address: 384, metadata: 16384 }[q.search.kind]) |
+      : { event: 128, tx: 256, address: 384, metadata: 32768 }[q.search.kind]) |
     (q.asset === undefined ? 0 : 512) |
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
     (q.proof === undefined ? 0 : 8192) |
-    (q.endpointId === undefined ? 0 : 32768) |
+    (q.endpointId === undefined ? 0 : 16384) |
     // One statement per number of pairs (at most METADATA_MAX_KEYS): the text differs only there.
     (Object.keys(q.metadata ?? {}).length * 65536);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer

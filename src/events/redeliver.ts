@@ -165,7 +165,7 @@ export function deadSelection(
  * event that has a PENDING one already (migration 016's index).
  * @returns the ids inserted.
  */
-async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
+export async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
   if (eventIds.length === 0) return [];
   const ids = eventIds.map(() => newId('ntf'));
   const { rows } = await tx.query<{ id: string }>(

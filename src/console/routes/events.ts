@@ -58,9 +58,6 @@ function searchOf(q: string | undefined): EventSearch | undefined {
   ]);
 }
 
-/** A malformed endpoint id names no endpoint: the list is empty (as for a malformed watch id). */
-const noEndpoint = (id: string | undefined) => id !== undefined && !isId(id, 'ep');
-
 /** `since` after `until`: refused in plain words rather than answered with an empty list. */
 function checkRange(q: { since?: string; until?: string }): void {
   if (q.since !== undefined && q.until !== undefined && Date.parse(q.since) > Date.parse(q.until)) {
@@ -76,14 +73,25 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     since: q.since,
     until: q.until,
     watchId: q.watch_id,
-    endpointId: q.endpoint_id,
     status: q.status,
     search: searchOf(q.q),
     asset: q.asset,
     direction: q.direction,
     channel: q.channel,
     proof: q.proof,
+    endpointId: q.endpoint_id,
   };
+}
+
+/**
+ * A watch or endpoint id that cannot name one of the account's (wrong prefix, stray bytes): the
+ * list is empty, as for another account's id, and nothing odd reaches SQL.
+ */
+function namesNothing(q: { watch_id?: string | undefined; endpoint_id?: string | undefined }) {
+  return (
+    (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) ||
+    (q.endpoint_id !== undefined && !isId(q.endpoint_id, 'ep'))
+  );
 }
 
 /** A bound PostgreSQL cannot hold (year 0000, 7 fractional digits) → 400 naming the fields. */
@@ -114,7 +122,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           { field: 'after', message: 'give before or after, not both' },
         ]);
       }
-      if ((q.watch_id !== undefined && !isId(q.watch_id, 'wh')) || noEndpoint(q.endpoint_id)) {
+      if (namesNothing(q)) {
         return reply.type('application/json; charset=utf-8').send(EMPTY_PAGE);
       }
       try {
@@ -154,15 +162,14 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       checkRange(q);
       const format = q.format;
       // An unknown watch id matches nothing: the same header-only (or empty) file.
-      const none =
-        (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) || noEndpoint(q.endpoint_id);
+      const none = namesNothing(q);
       const pieces = exportEvents(
         deps.db,
         {
           accountId: ctx.accountId,
           network: ctx.network,
           ...filters,
-          ...(none ? { watchId: 'wh_none' } : {}),
+          ...(none ? { watchId: 'wh_none', endpointId: undefined } : {}),
         },
         format,
       );
@@ -253,19 +260,17 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.query;
       const search = searchOf(b.q);
       checkRange(b);
-      if ((b.watch_id !== undefined && !isId(b.watch_id, 'wh')) || noEndpoint(b.endpoint_id)) {
-        return { count: 0, limit: BULK_REDELIVERY_LIMIT };
-      }
+      if (namesNothing(b)) return { count: 0, limit: BULK_REDELIVERY_LIMIT };
       try {
         const count = await countDead(deps.db, ctx.accountId, ctx.network, {
           watchId: b.watch_id,
-          endpointId: b.endpoint_id,
           since: b.since,
           until: b.until,
           search,
           asset: b.asset,
           direction: b.direction,
           channel: b.channel,
+          endpointId: b.endpoint_id,
         });
         return { count, limit: BULK_REDELIVERY_LIMIT };
       } catch (err) {
@@ -283,9 +288,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.body;
       const search = searchOf(b.q);
       checkRange(b);
-      if ((b.watch_id !== undefined && !isId(b.watch_id, 'wh')) || noEndpoint(b.endpoint_id)) {
-        return { redelivered: 0 };
-      }
+      if (namesNothing(b)) return { redelivered: 0 };
       // The audit entry names the scope: the filters as given (a search term is an id, a tx id
       // or an address, none of them a secret).
       const scope = {
@@ -306,18 +309,18 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           ctx.network,
           {
             watchId: b.watch_id,
-            endpointId: b.endpoint_id,
             since: b.since,
             until: b.until,
             search,
             asset: b.asset,
             direction: b.direction,
             channel: b.channel,
+            endpointId: b.endpoint_id,
           },
           (tx, count) =>
             recordAudit(tx, audit, {
               action: 'event.bulk_redelivered',
-              targetId: b.watch_id ?? null,
+              targetId: b.watch_id ?? b.endpoint_id ?? null,
               detail: { redelivered: count, ...scope },
             }),
         );
