@@ -82,12 +82,12 @@ describe.skipIf(!READY)('test mode in the console', () => {
     await page.getByRole('button', { name: 'Create account' }).click();
     await visible(page.getByRole('heading', { name: 'Overview' }));
     const env = page.getByRole('region', { name: 'Environment' });
-    await visible(env.getByText('LIVE'));
+    await visible(env.getByText('LIVE', { exact: true }));
     await shot(page, 'test-mode-live-overview');
 
     // Switch to test mode: the page reloads in test mode, and says so.
     await env.getByRole('switch', { name: 'Test mode' }).click();
-    await visible(env.getByText('TEST MODE'));
+    await visible(env.getByText('TEST MODE', { exact: true }));
     expect(await env.getByRole('switch', { name: 'Test mode' }).getAttribute('aria-checked')).toBe(
       'true',
     );
@@ -104,7 +104,7 @@ describe.skipIf(!READY)('test mode in the console', () => {
       .getByRole('link', { name: 'API keys', exact: true })
       .click();
     await visible(page.getByRole('heading', { level: 1, name: 'API keys' }));
-    await visible(env.getByText('TEST MODE'));
+    await visible(env.getByText('TEST MODE', { exact: true }));
     await visible(page.getByText('Authorization: Bearer tw_test_…'));
     await page.getByLabel('Name (optional)').fill('integration tests');
     await page.getByRole('button', { name: 'Create key' }).click();
@@ -191,7 +191,7 @@ describe.skipIf(!READY)('test mode in the console', () => {
 
     // Back to live mode: none of it is there.
     await env.getByRole('switch', { name: 'Test mode' }).click();
-    await visible(env.getByText('LIVE'));
+    await visible(env.getByText('LIVE', { exact: true }));
     await page.goto(`${service.base}/console/events`);
     await visible(page.getByText('No events yet'));
     await expect(page.getByText(firstId).count()).resolves.toBe(0);
@@ -208,12 +208,12 @@ describe.skipIf(!READY)('test mode in the console', () => {
     const stale = await context.newPage();
     await stale.goto(`${service.base}/console/keys`);
     const staleEnv = stale.getByRole('region', { name: 'Environment' });
-    await visible(staleEnv.getByText('LIVE'));
+    await visible(staleEnv.getByText('LIVE', { exact: true }));
     await env.getByRole('switch', { name: 'Test mode' }).click();
-    await visible(env.getByText('TEST MODE'));
+    await visible(env.getByText('TEST MODE', { exact: true }));
     await stale.getByLabel('Name (optional)').fill('stale tab key');
     await stale.getByRole('button', { name: 'Create key' }).click();
-    await visible(staleEnv.getByText('TEST MODE'));
+    await visible(staleEnv.getByText('TEST MODE', { exact: true }));
     const { rows } = await service.svc.db.query<{ n: string }>(
       "SELECT count(*)::text AS n FROM api_keys WHERE name = 'stale tab key'",
     );

@@ -295,8 +295,14 @@ function EnvironmentSwitch() {
           </>
         )}
       </span>
+      {/* The switch reads its two states, Live and Test mode, the current one marked; its name
+          stays "Test mode" (on or off), as a switch's does. */}
       <button type="button" role="switch" aria-checked={test} class="env-switch" onClick={flip}>
-        Test mode
+        <span class={`env-state${test ? '' : ' env-state-on'}`} aria-hidden="true">
+          Live
+        </span>
+        <span class="env-track" aria-hidden="true" />
+        <span class={`env-state${test ? ' env-state-on' : ''}`}>Test mode</span>
       </button>
     </section>
   );

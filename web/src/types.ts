@@ -217,6 +217,11 @@ export interface EventDetail {
   channel: 'webhook' | 'telegram';
   /** The label of the event's watch (null: none; absent from older servers). */
   watch_label?: string | null;
+  /**
+   * The endpoint the watch delivers to (its secret signs the payload); null: the watch's own URL
+   * or a chat (absent from older servers).
+   */
+  endpoint?: { id: string; label: string | null } | null;
   /** A chat watch's delivery: the bound chat and the message sent (Bot API HTML). */
   telegram: {
     chat: { id: string; title: string | null; type: string | null } | null;

@@ -7,15 +7,18 @@ import { useLoad } from '../hooks';
 import { type LiveMode, useLive } from '../live';
 import { useRole } from '../roles';
 import { BASE, Link, navigate, useLocation } from '../router';
-import type { DeliveryStatus, EventPage, EventWithDelivery, WatchListed } from '../types';
+import { useApp } from '../state';
+import type { DeliveryStatus, Endpoint, EventPage, EventWithDelivery, WatchListed } from '../types';
 import { EmptyState, Loading, Mono, Notice, StatusPill, Time } from './ui';
 
 export const PAGE_SIZE = 50;
 
 export interface Filters {
-  /** A transaction id, an event id or an address (the search box). */
+  /** A transaction id, an event id, an address or a metadata value (the search box). */
   q: string;
   watch_id: string;
+  /** Only the events of the watches delivering to this endpoint (issue 40 item 1). */
+  endpoint_id: string;
   status: '' | DeliveryStatus;
   asset: '' | 'USDT' | 'TRX';
   direction: '' | 'incoming' | 'outgoing';
@@ -39,6 +42,7 @@ export function readFilters(search: URLSearchParams): Filters {
   return {
     q: search.get('q') ?? '',
     watch_id: search.get('watch_id') ?? '',
+    endpoint_id: search.get('endpoint_id') ?? '',
     status: oneOf(search.get('status'), ['PENDING', 'DELIVERED', 'DEAD'] as const),
     asset: oneOf(search.get('asset'), ['USDT', 'TRX'] as const),
     direction: oneOf(search.get('direction'), ['incoming', 'outgoing'] as const),
@@ -56,6 +60,7 @@ export function filterParams(f: Filters, fixedStatus?: DeliveryStatus) {
   return {
     q: f.q.trim(),
     watch_id: f.watch_id,
+    endpoint_id: f.endpoint_id,
     status: fixedStatus ?? f.status,
     asset: f.asset,
     direction: f.direction,
@@ -71,6 +76,7 @@ export function isFiltered(f: Filters): boolean {
   return Boolean(
     f.q ||
       f.watch_id ||
+      f.endpoint_id ||
       f.status ||
       f.asset ||
       f.direction ||
@@ -83,6 +89,22 @@ export function isFiltered(f: Filters): boolean {
 
 export function useWatches() {
   return useLoad(() => get<{ data: WatchListed[] }>('/watches').then((r) => r.data), []);
+}
+
+/** The account's endpoints (this environment's), for the Endpoint filter. */
+export function useEndpoints() {
+  return useLoad(() => get<{ data: Endpoint[] }>('/endpoints').then((r) => r.data), []);
+}
+
+/** An endpoint in a few words: its label, else its host and path. */
+export function endpointName(e: Pick<Endpoint, 'label' | 'url'>): string {
+  if (e.label) return e.label;
+  try {
+    const u = new URL(e.url);
+    return `${u.host}${u.pathname === '/' ? '' : u.pathname}`;
+  } catch {
+    return e.url;
+  }
 }
 
 /** A watch's label, when it has one (an additive field of newer servers). */
@@ -112,14 +134,13 @@ export function watchOptionText(w: WatchListed): string {
     .join(' · ');
 }
 
-/** The search box's shapes (as the server's parseEventSearch): a message when it is none. */
+/**
+ * The search box's rule (as the server's parseEventSearch): an id, a transaction id, an address,
+ * or else a metadata value, which is at most 500 characters. A message when it breaks it.
+ */
 export function searchProblem(q: string): string | undefined {
-  const t = q.trim();
-  if (t === '') return undefined;
-  if (/^evt_[0-9A-Za-z_-]{1,60}$/.test(t)) return undefined;
-  if (/^(0x)?[0-9a-fA-F]{64}$/.test(t)) return undefined;
-  if (/^T[1-9A-HJ-NP-Za-km-z]{33}$/.test(t)) return undefined;
-  return 'Search for a transaction id (64 hex characters), an event id (evt_…) or a TRON address (34 characters, starts with T).';
+  if (q.trim().length <= 500) return undefined;
+  return 'Search for a transaction id, an event id (evt_…), a TRON address (T…) or a metadata value of at most 500 characters.';
 }
 
 /**
@@ -189,11 +210,14 @@ function WatchPicker({
 export function FilterForm({
   filters,
   watches,
+  endpoints,
   showStatus,
   basePath,
 }: {
   filters: Filters;
   watches: WatchListed[] | undefined;
+  /** The account's endpoints: the Endpoint filter is shown when there is one (or one is set). */
+  endpoints?: Endpoint[] | undefined;
   showStatus: boolean;
   basePath: string;
 }) {
@@ -227,7 +251,7 @@ export function FilterForm({
           id="f-q"
           type="search"
           class="mono-input"
-          placeholder="Transaction id, event id (evt_…) or address (T…)"
+          placeholder="Tx id, event id, address or metadata value (INV-…)"
           autoComplete="off"
           spellcheck={false}
           value={f.q}
@@ -242,6 +266,26 @@ export function FilterForm({
         )}
       </div>
       <WatchPicker watches={watches} value={f.watch_id} onChange={(id) => set({ watch_id: id })} />
+      {((endpoints?.length ?? 0) > 0 || f.endpoint_id !== '') && (
+        <div class="field">
+          <label for="f-endpoint">Endpoint</label>
+          <select
+            id="f-endpoint"
+            value={f.endpoint_id}
+            onChange={(e) => set({ endpoint_id: e.currentTarget.value })}
+          >
+            <option value="">Any endpoint</option>
+            {endpoints?.map((ep) => (
+              <option key={ep.id} value={ep.id}>
+                {endpointName(ep)}
+              </option>
+            ))}
+            {f.endpoint_id !== '' && !endpoints?.some((ep) => ep.id === f.endpoint_id) && (
+              <option value={f.endpoint_id}>{f.endpoint_id}</option>
+            )}
+          </select>
+        </div>
+      )}
       {showStatus && (
         <div class="field">
           <label for="f-status">Delivery status</label>
@@ -597,18 +641,56 @@ export function useFilters(): Filters {
 export function NoEvents({ filtered }: { filtered: boolean }) {
   // Test sends need the developer role (src/console/routes/watches.ts): not suggested below it.
   const { can } = useRole();
-  return filtered ? (
-    <EmptyState title="No events match these filters">
-      <p>Widen the time range or choose another watch.</p>
-    </EmptyState>
-  ) : (
-    <EmptyState title="No events yet">
+  if (filtered) {
+    return (
+      <EmptyState title="No events match these filters">
+        <p>Widen the time range or choose another watch.</p>
+      </EmptyState>
+    );
+  }
+  return (
+    <TestModeEmpty title="No test events yet">
+      <EmptyState title="No events yet">
+        <p>
+          An event appears here about a minute after a transfer to or from a watched address is
+          confirmed. <Link href={`${BASE}/watches`}>Check your watches</Link>
+          {can('developer')
+            ? ', or send a test event from there to see what your endpoint receives.'
+            : '.'}
+        </p>
+      </EmptyState>
+    </TestModeEmpty>
+  );
+}
+
+/**
+ * In test mode, an empty list says where test events come from (issue 40 item 11): no chain
+ * brings them unless the deployment follows Nile, so the way to get one is to trigger it. In live
+ * mode, `children` (the live empty state).
+ */
+export function TestModeEmpty({
+  title,
+  lead,
+  children,
+}: {
+  title: string;
+  /** A sentence before the explanation (what this list holds). */
+  lead?: string;
+  children: ComponentChildren;
+}) {
+  const { config } = useApp();
+  const { can } = useRole();
+  if (config.environment !== 'test') return <>{children}</>;
+  return (
+    <EmptyState title={title}>
+      {lead && <p>{lead}</p>}
       <p>
-        An event appears here about a minute after a transfer to or from a watched address is
-        confirmed. <Link href={`${BASE}/watches`}>Check your watches</Link>
-        {can('developer')
-          ? ', or send a test event from there to see what your endpoint receives.'
-          : '.'}
+        Test events come from the deposits you trigger: open a test watch and use{' '}
+        <strong>Trigger test deposit</strong>
+        {can('developer') ? '' : ' (developer role)'}, or call <code>POST /v1/test/transfers</code>{' '}
+        with a <code>tw_test_</code> key. Each is delivered at once, like a real deposit, and moves
+        no money. When this deployment follows TRON's Nile testnet, Nile transfers to a test watch's
+        address come here too. <Link href={`${BASE}/watches`}>Your test watches</Link>
       </p>
     </EmptyState>
   );

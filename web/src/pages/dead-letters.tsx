@@ -6,7 +6,10 @@ import { useState } from 'preact/hooks';
 import { get, post } from '../api';
 import {
   EventsListBody,
+  endpointName,
   FilterForm,
+  TestModeEmpty,
+  useEndpoints,
   useEventPage,
   useFilters,
   useWatches,
@@ -20,6 +23,7 @@ import type { EventWithDelivery } from '../types';
 export function DeadLettersPage() {
   const filters = useFilters();
   const watches = useWatches();
+  const endpoints = useEndpoints();
   const pages = useEventPage(filters, 'DEAD');
   const basePath = `${BASE}/dead-letters`;
   /** The confirmation, with how many dead events the scope holds now (asked when opened). */
@@ -31,8 +35,12 @@ export function DeadLettersPage() {
   const manages = can('developer');
 
   const watch = watches.data?.find((w) => w.id === filters.watch_id);
+  const endpoint = endpoints.data?.find((e) => e.id === filters.endpoint_id);
   const scope = [
     watch ? `watch ${middle(watch.address, 6)} (${watch.asset_filter})` : 'all watches',
+    filters.endpoint_id
+      ? `delivering to endpoint ${endpoint ? endpointName(endpoint) : filters.endpoint_id}`
+      : '',
     filters.since ? `from ${localTime(filters.since)}` : '',
     filters.until ? `to ${localTime(filters.until)}` : '',
     filters.q ? `matching “${filters.q}”` : '',
@@ -48,6 +56,7 @@ export function DeadLettersPage() {
   // Exactly what the filtered list shows (every page of it, not only this one).
   const scopeBody = {
     watch_id: filters.watch_id || undefined,
+    endpoint_id: filters.endpoint_id || undefined,
     since: filters.since || undefined,
     until: filters.until || undefined,
     q: filters.q || undefined,
@@ -146,7 +155,13 @@ export function DeadLettersPage() {
           </Notice>
         )}
       </div>
-      <FilterForm filters={filters} watches={watches.data} showStatus={false} basePath={basePath} />
+      <FilterForm
+        filters={filters}
+        watches={watches.data}
+        endpoints={endpoints.data}
+        showStatus={false}
+        basePath={basePath}
+      />
       <EventsListBody
         pages={pages}
         filters={filters}
@@ -154,13 +169,18 @@ export function DeadLettersPage() {
         fixedStatus="DEAD"
         watches={watches.data}
         empty={
-          <EmptyState title="No dead letters">
-            <p>
-              Every delivery in this view was acknowledged or is still being retried. Failed
-              attempts are retried after 1 min, 5 min, 30 min, 2 h and 6 h before an event lands
-              here. <Link href={`${BASE}/events?status=PENDING`}>See pending deliveries</Link>.
-            </p>
-          </EmptyState>
+          <TestModeEmpty
+            title="No dead test events"
+            lead="A test event lands here when all six attempts to deliver it fail."
+          >
+            <EmptyState title="No dead letters">
+              <p>
+                Every delivery in this view was acknowledged or is still being retried. Failed
+                attempts are retried after 1 min, 5 min, 30 min, 2 h and 6 h before an event lands
+                here. <Link href={`${BASE}/events?status=PENDING`}>See pending deliveries</Link>.
+              </p>
+            </EmptyState>
+          </TestModeEmpty>
         }
         action={
           manages

@@ -21,6 +21,7 @@ import { useLoad } from '../hooks';
 import { useLive } from '../live';
 import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
+import { useApp } from '../state';
 import type { Attempt, EventDetail, Notification, TransferEvent } from '../types';
 
 const ERROR_CLASS_TEXT: Record<string, string> = {
@@ -110,10 +111,7 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
       </div>
       {d.error !== undefined &&
         (d.error instanceof ApiError && d.error.status === 404 ? (
-          <Notice tone="error">
-            No event <span class="mono">{eventId}</span> in this account.{' '}
-            <Link href={`${BASE}/events`}>Back to events</Link>
-          </Notice>
+          <OtherEnvironment eventId={eventId} error={d.error} />
         ) : (
           <Notice tone="error">Could not load the event: {describeError(d.error)}</Notice>
         ))}
@@ -126,13 +124,44 @@ export function EventDetailPage({ eventId }: { eventId: string }) {
   );
 }
 
+/**
+ * A 404: the account's event may be in the other environment (the switch moved while its page was
+ * open, or a link of the other one): the server says which (issue 40 item 11), and the page says
+ * so with the way back, instead of "no such event".
+ */
+function OtherEnvironment({ eventId, error }: { eventId: string; error: ApiError }) {
+  const { config } = useApp();
+  const elsewhere = (error.body as { environment?: unknown }).environment;
+  if (elsewhere !== 'test' && elsewhere !== 'live') {
+    return (
+      <Notice tone="error">
+        No event <span class="mono">{eventId}</span> in this account.{' '}
+        <Link href={`${BASE}/events`}>Back to events</Link>
+      </Notice>
+    );
+  }
+  const here = config.environment === 'test' ? 'test mode' : 'live mode';
+  const there = elsewhere === 'test' ? 'test mode' : 'live mode';
+  return (
+    <Notice tone="info">
+      This event belongs to {there}, and the console is in {here}: each environment shows only its
+      own events.{' '}
+      <a href={`${BASE}/events/${encodeURIComponent(eventId)}?env=${elsewhere}`}>
+        Switch to {there} and open it
+      </a>{' '}
+      or <Link href={`${BASE}/events`}>see the {here} events</Link>.
+    </Notice>
+  );
+}
+
 function EventBody({ detail }: { detail: EventDetail }) {
   const { event, payload, notifications, channel } = detail;
+  const endpoint = detail.endpoint ?? null;
   return (
     <div class="stack">
       <article class="card">
         <h2 class="card-title">Transfer</h2>
-        <EventFields event={event} label={detail.watch_label ?? null} />
+        <EventFields event={event} label={detail.watch_label ?? null} endpoint={endpoint} />
       </article>
 
       <article class="card">
@@ -157,10 +186,22 @@ function EventBody({ detail }: { detail: EventDetail }) {
       ) : (
         <article class="card">
           <h2 class="card-title">Payload</h2>
-          <p class="muted">
-            The exact body bytes POSTed to the endpoint (the same for every attempt and redelivery);
-            X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
-          </p>
+          {endpoint ? (
+            <p class="muted">
+              The exact body bytes POSTed to the endpoint (the same for every attempt and
+              redelivery). This watch delivers to the endpoint{' '}
+              <Link href={`${BASE}/endpoints/${encodeURIComponent(endpoint.id)}`}>
+                {endpoint.label ?? endpoint.id}
+              </Link>
+              , so the payload is signed with the endpoint's secret (not a watch secret): the
+              signature headers are the HMAC-SHA256 of these bytes keyed by it.
+            </p>
+          ) : (
+            <p class="muted">
+              The exact body bytes POSTed to the endpoint (the same for every attempt and
+              redelivery); X-Signature is the HMAC-SHA256 of these bytes keyed by the watch secret.
+            </p>
+          )}
           <Payload payload={payload} />
         </article>
       )}
@@ -246,7 +287,8 @@ const PROOF_WORDS: Record<TransferEvent['proof'], string> = {
 
 function ProofNote({ proof, txId }: { proof: TransferEvent['proof']; txId: string }) {
   // A test transfer (POST /v1/test/transfers) is on no chain: there is nothing to prove or check.
-  if (txId.startsWith('test_')) {
+  // Its proof reads `test` on servers that say so (issue 40 item 11), and its tx id `test_…`.
+  if ((proof as string) === 'test' || txId.startsWith('test_')) {
     return (
       <span class="muted">test deposit: triggered through the API, on no chain (no money)</span>
     );
@@ -254,8 +296,17 @@ function ProofNote({ proof, txId }: { proof: TransferEvent['proof']; txId: strin
   return <span class={`proof proof-${proof}`}>{PROOF_WORDS[proof] ?? proof}</span>;
 }
 
-function EventFields({ event, label }: { event: TransferEvent; label: string | null }) {
+function EventFields({
+  event,
+  label,
+  endpoint,
+}: {
+  event: TransferEvent;
+  label: string | null;
+  endpoint: { id: string; label: string | null } | null;
+}) {
   const tronscan = tronscanTx(event.tx_id, event.network);
+  const metadata = Object.entries(event.metadata ?? {});
   const rows: [string, ComponentChildren][] = [
     [
       'Amount',
@@ -308,6 +359,37 @@ function EventFields({ event, label }: { event: TransferEvent; label: string | n
           <code class="mono">{event.watch_id}</code>
         </Link>
       </span>,
+    ],
+    ...(endpoint
+      ? [
+          [
+            'Delivers to',
+            <Link href={`${BASE}/endpoints/${encodeURIComponent(endpoint.id)}`}>
+              {endpoint.label ?? endpoint.id}
+            </Link>,
+          ] as [string, ComponentChildren],
+        ]
+      : []),
+    [
+      'Metadata',
+      metadata.length === 0 ? (
+        <span class="muted">none</span>
+      ) : (
+        // The watch's metadata as it was when the transfer was matched (issue 40 item 5); each
+        // value searches the Events list for it.
+        <dl class="metadata-list">
+          {metadata.map(([k, v]) => (
+            <div key={k}>
+              <dt class="mono">{k}</dt>
+              <dd>
+                <Link href={`${BASE}/events?q=${encodeURIComponent(v)}`} class="mono">
+                  {v}
+                </Link>
+              </dd>
+            </div>
+          ))}
+        </dl>
+      ),
     ],
     ['Network', event.network],
     ['Type · API version', `${event.type} · ${event.api_version}`],

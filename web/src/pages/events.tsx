@@ -3,6 +3,7 @@ import {
   FilterForm,
   isFiltered,
   NoEvents,
+  useEndpoints,
   useEventPage,
   useFilters,
   useWatches,
@@ -13,6 +14,7 @@ import { BASE } from '../router';
 export function EventsPage() {
   const filters = useFilters();
   const watches = useWatches();
+  const endpoints = useEndpoints();
   const pages = useEventPage(filters);
   const basePath = `${BASE}/events`;
   return (
@@ -21,7 +23,13 @@ export function EventsPage() {
         title="Events"
         description="Every confirmed transfer that matched one of your watches, with its delivery state. The list updates as deliveries land."
       />
-      <FilterForm filters={filters} watches={watches.data} showStatus basePath={basePath} />
+      <FilterForm
+        filters={filters}
+        watches={watches.data}
+        endpoints={endpoints.data}
+        showStatus
+        basePath={basePath}
+      />
       <EventsListBody
         pages={pages}
         filters={filters}

@@ -6,7 +6,7 @@
 import { useState } from 'preact/hooks';
 import { describeError, get } from '../api';
 import { CodeBlock, Loading, Notice, PageHeader, Pill, Time } from '../components/ui';
-import { seconds } from '../format';
+import { plural, seconds } from '../format';
 import { useInterval, useLoad } from '../hooks';
 import { RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
@@ -299,6 +299,19 @@ function OverviewCards({ o }: { o: Overview }) {
             </div>
           </dl>
           <OldBlocksNote c={o.chain} />
+          {o.chain.light_client && (
+            // Why "Scanned up to" can be above "Solidified head" (issue 40 item 11).
+            <p class="muted">
+              tronwatch decides finality itself, from the super representatives' signatures, so its
+              final block usually runs ahead of the node's solidified head
+              {o.chain.light_client.solidified_head_ahead_blocks !== null &&
+              o.chain.light_client.solidified_head_ahead_blocks < 0
+                ? ` (by ${plural(-o.chain.light_client.solidified_head_ahead_blocks, 'block')} now)`
+                : ''}
+              : the node's solidified head is its own view, shown for comparison, and never what
+              tronwatch waits for.
+            </p>
+          )}
           <p class="muted">
             {o.chain.network === 'mainnet' || o.chain.light_client
               ? 'Only blocks tronwatch proved final are notified (19 of the 27 super representatives signed blocks on top, each signature checked): a transfer is notified about a minute after it is included.'

@@ -334,11 +334,20 @@ function HealthCard({
         </table>
       </div>
       <p class="muted">
-        Last success:{' '}
-        {health.last_success_at ? <Time iso={health.last_success_at} rel /> : 'none yet'} ·{' '}
-        {health.consecutive_failures === 0
-          ? 'the newest attempt succeeded'
-          : `${plural(health.consecutive_failures, 'failed attempt')} in a row`}
+        {/* "none yet" and "the newest attempt succeeded" never together (issue 40 item 11): no
+            success and no failure is no attempt at all. */}
+        {health.last_success_at ? (
+          <>
+            Last success: <Time iso={health.last_success_at} rel /> ·{' '}
+            {health.consecutive_failures === 0
+              ? 'the newest attempt succeeded'
+              : `${plural(health.consecutive_failures, 'failed attempt')} in a row since`}
+          </>
+        ) : health.consecutive_failures === 0 ? (
+          'No delivery attempt yet.'
+        ) : (
+          `No successful delivery yet · ${plural(health.consecutive_failures, 'failed attempt')} in a row`
+        )}
       </p>
       <fieldset class="segmented" aria-label="Chart window">
         {WINDOWS.map(({ id, label }) => (
