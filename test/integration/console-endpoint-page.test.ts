@@ -130,7 +130,7 @@ describe.each(dbEngines)('console endpoint page on %s', (engine) => {
       (await br.post(`/console/api/endpoints/${ep.id}/replay`, { since: new Date().toISOString() }))
         .statusCode,
     ).toBe(403);
-  });
+  }, 180_000);
 
   it("serves the endpoint's page, its attempts and its test event, and nobody else's", async () => {
     h = await apiHarness(engine, { env: { CONSOLE_SIGNUP: 'open' } });
@@ -173,5 +173,5 @@ describe.each(dbEngines)('console endpoint page on %s', (engine) => {
       }
     }
     expect((await br.get('/console/api/endpoints/wh_nope')).statusCode).toBe(404);
-  });
+  }, 180_000);
 });
