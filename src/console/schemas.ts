@@ -125,6 +125,8 @@ const eventFilters = {
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
   proof: T.Optional(StringEnum(PROOF_LEVELS)),
+  /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */
+  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
 };
 export const ConsoleEventsQuery = T.Object(
   {
@@ -149,6 +151,7 @@ export const RedeliverBody = T.Object(
     asset: eventFilters.asset,
     direction: eventFilters.direction,
     channel: eventFilters.channel,
+    endpoint_id: eventFilters.endpoint_id,
   },
   closed,
 );
