@@ -20,7 +20,7 @@
  */
 
 import type { Queryable } from '../db/pool.js';
-import type { ProofLevel } from '../tron/types.js';
+import type { EventProof } from '../tron/types.js';
 import {
   EVENT_ROW_SQL,
   type EventWithDelivery,
@@ -58,7 +58,7 @@ export interface ListEventsQuery {
   /** Only events of watches delivering through this channel. */
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
-  proof?: ProofLevel;
+  proof?: EventProof;
   /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
   endpointId?: string;
   /**
@@ -143,7 +143,7 @@ export interface EventFilters {
   asset?: 'USDT' | 'TRX' | undefined;
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
-  proof?: ProofLevel | undefined;
+  proof?: EventProof | undefined;
   /**
    * Only events of the watches that deliver to this endpoint now (`ep_…`; issue 40 item 1: the
    * endpoint filter of Events and Dead letters, and the endpoint page). An unknown or foreign id
