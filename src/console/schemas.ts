@@ -125,6 +125,8 @@ const eventFilters = {
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
   proof: T.Optional(StringEnum(PROOF_LEVELS)),
+  /** Only events with a held delivery (`true`) or without (`false`): issue 36 item 5. */
+  held: T.Optional(StringEnum(['true', 'false'] as const)),
 };
 export const ConsoleEventsQuery = T.Object(
   {

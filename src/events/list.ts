@@ -59,6 +59,8 @@ export interface ListEventsQuery {
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
   proof?: ProofLevel;
+  /** Only events with (true) or without (false) a held notification (EventFilters.held). */
+  held?: boolean;
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -142,6 +144,11 @@ export interface EventFilters {
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
   proof?: ProofLevel | undefined;
+  /**
+   * true: only events with a held notification (issue 36 item 5: provider-proof, waiting for a
+   * second provider); false: only events without one.
+   */
+  held?: boolean | undefined;
 }
 
 /**
@@ -172,6 +179,13 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
   if (f.proof !== undefined) {
     values.push(f.proof);
     where.push(`e.proof = $${values.length}`);
+  }
+  if (f.held !== undefined) {
+    // Few rows are held: the partial index notifications_held_check (migration 095) is not
+    // needed here, the event's own notifications are read by notifications_event_created.
+    where.push(
+      `${f.held ? '' : 'NOT '}EXISTS (SELECT 1 FROM notifications hn WHERE hn.event_id = e.id AND hn.held_since IS NOT NULL)`,
+    );
   }
   if (f.channel !== undefined) {
     values.push(f.channel);
@@ -247,7 +261,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.asset === undefined ? 0 : 512) |
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
-    (q.proof === undefined ? 0 : 8192);
+    (q.proof === undefined ? 0 : 8192) |
+    (q.held === undefined ? 0 : q.held ? 16384 : 32768);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

@@ -144,6 +144,8 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
             status: 'PENDING',
             attempts: 0,
             created_at: '2026-01-08T13:36:54.123456Z',
+            // Additive (issue 36): a notification written by hand is not held.
+            held: null,
           },
         },
       ],

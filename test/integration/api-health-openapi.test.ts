@@ -423,6 +423,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['watch_id', 'query'],
       ['network', 'query'],
       ['proof', 'query'],
+      // Additive (issue 36): only events with (or without) a held delivery.
+      ['held', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });

@@ -1006,6 +1006,19 @@ export interface components {
                  * @description UTC, microsecond precision.
                  */
                 created_at: string;
+                /** @description Additive (issue 36): not null while this PENDING notification is held, not delivered: the transfer is `proof: provider` (a USDT Transfer log inside another contract's call, reported by one provider; no block header commits to it) and waits for a second provider to confirm it. When one does, `proof` becomes `quorum`, `held` null and the delivery is made. `status` stays `PENDING` meanwhile. */
+                held: {
+                    /**
+                     * @description `awaiting_confirmation`: only one provider reported this transfer, a second is being asked; `single_provider`: only one provider is configured, so nothing can confirm it until the operator adds one (or opts in to delivering such events); `contradicted`: a provider answered a receipt that says otherwise: not delivered.
+                     * @enum {string}
+                     */
+                    reason: "awaiting_confirmation" | "single_provider" | "contradicted";
+                    /**
+                     * Format: date-time
+                     * @description When the hold began. UTC, microseconds.
+                     */
+                    since: string;
+                } | null;
                 notification_id: string;
                 /** @enum {string} */
                 status: "PENDING" | "DELIVERED" | "DEAD";
@@ -1114,6 +1127,18 @@ export interface components {
             /** @description succeeded / attempts; null without attempts. */
             success_rate: number | null;
         };
+        HeldState: {
+            /**
+             * @description `awaiting_confirmation`: only one provider reported this transfer, a second is being asked; `single_provider`: only one provider is configured, so nothing can confirm it until the operator adds one (or opts in to delivering such events); `contradicted`: a provider answered a receipt that says otherwise: not delivered.
+             * @enum {string}
+             */
+            reason: "awaiting_confirmation" | "single_provider" | "contradicted";
+            /**
+             * Format: date-time
+             * @description When the hold began. UTC, microseconds.
+             */
+            since: string;
+        };
         /** @description tronwatch's own finality (issue 28). */
         LightClientStatus: {
             /** @description SRs in the active set (27). */
@@ -1171,11 +1196,20 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             delivered_at: string | null;
+            /** @description Additive (issue 36): not null while this PENDING notification is held: its event is `proof: provider` and waits for a second provider to confirm it (see `delivery.held` of the Event list). */
+            held: {
+                /** @description The last confirmation round: how many providers reported the Transfer log, and what the others answered (providers named by their position in the deployment’s list); null before the first round. */
+                detail: string | null;
+                /** @description As `delivery.held.reason` of the Event list. */
+                reason: string;
+                /** Format: date-time */
+                since: string;
+            } | null;
             /** @description Notification id (`ntf_…`). */
             id: string;
             /**
              * Format: date-time
-             * @description When the next attempt is due (PENDING), else null.
+             * @description When the next attempt is due (PENDING and not held), else null.
              */
             next_attempt_at: string | null;
             /** @enum {string} */
@@ -2731,6 +2765,8 @@ export interface operations {
             query?: {
                 /** @description Exclusive upper bound on creation time (the previous page’s `next_before`). RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 before?: string;
+                /** @description Additive (issue 36). `true`: only events with a held delivery (`delivery.held` not null: one provider’s word, waiting for a second provider); `false`: only the others. */
+                held?: "true" | "false";
                 /** @description Page size: 1 to 200. */
                 limit?: number;
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
