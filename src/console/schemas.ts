@@ -127,6 +127,8 @@ const eventFilters = {
   proof: T.Optional(StringEnum(PROOF_LEVELS)),
   /** Only events with a held delivery (`true`) or without (`false`): issue 36 item 5. */
   held: T.Optional(StringEnum(['true', 'false'] as const)),
+  /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */
+  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
 };
 export const ConsoleEventsQuery = T.Object(
   {
@@ -151,6 +153,7 @@ export const RedeliverBody = T.Object(
     asset: eventFilters.asset,
     direction: eventFilters.direction,
     channel: eventFilters.channel,
+    endpoint_id: eventFilters.endpoint_id,
   },
   closed,
 );

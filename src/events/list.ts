@@ -61,6 +61,8 @@ export interface ListEventsQuery {
   proof?: ProofLevel;
   /** Only events with (true) or without (false) a held notification (EventFilters.held). */
   held?: boolean;
+  /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
+  endpointId?: string;
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -149,6 +151,12 @@ export interface EventFilters {
    * second provider); false: only events without one.
    */
   held?: boolean | undefined;
+  /**
+   * Only events of the watches that deliver to this endpoint now (`ep_…`; issue 40 item 1: the
+   * endpoint filter of Events and Dead letters, and the endpoint page). An unknown or foreign id
+   * matches nothing.
+   */
+  endpointId?: string | undefined;
 }
 
 /**
@@ -191,6 +199,12 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
     values.push(f.channel);
     where.push(
       `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
+    );
+  }
+  if (f.endpointId !== undefined) {
+    values.push(f.endpointId);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
     );
   }
 }
@@ -262,7 +276,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
     (q.proof === undefined ? 0 : 8192) |
-    (q.held === undefined ? 0 : q.held ? 16384 : 32768);
+    (q.endpointId === undefined ? 0 : 16384) |
+    (q.held === undefined ? 0 : q.held ? 32768 : 65536);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

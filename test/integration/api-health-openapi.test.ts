@@ -254,6 +254,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/endpoints/{id}',
       '/v1/endpoints/{id}/previous-secret/expire',
       '/v1/endpoints/{id}/redeliver',
+      '/v1/endpoints/{id}/replay',
       '/v1/endpoints/{id}/rotate-secret',
       '/v1/events',
       '/v1/events/stream',
@@ -425,6 +426,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['proof', 'query'],
       // Additive (issue 36): only events with (or without) a held delivery.
       ['held', 'query'],
+      ['endpoint_id', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });

@@ -73,7 +73,7 @@ function buildChain() {
 type Chain = ReturnType<typeof buildChain>;
 
 /** Wait for a state (a bound, not a measurement). */
-async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 45_000) {
+async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 120_000) {
   await vi.waitFor(
     async () => {
       if (!(await cond())) throw new Error(`timed out waiting for ${what}`);
@@ -95,7 +95,7 @@ interface NtfRow {
   held_detail: string | null;
 }
 
-describe.each(dbEngines)('provider-proof events held on %s', (engine) => {
+describe.each(dbEngines)('provider-proof events held on %s', { timeout: 240_000 }, (engine) => {
   let t: TestDb | undefined;
   const closers: Array<() => Promise<unknown>> = [];
   afterEach(async () => {

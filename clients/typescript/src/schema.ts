@@ -133,6 +133,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay an endpoint's failed deliveries since a time
+         * @description Every event of a watch on this endpoint created at or after `since` whose newest delivery is DEAD gets a new delivery: the same `event_id` and body bytes, attempts from 0, the retry schedule from now. Bounded: at most 10,000 per call, oldest first (`next_since` continues), and `since` at most 30 days back, not in the future. Idempotent: the same `since` for the same endpoint within 24 hours answers the first replay (`repeated: true`) and queues nothing. Audited (`endpoint.replayed`). A read-only key gets 403 read_only_key.
+         */
+        post: operations["replayEndpointFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/endpoints/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -786,6 +806,29 @@ export interface components {
             /** @description Dead letters of the endpoint given a new delivery (at most 10,000 per call: call again for more). */
             redelivered: number;
         };
+        /** @description A replay of the endpoint's failed deliveries since a time: each event of a watch on the endpoint, created at or after `since`, whose newest delivery is DEAD gets a new delivery (same event_id and body bytes, attempts from 0). */
+        EndpointReplay: {
+            /**
+             * Format: date-time
+             * @description When the replay ran.
+             */
+            created_at: string;
+            /** @description The endpoint (`ep_…`). */
+            endpoint_id: string;
+            /** @description Identifier of the replay (`rpl_…`). */
+            id: string;
+            /** @description Set when the bound of 10,000 cut the replay short: the creation instant of the last event taken; call again with `since` = this value for the rest. Null otherwise. */
+            next_since: string | null;
+            /** @description True when the same endpoint and `since` were replayed within the last 24 hours: this answer is that replay, and nothing was queued now. */
+            repeated: boolean;
+            /** @description Failed deliveries (events whose newest delivery is DEAD) given a new delivery by this replay: at most 10,000. */
+            replayed: number;
+            /**
+             * Format: date-time
+             * @description The request’s `since`, UTC, microseconds.
+             */
+            since: string;
+        };
         /** @description The endpoint after a rotation, with its new secret (shown once). */
         EndpointSecretRotated: {
             /** @description When tronwatch switched it off automatically; null otherwise. */
@@ -1246,6 +1289,14 @@ export interface components {
             };
             /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
             watch_id?: string;
+        };
+        /** @description Which failed deliveries to replay. Unknown members are rejected (400). */
+        ReplayEndpoint: {
+            /**
+             * Format: date-time
+             * @description Replay the failed deliveries of events created at or after this instant (RFC 3339 with a time zone, at most 6 fractional digits). Not in the future, at most 30 days back.
+             */
+            since: string;
         };
         /** @description Optional body of an endpoint secret rotation. */
         RotateEndpointSecret: {
@@ -2638,6 +2689,128 @@ export interface operations {
             };
         };
     };
+    replayEndpointFailed: {
+        parameters: {
+            query?: {
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplayEndpoint"];
+            };
+        };
+        responses: {
+            /** @description The replay (or the earlier identical one). */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointReplay"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     rotateEndpointSecret: {
         parameters: {
             query?: {
@@ -2765,6 +2938,8 @@ export interface operations {
             query?: {
                 /** @description Exclusive upper bound on creation time (the previous page’s `next_before`). RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 before?: string;
+                /** @description Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data). */
+                endpoint_id?: string;
                 /** @description Additive (issue 36). `true`: only events with a held delivery (`delivery.held` not null: one provider’s word, waiting for a second provider); `false`: only the others. */
                 held?: "true" | "false";
                 /** @description Page size: 1 to 200. */

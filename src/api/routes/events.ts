@@ -1,7 +1,7 @@
 /**
  * Events (SPEC §Event, §EventWithDelivery, §GET /v1/events):
  *
- *   GET  /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *   GET  /v1/events?limit&before&since&watch_id&endpoint_id → 200 { data: EventWithDelivery[], next_before }
  *   POST /v1/events/{event_id}/redeliver         → 201 { notification_id } | 404 | 409
  *   GET  /v1/events/{event_id}                   → 200 EventDetail (attempts included) | 404
  *
@@ -100,6 +100,13 @@ export const EventsQuery = T.Object(
       StringEnum(['true', 'false'] as const, {
         description:
           'Additive (issue 36). `true`: only events with a held delivery (`delivery.held` not null: one provider’s word, waiting for a second provider); `false`: only the others.',
+      }),
+    ),
+    endpoint_id: T.Optional(
+      T.String({
+        maxLength: 64,
+        description:
+          "Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data).",
       }),
     ),
   },
@@ -249,7 +256,10 @@ export function eventRoutes(
       if (problems.length > 0)
         throw new ApiError(400, 'invalid query parameters', undefined, problems);
       // A malformed id names no watch (as for DELETE): no data, and no NUL byte reaches SQL.
-      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
+      if (
+        (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) ||
+        (q.endpoint_id !== undefined && !isId(q.endpoint_id, 'ep'))
+      ) {
         if (!auth.verified) await verify();
         return { data: [], next_before: null, scanned_through: null };
       }
@@ -263,6 +273,7 @@ export function eventRoutes(
           before: q.before,
           since: q.since,
           watchId: q.watch_id,
+          endpointId: q.endpoint_id,
           proof: q.proof,
           held: q.held === undefined ? undefined : q.held === 'true',
           // A caller from the key cache: the page's statement checks the key is not revoked.

@@ -9,6 +9,7 @@
  *   DELETE /console/api/endpoints/{id}           → 204 | 409 endpoint_watches_active
  *   POST   /console/api/endpoints/{id}/rotate-secret           → EndpointSecretRotated (once)
  *   POST   /console/api/endpoints/{id}/previous-secret/expire  → Endpoint
+ *   POST   /console/api/endpoints/{id}/replay    → EndpointReplay (failed deliveries since a time)
  *   POST   /console/api/watches/batch            → WatchBatchResult (the CSV import)
  *
  * Reading needs the viewer role, changes the developer role (as watches).
@@ -18,6 +19,7 @@ import {
   createEndpointAnswer,
   deleteEndpointAnswer,
   expirePreviousEndpointSecretAnswer,
+  replayEndpointAnswer,
   rotateEndpointSecretAnswer,
   updateEndpointAnswer,
 } from '../../api/routes/endpoints.js';
@@ -35,6 +37,7 @@ import { endpointHealth } from '../../endpoints/health.js';
 import {
   CreateEndpointSchema,
   endpointView,
+  ReplayEndpointSchema,
   RotateEndpointSecretSchema,
   UpdateEndpointSchema,
 } from '../../endpoints/schema.js';
@@ -147,6 +150,27 @@ export function consoleEndpointRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       return expirePreviousEndpointSecretAnswer(deps, request, ctx.accountId, request.params.id);
+    },
+  );
+
+  app.post(
+    '/console/api/endpoints/:id/replay',
+    {
+      config: { consoleRole: 'developer' },
+      schema: { ...hide, params: IdParams, body: ReplayEndpointSchema },
+      preValidation: async (request) => {
+        preventCoercion(ReplayEndpointSchema, request.body);
+      },
+    },
+    async (request) => {
+      const ctx = requireSession(request);
+      return replayEndpointAnswer(
+        deps,
+        request,
+        ctx.accountId,
+        request.params.id,
+        request.body.since,
+      );
     },
   );
 
