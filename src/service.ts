@@ -22,6 +22,7 @@ import {
 } from './common/secrets.js';
 import { Shutdown } from './common/shutdown.js';
 import type { Config } from './config.js';
+import { runWhileLeader } from './db/leader.js';
 import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
@@ -29,7 +30,6 @@ import { DeliveryWorker } from './delivery/worker.js';
 import { Confirmer } from './ingest/confirm.js';
 import { type FinalityGate, finalityGateFor } from './ingest/finality-gate.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
-import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { assertProvable } from './ingest/provable.js';
 import { createMailer, type Mailer } from './mail/mailer.js';

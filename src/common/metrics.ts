@@ -411,7 +411,7 @@ export class Metrics {
     );
     this.lightClientRefusals = new Counter({
       name: `${p}light_client_refused_total`,
-      help: 'Blocks the light client refused (bad-signature, outside-set, wrong-slot, bad-timestamp, not-chained, other), each from a provider then set aside.',
+      help: 'Blocks the light client refused (bad-signature, outside-set, wrong-slot, bad-timestamp, not-chained, too-many-changes, bad-rotation, other), each from a provider then set aside.',
       labelNames: ['code'] as const,
       registers,
     });

@@ -51,7 +51,11 @@ import {
   LightClientError,
   type LightClientStatus,
 } from '../tron/light-client/finality.js';
-import { keyRotationsOfBlock, signedHeaderOf } from '../tron/light-client/follow.js';
+import {
+  blockHasType46,
+  keyRotationsOfBlock,
+  signedHeaderOf,
+} from '../tron/light-client/follow.js';
 import type { SignedHeader } from '../tron/light-client/header.js';
 import {
   ACTIVE_SR_COUNT,
@@ -495,8 +499,7 @@ export class FinalityGate {
   ): Promise<void> {
     const n = b.ref.number;
     let rotations: KeyRotation[] = [];
-    const found = keyRotationsOfBlock(b.block, b.exact);
-    if (found.length > 0) {
+    if (blockHasType46(b.block, b.exact)) {
       // A key change counts only from a transaction list the header commits to (follow.ts).
       if (b.verified.root === 'unverifiable') {
         throw new BlockCheckError(
@@ -505,7 +508,7 @@ export class FinalityGate {
           'an SR key change (type 46) in a transaction list whose root is not proven: configure gRPC (#grpc=) for exact bytes',
         );
       }
-      rotations = found;
+      rotations = keyRotationsOfBlock(b.block, b.exact);
     }
     const lc = this.client;
     let r = lc.submit(header, rotations);

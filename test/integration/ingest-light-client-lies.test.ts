@@ -11,8 +11,12 @@
  *   new key, is accepted; the same block signed with the old key is refused;
  * - a maintenance with 1 new SR: its key comes from a quorum of providers, its block counts only
  *   once 19 known SRs built on it, and every event is delivered exactly once;
- * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
- *   new epoch is committed;
+ * - a maintenance with 9 new SRs: the 9th newcomer's block is refused (a branch, not a halt), the
+ *   stall recorded with the reason, nothing of the new epoch committed;
+ * - issue 36: one SR's block carrying 18 rotations of other SRs' keys, served by the only provider:
+ *   nothing at or above it is committed; a real SR's side block in another SR's slot after a
+ *   maintenance, and a lone provider's side branch of invented newcomers: the real chain goes on,
+ *   every event once;
  * - a side block right after a maintenance signed by an ordinary account (its key agreed by the
  *   providers, but listed as no witness): refused, so it never takes a real SR's slot;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
@@ -592,7 +596,7 @@ describe.each(dbEngines)(
       await expectAllOnce(db, ing, chain, watches);
     });
 
-    it('a maintenance with 9 new SRs halts: the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
+    it('a maintenance with 9 new SRs: the 9th newcomer’s block is refused (no halt on a branch), the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
       t = await migratedDb(engine);
       const o = opts(286);
       const m = FIRST + 20;
@@ -619,7 +623,7 @@ describe.each(dbEngines)(
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
-        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint`,
+        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1 on this block's branch: refused`,
       );
       // Only 18 known SRs produce in the new epoch: none of its blocks can be final.
       expect(row.block_number).toBeLessThanOrEqual(m);
@@ -628,7 +632,7 @@ describe.each(dbEngines)(
       expect(max.events).toBeLessThanOrEqual(m);
       expect(max.notifications).toBeLessThanOrEqual(m);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
-      // A halt stays a halt: ingest does not get past it by retrying.
+      // Every provider's block there is refused: ingest does not get past it by retrying.
       const again = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(again, () => (again.gate?.readHeight ?? 0) >= ninth - 1);
       expect((await cursorRow(db)).block_number).toBe(row.block_number);
@@ -850,6 +854,115 @@ describe.each(dbEngines)(
       );
       await expectAllOnce(db, ing, honest, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
+
+    it('one SR key, the only provider: a block of that SR carrying 18 rotations of other SRs’ keys, then blocks signed with them in their slots: nothing at or above it is committed (issue 36, finding 1)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(293);
+      const cp = syntheticCheckpoint(o);
+      const r = FIRST + 25;
+      const attacker = DEVNET_SRS[slotOf(cp, r)] as DevnetSr;
+      const victims = DEVNET_SRS.filter((s) => s.address !== attacker.address).slice(0, 18);
+      // The 18 "rotations" in the attacker's own block r: from r + 1 on the victims' slots are
+      // signed with the attacker's keys (the chain the liar serves).
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: r - FIRST + 40 },
+        rotations: victims.map((v) => ({
+          block: r,
+          owner: v.address,
+          to: makeSr(`attacker's key for ${v.address}`),
+        })),
+      });
+      nodes.push(chain.node);
+      expect(chain.producers.get(r)).toBe(attacker.address);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(eventsIn(chain.transfers, watches, r)).toBeGreaterThan(0);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint);
+      // Everything is read and verified (the keys are the block's word), nothing refused.
+      await runUntil(ing, () => (ing.gate?.readHeight ?? 0) >= chain.last);
+      expect(ing.gate?.readHeight).toBe(chain.last);
+      // Blocks signed with a rotated key count only once the rotation is final, which needs 19
+      // SRs with the keys in force before it: the 9 that were not rotated are not enough.
+      expect(ing.stats.cursor).toBeLessThan(r);
+      const max = await maxEventBlock(db);
+      expect(max.events).toBeLessThan(r);
+      expect(max.notifications).toBeLessThan(r);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, ing.stats.cursor));
+    });
+
+    it('after a maintenance, a real SR’s side block in the next real block’s slot, then the real chain: no wrong-slot stall, every event exactly once (issue 36, finding 3)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(294);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      const parent = chain.headers.get(m);
+      const real = chain.headers.get(m + 1);
+      if (!parent || !real) throw new Error('no header');
+      // A, a real SR of the set with its real key, signs a block at the time of P's (real) block.
+      const a = DEVNET_SRS.find(
+        (s) => s.address !== real.witness && s.address !== parent.witness,
+      ) as DevnetSr;
+      const side = signedForkBlock(o, m + 1, parent.id, real.timestamp, chain.last + 40, a);
+      chain.node.setLies({ blocks: new Map([[m + 1, { block: side.block, infos: side.infos }]]) });
+      chain.node.advanceTo(m + 1);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint);
+      const run = start(ing);
+      await waitFor(() => (ing.gate?.readHeight ?? 0) >= m + 1);
+      // The side block is verified (A signed it), never final.
+      expect(ing.gate?.readHeight).toBe(m + 1);
+      // The provider serves the real chain again: P's block is P's slot's, not A's.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      expect(expectedEvents(side.transfers, watches).length).toBeGreaterThan(0);
+    });
+
+    it('a lone provider’s side branch after a maintenance, made of 9 newcomers it invents (and vouches for): the 9th is refused, no halt; back on the real chain, every event exactly once (issue 36, finding 3)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(295);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      const invented = Array.from({ length: 9 }, (_, i) => makeSr(`invented newcomer ${i}`));
+      // The only provider answers for them: listed as active SRs, with their keys.
+      const { keyOf } = await keyProviders(o, chain.checkpoint, invented);
+      const lies = new Map<number, { block: string; infos: string }>();
+      let parentId = chain.headers.get(m)?.id as string;
+      invented.forEach((sr, i) => {
+        const at = chain.headers.get(m + 1 + i);
+        if (!at) throw new Error('no header');
+        const b = signedForkBlock(o, m + 1 + i, parentId, at.timestamp, chain.last + 40 + i, sr);
+        lies.set(m + 1 + i, { block: b.block, infos: b.infos });
+        parentId = b.id;
+      });
+      chain.node.setLies({ blocks: lies });
+      chain.node.advanceTo(m + 9);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(`block ${m + 9}: more than 8 new SRs`);
+      expect(row.stalled_reason).not.toContain('halts');
+      expect(row.block_number).toBeLessThanOrEqual(m);
+      // The provider tells the truth again: the real chain's SRs hold their slots.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      const stored = await loadLightClientState(db, 'mainnet');
+      const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
+      expect(e1?.newcomers).toEqual([]);
     });
   },
 );
