@@ -295,6 +295,16 @@ describe.each(dbEngines)('provider-proof events held on %s', { timeout: 240_000 
     const others = (await r.api('/v1/events?held=false')).data as Array<Record<string, unknown>>;
     expect(others.every((e) => (e.delivery as { held: unknown }).held === null)).toBe(true);
     expect(others.length + listed.length).toBe(all.length);
+    // /v1/status warns (this app's config: the one default provider) and counts them.
+    expect((await r.api('/v1/status')).provider_proof).toEqual({
+      providers: 1,
+      needed: 2,
+      deliver_unconfirmed: false,
+      held_events: listed.length,
+      warning: expect.stringMatching(
+        /^one node provider is configured: .* its delivery stays held \(listed, never sent\)/,
+      ),
+    });
     const detail = await r.api(`/v1/events/${held[0]?.event_id}`);
     expect((detail.notifications as unknown[])[0]).toMatchObject({
       status: 'PENDING',

@@ -1392,6 +1392,19 @@ export interface components {
                 /** @description Its last accepted solidified head (-1: none). */
                 solidified_head: number;
             })[];
+            /** @description Additive (issue 36): a USDT transfer made inside another contract's call rests on receipts no block header commits to (`proof: provider` when one provider read it); its delivery is held until `needed` providers report the same log. */
+            provider_proof: {
+                /** @description TRON_DELIVER_PROVIDER_PROOF=1: `provider`-proof events are delivered at once on one provider's word (true for the test network, whose transfers carry no money). */
+                deliver_unconfirmed: boolean;
+                /** @description This account's events whose delivery is held now (GET /v1/events?held=true). */
+                held_events: number;
+                /** @description Providers that must report the same Transfer log before a held delivery is sent: max(2, TRON_NODE_QUORUM). */
+                needed: number;
+                /** @description The node providers configured for the key's network. */
+                providers: number;
+                /** @description Why a single-provider deployment (or the opt-in) matters for these events, in words; null when neither applies. */
+                warning: string | null;
+            };
             /** @description The newest block whose events are all committed; null before the first block is committed. */
             scanned_through: components["schemas"]["ScannedThrough"] | null;
             /** @description The newest solidified block the ingester last saw; null before it has seen one. */
