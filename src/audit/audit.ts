@@ -110,6 +110,7 @@ export const AUDIT_ACTIONS = {
   'endpoint.paused': 'Switched an endpoint off automatically: its deliveries all failed for days',
   'endpoint.redelivered': "Redelivered an endpoint's dead letters",
   'endpoint.replayed': "Replayed an endpoint's failed deliveries since a time",
+  'endpoint.test_sent': 'Sent a test event to an endpoint',
   'event.redelivered': 'Redelivered an event',
   'event.bulk_redelivered': 'Redelivered dead events in bulk',
   'telegram.link_created': 'Created a Telegram connect link',

@@ -269,3 +269,14 @@ export type TelegramConnectT = Static<typeof TelegramConnect>;
 export const ConsoleTestTransferBody = T.Omit(CreateTestTransferSchema, ['watch_id'], {
   additionalProperties: false,
 });
+
+/** What a watch's row and page say of the endpoint it delivers to (issue 40 item 2). */
+export interface EndpointName {
+  id: string;
+  label: string | null;
+  /** Masked below the developer role (src/console/mask.ts). */
+  url: string;
+  enabled: boolean;
+  /** Deleted since (its watches were moved or deleted first; a deleted watch may still name it). */
+  deleted: boolean;
+}

@@ -86,13 +86,20 @@ interface WindowRow {
 }
 
 /**
+ * Whose attempts a health figure counts: a watch's (attempts.watch_id, attempts_watch_started) or
+ * an endpoint's, all its watches together (attempts.endpoint_id, migration 091's partial indexes).
+ */
+export type AttemptsOf = 'watch_id' | 'endpoint_id';
+
+/**
  * The hour, day and week windows of each of `watchIds` (one statement; three index ranges per
- * watch on attempts_watch_started).
- * @returns watch id → windows (every id present; empty windows for a watch without attempts).
+ * watch on attempts_watch_started), or of each endpoint of `ids` with `by` = 'endpoint_id'.
+ * @returns id → windows (every id present; empty windows for one without attempts).
  */
 export async function healthSummaries(
   db: Queryable,
   watchIds: readonly string[],
+  by: AttemptsOf = 'watch_id',
 ): Promise<Map<string, Record<HealthWindowName, HealthWindow>>> {
   const out = new Map<string, Record<HealthWindowName, HealthWindow>>();
   for (const id of watchIds) out.set(id, { hour: EMPTY, day: EMPTY, week: EMPTY });
@@ -105,7 +112,7 @@ export async function healthSummaries(
        FROM unnest($1::text[]) AS x(id)
       CROSS JOIN (VALUES ('hour', interval '1 hour'), ('day', interval '1 day'),
                          ('week', interval '7 days')) AS s(span, len)
-       JOIN attempts a ON a.watch_id = x.id AND a.started_at > now() - s.len AND NOT a.throttled
+       JOIN attempts a ON a.${by} = x.id AND a.started_at > now() - s.len AND NOT a.throttled
       GROUP BY x.id, s.span`,
     [watchIds],
   );
@@ -146,13 +153,15 @@ export const BUCKET_SECONDS: Record<HealthWindowName, number> = {
 };
 
 /**
- * One watch's attempts over `window`, in buckets of {@link BUCKET_SECONDS} aligned to the epoch,
- * oldest first, every bucket present (empty ones with 0 attempts).
+ * One watch's attempts over `window` (an endpoint's with `by` = 'endpoint_id'), in buckets of
+ * {@link BUCKET_SECONDS} aligned to the epoch, oldest first, every bucket present (empty ones
+ * with 0 attempts).
  */
 export async function healthSeries(
   db: Queryable,
   watchId: string,
   window: HealthWindowName,
+  by: AttemptsOf = 'watch_id',
 ): Promise<{ bucket_seconds: number; buckets: HealthBucket[] }> {
   const step = BUCKET_SECONDS[window];
   const { rows } = await db.query<{
@@ -173,7 +182,7 @@ export async function healthSeries(
             percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
        FROM b
        LEFT JOIN attempts a
-         ON a.watch_id = $1 AND NOT a.throttled
+         ON a.${by} = $1 AND NOT a.throttled
         AND a.started_at >= b.start AND a.started_at < b.start + make_interval(secs => $3)
       GROUP BY b.start ORDER BY b.start`,
     [watchId, HEALTH_WINDOWS[window], step],

@@ -198,7 +198,7 @@ describe.each(dbEngines)('endpoint events and replay on %s', (engine) => {
       await hh.app.inject({ method: 'GET', url: '/v1/events', headers: c.headers }),
     ).data.map((e) => [e.event_id, e.delivery.status]);
     expect(states.filter(([, s]) => s === 'PENDING').map(([id]) => id)).toEqual(bEvents);
-  });
+  }, 180_000);
 
   interface Replay {
     id: string;
@@ -342,7 +342,7 @@ describe.each(dbEngines)('endpoint events and replay on %s', (engine) => {
       'SELECT count(*)::int AS n FROM endpoint_replays',
     );
     expect(replays[0]?.n).toBe(2);
-  });
+  }, 180_000);
 
   it('replays at most 10,000 failed deliveries per call and says where to continue', async () => {
     h = await apiHarness(engine);

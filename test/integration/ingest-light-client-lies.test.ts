@@ -11,6 +11,11 @@
  *   new key, is accepted; the same block signed with the old key is refused;
  * - a maintenance with 1 new SR: its key comes from a quorum of providers, its block counts only
  *   once 19 known SRs built on it, and every event is delivered exactly once;
+ * - a maintenance with 1 new SR, one provider of three (quorum 2, the service's gate and node
+ *   group) answering another key for it, or calling it no active SR, or another next maintenance
+ *   time (issue 36 item 2): the majority's answer is taken, the liar named in the log, counted
+ *   (`sr_answer`) and set aside in the group ingest reads from; every event exactly once. One of
+ *   two at quorum 1: no majority, the newcomer's block waits (a stall) until they agree;
  * - a maintenance with 9 new SRs: the 9th newcomer's block is refused (a branch, not a halt), the
  *   stall recorded with the reason, nothing of the new epoch committed;
  * - issue 36: one SR's block carrying 18 rotations of other SRs' keys, served by the only provider:
@@ -34,12 +39,19 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/common/logger.js';
+import { type Logger, silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import { loadConfig } from '../../src/config.js';
 import type { Queryable } from '../../src/db/pool.js';
-import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
+import {
+  memorySource,
+  type ReplayNode,
+  type ReplayRequestRecord,
+  startReplayNode,
+} from '../../src/devnet/replay-node.js';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import {
   DEVNET_SRS,
@@ -49,7 +61,11 @@ import {
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
-import { type FinalityGate, finalityGateFor } from '../../src/ingest/finality-gate.js';
+import {
+  type FinalityGate,
+  finalityGateFor,
+  type SrDissentHandling,
+} from '../../src/ingest/finality-gate.js';
 import type { Ingester } from '../../src/ingest/loop.js';
 import {
   newSrKeyFromProviders,
@@ -86,7 +102,7 @@ import {
   want,
 } from '../helpers/light-client-ingest.js';
 import { makeSr } from '../helpers/sr-chain.js';
-import { serveSrSynthetic } from '../helpers/sr-synthetic.js';
+import { serveSrSynthetic, srSyntheticChain } from '../helpers/sr-synthetic.js';
 
 const FIRST = 72_000_000;
 /** A synthetic chain's options (seed, size); every chain here starts at FIRST. */
@@ -121,6 +137,7 @@ async function serviceGate(
   providers: readonly ReplayNode[],
   checkpoint: Checkpoint,
   quorum: number,
+  dissent: SrDissentHandling = {},
 ): Promise<FinalityGate> {
   const file = path.join(
     os.tmpdir(),
@@ -133,7 +150,24 @@ async function serviceGate(
       TRON_NODE_QUORUM: String(quorum),
       TRON_LIGHT_CLIENT_CHECKPOINT: file,
     }),
+    'mainnet',
+    dissent,
   );
+}
+
+/** A logger whose lines (parsed JSON) are kept in `lines`. */
+function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l));
+        done();
+      },
+    }),
+  );
+  return { logger, lines };
 }
 
 /** Events whose notification count is not exactly one (each webhook event gets one delivery). */
@@ -591,6 +625,145 @@ describe.each(dbEngines)(
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
       // The providers report the right key: ingest goes on, nothing twice.
       lying = false;
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+    });
+
+    /**
+     * A chain with a maintenance at FIRST + 20 that brings one newcomer (its first block at m + 5),
+     * served by `count` replay nodes that answer the SR questions as a node past that
+     * maintenance does (the newcomer listed active, the next maintenance time one interval on).
+     */
+    async function newcomerChain(seed: number, count: number) {
+      const o = opts(seed);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 20;
+      const pos = (slotOf(cp, m) + 5) % 27;
+      const newcomer = makeSr(`voted in at the maintenance ${seed}`, true);
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      const chain = srSyntheticChain({
+        chain: { ...o, count: 70 },
+        maintenanceBlock: m,
+        nextOrder,
+      });
+      const srAnswers = {
+        accounts: [newcomer],
+        nextMaintenanceTime:
+          chain.checkpoint.nextMaintenanceTime + chain.checkpoint.maintenanceIntervalMs,
+      };
+      const served: ReplayNode[] = [];
+      for (let i = 0; i < count; i++) {
+        const node = await startReplayNode({
+          instant: true,
+          lag: 0,
+          grpc: true,
+          source: memorySource(chain.blocks),
+          srAnswers,
+        });
+        nodes.push(node);
+        served.push(node);
+      }
+      return { o, chain, newcomer, n: m + 5, served, srAnswers };
+    }
+
+    it.each([
+      ['another key for it', 'signing key of', 1],
+      ['that it is no active SR (not listed)', '/wallet/listwitnesses isJobs', 2],
+      ['another next maintenance time', '/wallet/getnextmaintenancetime', 3],
+    ] as const)(
+      'a maintenance with 1 new SR, one provider of three (quorum 2) answering %s: the majority’s answer is taken, the liar named, counted (sr_answer) and set aside; every event exactly once',
+      async (_what, asked, variant) => {
+        t = await migratedDb(engine);
+        const { o, chain, newcomer, n, served, srAnswers } = await newcomerChain(293 + variant, 3);
+        const [liar, one, two] = served as [ReplayNode, ReplayNode, ReplayNode];
+        expect(chain.producers.get(n)).toBe(newcomer.address);
+        const wrong = makeSr('not the newcomer key').signingKey;
+        liar.setLies({
+          srAnswers:
+            variant === 1
+              ? { reportKey: (a) => (a === newcomer.address ? wrong : undefined) }
+              : variant === 2
+                ? { hide: [newcomer.address] }
+                : { nextMaintenanceTime: srAnswers.nextMaintenanceTime + 21_600_000 },
+        });
+        const db = t.db;
+        const watches = await insertWatches(db, o, FIRST - 1);
+        expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
+        const metrics = new Metrics();
+        const { logger, lines } = capturingLogger();
+        // The service's wiring: the gate sets providers aside in the group ingest reads from.
+        const group = new NodeGroup({
+          clients: [clientOf(liar), clientOf(one), clientOf(two)],
+          quorum: 2,
+          blockIntervalMs: 50,
+          logger,
+          metrics,
+        });
+        const gate = await serviceGate([liar, one, two], chain.checkpoint, 2, { group, logger });
+        const ing = lightClientIngester(db, group, { startBlock: FIRST, gate, metrics });
+        await runUntil(ing, () => ing.stats.cursor >= chain.last - ABOVE);
+        await expectAllOnce(db, ing, chain, watches);
+        expect((await cursorRow(db)).stalled_reason).toBeNull();
+        // The light client learned the majority's key for the newcomer.
+        const stored = await loadLightClientState(db, 'mainnet');
+        const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
+        expect(e1?.members.find((x) => x.address === newcomer.address)?.key).toBe(
+          newcomer.signingKey,
+        );
+        // The liar (provider 0) named in the log with both answers, counted and set aside.
+        const liarName = new URL(liar.url).origin;
+        const said = lines.filter((l) => l.provider === liarName && l.asked !== undefined);
+        expect(said.length).toBeGreaterThan(0);
+        expect(String(said[0]?.asked)).toContain(asked);
+        expect(said[0]?.agreed_by).toEqual([new URL(one.url).origin, new URL(two.url).origin]);
+        expect(said[0]?.answer).not.toBe(said[0]?.agreed);
+        expect(lines.filter((l) => l.asked !== undefined && l.provider !== liarName)).toEqual([]);
+        expect(
+          lines.some(
+            (l) =>
+              l.provider === liarName &&
+              l.reason === 'verification: sr_answer' &&
+              String(l.msg).startsWith('node provider set aside'),
+          ),
+        ).toBe(true);
+        const text = await metrics.registry.metrics();
+        expect(text).toMatch(
+          /tronwatch_node_answers_refused_total\{provider="0",check="sr_answer"\} [1-9]/,
+        );
+        expect(text).not.toMatch(
+          /tronwatch_node_answers_refused_total\{provider="[12]",check="sr_answer"\}/,
+        );
+      },
+    );
+
+    it('a maintenance with 1 new SR, one provider of two at quorum 1 answering another key: no majority, its block waits (a stall, nothing from it); once they agree, every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const { o, chain, newcomer, n, served } = await newcomerChain(297, 2);
+      const [liar, honest] = served as [ReplayNode, ReplayNode];
+      const wrong = makeSr('not the newcomer key').signingKey;
+      liar.setLies({
+        srAnswers: { reportKey: (a) => (a === newcomer.address ? wrong : undefined) },
+      });
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const metrics = new Metrics();
+      const group = new NodeGroup({
+        clients: [clientOf(liar), clientOf(honest)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+        metrics,
+      });
+      const gate = await serviceGate([liar, honest], chain.checkpoint, 1, { group });
+      const ing = lightClientIngester(db, group, { startBlock: FIRST, gate, metrics });
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain('providers disagree, no majority');
+      expect((await maxEventBlock(db)).events).toBeLessThan(n);
+      // Nobody is set aside for it: nothing says which of the two is honest.
+      expect(await metrics.registry.metrics()).not.toMatch(/check="sr_answer"/);
+      liar.setLies(undefined);
       await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
       await run.stop();
       await expectAllOnce(db, ing, chain, watches);
