@@ -7,7 +7,7 @@
 import { type Static, Type as T } from '@sinclair/typebox';
 import { StringEnum } from '../common/schema.js';
 import { CreateTestTransferSchema } from '../events/test-transfer.js';
-import { PROOF_LEVELS } from '../tron/types.js';
+import { EVENT_PROOFS } from '../tron/types.js';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords.js';
 
 const Email = T.String({ minLength: 3, maxLength: 320, description: 'E-mail address.' });
@@ -124,7 +124,7 @@ const eventFilters = {
   asset: T.Optional(StringEnum(['USDT', 'TRX'] as const)),
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
-  proof: T.Optional(StringEnum(PROOF_LEVELS)),
+  proof: T.Optional(StringEnum(EVENT_PROOFS)),
   /** Only events with a held delivery (`true`) or without (`false`): issue 36 item 5. */
   held: T.Optional(StringEnum(['true', 'false'] as const)),
   /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */

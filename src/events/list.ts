@@ -20,7 +20,7 @@
  */
 
 import type { Queryable } from '../db/pool.js';
-import type { ProofLevel } from '../tron/types.js';
+import type { EventProof } from '../tron/types.js';
 import {
   EVENT_ROW_SQL,
   type EventWithDelivery,
@@ -58,7 +58,7 @@ export interface ListEventsQuery {
   /** Only events of watches delivering through this channel. */
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
-  proof?: ProofLevel;
+  proof?: EventProof;
   /** Only events with (true) or without (false) a held notification (EventFilters.held). */
   held?: boolean;
   /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
@@ -145,7 +145,7 @@ export interface EventFilters {
   asset?: 'USDT' | 'TRX' | undefined;
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
-  proof?: ProofLevel | undefined;
+  proof?: EventProof | undefined;
   /**
    * true: only events with a held notification (issue 36 item 5: provider-proof, waiting for a
    * second provider); false: only events without one.

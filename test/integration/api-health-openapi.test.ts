@@ -412,8 +412,9 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       // Additive (issue 26): how the transfer was established.
       'proof',
     ]);
+    // Additive (issue 40 item 11): `test` for a test deposit triggered through the API.
     expect((schemas.Event?.properties as Json | undefined)?.proof).toMatchObject({
-      enum: ['signed', 'quorum', 'provider'],
+      enum: ['signed', 'quorum', 'provider', 'test'],
     });
     const events = paths['/v1/events']?.get as Json;
     const params = (events.parameters as Json[]).map((p) => [p.name, p.in]);

@@ -987,10 +987,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -1089,10 +1089,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -1494,10 +1494,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /**
              * @description Always true: this is a test delivery, not a transfer.
              * @enum {boolean}
@@ -2959,8 +2959,8 @@ export interface operations {
                 limit?: number;
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
                 network?: "mainnet" | "nile";
-                /** @description Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof). */
-                proof?: "signed" | "quorum" | "provider";
+                /** @description Additive. Only events established at this level (`signed`, `quorum`, `provider`, or `test` for test deposits; see Event.proof). */
+                proof?: "signed" | "quorum" | "provider" | "test";
                 /** @description Inclusive lower bound on creation time. RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 since?: string;
                 /** @description Only this watch's events (another account's watch yields no data). */

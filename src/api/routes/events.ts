@@ -25,7 +25,7 @@ import { eventDetail } from '../../events/detail.js';
 import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
-import { PROOF_LEVELS } from '../../tron/types.js';
+import { EVENT_PROOFS } from '../../tron/types.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -91,9 +91,9 @@ export const EventsQuery = T.Object(
     ),
     network: T.Optional(NetworkMember()),
     proof: T.Optional(
-      StringEnum(PROOF_LEVELS, {
+      StringEnum(EVENT_PROOFS, {
         description:
-          'Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof).',
+          'Additive. Only events established at this level (`signed`, `quorum`, `provider`, or `test` for test deposits; see Event.proof).',
       }),
     ),
     held: T.Optional(
