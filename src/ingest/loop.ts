@@ -60,7 +60,10 @@
  * node's view instead, up to the providers' full-node head (NodeGroup.getBlockIfProduced caught
  * up, getFullNodeBlock catching up), on the same grid and at the same cost: the head moves once
  * per interval as the solidified head does, so the asks above are unchanged, and the block read
- * is also the head stored for watch activation (saveHead). Each goes to the gate and is committed
+ * is also the head stored for watch activation (saveHead), and once the light client checked its
+ * signature, the verified block no head claim can move it past (chain-head.ts; issue 36 item 4;
+ * also stored for the blocks read within ACTIVATION_WINDOW_BLOCKS of the head while catching up:
+ * one statement per block near the head, as at the head). Each goes to the gate and is committed
  * once the light client proved it final, that is right after the block that made it final was
  * read (about 18 blocks above it), no longer after the node solidified it. When the node switches
  * branches above the final block, the gate steps back and the heights that changed are read again

@@ -149,11 +149,19 @@ describe.each(dbEngines)(
           },
         });
         expect(res.statusCode).toBe(201);
-        const id = json<{ id: string }>(res).id;
+        // The activation is in the answer (additive `active_from_block`) and in GET /v1/watches.
+        const { id, active_from_block } = json<{ id: string; active_from_block: number }>(res);
         const { rows } = await x.db.query<{ from: string }>(
           'SELECT active_from_block AS from FROM watches WHERE id = $1',
           [id],
         );
+        expect(active_from_block).toBe(Number(rows[0]?.from));
+        const listed = await x.app.inject({ url: '/v1/watches', headers: c.headers });
+        expect(
+          json<{ data: { id: string; active_from_block: number }[] }>(listed).data.find(
+            (w) => w.id === id,
+          )?.active_from_block,
+        ).toBe(active_from_block);
         out.push({
           id,
           addressHex,

@@ -385,6 +385,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'metadata',
       'status',
       'created_at',
+      // Additive (issue 36 item 4): the block after which it matches transfers.
+      'active_from_block',
       // Additive (issue 19): rotation, automatic pause.
       'secret_rotated_at',
       'paused_reason',

@@ -882,6 +882,8 @@ export interface components {
         };
         /** @description A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries. */
         EndpointWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1325,6 +1327,8 @@ export interface components {
         };
         /** @description The watch after a rotation, with its new secret (shown once). */
         SecretRotated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1412,6 +1416,8 @@ export interface components {
         };
         /** @description A Telegram watch just created (no secret). */
         TelegramWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1587,6 +1593,8 @@ export interface components {
         };
         /** @description A watch (SPEC §Watch). */
         Watch: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1710,6 +1718,8 @@ export interface components {
         };
         /** @description A Watch and its endpoint health (GET /v1/watches). */
         WatchWithHealth: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1750,6 +1760,8 @@ export interface components {
         };
         /** @description A webhook watch just created, with its secret. */
         WebhookWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */

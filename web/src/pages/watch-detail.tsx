@@ -128,6 +128,10 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                 ['Transfers', `${w.asset_filter} · ${w.direction}`],
                 ['Status', <StatusPill key="s" status={w.status} />],
                 ['Created', <Time key="t" iso={w.created_at} />],
+                [
+                  'Matches',
+                  `transfers in blocks after ${w.active_from_block.toLocaleString('en-US')} (the chain head when created or last resumed)`,
+                ],
                 ['Id', <span class="mono">{w.id}</span>],
                 // The rotation card says this to those who may rotate; the others read it here.
                 ...(w.endpoint_id !== null
