@@ -22,13 +22,13 @@ import {
 } from './common/secrets.js';
 import { Shutdown } from './common/shutdown.js';
 import type { Config } from './config.js';
+import { runWhileLeader } from './db/leader.js';
 import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { type FinalityGate, finalityGateFor } from './ingest/finality-gate.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
-import { runWhileLeader } from './ingest/leader.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
 import { assertProvable } from './ingest/provable.js';
 import { createMailer, type Mailer } from './mail/mailer.js';
@@ -273,11 +273,14 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
     if (opts.roles.includes('ingest')) {
       // The light client is always on for mainnet (issue 28): at the pinned checkpoint, or at one
       // the providers agree on at the first start (finality-gate.ts finalityGateFor).
+      // Providers outvoted on the SR set are set aside in the group ingest reads from.
+      const group = ingestGroupFor(cfg, { logger, metrics, shutdown });
       const finality = opts.benchmarkBaselineWithoutLightClient
         ? undefined
-        : await finalityGateFor(cfg);
+        : await finalityGateFor(cfg, cfg.network, { group, logger });
       ingester = startIngest(cfg, {
         ...opts,
+        group,
         finality,
         db,
         metrics,
@@ -293,14 +296,18 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
       // gauges are mainnet's: a second ingester would overwrite them).
       if (cfg.testnetNode) {
         const testPin = cfg.ingest.testnetLightClientCheckpoint;
+        const chain = { network: TEST_NETWORK, node: cfg.testnetNode };
+        const testGroup = ingestGroupFor(cfg, { logger, metrics, shutdown, chain });
         testIngester = startIngest(cfg, {
           ...opts,
+          group: testGroup,
           finality:
             testPin === undefined || opts.benchmarkBaselineWithoutLightClient
               ? undefined
               : await finalityGateFor(
                   { ingest: { lightClientCheckpoint: testPin }, node: cfg.testnetNode },
                   TEST_NETWORK,
+                  { group: testGroup, logger: logger.child({ network: TEST_NETWORK }) },
                 ),
           db,
           metrics,
@@ -308,7 +315,7 @@ export async function startService(cfg: Config, opts: StartOptions): Promise<Ser
           shutdown,
           running,
           ...(telegram && worker ? { onEvents: () => chatWorker?.wake() } : {}),
-          chain: { network: TEST_NETWORK, node: cfg.testnetNode },
+          chain,
         });
       }
     }
@@ -424,8 +431,35 @@ async function startApi(
 }
 
 /**
- * The ingest role: a NodeClient and an Ingester that runs only while this process leads ingest
- * for the network (leader.ts). Its loop's promise joins `running`.
+ * The node group an ingester reads from (nodeGroupFor), closed at shutdown; built before the
+ * ingester so that its finality gate sets providers aside in it too (finalityGateFor). Another
+ * chain's (`chain`: the test network's) logs with its network and reports no metrics.
+ */
+function ingestGroupFor(
+  cfg: Config,
+  o: {
+    logger: Logger;
+    metrics: Metrics;
+    shutdown: Shutdown;
+    chain?: { network: string; node: Config['node'] };
+  },
+): NodeGroup {
+  const network = o.chain?.network ?? cfg.network;
+  const main = o.chain === undefined;
+  const group = nodeGroupFor(o.chain?.node ?? cfg.node, {
+    blockIntervalMs: cfg.ingest.blockIntervalMs,
+    logger: main ? o.logger : o.logger.child({ network }),
+    metrics: main ? o.metrics : undefined,
+    usdtContractHex: usdtContractHexOf(network),
+  });
+  o.shutdown.add(main ? 'node client' : `node client (${network})`, () => group.close());
+  if (main) o.metrics.countNodeRequests(() => group.requestCount);
+  return group;
+}
+
+/**
+ * The ingest role: an Ingester on `group` (ingestGroupFor) that runs only while this process
+ * leads ingest for the network (leader.ts). Its loop's promise joins `running`.
  */
 function startIngest(
   cfg: Config,
@@ -437,6 +471,8 @@ function startIngest(
     running: Promise<void>[];
     /** Also called after notifications are committed (the chat worker's wake). */
     onEvents?: () => void;
+    /** The node group it reads from (ingestGroupFor). */
+    group: NodeGroup;
     /** The light client's gate (TRON_LIGHT_CLIENT_CHECKPOINT), when on. */
     finality: FinalityGate | undefined;
     /**
@@ -449,14 +485,7 @@ function startIngest(
 ): Ingester {
   const network = o.chain?.network ?? cfg.network;
   const main = o.chain === undefined;
-  const group = nodeGroupFor(o.chain?.node ?? cfg.node, {
-    blockIntervalMs: cfg.ingest.blockIntervalMs,
-    logger: main ? o.logger : o.logger.child({ network }),
-    metrics: main ? o.metrics : undefined,
-    usdtContractHex: usdtContractHexOf(network),
-  });
-  o.shutdown.add(main ? 'node client' : `node client (${network})`, () => group.close());
-  if (main) o.metrics.countNodeRequests(() => group.requestCount);
+  const group = o.group;
   const w = o.worker;
   const ingester = new Ingester({
     db: o.db,

@@ -107,6 +107,8 @@ export interface InviteInfo {
   /** The e-mail of the member who issued the link, as it was then; null: the operator's CLI. */
   invited_by: string | null;
   expires_at: Date;
+  /** A placeholder's link (the address had a user): its acceptance is refused. Never shown. */
+  decoy: boolean;
 }
 
 /**
@@ -142,16 +144,54 @@ export async function inviteUsable(db: Queryable, token: string): Promise<boolea
   return (await inviteInfo(db, token)) !== undefined;
 }
 
-/** What a usable invitation says (the invitation page shows it), or undefined. */
+/**
+ * What a usable invitation says (the invitation page shows it), or undefined. A placeholder's
+ * link (an address that already had a user, src/accounts/membership.ts) says the same things
+ * from its `console_invite_decoys` row, with `decoy` true (never shown: the preview answers alike,
+ * issue 40 item 8).
+ */
 export async function inviteInfo(db: Queryable, token: string): Promise<InviteInfo | undefined> {
   const { rows } = await db.query<InviteInfo>(
     `SELECT u.email, u.role, a.email AS account_email, i.invited_by_email AS invited_by,
-            i.expires_at
+            i.expires_at, false AS decoy
        FROM console_invites i, console_users u JOIN accounts a ON a.id = u.account_id
-      WHERE ${LIVE_INVITE}`,
+      WHERE ${LIVE_INVITE}
+     UNION ALL
+     SELECT d.email, d.role, a.email, d.invited_by_email, d.expires_at, true
+       FROM console_invite_decoys d JOIN accounts a ON a.id = d.account_id
+      WHERE d.token_hash = $1 AND d.expires_at > now()`,
     [sha256(token)],
   );
   return rows[0];
+}
+
+/**
+ * A link for a placeholder (`console_invite_decoys` row `decoyId`): stored as its hash like any
+ * invitation, valid INVITE_TTL_SECONDS, replacing the placeholder's earlier link. Its preview
+ * reads like any invitation's ({@link inviteInfo}); it never signs anyone in
+ * ({@link spendDecoyInvite}).
+ * @returns the token (shown once).
+ */
+export async function createDecoyInvite(
+  db: Queryable,
+  decoyId: string,
+  invitedBy: string | null,
+): Promise<string> {
+  const token = newLinkToken();
+  await db.query(
+    `UPDATE console_invite_decoys
+        SET token_hash = $2, invited_by_email = $3, expires_at = now() + make_interval(secs => $4)
+      WHERE id = $1`,
+    [decoyId, sha256(token), invitedBy, INVITE_TTL_SECONDS],
+  );
+  return token;
+}
+
+/** Use up a placeholder's link (its acceptance is refused): it then answers as a used link. */
+export async function spendDecoyInvite(db: Queryable, token: string): Promise<void> {
+  await db.query('UPDATE console_invite_decoys SET token_hash = NULL WHERE token_hash = $1', [
+    sha256(token),
+  ]);
 }
 
 /**

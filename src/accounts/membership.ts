@@ -8,7 +8,9 @@
  * address that already has a user (of this account or another) answers exactly as any invitation
  * (201, a member shown as invited, listed until removed), while the existing user is told by
  * e-mail instead. Such a placeholder is a row of `console_invite_decoys` (migration 050): it can
- * be re-sent, given another role and removed like an invited member, and never signs in.
+ * be re-sent, given another role and removed like an invited member, and never signs in. Its
+ * link (migration 098, shown when e-mail is off) previews as any invitation's until it is used
+ * (issue 40 item 8); using it is refused as an invalid link.
  */
 
 import { type AuditContext, recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
@@ -16,7 +18,7 @@ import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
 import { isUniqueViolation } from '../db/sqlstate.js';
 import { normaliseEmail } from './accounts.js';
-import { cancelLinks, createInvite } from './credentials.js';
+import { cancelLinks, createDecoyInvite, createInvite } from './credentials.js';
 import { type ApiKeyInfo, narrowKeysOf, revokeKeysOf } from './keys.js';
 import {
   type Actor,
@@ -147,9 +149,12 @@ export async function removeMember(
 /** What an invitation made: the member as listed, and who to tell what. */
 export interface Invitation {
   member: UserRow;
-  /** The link's token (shown once), or null when the address already had a user. */
-  token: string | null;
-  /** The address already had a user: e-mail them a notice instead of a link. */
+  /**
+   * The link's token (shown once). When the address already had a user, the placeholder's link
+   * (its preview reads alike, it signs nobody in).
+   */
+  token: string;
+  /** The address already had a user: e-mail them a notice instead of the link. */
   existing: boolean;
 }
 
@@ -167,7 +172,7 @@ export async function inviteMember(
 ): Promise<Invitation> {
   return db.transaction(async (tx) => {
     let member: UserRow;
-    let token: string | null = null;
+    let token = '';
     let existing = false;
     try {
       // A savepoint: a taken address leaves the transaction usable.
@@ -182,6 +187,8 @@ export async function inviteMember(
       const user = await findUserByEmail(tx, o.email);
       if (user?.account_id === accountId) throw err;
       member = await upsertDecoy(tx, accountId, o.email, o.role);
+      // A link of its own, whose preview reads as any invitation's (issue 40 item 8).
+      token = await createDecoyInvite(tx, member.id, o.invitedBy);
       existing = true;
     }
     // The same entry either way: the log says who was invited, not whether they had a user.

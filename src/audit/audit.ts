@@ -109,6 +109,8 @@ export const AUDIT_ACTIONS = {
   'test_transfer.created': 'Test deposit triggered (test mode)',
   'endpoint.paused': 'Switched an endpoint off automatically: its deliveries all failed for days',
   'endpoint.redelivered': "Redelivered an endpoint's dead letters",
+  'endpoint.replayed': "Replayed an endpoint's failed deliveries since a time",
+  'endpoint.test_sent': 'Sent a test event to an endpoint',
   'event.redelivered': 'Redelivered an event',
   'event.bulk_redelivered': 'Redelivered dead events in bulk',
   'telegram.link_created': 'Created a Telegram connect link',

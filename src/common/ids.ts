@@ -18,7 +18,8 @@ export type IdPrefix =
   | 'alr'
   | 'als'
   | 'ach'
-  | 'usr';
+  | 'usr'
+  | 'rpl';
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 

@@ -25,7 +25,7 @@
  * | http_request_duration_seconds | histogram | method, route, status_code | seconds | API request latency; `route` is the route pattern (`/v1/watches/:id`), `unmatched` for a 404 without route |
  * | node_requests_total | counter | – | requests | HTTP requests sent to the TRON node by this process, retries included |
  * | block_verifications_total | counter | root (exact, json, unverifiable) | blocks | provider answers that passed verification (src/tron/verify.ts), by how the transaction root was checked: from exact gRPC bytes, from JSON, or not at all (JSON that cannot carry every byte; a second provider then confirms when configured) |
- * | node_answers_refused_total | counter | provider, check | answers | provider answers refused: a verification check failed (block_id, tx_id, tx_fields, receipts, transfer_log, tx_root, exact_bytes, parent), outvoted by the providers that agree, or, above the solidified head, other_branch (another block at a young height: a fork being settled, not a lie) |
+ * | node_answers_refused_total | counter | provider, check | answers | provider answers refused: a verification check failed (block_id, tx_id, tx_fields, receipts, transfer_log, tx_root, exact_bytes, parent), outvoted by the providers that agree, or, above the solidified head, other_branch (another block at a young height: a fork being settled, not a lie), or sr_answer (outvoted by the majority on an SR new after a maintenance: its key, isJobs, the next maintenance time; finality-gate.ts finalityGateFor) |
  * | node_heads_ignored_total | counter | provider | answers | head answers ignored as impossible (below the cursor, or beyond what the chain can have produced) |
  * | node_quorum_disagreements_total | counter | – | blocks | times the providers returned different versions of a block (it stalls until they agree) |
  * | node_provider_up | gauge | provider | 0/1 | 1 while the provider serves, 0 while it is set aside or unhealthy |
@@ -408,7 +408,7 @@ export class Metrics {
     );
     this.lightClientRefusals = new Counter({
       name: `${p}light_client_refused_total`,
-      help: 'Blocks the light client refused (bad-signature, outside-set, wrong-slot, bad-timestamp, not-chained, other), each from a provider then set aside.',
+      help: 'Blocks the light client refused (bad-signature, outside-set, wrong-slot, bad-timestamp, not-chained, too-many-changes, bad-rotation, other), each from a provider then set aside.',
       labelNames: ['code'] as const,
       registers,
     });

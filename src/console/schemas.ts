@@ -7,7 +7,7 @@
 import { type Static, Type as T } from '@sinclair/typebox';
 import { StringEnum } from '../common/schema.js';
 import { CreateTestTransferSchema } from '../events/test-transfer.js';
-import { PROOF_LEVELS } from '../tron/types.js';
+import { EVENT_PROOFS } from '../tron/types.js';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords.js';
 
 const Email = T.String({ minLength: 3, maxLength: 320, description: 'E-mail address.' });
@@ -124,7 +124,9 @@ const eventFilters = {
   asset: T.Optional(StringEnum(['USDT', 'TRX'] as const)),
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
-  proof: T.Optional(StringEnum(PROOF_LEVELS)),
+  proof: T.Optional(StringEnum(EVENT_PROOFS)),
+  /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */
+  endpoint_id: T.Optional(T.String({ maxLength: 64 })),
 };
 export const ConsoleEventsQuery = T.Object(
   {
@@ -149,6 +151,7 @@ export const RedeliverBody = T.Object(
     asset: eventFilters.asset,
     direction: eventFilters.direction,
     channel: eventFilters.channel,
+    endpoint_id: eventFilters.endpoint_id,
   },
   closed,
 );
@@ -264,3 +267,14 @@ export type TelegramConnectT = Static<typeof TelegramConnect>;
 export const ConsoleTestTransferBody = T.Omit(CreateTestTransferSchema, ['watch_id'], {
   additionalProperties: false,
 });
+
+/** What a watch's row and page say of the endpoint it delivers to (issue 40 item 2). */
+export interface EndpointName {
+  id: string;
+  label: string | null;
+  /** Masked below the developer role (src/console/mask.ts). */
+  url: string;
+  enabled: boolean;
+  /** Deleted since (its watches were moved or deleted first; a deleted watch may still name it). */
+  deleted: boolean;
+}

@@ -76,7 +76,9 @@
  *   source's first TX_INDEX_MAX_BLOCKS blocks.
  * - `/wallet/listwitnesses`, `/wallet/getaccount {address}`, `/wallet/getnextmaintenancetime`,
  *   `/wallet/getchainparameters`: the devnet set (sr-answers.ts: `isJobs`, `witness_permission`),
- *   its next maintenance time and its maintenance interval.
+ *   its next maintenance time and its maintenance interval; with `srAnswers`, also SRs voted in
+ *   at a maintenance and the next maintenance time after it; `ReplayLies.srAnswers` lies about
+ *   them (another key, an SR not listed, another next maintenance time).
  * - `/wallet/getblockbylimitnext {startNum, endNum}`: `{"block": [...]}`, blocks startNum up to
  *   endNum (exclusive, at most 100) and the full-node head; `{}` otherwise. With the three above,
  *   `tronwatch checkpoint` run against this node builds the checkpoint its chain implies (same
@@ -322,6 +324,23 @@ export interface ReplayNodeOptions {
   grpcPort?: number;
   /** Lies told from the start (see setLies). Default none. */
   lies?: ReplayLies;
+  /**
+   * What `/wallet/listwitnesses`, `/wallet/getaccount` and `/wallet/getnextmaintenancetime` say
+   * besides the devnet set (a chain past a maintenance, as sr-node.ts serves it). Default: the
+   * devnet set alone, at its own next maintenance time.
+   */
+  srAnswers?: ReplaySrAnswers;
+}
+
+/** The SR answers of a chain past a maintenance (ReplayNodeOptions.srAnswers). */
+export interface ReplaySrAnswers {
+  /**
+   * SRs voted in at a maintenance (the newcomers): listed as active (`isJobs`) beside the devnet
+   * set, and answered by `/wallet/getaccount` with their signing keys.
+   */
+  accounts?: readonly SrEntry[];
+  /** `/wallet/getnextmaintenancetime`, ms: the end of the epoch the node is in. */
+  nextMaintenanceTime?: number;
 }
 
 /** What a lying node says instead of the truth (tests of verification and quorums). */
@@ -344,6 +363,17 @@ export interface ReplayLies {
    * provider (or a proxy) that serves blocks before they are final.
    */
   early?: number;
+  /**
+   * Lies about the SR set (issue 36 item 2: one provider of several outvoted at a maintenance):
+   * `reportKey` gives the signing key `/wallet/getaccount` reports for an SR (undefined = the
+   * truth), `hide` drops SRs from `/wallet/listwitnesses` (not witnesses, so not active),
+   * `nextMaintenanceTime` replaces `/wallet/getnextmaintenancetime`'s answer, ms.
+   */
+  srAnswers?: {
+    reportKey?: (address: string) => string | undefined;
+    hide?: readonly string[];
+    nextMaintenanceTime?: number;
+  };
 }
 
 /**
@@ -638,6 +668,13 @@ export async function startReplayNode(opts: ReplayNodeOptions): Promise<ReplayNo
     early: () => lies?.early ?? 0,
     txBlock: createTxIndex(source),
     schedule,
+    sr: () => ({
+      more: opts.srAnswers?.accounts ?? [],
+      hide: lies?.srAnswers?.hide ?? [],
+      reportKey: lies?.srAnswers?.reportKey,
+      nextMaintenanceTime:
+        lies?.srAnswers?.nextMaintenanceTime ?? opts.srAnswers?.nextMaintenanceTime,
+    }),
     route: (path) => (disabled.has(path) ? undefined : ROUTES.get(path)),
   };
   const server = await listen(createRouter(deps), opts.port ?? 0, host);
@@ -1464,6 +1501,19 @@ interface Call {
   txBlock: (txId: string) => Promise<number | undefined>;
   /** The devnet SRs (listwitnesses, getaccount, getnextmaintenancetime). */
   schedule: ReplaySchedule;
+  /** What the SR answers add to the schedule's, lies included (RouterDeps.sr). */
+  sr: SrView;
+}
+
+/**
+ * The SR answers beyond the devnet set, as told now: ReplayNodeOptions.srAnswers with
+ * ReplayLies.srAnswers over it.
+ */
+interface SrView {
+  more: readonly SrEntry[];
+  hide: readonly string[];
+  reportKey: ((address: string) => string | undefined) | undefined;
+  nextMaintenanceTime: number | undefined;
 }
 
 /**
@@ -1477,17 +1527,17 @@ const ANSWERS: Record<Op, (call: Call) => Promise<Answer>> = {
   blockbynum: (call) => answerByNum('blockbynum', call),
   txinfos: (call) => answerByNum('txinfos', call),
   txinfobyid: answerTxInfoById,
-  listwitnesses: async ({ schedule }) => [
+  listwitnesses: async ({ schedule, sr }) => [
     200,
-    `${JSON.stringify(listWitnessesAnswer(schedule.srs))}\n`,
+    `${JSON.stringify(listWitnessesAnswer(schedule.srs, sr.hide, sr.more))}\n`,
   ],
-  getaccount: async ({ schedule, params }) => [
+  getaccount: async ({ schedule, params, sr }) => [
     200,
-    `${JSON.stringify(getAccountAnswer(schedule.srs, typeof params.address === 'string' ? params.address : ''))}\n`,
+    `${JSON.stringify(getAccountAnswer(schedule.srs, typeof params.address === 'string' ? params.address : '', sr.more, sr.reportKey))}\n`,
   ],
-  nextmaintenance: async ({ schedule }) => [
+  nextmaintenance: async ({ schedule, sr }) => [
     200,
-    `${JSON.stringify({ num: schedule.nextMaintenanceTime })}\n`,
+    `${JSON.stringify({ num: sr.nextMaintenanceTime ?? schedule.nextMaintenanceTime })}\n`,
   ],
   chainparameters: async () => [200, `${JSON.stringify(chainParametersAnswer())}\n`],
   blocklimitnext: answerBlockByLimitNext,
@@ -1680,6 +1730,8 @@ interface RouterDeps {
   txBlock: (txId: string) => Promise<number | undefined>;
   /** The devnet SRs producing the fillers. */
   schedule: ReplaySchedule;
+  /** The SR answers beyond the schedule's, as told now (lies included). */
+  sr: () => SrView;
   /** The route of a path, undefined = 404 (unknown or disabled). */
   route: (path: string) => { view: View; op: Op } | undefined;
 }
@@ -1737,6 +1789,7 @@ function createRouter(deps: RouterDeps): (req: IncomingMessage, res: ServerRespo
         faults: deps.faults,
         txBlock: deps.txBlock,
         schedule: deps.schedule,
+        sr: deps.sr(),
       });
       send(res, status, body);
     } catch (err) {

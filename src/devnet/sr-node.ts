@@ -124,6 +124,10 @@ export async function startSrNode(opts: SrNodeOptions): Promise<SrNode> {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out));
     });
   });
+  // Idle connections are closed by the client, never by this server: a server that closes them
+  // after Node's default 5 s races a client (undici) that picks one for its next request while
+  // the event loop was busy (a test's PGlite start), and that request fails with ECONNRESET.
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {

@@ -28,9 +28,10 @@
  *   (src/watches/health.ts): a receiver that goes down under 10,000 deposit addresses is one
  *   'failing' message, not 10,000.
  */
-import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { type AlertPolicy, queueAlert } from '../watches/health.js';
+import { queueAlert } from '../watches/alert-outbox.js';
+import { autoPauseIfDue } from '../watches/auto-pause.js';
+import type { AlertPolicy } from '../watches/health.js';
 
 /** The last day of deliveries to one endpoint. */
 export interface EndpointHealth {
@@ -185,42 +186,16 @@ export async function refreshEndpointHealth(
         await queueAlert(tx, e, 'failing', `Deliveries to the endpoint are failing: ${reason}.`);
         changes.opened.push(id);
       }
-      if (policy.autoPauseDays > 0 && e.enabled && st.first_failure) {
-        const from = Math.max(
-          new Date(st.first_failure).getTime(),
-          e.failures_counted_from ? new Date(e.failures_counted_from).getTime() : 0,
-        );
-        const days = policy.autoPauseDays;
-        if (now.getTime() - from >= days * 86_400_000) {
-          const reason = `every delivery attempt since ${new Date(from).toISOString()} failed (${failures} attempts over ${days} days or more): switched off automatically`;
-          await tx.query(
-            `UPDATE endpoints SET enabled = false, paused_reason = $2, auto_paused_at = $3
-              WHERE id = $1`,
-            [id, reason, now],
-          );
-          await recordAudit(
-            tx,
-            {
-              accountId: e.account_id,
-              actor: SYSTEM_ACTORS.watchHealth,
-              clientIp: null,
-              // The endpoint's own environment (issue 32): a test endpoint's is a test entry.
-              network: e.network,
-            },
-            {
-              action: 'endpoint.paused',
-              targetId: id,
-              detail: { automatic: true, failures, days },
-            },
-          );
-          await queueAlert(
-            tx,
-            e,
-            'auto_paused',
-            `The endpoint was switched off: ${reason}. Fix the receiver, then enable the endpoint: its deliveries wait until then.`,
-          );
-          changes.paused.push(id);
-        }
+      if (
+        e.enabled &&
+        (await autoPauseIfDue(
+          tx,
+          { kind: 'endpoint', ...e },
+          { failures, firstFailure: st.first_failure, now },
+          policy,
+        ))
+      ) {
+        changes.paused.push(id);
       }
     });
   }

@@ -264,10 +264,59 @@ export const EndpointRedeliveredSchema = T.Object(
   },
 );
 
+/** POST /v1/endpoints/{id}/replay's body. */
+export const ReplayEndpointSchema = T.Object(
+  {
+    since: T.String({
+      format: 'date-time',
+      maxLength: 40,
+      description:
+        'Replay the failed deliveries of events created at or after this instant (RFC 3339 with a time zone, at most 6 fractional digits). Not in the future, at most 30 days back.',
+    }),
+  },
+  {
+    $id: 'ReplayEndpoint',
+    description: 'Which failed deliveries to replay. Unknown members are rejected (400).',
+    additionalProperties: false,
+  },
+);
+
+/** The answer of POST /v1/endpoints/{id}/replay (src/endpoints/replay.ts EndpointReplay). */
+export const EndpointReplaySchema = T.Object(
+  {
+    id: T.String({ description: 'Identifier of the replay (`rpl_…`).' }),
+    endpoint_id: T.String({ description: 'The endpoint (`ep_…`).' }),
+    since: T.String({
+      format: 'date-time',
+      description: 'The request’s `since`, UTC, microseconds.',
+    }),
+    replayed: T.Integer({
+      minimum: 0,
+      description:
+        'Failed deliveries (events whose newest delivery is DEAD) given a new delivery by this replay: at most 10,000.',
+    }),
+    next_since: T.Union([T.String({ format: 'date-time' }), T.Null()], {
+      description:
+        'Set when the bound of 10,000 cut the replay short: the creation instant of the last event taken; call again with `since` = this value for the rest. Null otherwise.',
+    }),
+    created_at: T.String({ format: 'date-time', description: 'When the replay ran.' }),
+    repeated: T.Boolean({
+      description:
+        'True when the same endpoint and `since` were replayed within the last 24 hours: this answer is that replay, and nothing was queued now.',
+    }),
+  },
+  {
+    $id: 'EndpointReplay',
+    description:
+      "A replay of the endpoint's failed deliveries since a time: each event of a watch on the endpoint, created at or after `since`, whose newest delivery is DEAD gets a new delivery (same event_id and body bytes, attempts from 0).",
+  },
+);
+
 export type Endpoint = ReturnType<typeof endpointView>;
 export type CreateEndpointBody = Static<typeof CreateEndpointSchema>;
 export type UpdateEndpointBody = Static<typeof UpdateEndpointSchema>;
 export type RotateEndpointSecretBody = Static<typeof RotateEndpointSecretSchema>;
+export type ReplayEndpointBody = Static<typeof ReplayEndpointSchema>;
 
 export const endpointSchemas = [
   EndpointStreakSchema,
@@ -279,4 +328,6 @@ export const endpointSchemas = [
   UpdateEndpointSchema,
   RotateEndpointSecretSchema,
   EndpointRedeliveredSchema,
+  ReplayEndpointSchema,
+  EndpointReplaySchema,
 ];

@@ -13,7 +13,7 @@ import { type Static, Type as T } from '@sinclair/typebox';
 import { isLivemode } from '../common/environment.js';
 import { NullableString, StringEnum } from '../common/schema.js';
 import { formatAmount, formatAmountDigits } from '../tron/amount.js';
-import { PROOF_LEVELS, type ProofLevel } from '../tron/types.js';
+import { EVENT_PROOFS, type EventProof } from '../tron/types.js';
 import type { Metadata } from '../watches/metadata.js';
 
 /** SPEC §Versioning: the payload's `api_version` and the OpenAPI document's `info.version`. */
@@ -65,9 +65,9 @@ const eventMembers = {
   contract: T.Optional(
     NullableString({ description: 'TRC-20 contract address in base58. Null for native TRX.' }),
   ),
-  proof: StringEnum(PROOF_LEVELS, {
+  proof: StringEnum(EVENT_PROOFS, {
     description:
-      'Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.',
+      'Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.',
   }),
   metadata: T.Optional(
     T.Unsafe<Metadata>({
@@ -159,7 +159,7 @@ export interface EventRow {
   amount_raw: string;
   contract: string | null;
   /** How the transfer was established (migration 048). */
-  proof: ProofLevel;
+  proof: EventProof;
   created_at: Date;
   /** The watch's metadata copied at ingest (migration 085); null or absent: none. */
   metadata?: Metadata | null;
@@ -319,7 +319,7 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
     amount: formatAmountDigits(f[11]),
     watch_id: f[1],
     contract: f[12] === '' ? null : f[12],
-    proof: f[18] as ProofLevel,
+    proof: f[18] as EventProof,
     ...(f[19] === '' ? {} : { metadata: JSON.parse(f[19]) as Metadata }),
     delivery:
       f[14] === ''

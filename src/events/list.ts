@@ -20,7 +20,7 @@
  */
 
 import type { Queryable } from '../db/pool.js';
-import type { ProofLevel } from '../tron/types.js';
+import type { EventProof } from '../tron/types.js';
 import {
   EVENT_ROW_SQL,
   type EventWithDelivery,
@@ -58,7 +58,9 @@ export interface ListEventsQuery {
   /** Only events of watches delivering through this channel. */
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
-  proof?: ProofLevel;
+  proof?: EventProof;
+  /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
+  endpointId?: string;
   /**
    * Return rows only while this API key is not revoked, checked by the page's own statement (an
    * API caller taken from the key cache, src/api/auth.ts). No row then means: an empty page, or
@@ -141,7 +143,13 @@ export interface EventFilters {
   asset?: 'USDT' | 'TRX' | undefined;
   direction?: 'incoming' | 'outgoing' | undefined;
   channel?: 'webhook' | 'telegram' | undefined;
-  proof?: ProofLevel | undefined;
+  proof?: EventProof | undefined;
+  /**
+   * Only events of the watches that deliver to this endpoint now (`ep_…`; issue 40 item 1: the
+   * endpoint filter of Events and Dead letters, and the endpoint page). An unknown or foreign id
+   * matches nothing.
+   */
+  endpointId?: string | undefined;
 }
 
 /**
@@ -177,6 +185,12 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
     values.push(f.channel);
     where.push(
       `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.channel = $${values.length})`,
+    );
+  }
+  if (f.endpointId !== undefined) {
+    values.push(f.endpointId);
+    where.push(
+      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
     );
   }
 }
@@ -247,7 +261,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.asset === undefined ? 0 : 512) |
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
-    (q.proof === undefined ? 0 : 8192);
+    (q.proof === undefined ? 0 : 8192) |
+    (q.endpointId === undefined ? 0 : 16384);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

@@ -66,8 +66,6 @@ export async function redeliverEvent(
 export interface RedeliveryScope extends EventFilters {
   /** Only this watch's events. */
   watchId?: string | undefined;
-  /** Only the events of the watches that deliver to this endpoint now (issue 30). */
-  endpointId?: string | undefined;
   /** Events created at or after this instant (ISO 8601). */
   since?: string | undefined;
   /** Events created before this instant (ISO 8601). */
@@ -141,12 +139,6 @@ export function deadSelection(
     values.push(scope.watchId);
     where.push(`e.watch_id = $${values.length}`);
   }
-  if (scope.endpointId !== undefined) {
-    values.push(scope.endpointId);
-    where.push(
-      `EXISTS (SELECT 1 FROM watches w WHERE w.id = e.watch_id AND w.endpoint_id = $${values.length})`,
-    );
-  }
   if (scope.since !== undefined) {
     values.push(scope.since);
     where.push(`e.created_at >= $${values.length}::text::timestamptz`);
@@ -173,7 +165,7 @@ export function deadSelection(
  * event that has a PENDING one already (migration 016's index).
  * @returns the ids inserted.
  */
-async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
+export async function insertRedeliveries(tx: Queryable, eventIds: string[]): Promise<string[]> {
   if (eventIds.length === 0) return [];
   const ids = eventIds.map(() => newId('ntf'));
   const { rows } = await tx.query<{ id: string }>(

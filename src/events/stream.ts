@@ -20,7 +20,7 @@
 import type { EncryptedSecret, SecretBox } from '../common/secrets.js';
 import type { Queryable } from '../db/pool.js';
 import { environmentHeaders, signedRequestHeaders } from '../delivery/send.js';
-import type { ProofLevel } from '../tron/types.js';
+import type { EventProof } from '../tron/types.js';
 import type { Metadata } from '../watches/metadata.js';
 import { type EventRow, eventPayload, serializeEvent } from './event.js';
 
@@ -68,7 +68,7 @@ interface StreamRow {
   to_address: string;
   amount_raw: string;
   contract: string | null;
-  proof: ProofLevel;
+  proof: EventProof;
   created_at: Date;
   metadata: Metadata | null;
   created_text: string;

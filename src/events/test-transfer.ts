@@ -187,7 +187,7 @@ export async function createTestTransfer(
                              event_index, block_number, block_timestamp, from_address, to_address,
                              amount_raw, contract, proof, created_at)
          SELECT $1, $2, $3, $4, $5, $6, $7, 0, $8, date_trunc('milliseconds', clock_timestamp()),
-                $9, $10, $11::numeric, $12, 'provider', base.t
+                $9, $10, $11::numeric, $12, 'test', base.t
            FROM base
          RETURNING *
        ), n AS (

@@ -35,6 +35,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Logger } from '../common/logger.js';
 import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
 import {
@@ -46,6 +47,7 @@ import {
   checkBlockId,
   NotAnSrError,
   newSrKeyFromProviders,
+  type ProviderDissent,
   witnessKeyFromProviders,
 } from '../tron/light-client/checkpoint-build.js';
 import {
@@ -55,7 +57,11 @@ import {
   LightClientError,
   type LightClientStatus,
 } from '../tron/light-client/finality.js';
-import { keyRotationsOfBlock, signedHeaderOf } from '../tron/light-client/follow.js';
+import {
+  blockHasType46,
+  keyRotationsOfBlock,
+  signedHeaderOf,
+} from '../tron/light-client/follow.js';
 import type { SignedHeader } from '../tron/light-client/header.js';
 import {
   ACTIVE_SR_COUNT,
@@ -65,7 +71,7 @@ import {
   parseCheckpoint,
 } from '../tron/light-client/sr-set.js';
 import { loadLightClientState } from '../tron/light-client/store.js';
-import type { VerifiedSolidifiedBlock } from '../tron/node-group.js';
+import type { NodeGroup, VerifiedSolidifiedBlock } from '../tron/node-group.js';
 import { BlockCheckError } from '../tron/verify.js';
 
 /** Where the shipped checkpoints are (`checkpoints/` at the package root, beside src/ and dist/). */
@@ -183,9 +189,14 @@ export interface FinalityGateOptions {
    */
   headersAt?: (number: number, signal?: AbortSignal) => Promise<BlockHeaderAnswer[]>;
   /**
-   * The signing key of an SR new after a maintenance, agreed by a quorum of providers once they
-   * confirm it may sign in the block's epoch (`epochEnd`, its next maintenance time, ms;
-   * checkpoint-build.ts newSrKeyFromProviders). NotAnSrError: the block is refused (outside-set).
+   * The signing key of an SR new after a maintenance, taken by a majority of the providers (at
+   * least the quorum, more than half of those that answer) once they confirm it may sign in the
+   * block's epoch (`epochEnd`, its next maintenance time, ms; checkpoint-build.ts
+   * newSrKeyFromProviders, issue 36 item 2). The providers outvoted are set aside by whoever
+   * builds it (finalityGateFor: in the ingester's node group), not by the gate.
+   * NotAnSrError: the block is refused (outside-set). CheckpointError (no majority, too few
+   * answers, an epoch the providers have not reached): the block waits; the loop records the
+   * stall and reads it again.
    */
   keyOf: (address: string, signal?: AbortSignal, epochEnd?: number) => Promise<string>;
 }
@@ -606,8 +617,7 @@ export class FinalityGate {
   ): Promise<void> {
     const n = b.ref.number;
     let rotations: KeyRotation[] = [];
-    const found = keyRotationsOfBlock(b.block, b.exact);
-    if (found.length > 0) {
+    if (blockHasType46(b.block, b.exact)) {
       // A key change counts only from a transaction list the header commits to (follow.ts).
       if (b.verified.root === 'unverifiable') {
         throw new BlockCheckError(
@@ -616,7 +626,7 @@ export class FinalityGate {
           'an SR key change (type 46) in a transaction list whose root is not proven: configure gRPC (#grpc=) for exact bytes',
         );
       }
-      rotations = found;
+      rotations = keyRotationsOfBlock(b.block, b.exact);
     }
     const lc = this.client;
     let r = lc.submit(header, rotations);
@@ -746,16 +756,33 @@ export class FinalityGate {
   }
 }
 
+/** Whom finalityGateFor reports a provider outvoted on the SR set to. */
+export interface SrDissentHandling {
+  /**
+   * The node group ingest reads blocks from: a provider outvoted is set aside there
+   * (NodeGroup.distrust, check `sr_answer`), like any provider whose answer was refused. Its
+   * providers' names are TRON_NODE_URL's, the same as the ones asked here.
+   */
+  group?: Pick<NodeGroup, 'distrust'> | undefined;
+  /** Where the dissent is logged (warn). */
+  logger?: Pick<Logger, 'warn'> | undefined;
+}
+
 /**
  * The finality gate of an ingester: the light client is always on (issue 28: no off switch). At
  * the checkpoint TRON_LIGHT_CLIENT_CHECKPOINT pins; without one, at the checkpoint stored by an
  * earlier run, or else one the providers agree on at the cursor's block the first time ingest
  * starts (buildCheckpoint with `at`, quorum TRON_NODE_QUORUM and every provider that answers:
- * trust on first use, logged and shown in /v1/status; pin one to remove that trust). The same
- * providers answer the key of an SR new after a maintenance and the restart check of the stored
- * final block.
+ * trust on first use, logged and shown in /v1/status; pin one to remove that trust; unanimity
+ * there, see checkpoint-build.ts). The same providers answer the key of an SR new after a
+ * maintenance (newSrKeyFromProviders: by majority, issue 36 item 2; each provider outvoted is
+ * logged at warn with what was asked and both answers, counted in
+ * tronwatch_node_answers_refused_total{check="sr_answer"} and set aside in `dissent.group`, the
+ * ingester's node group) and the restart check of the stored final block.
  * @param network the chain followed (`mainnet`, or `nile` for the test network's ingester),
  *   written into a checkpoint taken from the providers.
+ * @param dissent where a provider outvoted on the SR set is set aside and logged (default:
+ *   nowhere; the value is still taken by majority).
  * @throws CheckpointError as loadCheckpointSetting (a start with a bad pin fails, never runs
  *   without the checkpoint it asked for).
  */
@@ -765,6 +792,7 @@ export async function finalityGateFor(
     node: Pick<Config['node'], 'providers' | 'quorum' | 'timeoutMs'>;
   },
   network = 'mainnet',
+  dissent: SrDissentHandling = {},
 ): Promise<FinalityGate> {
   const pin = cfg.ingest.lightClientCheckpoint;
   const checkpoint = pin === undefined ? undefined : await loadCheckpointSetting(pin);
@@ -774,6 +802,26 @@ export async function finalityGateFor(
     timeoutMs: cfg.node.timeoutMs,
     ...(signal ? { signal } : {}),
   });
+  const onDissent = (d: ProviderDissent): void => {
+    dissent.logger?.warn(
+      {
+        provider: d.provider,
+        asked: d.what,
+        answer: d.answer,
+        agreed: d.agreed,
+        agreed_by: d.agreedBy,
+        network,
+      },
+      'light client: a provider’s answer about the SR set differs from the majority’s; the majority’s is taken and that provider is set aside',
+    );
+    dissent.group?.distrust(
+      d.provider,
+      new CheckpointError(
+        `${d.what}: answered ${d.answer}, but ${d.agreedBy.join(', ')} answered ${d.agreed}`,
+      ),
+      'sr_answer',
+    );
+  };
   return new FinalityGate({
     checkpoint,
     bootstrap: (at, signal) =>
@@ -788,7 +836,11 @@ export async function finalityGateFor(
     headersAt: (number, signal) => blockHeadersAt(providers, number, ask(signal)),
     keyOf: (address, signal, epochEnd) =>
       epochEnd === undefined
-        ? witnessKeyFromProviders(providers, address, ask(signal))
-        : newSrKeyFromProviders(providers, address, epochEnd, ask(signal)),
+        ? witnessKeyFromProviders(providers, address, {
+            ...ask(signal),
+            rule: 'majority',
+            onDissent,
+          })
+        : newSrKeyFromProviders(providers, address, epochEnd, { ...ask(signal), onDissent }),
   });
 }

@@ -60,7 +60,10 @@
  * node's view instead, up to the providers' full-node head (NodeGroup.getBlockIfProduced caught
  * up, getFullNodeBlock catching up), on the same grid and at the same cost: the head moves once
  * per interval as the solidified head does, so the asks above are unchanged, and the block read
- * is also the head stored for watch activation (saveHead). Each goes to the gate and is committed
+ * is also the head stored for watch activation (saveHead), and once the light client checked its
+ * signature, the verified block no head claim can move it past (chain-head.ts; issue 36 item 4;
+ * also stored for the blocks read within ACTIVATION_WINDOW_BLOCKS of the head while catching up:
+ * one statement per block near the head, as at the head). Each goes to the gate and is committed
  * once the light client proved it final, that is right after the block that made it final was
  * read (about 18 blocks above it), no longer after the node solidified it. When the node switches
  * branches above the final block, the gate steps back and the heights that changed are read again
@@ -87,7 +90,12 @@ import { LightClientError } from '../tron/light-client/finality.js';
 import { HeaderError } from '../tron/light-client/header.js';
 import { saveLightClientState } from '../tron/light-client/store.js';
 import type { NodeClient } from '../tron/node-client.js';
-import { type GroupHeads, NodeGroup, type VerifiedSolidifiedBlock } from '../tron/node-group.js';
+import {
+  ACTIVATION_WINDOW_BLOCKS,
+  type GroupHeads,
+  NodeGroup,
+  type VerifiedSolidifiedBlock,
+} from '../tron/node-group.js';
 import { fetchBlocks } from '../tron/scan.js';
 import { BlockCheckError } from '../tron/verify.js';
 import { saveChainHead, saveHead, saveSolidifiedHead } from './chain-head.js';
@@ -282,9 +290,16 @@ export class Ingester {
     this.stats.head = Math.max(this.stats.head, heads.head);
     // The head stored for watch activation is the group's lower `activation` (one provider's
     // high head must not activate watches past their first transfers); reading goes up to `head`.
+    // With the light client, the newest block whose signature it checked (or its final block)
+    // goes with it: activation never goes above a head claim's reach of it (chain-head.ts), and
+    // the api role's polls (head-refresh.ts) leave it as stored. Without it: cleared.
+    const verified = this.gate
+      ? Math.max(this.verifiedRead, this.gate.committedNumber ?? -1)
+      : null;
     await saveChainHead(this.o.db, this.o.config.network, {
       solidified: heads.solidified,
       head: heads.activation,
+      verified: verified === null || verified >= 0 ? verified : undefined,
     });
     return heads;
   }
@@ -545,6 +560,13 @@ export class Ingester {
         )) {
           cursor = (await this.accept(b, signal)) ?? cursor;
           failures = 0;
+          // Near the head the light client's newest block is the floor of watch activation
+          // (chain-head.ts): stored as read, as at the head, not only at the next poll. A provider
+          // claiming a head above the blocks it has keeps ingest here, never at the head; further
+          // below, activation keeps to the head's window and the polls store it (no statement).
+          if (this.gate && b.ref.number >= bound - ACTIVATION_WINDOW_BLOCKS) {
+            await saveHead(db, network, b.ref.number);
+          }
           if (signal.aborted) break;
           // A branch switch: the gate reads lower heights again, or has taken the blocks kept
           // aside above them; read from where it is unless the next block read ahead fits.
@@ -685,6 +707,7 @@ export class Ingester {
     // Its signature checked: its provider is trusted again, and it bounds the heads.
     this.refusals.count = 0;
     this.group.noteRead(b.provider, b.ref.number, b.ref.timestamp);
+    if (b.ref.number > this.verifiedRead) this.verifiedRead = b.ref.number;
     // The arrival of the block that made these final: when it was seen at the node's head.
     const arrivedAt = this.seenAt.get(b.ref.number) ?? Date.now();
     let last: number | undefined;
@@ -766,6 +789,13 @@ export class Ingester {
     if (this.group.stateVersion !== this.savedProviders) await this.saveProviders();
     return cursor;
   }
+
+  /**
+   * The newest block the light client accepted (its SR signature checked: accept), −1 before the
+   * first: stored as the chain's verified block for watch activation (pollHeads; saveHead stores
+   * each block read at the head), which no provider's head claim can move.
+   */
+  private verifiedRead = -1;
 
   /** The checkpoint the first block of a new cursor must match (openCursor), if configured. */
   private checkpoint: Checkpoint | undefined;

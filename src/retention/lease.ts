@@ -8,7 +8,7 @@
  * that dies or stalls stops renewing and the lease passes to another process once it expires; a
  * holder that finds its renewal refused has lost it and stops. Releasing deletes the row if it is
  * still ours. A table row rather than a session advisory lock (the ingester's choice,
- * src/ingest/leader.ts): a job that runs a few seconds every few minutes needs no dedicated
+ * src/db/leader.ts): a job that runs a few seconds every few minutes needs no dedicated
  * connection, and the statement is the same on PGlite.
  *
  * The lease saves duplicate work; it is not what keeps a job correct: the pruning job's

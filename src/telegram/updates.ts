@@ -12,7 +12,7 @@
  * - Anything else is ignored.
  *
  * Long polling ({@link runUpdatePolling}): exactly one process at a time reads updates, under a
- * PostgreSQL advisory lock held like the ingester's (src/ingest/leader.ts; lock
+ * PostgreSQL advisory lock held like the ingester's (src/db/leader.ts; lock
  * "tronwatch:telegram-updates:<bot id>"), standbys taking over within about a second. The next
  * update_id is kept in telegram_bot_state (migration 010) after each batch, so a standby that takes
  * over does not handle a batch again (an update handled but not yet recorded when its process died
@@ -26,8 +26,8 @@ import type { Update } from 'grammy/types';
 import { recordAudit, TELEGRAM_ACTOR } from '../audit/audit.js';
 import type { Logger } from '../common/logger.js';
 import { backoffDelay, sleep } from '../common/retry.js';
+import { runWhileLeader } from '../db/leader.js';
 import type { Db } from '../db/pool.js';
-import { runWhileLeader } from '../ingest/leader.js';
 import { bindChat, type ChatType, migrateChat } from './binding.js';
 import { botSignal, describeTelegramError, type TelegramBot } from './bot.js';
 import { sendPacedMessage } from './paced-send.js';

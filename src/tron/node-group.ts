@@ -443,9 +443,10 @@ export class NodeGroup {
   /**
    * A provider failed: set it aside with backoff, log the episode's first failure. `distrusted`
    * (the caller refused its block: distrust) also counts a refusal that verified answers do not
-   * reset (Member.distrusts); the pause doubles with whichever count is higher.
+   * reset (Member.distrusts); the pause doubles with whichever count is higher. `reason`: the
+   * state's reason class instead of reasonClass(err).
    */
-  private setAside(m: Member, err: unknown, distrusted = false): void {
+  private setAside(m: Member, err: unknown, distrusted = false, reason?: string): void {
     m.failures++;
     if (distrusted) m.distrusts++;
     // An unhealthy provider (a ban, a revoked key) is asked again at 1 s doubling to 60 s even
@@ -456,7 +457,7 @@ export class NodeGroup {
     const times = Math.max(m.failures, m.distrusts);
     const delay = Math.min(ASIDE_CAP_MS, base * 2 ** Math.min(16, times - 1));
     m.asideUntil = this.now() + delay;
-    const cls = reasonClass(err);
+    const cls = reason ?? reasonClass(err);
     if (m.reason === undefined || m.reason !== cls) {
       this.logger?.warn(
         { provider: m.client.name, reason: cls, err: message(err), retry_in_ms: delay },
@@ -495,15 +496,18 @@ export class NodeGroup {
    * the caller accepts a block of this provider again (noteRead): a provider that serves the
    * true block with a garbage signature is thus asked less and less often, instead of first
    * again on every retry.
+   * @param provider its name (NodeClient.name: TRON_NODE_URL's, as finalityGateFor names it too).
+   * @param check the `check` label of tronwatch_node_answers_refused_total and the state's reason
+   *   (`verification: <check>`), for a refusal that is no BlockCheckError (`sr_answer`: outvoted
+   *   on the SR set, finality-gate.ts finalityGateFor). Default: the BlockCheckError's check, else
+   *   `other`.
    */
-  distrust(provider: string, err: unknown): void {
+  distrust(provider: string, err: unknown, check?: string): void {
     const m = this.members.find((x) => x.client.name === provider);
     if (m) {
-      this.metrics?.nodeAnswerRefused(
-        m.index,
-        err instanceof BlockCheckError ? err.check : 'other',
-      );
-      this.setAside(m, err, true);
+      const label = check ?? (err instanceof BlockCheckError ? err.check : 'other');
+      this.metrics?.nodeAnswerRefused(m.index, label);
+      this.setAside(m, err, true, check === undefined ? undefined : `verification: ${check}`);
     }
   }
 

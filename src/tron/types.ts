@@ -87,6 +87,14 @@ export type Asset = 'USDT' | 'TRX';
 export type ProofLevel = 'signed' | 'quorum' | 'provider';
 export const PROOF_LEVELS: readonly ProofLevel[] = ['signed', 'quorum', 'provider'];
 
+/**
+ * The `proof` of a stored event: a {@link ProofLevel} for a transfer read from a chain, or `test`
+ * for a test deposit triggered through the API (`POST /v1/test/transfers`, issue 40 item 11): on
+ * no chain, established by nobody, never money. Only a test watch's events can carry it.
+ */
+export type EventProof = ProofLevel | 'test';
+export const EVENT_PROOFS: readonly EventProof[] = [...PROOF_LEVELS, 'test'];
+
 /** One transfer extracted from a solidified block. Addresses are lowercase 41-hex (42 chars). */
 export interface Transfer {
   blockNumber: number;

@@ -120,11 +120,11 @@ export function watchLink(consoleUrl: string, watchId: string, livemode = true):
 }
 
 /**
- * The console's Endpoints page: `${consoleUrl}/console/endpoints` (an endpoint's alert), plus
- * `?env=test` for a test-mode endpoint.
+ * The console's page of an endpoint (issue 40 item 1): `${consoleUrl}/console/endpoints/${id}`
+ * (an endpoint's alert), plus `?env=test` for a test-mode endpoint. No token.
  */
-export function endpointsLink(consoleUrl: string, livemode = true): string {
-  return `${consoleUrl.replace(/\/+$/, '')}/console/endpoints${envQuery(livemode)}`;
+export function endpointLink(consoleUrl: string, endpointId: string, livemode = true): string {
+  return `${consoleUrl.replace(/\/+$/, '')}/console/endpoints/${encodeURIComponent(endpointId)}${envQuery(livemode)}`;
 }
 
 const ENDPOINT_SUBJECTS: Record<AlertKind, string> = {
@@ -155,7 +155,9 @@ export function composeAlert(
   const host = receiverHost(watch.webhook_url);
   const ep = watch.endpoint ?? null;
   const livemode = isLivemode(watch.network ?? LIVE_NETWORK);
-  const link = ep ? endpointsLink(consoleUrl, livemode) : watchLink(consoleUrl, watch.id, livemode);
+  const link = ep
+    ? endpointLink(consoleUrl, ep.id, livemode)
+    : watchLink(consoleUrl, watch.id, livemode);
   // A test-mode alert (issue 32) says so first, in the subject and the text.
   const mark = livemode ? '' : TEST_MODE_SUBJECT;
   const banner = livemode ? [] : [TEST_MODE_LINE, ''];

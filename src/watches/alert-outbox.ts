@@ -324,3 +324,25 @@ export class AlertLoop {
     await releaseLease(this.o.db, ALERT_LEASE, this.holder).catch(() => undefined);
   }
 }
+
+/**
+ * Queue one alert in the caller's transaction: its `watch_alerts` row and one `alert_sends` row
+ * per target (migration 055): 'email', and each enabled alert channel of the account
+ * (src/watches/alert-channels.ts). `message` is one sentence without any URL. `w.id` is a
+ * watch's id, or an endpoint's (`ep_…`, migration 092) for an endpoint's alert.
+ */
+export async function queueAlert(
+  tx: Queryable,
+  w: { id: string; account_id: string },
+  kind: 'failing' | 'recovered' | 'auto_paused',
+  message: string,
+): Promise<void> {
+  const alertId = newId('alr');
+  const endpoint = isEndpointId(w.id);
+  await tx.query(
+    `INSERT INTO watch_alerts (id, watch_id, endpoint_id, account_id, kind, message)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [alertId, endpoint ? null : w.id, endpoint ? w.id : null, w.account_id, kind, message],
+  );
+  await queueAlertSends(tx, alertId, w);
+}

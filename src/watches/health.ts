@@ -29,10 +29,12 @@
  *   (src/watches/alert-outbox.ts) sends them, paced per watch and target (a flapping endpoint gets
  *   one summary per pace, never silence), and never in the delivery worker's way.
  */
-import { recordAudit, SYSTEM_ACTORS } from '../audit/audit.js';
-import { newId } from '../common/ids.js';
 import type { Db, Queryable } from '../db/pool.js';
-import { isEndpointId, queueAlertSends } from './alert-outbox.js';
+import { queueAlert } from './alert-outbox.js';
+import { autoPauseIfDue } from './auto-pause.js';
+
+/** Queue one alert (moved to src/watches/alert-outbox.ts, where its sends are queued). */
+export { queueAlert };
 
 /** What the alerts need from config (config.alerts). */
 export interface AlertPolicy {
@@ -84,13 +86,20 @@ interface WindowRow {
 }
 
 /**
+ * Whose attempts a health figure counts: a watch's (attempts.watch_id, attempts_watch_started) or
+ * an endpoint's, all its watches together (attempts.endpoint_id, migration 091's partial indexes).
+ */
+export type AttemptsOf = 'watch_id' | 'endpoint_id';
+
+/**
  * The hour, day and week windows of each of `watchIds` (one statement; three index ranges per
- * watch on attempts_watch_started).
- * @returns watch id → windows (every id present; empty windows for a watch without attempts).
+ * watch on attempts_watch_started), or of each endpoint of `ids` with `by` = 'endpoint_id'.
+ * @returns id → windows (every id present; empty windows for one without attempts).
  */
 export async function healthSummaries(
   db: Queryable,
   watchIds: readonly string[],
+  by: AttemptsOf = 'watch_id',
 ): Promise<Map<string, Record<HealthWindowName, HealthWindow>>> {
   const out = new Map<string, Record<HealthWindowName, HealthWindow>>();
   for (const id of watchIds) out.set(id, { hour: EMPTY, day: EMPTY, week: EMPTY });
@@ -103,7 +112,7 @@ export async function healthSummaries(
        FROM unnest($1::text[]) AS x(id)
       CROSS JOIN (VALUES ('hour', interval '1 hour'), ('day', interval '1 day'),
                          ('week', interval '7 days')) AS s(span, len)
-       JOIN attempts a ON a.watch_id = x.id AND a.started_at > now() - s.len AND NOT a.throttled
+       JOIN attempts a ON a.${by} = x.id AND a.started_at > now() - s.len AND NOT a.throttled
       GROUP BY x.id, s.span`,
     [watchIds],
   );
@@ -144,13 +153,15 @@ export const BUCKET_SECONDS: Record<HealthWindowName, number> = {
 };
 
 /**
- * One watch's attempts over `window`, in buckets of {@link BUCKET_SECONDS} aligned to the epoch,
- * oldest first, every bucket present (empty ones with 0 attempts).
+ * One watch's attempts over `window` (an endpoint's with `by` = 'endpoint_id'), in buckets of
+ * {@link BUCKET_SECONDS} aligned to the epoch, oldest first, every bucket present (empty ones
+ * with 0 attempts).
  */
 export async function healthSeries(
   db: Queryable,
   watchId: string,
   window: HealthWindowName,
+  by: AttemptsOf = 'watch_id',
 ): Promise<{ bucket_seconds: number; buckets: HealthBucket[] }> {
   const step = BUCKET_SECONDS[window];
   const { rows } = await db.query<{
@@ -171,7 +182,7 @@ export async function healthSeries(
             percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
        FROM b
        LEFT JOIN attempts a
-         ON a.watch_id = $1 AND NOT a.throttled
+         ON a.${by} = $1 AND NOT a.throttled
         AND a.started_at >= b.start AND a.started_at < b.start + make_interval(secs => $3)
       GROUP BY b.start ORDER BY b.start`,
     [watchId, HEALTH_WINDOWS[window], step],
@@ -296,67 +307,19 @@ export async function refreshWatchHealth(
         if (own) await queueAlert(tx, w, 'failing', `Deliveries are failing: ${reason}.`);
         changes.opened.push(id);
       }
-      if (own && policy.autoPauseDays > 0 && w.status === 'ACTIVE' && st.first_failure) {
-        const from = Math.max(
-          new Date(st.first_failure).getTime(),
-          w.failures_counted_from ? new Date(w.failures_counted_from).getTime() : 0,
-        );
-        const days = policy.autoPauseDays;
-        if (now.getTime() - from >= days * 86_400_000) {
-          const reason = `every delivery attempt since ${new Date(from).toISOString()} failed (${failures} attempts over ${days} days or more): paused automatically`;
-          await tx.query(
-            `UPDATE watches SET status = 'PAUSED', paused_reason = $2, auto_paused_at = $3
-              WHERE id = $1`,
-            [id, reason, now],
-          );
-          // In the audit log as the system's act (issue 29 item 2), with the pause.
-          await recordAudit(
-            tx,
-            {
-              accountId: w.account_id,
-              actor: SYSTEM_ACTORS.watchHealth,
-              clientIp: null,
-              // The watch's own environment (issue 32): a test watch's pause is a test entry.
-              network: w.network,
-            },
-            {
-              action: 'watch.paused',
-              targetId: id,
-              detail: { automatic: true, failures, days },
-            },
-          );
-          await queueAlert(
-            tx,
-            w,
-            'auto_paused',
-            `The watch was paused: ${reason}. Fix the endpoint, then resume the watch.`,
-          );
-          changes.paused.push(id);
-        }
+      if (
+        own &&
+        w.status === 'ACTIVE' &&
+        (await autoPauseIfDue(
+          tx,
+          { kind: 'watch', ...w },
+          { failures, firstFailure: st.first_failure, now },
+          policy,
+        ))
+      ) {
+        changes.paused.push(id);
       }
     });
   }
   return changes;
-}
-
-/**
- * Queue one alert in the caller's transaction: its `watch_alerts` row and one `alert_sends` row
- * per target (migration 055): 'email', and each enabled alert channel of the account
- * (src/watches/alert-channels.ts). `message` is one sentence without any URL. `w.id` is a
- * watch's id, or an endpoint's (`ep_…`, migration 092) for an endpoint's alert.
- */
-export async function queueAlert(
-  tx: Queryable,
-  w: { id: string; account_id: string },
-  kind: 'failing' | 'recovered' | 'auto_paused',
-  message: string,
-): Promise<void> {
-  const alertId = newId('alr');
-  const endpoint = isEndpointId(w.id);
-  await tx.query(
-    `INSERT INTO watch_alerts (id, watch_id, endpoint_id, account_id, kind, message)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [alertId, endpoint ? null : w.id, endpoint ? w.id : null, w.account_id, kind, message],
-  );
-  await queueAlertSends(tx, alertId, w);
 }

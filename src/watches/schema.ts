@@ -45,6 +45,11 @@ const watchMembers = {
       'PAUSED is set in the console; a paused watch matches nothing and holds no quota slot.',
   }),
   created_at: T.String({ format: 'date-time' }),
+  active_from_block: T.Integer({
+    minimum: 0,
+    description:
+      'Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after.',
+  }),
   secret_rotated_at: T.Union([T.String({ format: 'date-time' }), T.Null()], {
     description:
       'Additive. When the current secret was issued by a rotation (`POST /v1/watches/{id}/rotate-secret`); null: the secret given at creation, or a Telegram watch.',
@@ -266,6 +271,7 @@ export function watchView(w: WatchRow) {
     metadata: w.metadata,
     status: w.status,
     created_at: w.created_at.toISOString(),
+    active_from_block: Number(w.active_from_block),
     paused_reason: w.paused_reason,
     auto_paused_at: w.auto_paused_at?.toISOString() ?? null,
     secret_rotated_at: w.secret_rotated_at?.toISOString() ?? null,

@@ -148,6 +148,15 @@ describe.skipIf(!READY)('rotating a secret in a browser, verified by a receiver'
     const form = page.getByRole('form', { name: 'Signing secret' });
     await visible(form);
     await visible(form.getByText('The secret given at creation.'));
+    // Its activation (issue 36 item 4): the block after which it matches transfers.
+    const { rows: activeFrom } = await service.svc.db.query<{ n: string }>(
+      'SELECT active_from_block AS n FROM watches ORDER BY created_at DESC LIMIT 1',
+    );
+    await visible(
+      page.getByText(
+        `transfers in blocks after ${Number(activeFrom[0]?.n).toLocaleString('en-US')} (the chain head when created or last resumed)`,
+      ),
+    );
     await form.getByLabel('Grace period').selectOption({ label: '1 hour' });
     await shot(page, 'rotate-form-1440', form);
     await page.setViewportSize(PHONE);

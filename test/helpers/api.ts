@@ -76,6 +76,11 @@ export interface HarnessOptions {
   chain?: AppDeps['chain'];
   /** AppDeps.testnetChain: the test network's (default none: the deployment follows no Nile). */
   testnetChain?: AppDeps['testnetChain'];
+  /**
+   * AppDeps.refreshHead: a fresh chain head before a watch's activation (the service's
+   * HeadRefresher); default none (activation on the stored head).
+   */
+  refreshHead?: AppDeps['refreshHead'];
 }
 
 /** A public address (example.com's) that the default test resolver answers for every name. */
@@ -119,6 +124,7 @@ export async function apiHarness(engine: Engine, opts: HarnessOptions = {}): Pro
     ...(mailer ? { mailer } : {}),
     ...(opts.chain ? { chain: opts.chain } : {}),
     ...(opts.testnetChain ? { testnetChain: opts.testnetChain } : {}),
+    ...(opts.refreshHead ? { refreshHead: opts.refreshHead } : {}),
   };
   const app = await buildApp(deps);
   return {

@@ -76,30 +76,70 @@ export interface SrSyntheticChain {
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest();
 
 /**
+ * An AccountPermissionUpdateContract (type 46) value as java-tron accepts it for an SR
+ * (AccountPermissionUpdateActuator.validate): `owner`'s Owner permission (its own address, weight
+ * 1, threshold 1), one Active permission (32 bytes of operations), and a Witness permission of one
+ * key, `key`. `mutate` may change the three permissions' bytes (tests of refused contracts).
+ * Protocol: contract {owner_address 1, owner 2, witness 3, actives 4: Permission {type 1, id 2,
+ * permission_name 3, threshold 4, parent_id 5, operations 6, keys 7: Key {address 1, weight 2}}}.
+ */
+export function accountPermissionUpdateValue(
+  owner: string,
+  key: string,
+  mutate: {
+    owner?: (w: PbWriter) => PbWriter;
+    witness?: (w: PbWriter) => PbWriter;
+    actives?: number;
+    witnessKeys?: string[];
+  } = {},
+): Uint8Array {
+  const keyOf = (a: string) => new PbWriter().bytes(1, Buffer.from(a, 'hex')).varint(2, 1).finish();
+  const ownerW = new PbWriter().bytes(3, Buffer.from('owner')).varint(4, 1);
+  const ownerP = (mutate.owner ? mutate.owner(ownerW) : ownerW).bytes(7, keyOf(owner)).finish();
+  let witnessW = new PbWriter()
+    .varint(1, 1)
+    .varint(2, 1)
+    .bytes(3, Buffer.from('witness'))
+    .varint(4, 1);
+  witnessW = mutate.witness ? mutate.witness(witnessW) : witnessW;
+  for (const k of mutate.witnessKeys ?? [key]) witnessW.bytes(7, keyOf(k));
+  const witnessP = witnessW.finish();
+  const active = new PbWriter()
+    .varint(1, 2)
+    .varint(2, 2)
+    .bytes(3, Buffer.from('active'))
+    .varint(4, 1)
+    .bytes(6, Buffer.alloc(32, 0xff))
+    .bytes(7, keyOf(owner))
+    .finish();
+  const value = new PbWriter()
+    .bytes(1, Buffer.from(owner, 'hex'))
+    .bytes(2, ownerP)
+    .bytes(3, witnessP);
+  for (let i = 0; i < (mutate.actives ?? 1); i++) value.bytes(4, active);
+  return value.finish();
+}
+
+/**
  * A `Transaction.raw` with one AccountPermissionUpdateContract (type 46) setting `owner`'s witness
- * permission to one key (protocol: raw {contract 11 {type 1, parameter 2: Any {type_url 1,
- * value 2}}, timestamp 14}; contract {owner_address 1, witness 3: Permission {type 1,
- * permission_name 3, threshold 4, keys 7: Key {address 1, weight 2}}}).
+ * permission to one key (accountPermissionUpdateValue; raw {contract 11 {type 1, parameter 2: Any
+ * {type_url 1, value 2}}, timestamp 14}).
+ * @param value the contract's bytes. Default: accountPermissionUpdateValue(owner, key).
  */
 export function accountPermissionUpdateRaw(
   owner: string,
   key: string,
-  timestamp: number,
+  timestamp?: number,
+  value: Uint8Array = accountPermissionUpdateValue(owner, key),
 ): Uint8Array {
-  const k = new PbWriter().bytes(1, Buffer.from(key, 'hex')).varint(2, 1).finish();
-  const witness = new PbWriter()
-    .varint(1, 1)
-    .bytes(3, Buffer.from('witness'))
-    .varint(4, 1)
-    .bytes(7, k)
-    .finish();
-  const value = new PbWriter().bytes(1, Buffer.from(owner, 'hex')).bytes(3, witness).finish();
   const any = new PbWriter()
     .bytes(1, Buffer.from('type.googleapis.com/protocol.AccountPermissionUpdateContract'))
     .bytes(2, value)
     .finish();
   const contract = new PbWriter().varint(1, 46).bytes(2, any).finish();
-  return new PbWriter().bytes(11, contract).varint(14, timestamp).finish();
+  const raw = new PbWriter().bytes(11, contract);
+  if (timestamp !== undefined) raw.varint(14, timestamp);
+  return raw.finish();
 }
 
 /**

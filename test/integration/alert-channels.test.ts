@@ -315,7 +315,7 @@ describe.each(dbEngines)('alert channels on %s', (engine) => {
           endpoint: { id: endpointId, label: 'Gateway', watch_count: 0 },
           endpoint_host: 'pay.example',
           state: 'failing',
-          console_url: 'https://tw.example/console/endpoints',
+          console_url: `https://tw.example/console/endpoints/${endpointId}`,
         },
       });
       const slackEndpoint = slackReqs()

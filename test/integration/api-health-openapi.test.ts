@@ -254,6 +254,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       '/v1/endpoints/{id}',
       '/v1/endpoints/{id}/previous-secret/expire',
       '/v1/endpoints/{id}/redeliver',
+      '/v1/endpoints/{id}/replay',
       '/v1/endpoints/{id}/rotate-secret',
       '/v1/events',
       '/v1/events/stream',
@@ -384,6 +385,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       'metadata',
       'status',
       'created_at',
+      // Additive (issue 36 item 4): the block after which it matches transfers.
+      'active_from_block',
       // Additive (issue 19): rotation, automatic pause.
       'secret_rotated_at',
       'paused_reason',
@@ -411,8 +414,9 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       // Additive (issue 26): how the transfer was established.
       'proof',
     ]);
+    // Additive (issue 40 item 11): `test` for a test deposit triggered through the API.
     expect((schemas.Event?.properties as Json | undefined)?.proof).toMatchObject({
-      enum: ['signed', 'quorum', 'provider'],
+      enum: ['signed', 'quorum', 'provider', 'test'],
     });
     const events = paths['/v1/events']?.get as Json;
     const params = (events.parameters as Json[]).map((p) => [p.name, p.in]);
@@ -423,6 +427,7 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['watch_id', 'query'],
       ['network', 'query'],
       ['proof', 'query'],
+      ['endpoint_id', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;
     expect(limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 200, default: 50 });

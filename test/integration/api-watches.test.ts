@@ -67,6 +67,8 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
       metadata: null,
       status: 'ACTIVE',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      // Additive (issue 36 item 4): the stored head, as in the row below.
+      active_from_block: 1_018,
       paused_reason: null,
       auto_paused_at: null,
       secret_rotated_at: null,
@@ -113,6 +115,7 @@ describe.each(dbEngines)('/v1/watches on %s', (engine) => {
         metadata: null,
         status: 'ACTIVE',
         created_at: w.created_at,
+        active_from_block: 1_018,
         paused_reason: null,
         auto_paused_at: null,
         secret_rotated_at: null,

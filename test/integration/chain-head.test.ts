@@ -2,7 +2,10 @@
  * The activation block of a new watch (DESIGN invariant 5, src/ingest/chain-head.ts) on both
  * database engines: exactly the stored head while the observation is fresh, extrapolated by one
  * block per elapsed interval when it is stale, and measured on the database's clock only, so an
- * API host whose clock runs ahead cannot push a watch past its first transfers.
+ * API host whose clock runs ahead cannot push a watch past its first transfers. With a verified
+ * block stored (the light client: migration 094), GREATEST(verified, head − ACTIVATION_WINDOW_BLOCKS),
+ * which a head claim cannot push past the chain (issue 36 item 4); the api role's head polls never
+ * overwrite it, the ingester without the light client clears it.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -10,7 +13,9 @@ import {
   ChainHeadUnknownError,
   MAX_EXTRAPOLATED_BLOCKS,
   saveChainHead,
+  saveHead,
 } from '../../src/ingest/chain-head.js';
+import { ACTIVATION_WINDOW_BLOCKS } from '../../src/tron/node-group.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 
 const INTERVAL_MS = 3_000;
@@ -76,6 +81,49 @@ describe.each(dbEngines)('activation block on %s', (engine) => {
     ).toBe(1_020);
     // Without it: up to the statement, five intervals, capped.
     expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018 + MAX_EXTRAPOLATED_BLOCKS);
+  });
+
+  it('with a verified block stored: never above it by a head claim, within the window below the head while behind', async () => {
+    t = await migratedDb(engine);
+    const { db } = t;
+    const verifiedOf = async () =>
+      (await db.query<{ v: string | null }>('SELECT verified_block_number AS v FROM chain_head'))
+        .rows[0]?.v;
+    // The ingester with the light client: head claim 1,027 (9 above), verified 1,018.
+    await saveChainHead(db, 'mainnet', { solidified: 1_000, head: 1_027, verified: 1_018 });
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018);
+    // Stale, extrapolated to 1,030: still the verified block.
+    await db.query("UPDATE chain_head SET observed_at = clock_timestamp() - interval '20 seconds'");
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018);
+    // The api role's poll (no verified given) stores its claim and leaves the verified block.
+    await saveChainHead(db, 'mainnet', { solidified: 1_000, head: 1_027 });
+    expect(Number(await verifiedOf())).toBe(1_018);
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018);
+    // A lower claim than the verified block: the verified block (it exists, so the head is there).
+    await saveChainHead(db, 'mainnet', { solidified: 1_000, head: 1_010 });
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_018);
+    // A block read at the head: the verified block and the head move up together.
+    await saveHead(db, 'mainnet', 1_019);
+    expect(Number(await verifiedOf())).toBe(1_019);
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_019);
+    // Below a higher claim: the verified block moves, the claim stays (activation: verified).
+    await saveChainHead(db, 'mainnet', { solidified: 1_000, head: 1_030 });
+    await saveHead(db, 'mainnet', 1_021);
+    expect(Number(await verifiedOf())).toBe(1_021);
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_021);
+    // An ingester still catching up (verified far below the head): the head minus the window.
+    await saveChainHead(db, 'mainnet', { solidified: 1_500, head: 2_000 });
+    expect(ACTIVATION_WINDOW_BLOCKS).toBe(20);
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(
+      2_000 - ACTIVATION_WINDOW_BLOCKS,
+    );
+    // A verified block is never lowered by a poll (a later ingester term before its first read).
+    await saveChainHead(db, 'mainnet', { solidified: 1_500, head: 2_000, verified: 1_005 });
+    expect(Number(await verifiedOf())).toBe(1_021);
+    // The ingester without the light client clears it: the head alone, as before.
+    await saveChainHead(db, 'mainnet', { solidified: 1_000, head: 1_027, verified: null });
+    expect(await verifiedOf()).toBeNull();
+    expect(await activationBlock(db, 'mainnet', INTERVAL_MS)).toBe(1_027);
   });
 
   // PostgreSQL only: embedded PGlite runs in this process and reads its clock from it, so there

@@ -321,7 +321,7 @@ describe.each(dbEngines)('endpoint operations on %s', (engine) => {
     expect(sent[0]?.text).toContain(`Endpoint: ${new URL(r?.url ?? '').host}\n`);
     expect(sent[0]?.text).toContain(`Endpoint id: deposits (${ep.id})`);
     expect(sent[0]?.text).toContain(`Watches on it: ${n}`);
-    expect(sent[0]?.text).toContain('https://tw.example/console/endpoints');
+    expect(sent[0]?.text).toContain(`https://tw.example/console/endpoints/${ep.id}`);
 
     // Every delivery goes DEAD; still the one alert. Then the receiver is fixed and its dead
     // letters redelivered: one 'recovered' for the endpoint, still nothing per watch.

@@ -11,8 +11,17 @@
  *   new key, is accepted; the same block signed with the old key is refused;
  * - a maintenance with 1 new SR: its key comes from a quorum of providers, its block counts only
  *   once 19 known SRs built on it, and every event is delivered exactly once;
- * - a maintenance with 9 new SRs: ingest halts (stall recorded, with the reason), nothing of the
- *   new epoch is committed;
+ * - a maintenance with 1 new SR, one provider of three (quorum 2, the service's gate and node
+ *   group) answering another key for it, or calling it no active SR, or another next maintenance
+ *   time (issue 36 item 2): the majority's answer is taken, the liar named in the log, counted
+ *   (`sr_answer`) and set aside in the group ingest reads from; every event exactly once. One of
+ *   two at quorum 1: no majority, the newcomer's block waits (a stall) until they agree;
+ * - a maintenance with 9 new SRs: the 9th newcomer's block is refused (a branch, not a halt), the
+ *   stall recorded with the reason, nothing of the new epoch committed;
+ * - issue 36: one SR's block carrying 18 rotations of other SRs' keys, served by the only provider:
+ *   nothing at or above it is committed; a real SR's side block in another SR's slot after a
+ *   maintenance, and a lone provider's side branch of invented newcomers: the real chain goes on,
+ *   every event once;
  * - a side block right after a maintenance signed by an ordinary account (its key agreed by the
  *   providers, but listed as no witness): refused, so it never takes a real SR's slot;
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
@@ -32,12 +41,19 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/common/logger.js';
+import { type Logger, silentLogger } from '../../src/common/logger.js';
 import { Metrics } from '../../src/common/metrics.js';
 import { loadConfig } from '../../src/config.js';
 import type { Queryable } from '../../src/db/pool.js';
-import type { ReplayNode, ReplayRequestRecord } from '../../src/devnet/replay-node.js';
+import {
+  memorySource,
+  type ReplayNode,
+  type ReplayRequestRecord,
+  startReplayNode,
+} from '../../src/devnet/replay-node.js';
 import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import {
   DEVNET_SRS,
@@ -47,7 +63,11 @@ import {
   syntheticBlockId,
   syntheticCheckpoint,
 } from '../../src/devnet/synthetic.js';
-import { type FinalityGate, finalityGateFor } from '../../src/ingest/finality-gate.js';
+import {
+  type FinalityGate,
+  finalityGateFor,
+  type SrDissentHandling,
+} from '../../src/ingest/finality-gate.js';
 import type { Ingester } from '../../src/ingest/loop.js';
 import {
   newSrKeyFromProviders,
@@ -84,7 +104,7 @@ import {
   want,
 } from '../helpers/light-client-ingest.js';
 import { makeSr } from '../helpers/sr-chain.js';
-import { serveSrSynthetic } from '../helpers/sr-synthetic.js';
+import { serveSrSynthetic, srSyntheticChain } from '../helpers/sr-synthetic.js';
 
 const FIRST = 72_000_000;
 /** A synthetic chain's options (seed, size); every chain here starts at FIRST. */
@@ -119,6 +139,7 @@ async function serviceGate(
   providers: readonly ReplayNode[],
   checkpoint: Checkpoint,
   quorum: number,
+  dissent: SrDissentHandling = {},
 ): Promise<FinalityGate> {
   const file = path.join(
     os.tmpdir(),
@@ -131,7 +152,24 @@ async function serviceGate(
       TRON_NODE_QUORUM: String(quorum),
       TRON_LIGHT_CLIENT_CHECKPOINT: file,
     }),
+    'mainnet',
+    dissent,
   );
+}
+
+/** A logger whose lines (parsed JSON) are kept in `lines`. */
+function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l));
+        done();
+      },
+    }),
+  );
+  return { logger, lines };
 }
 
 /** Events whose notification count is not exactly one (each webhook event gets one delivery). */
@@ -594,7 +632,146 @@ describe.each(dbEngines)(
       await expectAllOnce(db, ing, chain, watches);
     });
 
-    it('a maintenance with 9 new SRs halts: the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
+    /**
+     * A chain with a maintenance at FIRST + 20 that brings one newcomer (its first block at m + 5),
+     * served by `count` replay nodes that answer the SR questions as a node past that
+     * maintenance does (the newcomer listed active, the next maintenance time one interval on).
+     */
+    async function newcomerChain(seed: number, count: number) {
+      const o = opts(seed);
+      const cp = syntheticCheckpoint(o);
+      const m = FIRST + 20;
+      const pos = (slotOf(cp, m) + 5) % 27;
+      const newcomer = makeSr(`voted in at the maintenance ${seed}`, true);
+      const nextOrder = DEVNET_SRS.map((s, i) => (i === pos ? newcomer : s));
+      const chain = srSyntheticChain({
+        chain: { ...o, count: 70 },
+        maintenanceBlock: m,
+        nextOrder,
+      });
+      const srAnswers = {
+        accounts: [newcomer],
+        nextMaintenanceTime:
+          chain.checkpoint.nextMaintenanceTime + chain.checkpoint.maintenanceIntervalMs,
+      };
+      const served: ReplayNode[] = [];
+      for (let i = 0; i < count; i++) {
+        const node = await startReplayNode({
+          instant: true,
+          lag: 0,
+          grpc: true,
+          source: memorySource(chain.blocks),
+          srAnswers,
+        });
+        nodes.push(node);
+        served.push(node);
+      }
+      return { o, chain, newcomer, n: m + 5, served, srAnswers };
+    }
+
+    it.each([
+      ['another key for it', 'signing key of', 1],
+      ['that it is no active SR (not listed)', '/wallet/listwitnesses isJobs', 2],
+      ['another next maintenance time', '/wallet/getnextmaintenancetime', 3],
+    ] as const)(
+      'a maintenance with 1 new SR, one provider of three (quorum 2) answering %s: the majority’s answer is taken, the liar named, counted (sr_answer) and set aside; every event exactly once',
+      async (_what, asked, variant) => {
+        t = await migratedDb(engine);
+        const { o, chain, newcomer, n, served, srAnswers } = await newcomerChain(293 + variant, 3);
+        const [liar, one, two] = served as [ReplayNode, ReplayNode, ReplayNode];
+        expect(chain.producers.get(n)).toBe(newcomer.address);
+        const wrong = makeSr('not the newcomer key').signingKey;
+        liar.setLies({
+          srAnswers:
+            variant === 1
+              ? { reportKey: (a) => (a === newcomer.address ? wrong : undefined) }
+              : variant === 2
+                ? { hide: [newcomer.address] }
+                : { nextMaintenanceTime: srAnswers.nextMaintenanceTime + 21_600_000 },
+        });
+        const db = t.db;
+        const watches = await insertWatches(db, o, FIRST - 1);
+        expect(eventsIn(chain.transfers, watches, n)).toBeGreaterThan(0);
+        const metrics = new Metrics();
+        const { logger, lines } = capturingLogger();
+        // The service's wiring: the gate sets providers aside in the group ingest reads from.
+        const group = new NodeGroup({
+          clients: [clientOf(liar), clientOf(one), clientOf(two)],
+          quorum: 2,
+          blockIntervalMs: 50,
+          logger,
+          metrics,
+        });
+        const gate = await serviceGate([liar, one, two], chain.checkpoint, 2, { group, logger });
+        const ing = lightClientIngester(db, group, { startBlock: FIRST, gate, metrics });
+        await runUntil(ing, () => ing.stats.cursor >= chain.last - ABOVE);
+        await expectAllOnce(db, ing, chain, watches);
+        expect((await cursorRow(db)).stalled_reason).toBeNull();
+        // The light client learned the majority's key for the newcomer.
+        const stored = await loadLightClientState(db, 'mainnet');
+        const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
+        expect(e1?.members.find((x) => x.address === newcomer.address)?.key).toBe(
+          newcomer.signingKey,
+        );
+        // The liar (provider 0) named in the log with both answers, counted and set aside.
+        const liarName = new URL(liar.url).origin;
+        const said = lines.filter((l) => l.provider === liarName && l.asked !== undefined);
+        expect(said.length).toBeGreaterThan(0);
+        expect(String(said[0]?.asked)).toContain(asked);
+        expect(said[0]?.agreed_by).toEqual([new URL(one.url).origin, new URL(two.url).origin]);
+        expect(said[0]?.answer).not.toBe(said[0]?.agreed);
+        expect(lines.filter((l) => l.asked !== undefined && l.provider !== liarName)).toEqual([]);
+        expect(
+          lines.some(
+            (l) =>
+              l.provider === liarName &&
+              l.reason === 'verification: sr_answer' &&
+              String(l.msg).startsWith('node provider set aside'),
+          ),
+        ).toBe(true);
+        const text = await metrics.registry.metrics();
+        expect(text).toMatch(
+          /tronwatch_node_answers_refused_total\{provider="0",check="sr_answer"\} [1-9]/,
+        );
+        expect(text).not.toMatch(
+          /tronwatch_node_answers_refused_total\{provider="[12]",check="sr_answer"\}/,
+        );
+      },
+    );
+
+    it('a maintenance with 1 new SR, one provider of two at quorum 1 answering another key: no majority, its block waits (a stall, nothing from it); once they agree, every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const { o, chain, newcomer, n, served } = await newcomerChain(297, 2);
+      const [liar, honest] = served as [ReplayNode, ReplayNode];
+      const wrong = makeSr('not the newcomer key').signingKey;
+      liar.setLies({
+        srAnswers: { reportKey: (a) => (a === newcomer.address ? wrong : undefined) },
+      });
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const metrics = new Metrics();
+      const group = new NodeGroup({
+        clients: [clientOf(liar), clientOf(honest)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+        metrics,
+      });
+      const gate = await serviceGate([liar, honest], chain.checkpoint, 1, { group });
+      const ing = lightClientIngester(db, group, { startBlock: FIRST, gate, metrics });
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain('providers disagree, no majority');
+      expect((await maxEventBlock(db)).events).toBeLessThan(n);
+      // Nobody is set aside for it: nothing says which of the two is honest.
+      expect(await metrics.registry.metrics()).not.toMatch(/check="sr_answer"/);
+      liar.setLies(undefined);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+    });
+
+    it('a maintenance with 9 new SRs: the 9th newcomer’s block is refused (no halt on a branch), the stall is recorded with its reason, nothing of the new epoch is committed', async () => {
       t = await migratedDb(engine);
       const o = opts(286);
       const m = FIRST + 20;
@@ -621,7 +798,7 @@ describe.each(dbEngines)(
       await runUntil(ing, async () => (await cursorRow(db)).stalled_reason !== null);
       const row = await cursorRow(db);
       expect(row.stalled_reason).toContain(
-        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint`,
+        `block ${ninth}: more than 8 new SRs since the maintenance of epoch 1 on this block's branch: refused`,
       );
       // Only 18 known SRs produce in the new epoch: none of its blocks can be final.
       expect(row.block_number).toBeLessThanOrEqual(m);
@@ -630,7 +807,7 @@ describe.each(dbEngines)(
       expect(max.events).toBeLessThanOrEqual(m);
       expect(max.notifications).toBeLessThanOrEqual(m);
       expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, row.block_number));
-      // A halt stays a halt: ingest does not get past it by retrying.
+      // Every provider's block there is refused: ingest does not get past it by retrying.
       const again = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
       await runUntil(again, () => (again.gate?.readHeight ?? 0) >= ninth - 1);
       expect((await cursorRow(db)).block_number).toBe(row.block_number);
@@ -905,6 +1082,115 @@ describe.each(dbEngines)(
       );
       await expectAllOnce(db, ing, honest, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
+
+    it('one SR key, the only provider: a block of that SR carrying 18 rotations of other SRs’ keys, then blocks signed with them in their slots: nothing at or above it is committed (issue 36, finding 1)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(293);
+      const cp = syntheticCheckpoint(o);
+      const r = FIRST + 25;
+      const attacker = DEVNET_SRS[slotOf(cp, r)] as DevnetSr;
+      const victims = DEVNET_SRS.filter((s) => s.address !== attacker.address).slice(0, 18);
+      // The 18 "rotations" in the attacker's own block r: from r + 1 on the victims' slots are
+      // signed with the attacker's keys (the chain the liar serves).
+      const chain = await serveSrSynthetic({
+        chain: { ...o, count: r - FIRST + 40 },
+        rotations: victims.map((v) => ({
+          block: r,
+          owner: v.address,
+          to: makeSr(`attacker's key for ${v.address}`),
+        })),
+      });
+      nodes.push(chain.node);
+      expect(chain.producers.get(r)).toBe(attacker.address);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      expect(eventsIn(chain.transfers, watches, r)).toBeGreaterThan(0);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint);
+      // Everything is read and verified (the keys are the block's word), nothing refused.
+      await runUntil(ing, () => (ing.gate?.readHeight ?? 0) >= chain.last);
+      expect(ing.gate?.readHeight).toBe(chain.last);
+      // Blocks signed with a rotated key count only once the rotation is final, which needs 19
+      // SRs with the keys in force before it: the 9 that were not rotated are not enough.
+      expect(ing.stats.cursor).toBeLessThan(r);
+      const max = await maxEventBlock(db);
+      expect(max.events).toBeLessThan(r);
+      expect(max.notifications).toBeLessThan(r);
+      expect(await storedEventKeys(db)).toEqual(want(chain.transfers, watches, ing.stats.cursor));
+    });
+
+    it('after a maintenance, a real SR’s side block in the next real block’s slot, then the real chain: no wrong-slot stall, every event exactly once (issue 36, finding 3)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(294);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      const parent = chain.headers.get(m);
+      const real = chain.headers.get(m + 1);
+      if (!parent || !real) throw new Error('no header');
+      // A, a real SR of the set with its real key, signs a block at the time of P's (real) block.
+      const a = DEVNET_SRS.find(
+        (s) => s.address !== real.witness && s.address !== parent.witness,
+      ) as DevnetSr;
+      const side = signedForkBlock(o, m + 1, parent.id, real.timestamp, chain.last + 40, a);
+      chain.node.setLies({ blocks: new Map([[m + 1, { block: side.block, infos: side.infos }]]) });
+      chain.node.advanceTo(m + 1);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint);
+      const run = start(ing);
+      await waitFor(() => (ing.gate?.readHeight ?? 0) >= m + 1);
+      // The side block is verified (A signed it), never final.
+      expect(ing.gate?.readHeight).toBe(m + 1);
+      // The provider serves the real chain again: P's block is P's slot's, not A's.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      expect(expectedEvents(side.transfers, watches).length).toBeGreaterThan(0);
+    });
+
+    it('a lone provider’s side branch after a maintenance, made of 9 newcomers it invents (and vouches for): the 9th is refused, no halt; back on the real chain, every event exactly once (issue 36, finding 3)', async () => {
+      t = await migratedDb(engine);
+      const o = opts(295);
+      const m = FIRST + 20;
+      const chain = await serveSrSynthetic({ chain: { ...o, count: 80 }, maintenanceBlock: m });
+      nodes.push(chain.node);
+      const invented = Array.from({ length: 9 }, (_, i) => makeSr(`invented newcomer ${i}`));
+      // The only provider answers for them: listed as active SRs, with their keys.
+      const { keyOf } = await keyProviders(o, chain.checkpoint, invented);
+      const lies = new Map<number, { block: string; infos: string }>();
+      let parentId = chain.headers.get(m)?.id as string;
+      invented.forEach((sr, i) => {
+        const at = chain.headers.get(m + 1 + i);
+        if (!at) throw new Error('no header');
+        const b = signedForkBlock(o, m + 1 + i, parentId, at.timestamp, chain.last + 40 + i, sr);
+        lies.set(m + 1 + i, { block: b.block, infos: b.infos });
+        parentId = b.id;
+      });
+      chain.node.setLies({ blocks: lies });
+      chain.node.advanceTo(m + 9);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const ing = ingesterFor(db, clientOf(chain.node), chain.checkpoint, keyOf);
+      const run = start(ing);
+      await waitFor(async () => (await cursorRow(db)).stalled_reason !== null);
+      const row = await cursorRow(db);
+      expect(row.stalled_reason).toContain(`block ${m + 9}: more than 8 new SRs`);
+      expect(row.stalled_reason).not.toContain('halts');
+      expect(row.block_number).toBeLessThanOrEqual(m);
+      // The provider tells the truth again: the real chain's SRs hold their slots.
+      chain.node.setLies(undefined);
+      chain.node.advanceTo(chain.last);
+      await waitFor(() => ing.stats.cursor >= chain.last - ABOVE);
+      await run.stop();
+      await expectAllOnce(db, ing, chain, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      const stored = await loadLightClientState(db, 'mainnet');
+      const e1 = stored?.snapshot.epochs.find((e) => e.index === 1);
+      expect(e1?.newcomers).toEqual([]);
     });
   },
 );

@@ -8,6 +8,10 @@
  *   providers' solidified heads, gives no checkpoint: open halts with the reason, nothing stored.
  * - An SR new after a maintenance: its key only once the providers list it as a witness (an
  *   active SR when its block is in their current epoch); a provider that is down does not count.
+ * - Maintenance answers by majority (issue 36 item 2): a newcomer's key, `isJobs` and the next
+ *   maintenance time are taken when at least the quorum agree and are a majority of the answers,
+ *   each dissenter reported; no majority (1 of 2), or the quorum not met: nothing taken, nobody
+ *   reported. The first-start checkpoint stays unanimous.
  * - Restart: a stored final block above its checkpoint is checked against the providers' block at
  *   that height; providers on another chain halt it, the same chain resumes, one of three on
  *   another chain is outvoted (named); one of two (no majority) is decided by the signatures:
@@ -20,11 +24,14 @@ import { type SrNode, startSrNode } from '../../src/devnet/sr-node.js';
 import { DEVNET_SRS, syntheticBlock, syntheticCheckpoint } from '../../src/devnet/synthetic.js';
 import { FinalityHaltError, finalityGateFor } from '../../src/ingest/finality-gate.js';
 import {
+  buildCheckpoint,
   NotAnSrError,
   newSrKeyFromProviders,
+  type ProviderDissent,
 } from '../../src/tron/light-client/checkpoint-build.js';
 import { LightClient } from '../../src/tron/light-client/finality.js';
 import { signedHeaderFromJson } from '../../src/tron/light-client/header.js';
+import { CheckpointError } from '../../src/tron/light-client/sr-set.js';
 import { loadLightClientState, saveLightClientState } from '../../src/tron/light-client/store.js';
 import { dbEngines, migratedDb, type TestDb } from '../helpers/db.js';
 
@@ -127,6 +134,101 @@ describe('an SR new after a maintenance, as the providers confirm it (newSrKeyFr
     await expect(
       newSrKeyFromProviders([provider(a, 'a'), provider(wrongKey, 'w')], SR21, current),
     ).rejects.toThrow(/providers disagree/);
+  });
+});
+
+describe('maintenance answers by majority, never unanimity (issue 36 item 2: newSrKeyFromProviders)', () => {
+  const current = syntheticCheckpoint(CHAIN).nextMaintenanceTime;
+  const key21 = DEVNET_SRS[21]?.signingKey;
+  const WRONG = `41${'77'.repeat(20)}`;
+  /** newSrKeyFromProviders for SR21 over `nodes` (named by their keys), with its dissents. */
+  async function ask(named: Record<string, SrNode>, quorum: number) {
+    const dissent: ProviderDissent[] = [];
+    const providers = Object.entries(named).map(([name, n]) => ({ url: n.url, name }));
+    try {
+      const key = await newSrKeyFromProviders(providers, SR21, current, {
+        quorum,
+        timeoutMs: 5000,
+        onDissent: (d) => dissent.push(d),
+      });
+      return { key, dissent };
+    } catch (err) {
+      return { err: err as Error, dissent };
+    }
+  }
+
+  it('2 of 3 agree on the key, 1 answers another: the key is taken, the dissenter reported with both answers', async () => {
+    const r = await ask({ a, b, w: wrongKey }, 2);
+    expect(r.key).toBe(key21);
+    expect(r.dissent).toEqual([
+      {
+        provider: 'w',
+        what: `signing key of ${SR21} (/wallet/getaccount witness_permission)`,
+        answer: JSON.stringify(WRONG),
+        agreed: JSON.stringify(key21),
+        agreedBy: ['a', 'b'],
+      },
+    ]);
+  });
+
+  it('2 of 3 agree, 1 says the newcomer is no active SR (isJobs), or another next maintenance time: taken, the dissenter reported', async () => {
+    const hides = await startSrNode({ chain: CHAIN, head: HEAD, hide: [SR21] });
+    const later = await startSrNode({
+      chain: CHAIN,
+      head: HEAD,
+      nextMaintenanceTime: current + 21_600_000,
+    });
+    nodes.push(hides, later);
+    const h = await ask({ a, h: hides, b }, 2);
+    expect(h.key).toBe(key21);
+    expect(h.dissent).toEqual([
+      expect.objectContaining({
+        provider: 'h',
+        what: `witness ${SR21} (/wallet/listwitnesses isJobs)`,
+        answer: '"none"',
+        agreed: '"active"',
+      }),
+    ]);
+    const t = await ask({ l: later, a, b }, 2);
+    expect(t.key).toBe(key21);
+    expect(t.dissent).toEqual([
+      expect.objectContaining({
+        provider: 'l',
+        what: 'next maintenance time (/wallet/getnextmaintenancetime)',
+        answer: String(current + 21_600_000),
+        agreed: String(current),
+        agreedBy: ['a', 'b'],
+      }),
+    ]);
+  });
+
+  it('1 of 2 against the other at quorum 1: no majority, nothing taken, nobody reported (the gate waits: a stall, retried)', async () => {
+    const r = await ask({ a, w: wrongKey }, 1);
+    expect(r.key).toBeUndefined();
+    expect(r.err).toBeInstanceOf(CheckpointError);
+    expect(r.err).not.toBeInstanceOf(NotAnSrError);
+    expect(r.err?.message).toMatch(/providers disagree, no majority \(a: "41.*"; w: "41(77)+"\)/);
+    expect(r.dissent).toEqual([]);
+  });
+
+  it('the quorum not met by the largest group: an error, nobody reported', async () => {
+    const r = await ask({ a, b, w: wrongKey }, 3);
+    expect(r.key).toBeUndefined();
+    expect(r.err?.message).toMatch(/2 provider\(s\) agree, quorum 3; providers disagree/);
+    expect(r.dissent).toEqual([]);
+  });
+
+  it('the first-start checkpoint stays unanimous: one provider of three with another key gives none', async () => {
+    await expect(
+      buildCheckpoint(
+        [
+          { url: a.url, name: 'a' },
+          { url: b.url, name: 'b' },
+          { url: wrongKey.url, name: 'w' },
+        ],
+        { quorum: 2, at: HEAD - 5, timeoutMs: 5000 },
+      ),
+    ).rejects.toThrow(/providers disagree \(a: .*; w: "41(77)+"\)/);
   });
 });
 

@@ -70,6 +70,7 @@ interface EventJson {
   event_id: string;
   type: string;
   network: string;
+  proof: string;
   livemode: boolean;
   tx_id: string;
   amount: string;
@@ -188,6 +189,8 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
       delivery: { status: 'PENDING', attempts: 0 },
     });
     expect(e.tx_id).toMatch(/^test_[0-9a-f]{59}$/);
+    // Its own proof value (issue 40 item 11): `test`, not `provider` (a real chain's word).
+    expect(e.proof).toBe('test');
 
     startWorker(h);
     const got = await vi.waitFor(
@@ -204,6 +207,15 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
     expect(body.livemode).toBe(false);
     expect(body.network).toBe('nile');
     expect(body.type).toBe('transfer.confirmed');
+    expect(body.proof).toBe('test');
+    const byProof = await h.app.inject({ url: '/v1/events?proof=test', headers: test.headers });
+    expect(byProof.statusCode, byProof.body).toBe(200);
+    expect(json<{ data: EventJson[] }>(byProof).data.map((x) => x.event_id)).toEqual([e.event_id]);
+    const providerOnly = await h.app.inject({
+      url: '/v1/events?proof=provider',
+      headers: test.headers,
+    });
+    expect(json<{ data: EventJson[] }>(providerOnly).data).toEqual([]);
     await vi.waitFor(
       async () => {
         const list = await h.app.inject({ url: '/v1/events', headers: test.headers });
@@ -884,6 +896,21 @@ describe.each(dbEngines)('test mode on %s', (engine) => {
         [live.accountId, lw.id],
       ),
     ).rejects.toThrow(/foreign key/);
+  });
+
+  it('the schema itself refuses the test proof on a live event', async () => {
+    const { h, live } = await setup();
+    const lw = await createWatch(h, live, webhookWatch());
+    await expect(
+      h.db.query(
+        `INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id,
+                             event_index, block_number, block_timestamp, from_address, to_address,
+                             amount_raw, proof, created_at)
+         VALUES ('evt_live_test_proof', $1, $2, 'mainnet', 'incoming', 'TRX', 'test_x', 0, 1,
+                 now(), 'a', 'b', 1, 'test', now())`,
+        [live.accountId, lw.id],
+      ),
+    ).rejects.toThrow(/events_test_proof_not_live/);
   });
 
   it('the schema itself refuses a notification of a test event naming a live watch', async () => {

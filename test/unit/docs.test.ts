@@ -135,6 +135,18 @@ describe('docs/api.md against the OpenAPI document', () => {
     await h?.close();
   });
 
+  it('run the CLI as npm run tronwatch inside the repository, never npx tronwatch (issue 40 item 10)', () => {
+    // `npx tronwatch` outside the clone may fetch another package of that name from the public
+    // registry and run it with the user's key in its environment.
+    const bad = DOCS.filter((f) =>
+      /npx\s+tronwatch\s+[a-z]/.test(fs.readFileSync(path.join(ROOT, f), 'utf8')),
+    );
+    expect(bad).toEqual([]);
+    expect(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')).toContain(
+      'npm run tronwatch -- listen',
+    );
+  });
+
   it('lists exactly the operations the API serves', () => {
     const served: string[] = [];
     for (const [p, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {

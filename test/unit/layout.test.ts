@@ -104,6 +104,31 @@ describe('source layout', () => {
     expect(bad).toEqual([]);
   });
 
+  it('keeps the roles apart: the bot (telegram/), delivery/ and retention/ never import ingest/ (leader election is db/ plumbing)', () => {
+    const roles = ['telegram', 'delivery', 'retention'];
+    const bad: string[] = [];
+    for (const [file, deps] of graph) {
+      if (!roles.includes(top(file) ?? '')) continue;
+      for (const d of deps) if (top(d) === 'ingest') bad.push(`${rel(file)} → ${rel(d)}`);
+    }
+    expect(bad).toEqual([]);
+    expect(graph.get(path.join(SRC, 'telegram', 'updates.ts'))).toContain(
+      path.join(SRC, 'db', 'leader.ts'),
+    );
+  });
+
+  it('pauses a failing watch and a failing endpoint through one helper (src/watches/auto-pause.ts)', () => {
+    // The only statements that set auto_paused_at are the helper's: the watch's and the
+    // endpoint's health refresh call it instead of keeping a copy of the rule each.
+    const writers = files.filter((f) =>
+      /SET[^`]*auto_paused_at\s*=\s*\$/.test(readFileSync(f, 'utf8')),
+    );
+    expect(writers.map(rel)).toEqual([path.join('watches', 'auto-pause.ts')]);
+    const helper = path.join(SRC, 'watches', 'auto-pause.ts');
+    expect(graph.get(path.join(SRC, 'watches', 'health.ts'))).toContain(helper);
+    expect(graph.get(path.join(SRC, 'endpoints', 'health.ts'))).toContain(helper);
+  });
+
   it('has no import cycle', () => {
     const cycles: string[] = [];
     const state = new Map<string, 'open' | 'done'>();

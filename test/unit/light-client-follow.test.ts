@@ -22,9 +22,9 @@ import {
   type ReadBlock,
   UnprovenRotationError,
 } from '../../src/tron/light-client/follow.js';
-import { PbWriter } from '../../src/tron/protobuf.js';
 import type { BlockJson } from '../../src/tron/types.js';
 import { blockJsonOf, makeSr, SignedChain } from '../helpers/sr-chain.js';
+import { accountPermissionUpdateRaw } from '../helpers/sr-synthetic.js';
 
 const CHAIN = { seed: 29, firstBlock: 4000, txPerBlock: 2 };
 const synth = (n: number): ReadBlock => ({ block: syntheticBlock(CHAIN, n).block });
@@ -173,7 +173,7 @@ describe('ChainFollower', () => {
 
   it('refuses a key rotation in a JSON transaction list that its header does not prove', async () => {
     const sr = DEVNET_SRS[5]?.address as string;
-    const raw = accountPermissionUpdate(sr, `41${'99'.repeat(20)}`);
+    const raw = accountPermissionUpdateRaw(sr, `41${'99'.repeat(20)}`);
     const forged = (n: number): ReadBlock => {
       const r = synth(n);
       if (n !== 4003) return r;
@@ -190,13 +190,3 @@ describe('ChainFollower', () => {
     expect(f.nextHeight).toBe(4003);
   });
 });
-
-/** A `Transaction.raw` with one type-46 contract setting `owner`'s witness key (see light-client.test.ts). */
-function accountPermissionUpdate(owner: string, key: string): Uint8Array {
-  const k = new PbWriter().bytes(1, Buffer.from(key, 'hex')).varint(2, 1).finish();
-  const witness = new PbWriter().varint(1, 1).varint(4, 1).bytes(7, k).finish();
-  const value = new PbWriter().bytes(1, Buffer.from(owner, 'hex')).bytes(3, witness).finish();
-  const any = new PbWriter().bytes(2, value).finish();
-  const contract = new PbWriter().varint(1, 46).bytes(2, any).finish();
-  return new PbWriter().bytes(11, contract).finish();
-}

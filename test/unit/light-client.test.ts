@@ -36,6 +36,7 @@ import {
 } from '../../src/tron/light-client/sr-set.js';
 import {
   recoverWitnessSigner,
+  signWitnessHeader,
   WitnessSignatureError,
 } from '../../src/tron/light-client/witness-signature.js';
 import { PbWriter } from '../../src/tron/protobuf.js';
@@ -43,6 +44,10 @@ import type { BlockJson } from '../../src/tron/types.js';
 import { type ExactBlock, parseExactBlock } from '../../src/tron/verify.js';
 import { chainDir, fixtureText } from '../helpers/fixtures.js';
 import { makeSr, SignedChain, signedHeader, testCheckpoint } from '../helpers/sr-chain.js';
+import {
+  accountPermissionUpdateRaw,
+  accountPermissionUpdateValue,
+} from '../helpers/sr-synthetic.js';
 
 const HEADERS = 'headers-78000000-78000099.json';
 const REAL = 79072107;
@@ -323,7 +328,9 @@ describe('lying modes', () => {
     const sr = DEVNET_SRS[3] as DevnetSr;
     const newKey = makeSr('rotated key');
     // The rotation, as its signed contract bytes say it.
-    const rotations = keyRotationsOfRawData(accountPermissionUpdate(sr.address, newKey.signingKey));
+    const rotations = keyRotationsOfRawData(
+      accountPermissionUpdateRaw(sr.address, newKey.signingKey),
+    );
     expect(rotations).toEqual([{ owner: sr.address, signingKey: newKey.signingKey }]);
     const b1 = chain.next();
     expect(lc.submit(b1, rotations).status).toBe('verified');
@@ -551,14 +558,14 @@ describe('lying modes', () => {
     expect(follow(81, 60).asked).toEqual([silent.address]);
   });
 
-  it('a maintenance with 9 new SRs halts with an alert', () => {
+  it('a 9th new SR on one branch is refused, not a halt: nothing after the maintenance is final', () => {
     const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`new ${i}`));
     const cpNext = TIP.timestamp + 3000 * 40;
     const nextOrder = [...newcomers, ...DEVNET_SRS.slice(0, 18)];
     const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
     const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
-    let halt: LightClientError | undefined;
-    for (let i = 0; i < 100 && !halt; i++) {
+    let refused: LightClientError | undefined;
+    for (let i = 0; i < 100 && !refused; i++) {
       const h = chain.next();
       try {
         let r = lc.submit(h);
@@ -568,18 +575,166 @@ describe('lying modes', () => {
           r = lc.submit(h);
         }
       } catch (err) {
-        if (err instanceof LightClientError) halt = err;
+        if (err instanceof LightClientError) refused = err;
         else throw err;
       }
     }
-    expect(halt?.code).toBe('too-many-changes');
-    expect(halt?.halt).toBe(true);
+    expect(refused?.code).toBe('too-many-changes');
+    // Refused like any lie: a halt never rests on a branch one provider may serve (issue 36).
+    expect(refused?.halt).toBe(false);
     // What to do comes before the (long) list of the 9 newcomers.
-    expect(halt?.message).toMatch(
-      /^block \d+: more than 8 new SRs since the maintenance of epoch 1: ingest halts; check the SR set and pin a fresh checkpoint \(9 new: (41[0-9a-f]{40}, ){8}41[0-9a-f]{40}\)$/,
+    expect(refused?.message).toMatch(
+      /^block \d+: more than 8 new SRs since the maintenance of epoch 1 on this block's branch: refused .* pin a fresh checkpoint \(9 new: (41[0-9a-f]{40}, ){8}41[0-9a-f]{40}\)$/,
     );
     // Nothing produced after the maintenance was made final.
     expect(lc.finalBlock.timestamp).toBeLessThan(cpNext);
+  });
+
+  it('one SR key writing 18 rotations of other SRs into its own block makes nothing final: blocks signed with a rotated key count only once the rotation is final (issue 36, finding 1)', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    // The attacker's own block (its real key), carrying 18 "rotations" of other SRs to its keys.
+    const b1 = chain.next();
+    const attacker = b1.witness;
+    const victims = DEVNET_SRS.filter((s) => s.address !== attacker).slice(0, 18);
+    const fakes = new Map(victims.map((v) => [v.address, makeSr(`attacker key for ${v.address}`)]));
+    const rotations = victims.map((v) => ({
+      owner: v.address,
+      signingKey: (fakes.get(v.address) as DevnetSr).signingKey,
+    }));
+    expect(lc.submit(b1, rotations).status).toBe('verified');
+    // 18 blocks in those SRs' slots, signed with the attacker's keys: 1 + 18 = 19 signers.
+    const forged = chain.fork();
+    forged.order = DEVNET_SRS.map((s) => {
+      const f = fakes.get(s.address);
+      return f ? { ...s, signingKey: f.signingKey, privateKey: f.privateKey } : s;
+    });
+    const victimSet = new Set(victims.map((v) => v.address));
+    for (let i = 0; i < 18; i++) {
+      const h = forged.next((s) => victimSet.has(s.address));
+      expect(lc.submit(h).status).toBe('verified');
+    }
+    // Verified (the keys are the chain's word) but counted for nothing: the rotations are not final.
+    expect(lc.finalBlock.number).toBe(TIP.number);
+    expect(lc.status().pending).toBe(19);
+    // The honest SRs never built on the attacker's block: their chain from TIP becomes final, and
+    // the attacker's branch is dropped with its rotations.
+    const honest = new SignedChain(TIP, DEVNET_SRS);
+    honest.next((s) => s.address !== attacker);
+    const hs = [honest.tip];
+    for (let i = 0; i < 40; i++) hs.push(honest.next());
+    const honestChain = new SignedChain(TIP, DEVNET_SRS);
+    const first = honestChain.next((s) => s.address !== attacker);
+    ok(lc, first);
+    for (let i = 0; i < 40; i++) ok(lc, honestChain.next());
+    expect(lc.finalBlock.number).toBe(TIP.number + 41 - 18);
+    // Every victim still signs with its own key on the final chain.
+    expect(lc.snapshot().epochs[0]?.members.filter((m) => fakes.has(m.address))).toEqual(
+      victims.map((v) => ({ address: v.address, key: v.signingKey, known: true })),
+    );
+  });
+
+  it('an honest rotation: the SR’s blocks with its new key are verified at once and counted once the rotation is final', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    const b1 = chain.next();
+    const rotatedSr = DEVNET_SRS.find((s) => s.address !== b1.witness) as DevnetSr;
+    const newKey = makeSr('honest new key');
+    ok(lc, b1);
+    const rot = [{ owner: rotatedSr.address, signingKey: newKey.signingKey }];
+    // The rotation in b2; then the rotated SR (new key) and 17 others: b2's producer + 17 = 18.
+    const b2 = chain.next((s) => s.address !== rotatedSr.address);
+    expect(lc.submit(b2, rot).status).toBe('verified');
+    chain.order = DEVNET_SRS.map((s) =>
+      s.address === rotatedSr.address
+        ? { ...s, signingKey: newKey.signingKey, privateKey: newKey.privateKey }
+        : s,
+    );
+    const others = new Set<string>([b2.witness, b1.witness]);
+    const built: SignedHeader[] = [];
+    let rotatedBlocks = 0;
+    while (others.size < 19) {
+      const h = chain.next(
+        (s) => s.address === rotatedSr.address || (!others.has(s.address) && others.size < 18),
+      );
+      if (h.witness === rotatedSr.address) rotatedBlocks++;
+      else others.add(h.witness);
+      built.push(h);
+      ok(lc, h);
+      if (others.size === 18 && rotatedBlocks > 0) break;
+    }
+    expect(rotatedBlocks).toBeGreaterThan(0);
+    // 18 distinct counted SRs above b1 (the rotated SR's new-key blocks do not count yet).
+    expect(lc.finalBlock.number).toBe(TIP.number);
+    // One more SR: b1 is final; b2 (the rotation) has 18 counted SRs above it, not 19.
+    const h = chain.next((s) => !others.has(s.address) && s.address !== rotatedSr.address);
+    expect(ok(lc, h).map((f) => f.number)).toEqual([b1.number]);
+    // The chain on: b2 final, the rotation with it; the new key is the SR's in the set.
+    for (let i = 0; i < 30; i++) ok(lc, chain.next());
+    expect(lc.finalBlock.number).toBeGreaterThan(b2.number);
+    const key = lc.snapshot().epochs[0]?.members.find((m) => m.address === rotatedSr.address)?.key;
+    expect(key).toBe(newKey.signingKey);
+  });
+
+  it('after a maintenance, a side block in another SR’s slot does not make the real block wrong-slot (issue 36, finding 3)', () => {
+    const cpNext = TIP.timestamp + 3000 * 40;
+    const nextOrder = [...DEVNET_SRS].reverse();
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
+    while (chain.tip.timestamp < cpNext) ok(lc, chain.next());
+    // The maintenance block is read; the next real block is P's. A real SR A signs a side block at
+    // P's time, a sibling of P's block.
+    const side = chain.fork();
+    const t = side.tip.timestamp + 3000;
+    const p = side.scheduled(t);
+    const a = nextOrder.find((s) => s.address !== p.address) as DevnetSr;
+    const lie = side.next(() => true, { key: a.privateKey, witness: a.address });
+    expect(lie.timestamp).toBe(t);
+    expect(lc.submit(lie).status).toBe('verified');
+    // The real chain: P's block, then the rest, from every provider: verified and final.
+    for (let i = 0; i < 60; i++) ok(lc, chain.next());
+    expect(lc.finalBlock.timestamp).toBeGreaterThan(cpNext);
+    expect(lc.status().epoch).toBe(1);
+    // Nothing of the side block was learned by the epoch.
+    const e1 = lc.snapshot().epochs.find((e) => e.index === 1);
+    expect(e1?.slots.find(([, w]) => w === a.address)?.[0]).not.toBe(
+      e1?.slots.find(([, w]) => w === p.address)?.[0],
+    );
+  });
+
+  it('invented newcomers on a side branch after a maintenance leave the real chain alone (issue 36, finding 3)', () => {
+    const cpNext = TIP.timestamp + 3000 * 40;
+    const nextOrder = [...DEVNET_SRS].reverse();
+    const lc = new LightClient(testCheckpoint(TIP, DEVNET_SRS, cpNext));
+    const chain = new SignedChain(TIP, DEVNET_SRS, cpNext, nextOrder);
+    while (chain.tip.timestamp < cpNext) ok(lc, chain.next());
+    // A lone provider's side branch: 9 "newcomers" it names, with keys it reports, in the real
+    // SRs' slots. The 9th is refused (too many), none of it stays.
+    const side = chain.fork();
+    const invented = Array.from({ length: 9 }, (_, i) => makeSr(`invented ${i}`));
+    let refused: LightClientError | undefined;
+    for (const sr of invented) {
+      const h = side.next(() => true, { key: sr.privateKey, witness: sr.address });
+      try {
+        let r = lc.submit(h);
+        expect(r.status).toBe('need-key');
+        lc.addCandidateKey(sr.address, sr.signingKey);
+        r = lc.submit(h);
+        expect(r.status).toBe('verified');
+      } catch (err) {
+        if (!(err instanceof LightClientError)) throw err;
+        refused = err;
+      }
+    }
+    expect(refused?.code).toBe('too-many-changes');
+    expect(refused?.halt).toBe(false);
+    // The real chain, in the same slots: every block verified, finality past the maintenance.
+    for (let i = 0; i < 60; i++) ok(lc, chain.next());
+    expect(lc.finalBlock.timestamp).toBeGreaterThan(cpNext);
+    expect(lc.status().knownSrs).toBe(27);
+    const e1 = lc.snapshot().epochs.find((e) => e.index === 1);
+    expect(e1?.newcomers).toEqual([]);
+    expect(e1?.members.some((m) => invented.some((s) => s.address === m.address))).toBe(false);
   });
 
   it('a stale checkpoint halts: a first block past its maintenance that is not chained to it', () => {
@@ -634,14 +789,75 @@ describe('what ingest hands the light client', () => {
     expect(() => signedHeaderOf(other, exact)).toThrow(HeaderError);
   });
 
+  it('refuses a block whose type-46 transaction java-tron would refuse: as bad-rotation, never a key change', () => {
+    const sr = DEVNET_SRS[21] as DevnetSr;
+    const key = makeSr('checked rotation').signingKey;
+    const base = syntheticBlock({ seed: 4, firstBlock: 100, txPerBlock: 2 }, 100).block;
+    const blockWith = (raw: Uint8Array, signed = true) => ({
+      ...base,
+      transactions: [
+        ...(base.transactions ?? []),
+        {
+          txID: createHash('sha256').update(raw).digest('hex'),
+          raw_data_hex: Buffer.from(raw).toString('hex'),
+          ...(signed
+            ? { signature: [Buffer.from(signWitnessHeader(raw, sr.privateKey)).toString('hex')] }
+            : {}),
+          ret: [{ contractRet: 'SUCCESS' }],
+        },
+      ],
+    });
+    const code = (raw: Uint8Array, signed = true): string => {
+      try {
+        keyRotationsOfBlock(blockWith(raw, signed));
+        return 'accepted';
+      } catch (err) {
+        if (!(err instanceof LightClientError)) throw err;
+        expect(err.halt).toBe(false);
+        return `${err.code}: ${err.message.replace(/^.*refuse: /, '')}`;
+      }
+    };
+    const valid = accountPermissionUpdateRaw(sr.address, key);
+    expect(code(valid)).toBe('accepted');
+    expect(code(valid, false)).toBe('bad-rotation: the transaction carries no signature');
+    const withValue = (v: Uint8Array) => accountPermissionUpdateRaw(sr.address, key, undefined, v);
+    expect(
+      code(
+        withValue(
+          accountPermissionUpdateValue(sr.address, key, { witnessKeys: [key, sr.address] }),
+        ),
+      ),
+    ).toBe('bad-rotation: witness permission has 2 keys, not exactly 1');
+    expect(code(withValue(accountPermissionUpdateValue(sr.address, key, { actives: 0 })))).toBe(
+      'bad-rotation: active permission is missing',
+    );
+    expect(code(withValue(accountPermissionUpdateValue(sr.address, key, { actives: 9 })))).toBe(
+      'bad-rotation: 9 active permissions, at most 8',
+    );
+    expect(
+      code(
+        withValue(
+          accountPermissionUpdateValue(sr.address, key, { witness: (w) => w.varint(5, 2) }),
+        ),
+      ),
+    ).toBe('bad-rotation: witness permission parent is not owner');
+    expect(
+      code(
+        withValue(accountPermissionUpdateValue(sr.address, key, { owner: (w) => w.varint(1, 2) })),
+      ),
+    ).toBe('bad-rotation: owner permission type is not owner');
+  });
+
   it('reads a type-46 rotation from the signed transaction bytes, JSON or exact, and skips a failed one', () => {
     const sr = DEVNET_SRS[22] as DevnetSr;
     const key = makeSr('ingest rotation').signingKey;
-    const raw = accountPermissionUpdate(sr.address, key);
+    const raw = accountPermissionUpdateRaw(sr.address, key);
+    const sig = signWitnessHeader(raw, sr.privateKey);
     const base = syntheticBlock({ seed: 3, firstBlock: 100, txPerBlock: 4 }, 100).block;
     const tx = (contractRet: string) => ({
       txID: createHash('sha256').update(raw).digest('hex'),
       raw_data_hex: Buffer.from(raw).toString('hex'),
+      signature: [Buffer.from(sig).toString('hex')],
       ret: [{ contractRet }],
     });
     const withRotation = { ...base, transactions: [...(base.transactions ?? []), tx('SUCCESS')] };
@@ -650,7 +866,7 @@ describe('what ingest hands the light client', () => {
     const failed = { ...base, transactions: [tx('REVERT')] };
     expect(keyRotationsOfBlock(failed)).toEqual([]);
     const ret = new PbWriter().varint(3, 1).finish();
-    const whole = new PbWriter().bytes(1, raw).bytes(5, ret).finish();
+    const whole = new PbWriter().bytes(1, raw).bytes(2, sig).bytes(5, ret).finish();
     const exact = { headerRaw: new Uint8Array(0), transactions: [whole] };
     expect(keyRotationsOfBlock(base, exact)).toEqual([{ owner: sr.address, signingKey: key }]);
   });
@@ -661,27 +877,4 @@ function nextSlotOf(t: number, k: number): number {
   let s = t + 3000;
   while (Math.floor(s / 3000) % 27 !== k) s += 3000;
   return s;
-}
-
-/**
- * A `Transaction.raw` with one AccountPermissionUpdateContract (type 46) setting `owner`'s witness
- * permission to one key (protocol: raw {contract 11 {type 1, parameter 2: Any {type_url 1,
- * value 2}}}; contract {owner_address 1, witness 3: Permission {type 1, permission_name 3,
- * threshold 4, keys 7: Key {address 1, weight 2}}}).
- */
-function accountPermissionUpdate(owner: string, key: string): Uint8Array {
-  const k = new PbWriter().bytes(1, Buffer.from(key, 'hex')).varint(2, 1).finish();
-  const witness = new PbWriter()
-    .varint(1, 1)
-    .bytes(3, Buffer.from('witness'))
-    .varint(4, 1)
-    .bytes(7, k)
-    .finish();
-  const value = new PbWriter().bytes(1, Buffer.from(owner, 'hex')).bytes(3, witness).finish();
-  const any = new PbWriter()
-    .bytes(1, Buffer.from('type.googleapis.com/protocol.AccountPermissionUpdateContract'))
-    .bytes(2, value)
-    .finish();
-  const contract = new PbWriter().varint(1, 46).bytes(2, any).finish();
-  return new PbWriter().bytes(11, contract).finish();
 }

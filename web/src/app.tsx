@@ -13,6 +13,7 @@ import { AlertsPage } from './pages/alerts';
 import { AuditPage } from './pages/audit';
 import { ForgotPage, InvitePage, LoginPage, ResetPage, SignupPage } from './pages/auth';
 import { DeadLettersPage } from './pages/dead-letters';
+import { EndpointDetailPage } from './pages/endpoint-detail';
 import { EndpointsPage } from './pages/endpoints';
 import { EventDetailPage } from './pages/event-detail';
 import { EventsPage } from './pages/events';
@@ -316,6 +317,8 @@ function Routes() {
   const wh = /^\/watches\/([^/]+)\/?$/.exec(path);
   if (wh?.[1]) return <WatchDetailPage watchId={decodeURIComponent(wh[1])} />;
   if (path.startsWith('/watches')) return <WatchesPage />;
+  const ep = /^\/endpoints\/([^/]+)\/?$/.exec(path);
+  if (ep?.[1]) return <EndpointDetailPage endpointId={decodeURIComponent(ep[1])} />;
   if (path.startsWith('/endpoints')) return <EndpointsPage />;
   if (path.startsWith('/keys')) return <KeysPage />;
   if (path.startsWith('/members')) return <MembersPage />;

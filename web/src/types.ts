@@ -11,6 +11,7 @@
 import type { TwoFactorState as ServerTwoFactorState } from '../../src/accounts/two-factor';
 import type { AuditEntryT } from '../../src/audit/schema';
 import type {
+  EndpointName as ServerEndpointName,
   InviteResult as ServerInviteResult,
   Me as ServerMe,
   Member as ServerMember,
@@ -18,6 +19,7 @@ import type {
   TwoFactorSetup as ServerTwoFactorSetup,
 } from '../../src/console/schemas';
 import type { EndpointHealth as ServerEndpointHealth } from '../../src/endpoints/health';
+import type { EndpointReplay as ServerEndpointReplay } from '../../src/endpoints/replay';
 import type { Endpoint as ServerEndpoint } from '../../src/endpoints/schema';
 import type {
   DeliveryState,
@@ -61,7 +63,35 @@ export interface WatchHealthSeries {
   bucket_seconds: number;
   buckets: HealthBucket[];
   watch: WatchWithHealth;
+  /** The endpoint it delivers to (issue 40 item 2); null: its own URL or the chat. */
+  endpoint: EndpointName | null;
 }
+
+/** GET /console/api/endpoints/{id}: the endpoint's page (issue 40 item 1). */
+export interface EndpointPageData {
+  endpoint: Endpoint;
+  windows: Record<'hour' | 'day' | 'week', Omit<HealthBucket, 'start'>>;
+  window: 'hour' | 'day' | 'week';
+  bucket_seconds: number;
+  buckets: HealthBucket[];
+}
+
+/** GET /console/api/endpoints/{id}/attempts: one attempt as stored. */
+export interface EndpointAttempt {
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  http_status: number | null;
+  error: string | null;
+  error_class: string | null;
+  event_id: string;
+  watch_id: string | null;
+  watch_label: string | null;
+  address: string | null;
+}
+
+/** POST /console/api/endpoints/{id}/replay (src/endpoints/replay.ts). */
+export type EndpointReplay = ServerEndpointReplay;
 
 /** GET /console/api/alerts: one open alert or automatic pause. */
 export interface WatchAlert {
@@ -73,6 +103,20 @@ export interface WatchAlert {
   reason: string;
   /** Failed attempts in a row now (older servers: absent). */
   consecutive_failures?: number;
+}
+
+/** GET /console/api/alerts `endpoints`: one endpoint failing or switched off (issue 40 item 3). */
+export interface EndpointAlert {
+  endpoint_id: string;
+  label: string | null;
+  /** Masked below the developer role. */
+  url: string;
+  kind: 'failing' | 'auto_paused';
+  since: string | null;
+  reason: string;
+  consecutive_failures: number;
+  /** Watches (active or paused) on it. */
+  watch_count: number;
 }
 export type DeliveryStatus = DeliveryState['status'];
 export type WatchStatus = Watch['status'];
@@ -145,7 +189,12 @@ export interface KeyInfo {
   scope: 'full' | 'read';
 }
 
-export type WatchListed = WatchWithHealth & { last_event_at: string | null };
+/** The endpoint a watch delivers to, by name (src/console/routes/watches.ts EndpointName). */
+export type EndpointName = ServerEndpointName;
+export type WatchListed = WatchWithHealth & {
+  last_event_at: string | null;
+  endpoint: EndpointName | null;
+};
 export type WatchCreated = Watch & { secret?: string; note?: string };
 
 export interface TestResult {

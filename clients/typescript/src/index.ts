@@ -22,7 +22,12 @@ import createClient, {
 import type { components, paths } from './schema.js';
 
 export { API_VERSION, type components, type paths } from './schema.js';
-export { verifyWebhook, type WebhookEvent, WebhookVerificationError } from './webhooks.js';
+export {
+  type VerifyWebhookOptions,
+  verifyWebhook,
+  type WebhookEvent,
+  WebhookVerificationError,
+} from './webhooks.js';
 
 type Schemas = components['schemas'];
 export type Watch = Schemas['Watch'];

@@ -133,6 +133,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay an endpoint's failed deliveries since a time
+         * @description Every event of a watch on this endpoint created at or after `since` whose newest delivery is DEAD gets a new delivery: the same `event_id` and body bytes, attempts from 0, the retry schedule from now. Bounded: at most 10,000 per call, oldest first (`next_since` continues), and `since` at most 30 days back, not in the future. Idempotent: the same `since` for the same endpoint within 24 hours answers the first replay (`repeated: true`) and queues nothing. Audited (`endpoint.replayed`). A read-only key gets 403 read_only_key.
+         */
+        post: operations["replayEndpointFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/endpoints/{id}/rotate-secret": {
         parameters: {
             query?: never;
@@ -786,6 +806,29 @@ export interface components {
             /** @description Dead letters of the endpoint given a new delivery (at most 10,000 per call: call again for more). */
             redelivered: number;
         };
+        /** @description A replay of the endpoint's failed deliveries since a time: each event of a watch on the endpoint, created at or after `since`, whose newest delivery is DEAD gets a new delivery (same event_id and body bytes, attempts from 0). */
+        EndpointReplay: {
+            /**
+             * Format: date-time
+             * @description When the replay ran.
+             */
+            created_at: string;
+            /** @description The endpoint (`ep_…`). */
+            endpoint_id: string;
+            /** @description Identifier of the replay (`rpl_…`). */
+            id: string;
+            /** @description Set when the bound of 10,000 cut the replay short: the creation instant of the last event taken; call again with `since` = this value for the rest. Null otherwise. */
+            next_since: string | null;
+            /** @description True when the same endpoint and `since` were replayed within the last 24 hours: this answer is that replay, and nothing was queued now. */
+            repeated: boolean;
+            /** @description Failed deliveries (events whose newest delivery is DEAD) given a new delivery by this replay: at most 10,000. */
+            replayed: number;
+            /**
+             * Format: date-time
+             * @description The request’s `since`, UTC, microseconds.
+             */
+            since: string;
+        };
         /** @description The endpoint after a rotation, with its new secret (shown once). */
         EndpointSecretRotated: {
             /** @description When tronwatch switched it off automatically; null otherwise. */
@@ -839,6 +882,8 @@ export interface components {
         };
         /** @description A watch just created on an endpoint (additive): no secret of its own, the endpoint's signs its deliveries. */
         EndpointWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -944,10 +989,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -1033,10 +1078,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /** @description Recipient address (base58). */
             to: string;
             /** @description Transaction identifier. */
@@ -1213,6 +1258,14 @@ export interface components {
             /** @description Additive. For a 409 duplicate watch: the id (`wh_…`) of the watch that already watches this address the same way. */
             watch_id?: string;
         };
+        /** @description Which failed deliveries to replay. Unknown members are rejected (400). */
+        ReplayEndpoint: {
+            /**
+             * Format: date-time
+             * @description Replay the failed deliveries of events created at or after this instant (RFC 3339 with a time zone, at most 6 fractional digits). Not in the future, at most 30 days back.
+             */
+            since: string;
+        };
         /** @description Optional body of an endpoint secret rotation. */
         RotateEndpointSecret: {
             /**
@@ -1240,6 +1293,8 @@ export interface components {
         };
         /** @description The watch after a rotation, with its new secret (shown once). */
         SecretRotated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1314,6 +1369,8 @@ export interface components {
         };
         /** @description A Telegram watch just created (no secret). */
         TelegramWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1396,10 +1453,10 @@ export interface components {
              */
             network: "mainnet" | "nile";
             /**
-             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own.
+             * @description Additive. How the transfer was established: `signed` = read from signed transaction bytes whose list is proven against the block header, on mainnet in a block tronwatch itself proved final from the super representatives’ signatures (19 of the 27 SRs built on it; a TRX transfer, a direct USDT transfer/transferFrom); `quorum` = two or more node providers agreed on it, but no header commits to it (a USDT Transfer log emitted inside a call of another contract: routers, batch senders, contract wallets); `provider` = one provider’s word. Credit a large `provider` deposit only after a check of your own. `test` = a test deposit triggered through the API (`POST /v1/test/transfers`, test environment only): on no chain, never money.
              * @enum {string}
              */
-            proof: "signed" | "quorum" | "provider";
+            proof: "signed" | "quorum" | "provider" | "test";
             /**
              * @description Always true: this is a test delivery, not a transfer.
              * @enum {boolean}
@@ -1489,6 +1546,8 @@ export interface components {
         };
         /** @description A watch (SPEC §Watch). */
         Watch: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1612,6 +1671,8 @@ export interface components {
         };
         /** @description A Watch and its endpoint health (GET /v1/watches). */
         WatchWithHealth: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -1652,6 +1713,8 @@ export interface components {
         };
         /** @description A webhook watch just created, with its secret. */
         WebhookWatchCreated: {
+            /** @description Additive. The watch matches transfers in blocks after this one (block number): the chain head when it was created or last resumed, never above a block tronwatch has seen signed by its SR (with the light client), so no provider’s head claim makes it miss a transfer made after that moment. A transfer made a block or two before it may be reported; none made after. */
+            active_from_block: number;
             /** @description TRON address as registered. */
             address: string;
             /** @enum {string} */
@@ -2604,6 +2667,128 @@ export interface operations {
             };
         };
     };
+    replayEndpointFailed: {
+        parameters: {
+            query?: {
+                /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
+                network?: "mainnet" | "nile";
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (`ep_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplayEndpoint"];
+            };
+        };
+        responses: {
+            /** @description The replay (or the earlier identical one). */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointReplay"];
+                };
+            };
+            /** @description Invalid body, query or path (`details`: FieldError[]), invalid_target, telegram_not_bound, or testnet_unsupported (a request naming another network than its key's). */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing_api_key, invalid_api_key, or revoked_api_key (`details.revoked_at`: when it was revoked). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description wrong_network: the key is not for the environment its prefix names (never issued so); use a `tw_live_` key for mainnet or a `tw_test_` key for the test environment (nile). read_only_key: a read-only key may only read (GET). */
+            403: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such endpoint of the caller (missing, deleted, or not yours). */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body too large. */
+            413: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json. */
+            415: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: requests per minute exceeded. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error: body `{"error":"internal server error"}`; retry with backoff. */
+            500: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     rotateEndpointSecret: {
         parameters: {
             query?: {
@@ -2731,12 +2916,14 @@ export interface operations {
             query?: {
                 /** @description Exclusive upper bound on creation time (the previous page’s `next_before`). RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 before?: string;
+                /** @description Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data). */
+                endpoint_id?: string;
                 /** @description Page size: 1 to 200. */
                 limit?: number;
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */
                 network?: "mainnet" | "nile";
-                /** @description Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof). */
-                proof?: "signed" | "quorum" | "provider";
+                /** @description Additive. Only events established at this level (`signed`, `quorum`, `provider`, or `test` for test deposits; see Event.proof). */
+                proof?: "signed" | "quorum" | "provider" | "test";
                 /** @description Inclusive lower bound on creation time. RFC 3339 date-time with a time zone and at most 6 fractional digits (microseconds). */
                 since?: string;
                 /** @description Only this watch's events (another account's watch yields no data). */

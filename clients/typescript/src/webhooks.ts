@@ -8,7 +8,11 @@
  *   `standardwebhooks` library: HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed by the base64 after
  *   `whsec_`, the timestamp within 5 minutes of now (replays are refused).
  *
- * Every scheme whose headers are present must verify; at least one must be present.
+ * By default the Standard Webhooks headers are REQUIRED: only they sign a timestamp, so only they
+ * let a receiver refuse a captured delivery replayed later (an X-Signature alone verifies the
+ * same body for ever). `X-Signature` alone is accepted only with `{ allowXSignatureOnly: true }`,
+ * for a receiver behind something that strips the `webhook-*` headers and that deduplicates on
+ * `event_id` itself. Every scheme whose headers are present must verify.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
@@ -41,24 +45,47 @@ function lowerCaseHeaders(headers: HeaderSource): Record<string, string> {
   return out;
 }
 
+/** Options of {@link verifyWebhook}. */
+export interface VerifyWebhookOptions {
+  /**
+   * Accept a delivery that carries `X-Signature` but none of the Standard Webhooks headers.
+   * Default false: such a delivery is refused, since nothing in it dates it and a captured one
+   * could be replayed at any time. Opt in only if your receiver deduplicates on `event_id`.
+   */
+  allowXSignatureOnly?: boolean;
+}
+
+/** The Standard Webhooks headers, all three required unless `allowXSignatureOnly`. */
+const STANDARD_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature'] as const;
+
 /**
  * Verify a delivery and return its event.
  * @param body the raw request body, exactly as received (before any JSON parsing).
  * @param headers the request headers (a fetch `Headers`, or Node's `req.headers`).
- * @param secret the watch's `whsec_…` secret, as returned when it was created.
- * @throws WebhookVerificationError when no signature is present or one does not verify.
+ * @param secret the watch's (or endpoint's) `whsec_…` secret, as returned when it was created.
+ * @param options see {@link VerifyWebhookOptions}.
+ * @throws WebhookVerificationError when the Standard Webhooks headers are missing (and
+ *   `allowXSignatureOnly` is not set), when a present signature does not verify, or when the
+ *   signed `webhook-timestamp` is more than five minutes from now (a replay, or a late delivery).
  */
 export function verifyWebhook(
   body: string | Uint8Array,
   headers: HeaderSource,
   secret: string,
+  options: VerifyWebhookOptions = {},
 ): WebhookEvent {
   const h = lowerCaseHeaders(headers);
   const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
   const xSignature = h['x-signature'];
-  const standard = h['webhook-signature'] !== undefined;
+  const missing = STANDARD_HEADERS.filter((name) => h[name] === undefined);
+  const standard = missing.length < STANDARD_HEADERS.length;
   if (xSignature === undefined && !standard) {
     throw new WebhookVerificationError('no X-Signature and no webhook-signature header');
+  }
+  if (missing.length > 0 && (standard || !options.allowXSignatureOnly)) {
+    throw new WebhookVerificationError(
+      `no ${missing.join(', ')} header: the signed timestamp is required (it refuses replays); pass { allowXSignatureOnly: true } to accept X-Signature alone`,
+    );
   }
   if (xSignature !== undefined) {
     const expected = Buffer.from(createHmac('sha256', secret).update(bytes).digest('hex'));

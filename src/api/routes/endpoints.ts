@@ -9,6 +9,7 @@
  *   POST   /v1/endpoints/{id}/rotate-secret           → 200 EndpointSecretRotated (once)
  *   POST   /v1/endpoints/{id}/previous-secret/expire  → 200 Endpoint (the grace period ended now)
  *   POST   /v1/endpoints/{id}/redeliver  → 200 { redelivered } (its dead letters, queued again)
+ *   POST   /v1/endpoints/{id}/replay     ReplayEndpoint → 200 EndpointReplay (failed since a time)
  *
  * A watch targets an endpoint with `endpoint_id` at creation (src/watches/create.ts). The domain
  * is src/endpoints/endpoints.ts; the `…Answer` functions below are shared with the console
@@ -33,6 +34,7 @@ import {
   rotateEndpointSecret,
   updateEndpoint,
 } from '../../endpoints/endpoints.js';
+import { replayEndpoint } from '../../endpoints/replay.js';
 import {
   type CreateEndpointBody,
   CreateEndpointSchema,
@@ -41,9 +43,11 @@ import {
   EndpointCreatedSchema,
   EndpointListSchema,
   EndpointRedeliveredSchema,
+  EndpointReplaySchema,
   EndpointSchema,
   EndpointSecretRotatedSchema,
   endpointView,
+  ReplayEndpointSchema,
   RotateEndpointSecretSchema,
   UpdateEndpointSchema,
 } from '../../endpoints/schema.js';
@@ -307,6 +311,41 @@ export function endpointRoutes(app: App, deps: AppDeps): void {
       return redeliverEndpointAnswer(deps, request, auth.accountId, request.params.id);
     },
   );
+  app.post(
+    '/v1/endpoints/:id/replay',
+    {
+      schema: {
+        operationId: 'replayEndpointFailed',
+        summary: "Replay an endpoint's failed deliveries since a time",
+        description:
+          'Every event of a watch on this endpoint created at or after `since` whose newest delivery is DEAD gets a new delivery: the same `event_id` and body bytes, attempts from 0, the retry schedule from now. Bounded: at most 10,000 per call, oldest first (`next_since` continues), and `since` at most 30 days back, not in the future. Idempotent: the same `since` for the same endpoint within 24 hours answers the first replay (`repeated: true`) and queues nothing. Audited (`endpoint.replayed`). A read-only key gets 403 read_only_key.',
+        tags,
+        security: BEARER_SECURITY,
+        querystring: NetworkQuery,
+        params: IdParam,
+        body: ref(ReplayEndpointSchema),
+        response: {
+          ...commonV1Responses(),
+          200: v1Response(ref(EndpointReplaySchema), 'The replay (or the earlier identical one).'),
+          404: errorResponse(NOT_FOUND),
+          ...bodyErrors,
+        },
+      },
+      preValidation: async (request) => {
+        preventCoercion(ReplayEndpointSchema, request.body);
+      },
+    },
+    async (request) => {
+      const auth = requireAuth(request);
+      return replayEndpointAnswer(
+        deps,
+        request,
+        auth.accountId,
+        request.params.id,
+        request.body.since,
+      );
+    },
+  );
 }
 
 /*
@@ -502,6 +541,49 @@ export async function redeliverEndpointAnswer(
   if (n === undefined) throw notFound();
   request.log.info({ endpoint_id: id, account_id: accountId, count: n }, 'endpoint redelivered');
   return { redelivered: n };
+}
+
+/**
+ * Replay an endpoint's failed deliveries since a time (POST …/endpoints/{id}/replay;
+ * src/endpoints/replay.ts), with one audit entry when it ran (none for a repeat).
+ * @throws ApiError 404; 400 for a `since` out of bounds.
+ */
+export async function replayEndpointAnswer(
+  deps: AppDeps,
+  request: FastifyRequest,
+  accountId: string,
+  id: string,
+  since: string,
+) {
+  const audit = auditContextOf(request);
+  // The caller's environment (issue 32): another environment's endpoint is 404, as a missing one.
+  const network = callerNetwork(request, deps.config.network);
+  const replay = isId(id, 'ep')
+    ? await replayEndpoint(deps.db, accountId, network, id, since, (tx, r) =>
+        recordAudit(tx, audit, {
+          action: 'endpoint.replayed',
+          targetId: id,
+          detail: {
+            replay_id: r.id,
+            since: r.since,
+            replayed: r.replayed,
+            next_since: r.next_since,
+          },
+        }),
+      )
+    : undefined;
+  if (!replay) throw notFound();
+  request.log.info(
+    {
+      endpoint_id: id,
+      account_id: accountId,
+      replay_id: replay.id,
+      replayed: replay.replayed,
+      repeated: replay.repeated,
+    },
+    'endpoint replayed',
+  );
+  return replay;
 }
 
 export { endpointSchemas } from '../../endpoints/schema.js';

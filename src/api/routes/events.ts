@@ -1,7 +1,7 @@
 /**
  * Events (SPEC §Event, §EventWithDelivery, §GET /v1/events):
  *
- *   GET  /v1/events?limit&before&since&watch_id → 200 { data: EventWithDelivery[], next_before }
+ *   GET  /v1/events?limit&before&since&watch_id&endpoint_id → 200 { data: EventWithDelivery[], next_before }
  *   POST /v1/events/{event_id}/redeliver         → 201 { notification_id } | 404 | 409
  *   GET  /v1/events/{event_id}                   → 200 EventDetail (attempts included) | 404
  *
@@ -25,7 +25,7 @@ import { eventDetail } from '../../events/detail.js';
 import { EventSchema, EventWithDeliverySchema, TestEventSchema } from '../../events/event.js';
 import { eventsPageJson } from '../../events/list.js';
 import { redeliverEvent } from '../../events/redeliver.js';
-import { PROOF_LEVELS } from '../../tron/types.js';
+import { EVENT_PROOFS } from '../../tron/types.js';
 import { requireAuth } from '../auth.js';
 import {
   BEARER_SECURITY,
@@ -91,9 +91,16 @@ export const EventsQuery = T.Object(
     ),
     network: T.Optional(NetworkMember()),
     proof: T.Optional(
-      StringEnum(PROOF_LEVELS, {
+      StringEnum(EVENT_PROOFS, {
         description:
-          'Additive. Only events established at this level (`signed`, `quorum` or `provider`; see Event.proof).',
+          'Additive. Only events established at this level (`signed`, `quorum`, `provider`, or `test` for test deposits; see Event.proof).',
+      }),
+    ),
+    endpoint_id: T.Optional(
+      T.String({
+        maxLength: 64,
+        description:
+          "Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data).",
       }),
     ),
   },
@@ -228,7 +235,10 @@ export function eventRoutes(
       if (problems.length > 0)
         throw new ApiError(400, 'invalid query parameters', undefined, problems);
       // A malformed id names no watch (as for DELETE): no data, and no NUL byte reaches SQL.
-      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
+      if (
+        (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) ||
+        (q.endpoint_id !== undefined && !isId(q.endpoint_id, 'ep'))
+      ) {
         if (!auth.verified) await verify();
         return { data: [], next_before: null, scanned_through: null };
       }
@@ -242,6 +252,7 @@ export function eventRoutes(
           before: q.before,
           since: q.since,
           watchId: q.watch_id,
+          endpointId: q.endpoint_id,
           proof: q.proof,
           // A caller from the key cache: the page's statement checks the key is not revoked.
           activeKeyId: auth.verified ? undefined : auth.keyId,

@@ -56,6 +56,7 @@ import {
   resetUser,
   setFirstPassword,
   setPasswordHash,
+  spendDecoyInvite,
   useInvite,
   useResetByHash,
 } from '../../accounts/credentials.js';
@@ -507,6 +508,13 @@ export function accountRoutes(app: App, deps: AppDeps): void {
       );
       if (!usable) throw invalidInvite();
       const info = await inviteInfo(deps.db, request.body.token);
+      if (info?.decoy) {
+        // A placeholder's link (the address had a user, issue 40 item 8): the same work as a
+        // real acceptance, then refused as an invalid link, and spent (it reads as used).
+        await hashPassword(request.body.password);
+        await spendDecoyInvite(deps.db, request.body.token);
+        throw invalidInvite();
+      }
       const invited = info && (await findUserByEmail(deps.db, info.email));
       if (!invited) throw invalidInvite();
       const hash = await hashPassword(request.body.password);

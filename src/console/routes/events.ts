@@ -2,12 +2,12 @@
  * The console's deliveries (issue 12 item 5): the events list with filters, an event's page
  * (payload bytes, headers, every attempt of every delivery chain), the dead letters, redelivery.
  *
- *   GET  /console/api/events?limit&before|after&since&until&watch_id&status&q&asset&direction&channel
+ *   GET  /console/api/events?limit&before|after&since&until&watch_id&endpoint_id&status&q&asset&direction&channel
  *        → { data, next_before, next_after } (newest first; next_after: the cursor of the newer page)
  *   GET  /console/api/events/export?format=csv|json&…the same filters → the whole list, streamed
  *   GET  /console/api/events/{id}            → EventDetail | 404
  *   POST /console/api/events/{id}/redeliver  → 201 { notification_id } | 404 | 409
- *   POST /console/api/redeliver {watch_id?, since?, until?, q?, asset?, direction?, channel?}
+ *   POST /console/api/redeliver {watch_id?, endpoint_id?, since?, until?, q?, asset?, direction?, channel?}
  *                                           → { redelivered } (every DEAD one the filters show)
  *   GET  /console/api/redeliver/count?…the same scope → { count, limit } (what "Redeliver all"
  *                                             would take now, for its confirmation; at most limit)
@@ -78,7 +78,19 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     direction: q.direction,
     channel: q.channel,
     proof: q.proof,
+    endpointId: q.endpoint_id,
   };
+}
+
+/**
+ * A watch or endpoint id that cannot name one of the account's (wrong prefix, stray bytes): the
+ * list is empty, as for another account's id, and nothing odd reaches SQL.
+ */
+function namesNothing(q: { watch_id?: string | undefined; endpoint_id?: string | undefined }) {
+  return (
+    (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) ||
+    (q.endpoint_id !== undefined && !isId(q.endpoint_id, 'ep'))
+  );
 }
 
 /** A bound PostgreSQL cannot hold (year 0000, 7 fractional digits) → 400 naming the fields. */
@@ -109,7 +121,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           { field: 'after', message: 'give before or after, not both' },
         ]);
       }
-      if (q.watch_id !== undefined && !isId(q.watch_id, 'wh')) {
+      if (namesNothing(q)) {
         return reply.type('application/json; charset=utf-8').send(EMPTY_PAGE);
       }
       try {
@@ -149,14 +161,14 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       checkRange(q);
       const format = q.format;
       // An unknown watch id matches nothing: the same header-only (or empty) file.
-      const none = q.watch_id !== undefined && !isId(q.watch_id, 'wh');
+      const none = namesNothing(q);
       const pieces = exportEvents(
         deps.db,
         {
           accountId: ctx.accountId,
           network: ctx.network,
           ...filters,
-          ...(none ? { watchId: 'wh_none' } : {}),
+          ...(none ? { watchId: 'wh_none', endpointId: undefined } : {}),
         },
         format,
       );
@@ -229,9 +241,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.query;
       const search = searchOf(b.q);
       checkRange(b);
-      if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) {
-        return { count: 0, limit: BULK_REDELIVERY_LIMIT };
-      }
+      if (namesNothing(b)) return { count: 0, limit: BULK_REDELIVERY_LIMIT };
       try {
         const count = await countDead(deps.db, ctx.accountId, ctx.network, {
           watchId: b.watch_id,
@@ -241,6 +251,7 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
           asset: b.asset,
           direction: b.direction,
           channel: b.channel,
+          endpointId: b.endpoint_id,
         });
         return { count, limit: BULK_REDELIVERY_LIMIT };
       } catch (err) {
@@ -258,11 +269,12 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
       const b = request.body;
       const search = searchOf(b.q);
       checkRange(b);
-      if (b.watch_id !== undefined && !isId(b.watch_id, 'wh')) return { redelivered: 0 };
+      if (namesNothing(b)) return { redelivered: 0 };
       // The audit entry names the scope: the filters as given (a search term is an id, a tx id
       // or an address, none of them a secret).
       const scope = {
         watch_id: b.watch_id,
+        endpoint_id: b.endpoint_id,
         since: b.since,
         until: b.until,
         q: b.q,
@@ -284,11 +296,12 @@ export function consoleEventRoutes(app: App, deps: AppDeps): void {
             asset: b.asset,
             direction: b.direction,
             channel: b.channel,
+            endpointId: b.endpoint_id,
           },
           (tx, count) =>
             recordAudit(tx, audit, {
               action: 'event.bulk_redelivered',
-              targetId: b.watch_id ?? null,
+              targetId: b.watch_id ?? b.endpoint_id ?? null,
               detail: { redelivered: count, ...scope },
             }),
         );

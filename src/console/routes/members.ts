@@ -26,9 +26,8 @@
  * account) answers as any invitation, and that user is e-mailed instead; invitations are limited
  * per account (INVITES_PER_ACCOUNT) and per client address (INVITES_PER_ADDRESS) per hour.
  */
-import { randomBytes } from 'node:crypto';
 import { AccountInputError, findAccountById } from '../../accounts/accounts.js';
-import { createInvite, INVITE_TTL_SECONDS } from '../../accounts/credentials.js';
+import { createDecoyInvite, createInvite, INVITE_TTL_SECONDS } from '../../accounts/credentials.js';
 import {
   changeMemberRole,
   findDecoy,
@@ -125,17 +124,16 @@ export function memberRoutes(app: App, deps: AppDeps): void {
 
   /**
    * What an invitation answers, and its e-mail: the link to a new member, or, to an address that
-   * already has a user, a notice without a link (`token` null). Both answer alike.
+   * already has a user (`decoy`), a notice without a link. Both answer alike: e-mail off, the
+   * placeholder's link is shown, and its preview reads as any invitation's (issue 40 item 8).
    */
   async function invited(
     user: UserRow,
-    token: string | null,
+    token: string,
+    decoy: boolean,
     ctx: ConsoleContext,
   ): Promise<InviteResult> {
-    // A placeholder's link looks like a link and works for nobody (e-mail off: the admin passes
-    // on a link that answers invalid_invite, as an expired one would).
-    const shown = token ?? randomBytes(32).toString('base64url');
-    const link = `${deps.config.console.publicUrl}/console/invite#token=${shown}`;
+    const link = `${deps.config.console.publicUrl}/console/invite#token=${token}`;
     const account = await findAccountById(deps.db, ctx.accountId);
     const inviter = await findUserById(deps.db, ctx.userId);
     if (deps.mailer) {
@@ -145,8 +143,8 @@ export function memberRoutes(app: App, deps: AppDeps): void {
         accountEmail: account?.email ?? ctx.accountId,
         ...(inviter ? { invitedBy: inviter.email } : {}),
       };
-      const existing = token === null ? await findUserByEmail(deps.db, user.email) : undefined;
-      if (token !== null) deps.mailer.send(inviteMessage({ ...common, link }));
+      const existing = decoy ? await findUserByEmail(deps.db, user.email) : undefined;
+      if (!decoy) deps.mailer.send(inviteMessage({ ...common, link }));
       else if (existing) {
         deps.mailer.send(
           inviteExistingMessage({ ...common, consoleUrl: deps.config.console.publicUrl }),
@@ -203,7 +201,7 @@ export function memberRoutes(app: App, deps: AppDeps): void {
         { account_id: ctx.accountId, user_id: made.member.id, role, by: ctx.userId },
         'member invited',
       );
-      return reply.code(201).send(await invited(made.member, made.token, ctx));
+      return reply.code(201).send(await invited(made.member, made.token, made.existing, ctx));
     },
   );
 
@@ -231,8 +229,10 @@ export function memberRoutes(app: App, deps: AppDeps): void {
       await countInvitation(request.ip, ctx.accountId);
       const inviter = await findUserById(deps.db, ctx.userId);
       // A new link cancels the member's earlier ones (credentials.ts): one live link per user.
-      const token = user ? await createInvite(deps.db, user.id, inviter?.email ?? null) : null;
-      return invited(target, token, ctx);
+      const token = user
+        ? await createInvite(deps.db, user.id, inviter?.email ?? null)
+        : await createDecoyInvite(deps.db, target.id, inviter?.email ?? null);
+      return invited(target, token, !user, ctx);
     },
   );
 

@@ -3,9 +3,13 @@
  * runs createWatchFromRequest (one rule set, the same answers), pause/resume/delete the same
  * functions as the public endpoints.
  *
- *   GET    /console/api/watches              → { data: (WatchWithHealth & { last_event_at })[] }
- *   GET    /console/api/watches/{id}/health  → WatchHealthSeries (?window=hour|day|week)
- *   GET    /console/api/alerts               → { data: open alerts and automatic pauses }
+ *   GET    /console/api/watches              → { data: (WatchWithHealth & { last_event_at, endpoint })[] }
+ *   GET    /console/api/watches/{id}/health  → WatchHealthSeries & { endpoint } (?window=…)
+ *
+ * `endpoint`: the endpoint a watch delivers to, by name (EndpointName), or null. Below the
+ * developer role a URL comes with its query string masked (src/console/mask.ts).
+ *   GET    /console/api/alerts               → { endpoints, data }: endpoints failing or switched
+ *                                               off, and own-URL watches failing or paused
  *   POST   /console/api/watches              → 201 WatchCreated (the secret, once) | 400/402/409/503
  *   DELETE /console/api/watches/{id}         → 204 | 404
  *   POST   /console/api/watches/{id}/pause   → Watch | 404
@@ -17,6 +21,7 @@
  */
 
 import { Type as T } from '@sinclair/typebox';
+import type { Role } from '../../accounts/users.js';
 import { testTransferAnswer } from '../../api/routes/test-transfers.js';
 import {
   expirePreviousSecretAnswer,
@@ -50,9 +55,33 @@ import {
   type WatchRow,
 } from '../../watches/watches.js';
 import { requireSession } from '../guard.js';
-import { ConsoleTestTransferBody, IdParams } from '../schemas.js';
+import { urlForRole } from '../mask.js';
+import { ConsoleTestTransferBody, type EndpointName, IdParams } from '../schemas.js';
 
 const hide = { hide: true } as const;
+
+/** The endpoints of `ids` (nulls skipped) of the account, by id, deleted ones included. */
+async function endpointNames(
+  db: Queryable,
+  accountId: string,
+  ids: readonly (string | null)[],
+  role: Role,
+): Promise<Map<string, EndpointName>> {
+  const wanted = [...new Set(ids.filter((x): x is string => x !== null))];
+  if (wanted.length === 0) return new Map();
+  const { rows } = await db.query<{
+    id: string;
+    label: string | null;
+    url: string;
+    enabled: boolean;
+    deleted: boolean;
+  }>(
+    `SELECT id, label, url, enabled, deleted_at IS NOT NULL AS deleted FROM endpoints
+      WHERE id = ANY($1::text[]) AND account_id = $2`,
+    [wanted, accountId],
+  );
+  return new Map(rows.map((r) => [r.id, { ...r, url: urlForRole(r.url, role) }]));
+}
 
 export function consoleWatchRoutes(app: App, deps: AppDeps): void {
   app.get(
@@ -69,6 +98,12 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         [rows.map((r) => r.id)],
       );
       const lastOf = new Map(last.map((r) => [r.id, r.last_event_at]));
+      const endpoints = await endpointNames(
+        deps.db,
+        ctx.accountId,
+        rows.map((w) => w.endpoint_id),
+        ctx.role,
+      );
       const windows = await healthSummaries(
         deps.db,
         rows.filter((w) => w.channel === 'webhook').map((w) => w.id),
@@ -76,7 +111,9 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
       return {
         data: rows.map((w) => ({
           ...watchWithHealthView(w, windows.get(w.id)),
+          webhook_url: urlForRole(w.webhook_url, ctx.role),
           last_event_at: lastOf.get(w.id)?.toISOString() ?? null,
+          endpoint: w.endpoint_id === null ? null : (endpoints.get(w.endpoint_id) ?? null),
         })),
       };
     },
@@ -99,16 +136,54 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
     async (request) => {
       const ctx = requireSession(request);
       const window = (request.query.window ?? 'day') as HealthWindowName;
-      return watchHealthAnswer(deps, ctx.accountId, ctx.network, request.params.id, window);
+      const answer = await watchHealthAnswer(
+        deps,
+        ctx.accountId,
+        ctx.network,
+        request.params.id,
+        window,
+      );
+      const { watch } = answer;
+      const endpoints = await endpointNames(deps.db, ctx.accountId, [watch.endpoint_id], ctx.role);
+      return {
+        ...answer,
+        watch: { ...watch, webhook_url: urlForRole(watch.webhook_url, ctx.role) },
+        endpoint: watch.endpoint_id === null ? null : (endpoints.get(watch.endpoint_id) ?? null),
+      };
     },
   );
 
-  // The banner: watches whose deliveries are failing now, and those tronwatch paused.
+  // The banner (issue 40 item 3): endpoints whose deliveries are failing now or that tronwatch
+  // switched off, one entry each with its watch count; and watches with their own URL (or the
+  // chat) failing or paused. A watch on an endpoint keeps its own streak but is never listed
+  // here: 10,000 deposit addresses behind one failing receiver are one banner, not 10,000.
   app.get(
     '/console/api/alerts',
     { config: { consoleRole: 'viewer' }, schema: hide },
     async (request) => {
       const ctx = requireSession(request);
+      const { rows: eps } = await deps.db.query<{
+        id: string;
+        label: string | null;
+        url: string;
+        alert_since: Date | null;
+        alert_reason: string | null;
+        paused_reason: string | null;
+        auto_paused_at: Date | null;
+        consecutive_failures: number;
+        watch_count: number;
+      }>(
+        `SELECT e.id, e.label, e.url, e.alert_since, e.alert_reason, e.paused_reason,
+                e.auto_paused_at, e.consecutive_failures,
+                (SELECT count(*)::int FROM watches w
+                  WHERE w.endpoint_id = e.id AND w.deleted_at IS NULL) AS watch_count
+           FROM endpoints e
+          WHERE e.account_id = $1 AND e.network = $2 AND e.deleted_at IS NULL
+            AND (e.alert_state IS NOT NULL OR (NOT e.enabled AND e.paused_reason IS NOT NULL))
+          ORDER BY coalesce(e.auto_paused_at, e.alert_since) DESC, e.id
+          LIMIT 50`,
+        [ctx.accountId, ctx.network],
+      );
       const { rows } = await deps.db.query<{
         id: string;
         address: string;
@@ -123,13 +198,23 @@ export function consoleWatchRoutes(app: App, deps: AppDeps): void {
         `SELECT id, address, label, alert_state, alert_since, alert_reason, paused_reason,
               auto_paused_at, consecutive_failures
          FROM watches
-        WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL
+        WHERE account_id = $1 AND network = $2 AND deleted_at IS NULL AND endpoint_id IS NULL
           AND (alert_state IS NOT NULL OR (status = 'PAUSED' AND paused_reason IS NOT NULL))
         ORDER BY coalesce(auto_paused_at, alert_since) DESC, id
         LIMIT 50`,
         [ctx.accountId, ctx.network],
       );
       return {
+        endpoints: eps.map((e) => ({
+          endpoint_id: e.id,
+          label: e.label,
+          url: urlForRole(e.url, ctx.role),
+          kind: e.paused_reason !== null ? 'auto_paused' : 'failing',
+          since: (e.auto_paused_at ?? e.alert_since)?.toISOString() ?? null,
+          reason: e.paused_reason ?? e.alert_reason ?? '',
+          consecutive_failures: Number(e.consecutive_failures),
+          watch_count: Number(e.watch_count),
+        })),
         data: rows.map((r) => ({
           watch_id: r.id,
           address: r.address,

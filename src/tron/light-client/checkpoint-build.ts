@@ -13,7 +13,14 @@
  * - `/wallet/getnextmaintenancetime`: `{num}`, ms;
  * - `/wallet/getchainparameters`: `getMaintenanceTimeInterval`, ms (6 h on mainnet and Nile).
  * Every provider that answers must agree on each of these (one that fails does not count), and at
- * least `quorum` must answer.
+ * least `quorum` must answer. Unanimity, not a majority, because a checkpoint is trusted once and
+ * then never checked again (trust on first use, or a file an operator pins): a provider that
+ * disagrees then is a reason for an operator to look before anything rests on it, and costs
+ * only a delayed first start (the gate retries). What the light client asks later, while it
+ * follows the chain (an SR new after a maintenance: newSrKeyFromProviders), is taken by majority
+ * instead (issue 36 item 2), since one provider must not stall ingest at every maintenance, and
+ * the SRs' signatures check what it learns (a newcomer counts only once 19 known SRs built on
+ * its blocks).
  * Then the chain itself is asked: the 40 blocks up to the checkpoint block
  * (`/wallet/getblockbylimitnext`, one provider), chained by parent hashes to the agreed blockID,
  * must each be signed by its producer's reported key, and their slots give the schedule order
@@ -107,7 +114,10 @@ function num(v: unknown): number | undefined {
 }
 
 /**
- * The value every answering provider agrees on.
+ * The value every answering provider agrees on: unanimity, for what is taken on trust once and
+ * then never checked again (the first-start checkpoint, buildCheckpoint; the confirmation of a
+ * halt, agreedBlockId). One different answer there stops it, naming both answers: an operator
+ * looks before the root of all later proofs rests on a vote.
  * @throws CheckpointError naming the disagreement, or fewer than `quorum` answers.
  */
 function agreed<T>(what: string, answers: Array<[string, T]>, quorum: number): T {
@@ -125,6 +135,74 @@ function agreed<T>(what: string, answers: Array<[string, T]>, quorum: number): T
     }
   }
   return first[1];
+}
+
+/**
+ * A provider whose answer about the SR set differs from the one a majority of the answering
+ * providers agreed on (majority): it is wrong, or on another chain, and its caller sets it aside
+ * (finality-gate.ts finalityGateFor: NodeGroup.distrust, check `sr_answer`).
+ */
+export interface ProviderDissent {
+  /** The provider's name (TRON_NODE_URL's, as the node group names it). */
+  provider: string;
+  /** What was asked: the endpoint and the question (`signing key of 41… (/wallet/getaccount …)`). */
+  what: string;
+  /** Its answer and the agreed one, as JSON. */
+  answer: string;
+  agreed: string;
+  /** The providers that gave the agreed answer. */
+  agreedBy: string[];
+}
+
+/**
+ * Where majority reports each provider outvoted (ProviderDissent), as soon as the value is taken.
+ */
+export type DissentSink = (d: ProviderDissent) => void;
+
+/**
+ * The value a majority of the answering providers give (issue 36 item 2), for what the light
+ * client asks while it follows the chain (newSrKeyFromProviders, witnessKeyFromProviders): taken
+ * when at least `quorum` providers give it AND they are more than half of the answers; each
+ * provider that answered something else is reported to `onDissent` (set aside by the caller), so
+ * one provider of three can never stall a maintenance. Without such a majority nothing is taken:
+ * one of two against the other (a split at quorum 1), or a largest group below the quorum, is a
+ * CheckpointError (the caller retries: ingest records the stall and asks again), and nobody is
+ * reported, since nothing says which side is honest. Providers that failed do not count.
+ * @throws CheckpointError naming every answer, when there is no such majority.
+ */
+function majority<T>(
+  what: string,
+  answers: Array<[string, T]>,
+  quorum: number,
+  onDissent?: DissentSink,
+): T {
+  const groups = new Map<string, { value: T; names: string[] }>();
+  for (const [name, v] of answers) {
+    const k = JSON.stringify(v);
+    const g = groups.get(k);
+    if (g) g.names.push(name);
+    else groups.set(k, { value: v, names: [name] });
+  }
+  let top: [string, { value: T; names: string[] }] | undefined;
+  for (const e of groups) if (!top || e[1].names.length > top[1].names.length) top = e;
+  const all = answers.map(([name, v]) => `${name}: ${JSON.stringify(v)}`).join('; ');
+  if (!top) throw new CheckpointError(`${what}: no provider answered`);
+  const [key, won] = top;
+  if (won.names.length < quorum) {
+    throw new CheckpointError(
+      `${what}: ${won.names.length} provider(s) agree, quorum ${quorum}${groups.size > 1 ? `; providers disagree (${all})` : ''}`,
+    );
+  }
+  if (2 * won.names.length <= answers.length) {
+    throw new CheckpointError(`${what}: providers disagree, no majority (${all})`);
+  }
+  for (const [k, g] of groups) {
+    if (k === key) continue;
+    for (const provider of g.names) {
+      onDissent?.({ provider, what, answer: k, agreed: key, agreedBy: [...won.names] });
+    }
+  }
+  return won.value;
 }
 
 /**
@@ -159,27 +237,49 @@ export class NotAnSrError extends CheckpointError {
 }
 
 /**
+ * Options of the questions the light client asks while it follows the chain
+ * (newSrKeyFromProviders, witnessKeyFromProviders).
+ */
+export interface SrAnswerOptions
+  extends Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> {
+  /**
+   * How the answers are combined: `majority` (at least the quorum, and more than half of the
+   * answers: majority) or `all` (every answering provider, at least the quorum: agreed).
+   * newSrKeyFromProviders always takes the majority; witnessKeyFromProviders defaults to `all`
+   * (the checkpoint's keys).
+   */
+  rule?: 'majority' | 'all';
+  /** Each provider outvoted (rule `majority`), reported once its value is taken. */
+  onDissent?: DissentSink | undefined;
+}
+
+/**
  * The signing key of an SR that produced a block after a maintenance without being in the set
  * the light client held (a newcomer, finality.ts rule 7), once the providers confirm it may sign:
  * `/wallet/listwitnesses` must list it as a witness (an account that registered as one,
  * `WitnessCreateContract`), and, when the block is in the providers' current maintenance epoch
  * (`epochEnd` = `/wallet/getnextmaintenancetime`), with `isJobs` true: one of the 27 active SRs
  * now. A block of an earlier epoch (ingest catching up) cannot be checked against today's active
- * set; a registered witness is then enough. The key itself is witnessKeyFromProviders'. Every
- * answering provider must agree, at least `opts.quorum` of them. Without this, one provider could
+ * set; a registered witness is then enough. The key itself is witnessKeyFromProviders'. Each of
+ * the three answers (witness state, next maintenance time, key) is taken by majority (issue 36
+ * item 2): at least `opts.quorum` providers agree and they are more than half of those that
+ * answer; each provider that answered otherwise is reported to `opts.onDissent` (the service sets
+ * it aside), so one lying provider of three cannot stall a maintenance that brings a new SR
+ * (an SR silent for one epoch comes back as one). Without a majority (one of two against the
+ * other) nothing is taken and nobody is reported. Without the witness check, one provider could
  * name any ordinary account (whose key is its own address) as the producer of a side block and
  * have the light client learn it as a newcomer.
  * @param address the producer, 42 hex. @param epochEnd the block's epoch's next maintenance time, ms.
  * @returns its key, 42 lowercase hex.
- * @throws NotAnSrError when the providers agree it is not a witness, or not an active SR in the
- *   current epoch; CheckpointError when they disagree, too few answer, or they have not reached
- *   that epoch yet; network errors as undici throws them.
+ * @throws NotAnSrError when a majority says it is not a witness, or not an active SR in the
+ *   current epoch; CheckpointError when there is no majority, too few answer, or the providers
+ *   have not reached that epoch yet; network errors as undici throws them.
  */
 export async function newSrKeyFromProviders(
   providers: readonly CheckpointProvider[],
   address: string,
   epochEnd: number,
-  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+  opts: SrAnswerOptions = {},
 ): Promise<string> {
   const a = address.toLowerCase();
   const quorum = opts.quorum ?? 1;
@@ -198,8 +298,18 @@ export async function newSrKeyFromProviders(
       return t;
     }),
   ]);
-  const state = agreed(`witness ${a} (/wallet/listwitnesses)`, listed, quorum);
-  const current = agreed('next maintenance time (/wallet/getnextmaintenancetime)', next, quorum);
+  const state = majority(
+    `witness ${a} (/wallet/listwitnesses isJobs)`,
+    listed,
+    quorum,
+    opts.onDissent,
+  );
+  const current = majority(
+    'next maintenance time (/wallet/getnextmaintenancetime)',
+    next,
+    quorum,
+    opts.onDissent,
+  );
   if (state === 'none') {
     throw new NotAnSrError(`${a} is not a witness (the providers' /wallet/listwitnesses)`);
   }
@@ -213,26 +323,30 @@ export async function newSrKeyFromProviders(
       `${a} is a witness but not one of the active SRs of the current epoch (the providers' /wallet/listwitnesses isJobs)`,
     );
   }
-  return witnessKeyFromProviders(providers, a, opts);
+  return witnessKeyFromProviders(providers, a, { ...opts, rule: 'majority' });
 }
 
 /**
  * An SR's signing key as the providers report it: `/wallet/getaccount` `witness_permission
  * .keys[0].address`, or the account's own address without one
- * (`AccountCapsule.getWitnessPermissionAddress`), agreed by every answering provider (one that
- * fails does not count) and at least `opts.quorum` of them. Used for the checkpoint, and by
- * newSrKeyFromProviders for an SR new after a maintenance.
+ * (`AccountCapsule.getWitnessPermissionAddress`), from at least `opts.quorum` answering providers
+ * (one that fails does not count): every one of them must agree (`opts.rule` `all`, the default:
+ * the checkpoint's keys, trusted once and for all), or a majority of them (`majority`: an SR new
+ * after a maintenance, through newSrKeyFromProviders and the finality gate; the outvoted ones
+ * are reported to `opts.onDissent`).
  * @param address the SR's account, 42 hex.
  * @returns its key, 42 lowercase hex.
- * @throws CheckpointError when they disagree, too few answer, or the account is missing.
+ * @throws CheckpointError when they disagree (rule `all`) or no majority agrees (`majority`),
+ *   too few answer, or the account is missing.
  */
 export async function witnessKeyFromProviders(
   providers: readonly CheckpointProvider[],
   address: string,
-  opts: Pick<BuildCheckpointOptions, 'quorum' | 'timeoutMs' | 'signal'> = {},
+  opts: SrAnswerOptions = {},
 ): Promise<string> {
   const a = address.toLowerCase();
-  const answers = await answering(providers, opts.quorum ?? 1, async (p): Promise<string> => {
+  const quorum = opts.quorum ?? 1;
+  const answers = await answering(providers, quorum, async (p): Promise<string> => {
     const acc = obj(
       await post(
         p,
@@ -246,11 +360,10 @@ export async function witnessKeyFromProviders(
     const list = obj(acc.witness_permission).keys;
     return (Array.isArray(list) ? hex41(obj(list[0]).address) : undefined) ?? a;
   });
-  return agreed(
-    `signing key of ${a} (/wallet/getaccount witness_permission)`,
-    answers,
-    opts.quorum ?? 1,
-  );
+  const what = `signing key of ${a} (/wallet/getaccount witness_permission)`;
+  return opts.rule === 'majority'
+    ? majority(what, answers, quorum, opts.onDissent)
+    : agreed(what, answers, quorum);
 }
 
 /**
@@ -540,9 +653,9 @@ async function blockIdAnswers(
 /**
  * The blockID every answering provider gives for block `number` (java-tron
  * `/wallet/getblockbynum`, the full-node view: any block up to the node's head), agreed by all
- * that answer and at least `opts.quorum` (default 1). The light client's restart check: the final
- * block it stored must still be the providers' block at that height (a long-range fork signed with
- * old SR keys would show here).
+ * that answer and at least `opts.quorum` (default 1). What confirms a halt for a stale
+ * checkpoint (finality-gate.ts submitUnchained): unanimity, not a majority, is the safe side
+ * there, since a disagreement makes the block refused (its provider set aside) instead of halting.
  * @param number block number.
  * @returns the blockID, 64 lowercase hex.
  * @throws CheckpointError when they disagree, too few answer, or one has no such block.

@@ -15,7 +15,10 @@
  *    parent's (`bad-timestamp`), and the producer holds slot `(t/3000 − skip) mod 27` (sr-set.ts).
  *    In the checkpoint's epoch the order is the checkpoint's; after a maintenance the active list is
  *    re-sorted by votes, which headers do not show, so the order is learned: each SR keeps the first
- *    slot it is seen in, and a second SR in that slot, or the SR in another, is `wrong-slot`.
+ *    slot it is seen in, and a second SR in that slot, or the SR in another, is `wrong-slot`. What is
+ *    learned lives on the branch that showed it (the final chain, plus each verified block's own
+ *    ancestors above it), never in a state shared by every branch: a side block, even one a real SR
+ *    signed, cannot make a block of another branch `wrong-slot` (issue 36).
  * 4. Chain: the number is the parent's + 1; a block under or at the final height that is not on
  *    the final chain is `not-chained`; a block whose parent has not been seen is held until it
  *    comes (a provider that withholds blocks stops finality, never fakes it).
@@ -23,16 +26,29 @@
  *    ⌊27 × (1 − 70 %)⌋ = 8 of the SRs' latest block numbers sorted ascending, `SOLIDIFIED_THRESHOLD`
  *    = 70): block N is final once ≥ 19 distinct counted SRs have verified blocks at heights ≥ N on
  *    N's chain, N's own producer included. Finality of N makes its ancestors final.
- * 6. Key rotation (`AccountPermissionUpdateActuator`, contract type 46): a rotation in a block
- *    applies from the next block on that block's chain, and becomes part of the set when the block
- *    is final. The caller passes rotations only from a transaction list proven against the header.
+ * 6. Key rotation (`AccountPermissionUpdateActuator`, contract type 46): java-tron applies a
+ *    rotation at once (`execute` writes the account, and the SR's next block is checked against it),
+ *    because a java-tron node validated the transaction against the account's owner permission,
+ *    which is state a light client does not have. So here a rotation counts for finality only once
+ *    the block carrying it is FINAL under the keys in force before it (19 distinct known SRs built on
+ *    it, which their own nodes only do if the transaction was valid): from its child on, the SR's
+ *    blocks must carry the new key (the old one is `bad-signature`, as in java-tron), but until the
+ *    rotation is final they are verified and held, NOT counted toward anyone's finality; they are
+ *    dropped with their branch. One compromised SR that writes 18 "rotations" of other SRs' keys
+ *    into its own block therefore gains nothing: the blocks signed with those keys count for none.
+ *    The caller passes rotations only from a transaction list proven against the header, each
+ *    checked as far as the contract's own bytes allow (sr-set.ts keyRotationsOfRawData).
  * 7. Maintenance (`MaintenanceManager.applyBlock`): the first block at or after the next
  *    maintenance time is checked under the old set; from its child on a new epoch begins. SRs of the
  *    old set stay known; an SR new in the epoch needs its key from a quorum of providers
  *    (`need-key`, then addCandidateKey) and counts toward finality only once ≥ 19 known SRs have
- *    built on one of its blocks. More than 8 new SRs in one epoch halts (`too-many-changes`): with
- *    19 of 27 needed, 9 newcomers would leave the known SRs unable to vouch for them, and a sudden
- *    change that size is not something to guess about. An SR of the old set that produced no block
+ *    built on one of its blocks (it joins the set when that block is final). The epoch itself (its
+ *    members, its next maintenance time) is that of the maintenance block's own branch until the
+ *    maintenance block is final. A 9th new SR on one branch is refused (`too-many-changes`, not a
+ *    halt: with 19 of 27 needed, 9 newcomers would leave the known SRs unable to vouch for them, so
+ *    such a branch cannot become final anyway, and a halt must never rest on a branch one provider
+ *    serves; if the chain itself did this, every provider's block is refused and ingest stalls
+ *    with that reason until an operator pins a fresh checkpoint). An SR of the old set that produced no block
  *    in an epoch of which at least 3 rounds (81 blocks) were seen is not carried into the next one:
  *    a voted-out SR's key (less guarded once it no longer earns) must not keep counting; if it
  *    returns, it returns as a newcomer. Only the maintenance block's own chain counts, each block
@@ -70,6 +86,7 @@ export type LightClientCode =
   | 'bad-timestamp'
   | 'not-chained'
   | 'too-many-changes'
+  | 'bad-rotation'
   | 'stale-checkpoint';
 
 /** A block refused (`halt` false) or a state that stops ingest until an operator acts (`halt` true). */
@@ -165,14 +182,19 @@ interface Member {
   known: boolean;
 }
 
+/**
+ * An epoch's SR set as the FINAL chain shows it: its members and the slots learned from final
+ * blocks (rule 3). Each verified block above the final one adds what it shows on its own branch
+ * only (Node.slot, Node.newcomerKey); that joins the epoch when the block is final (`advance`).
+ */
 interface Epoch {
   index: number;
   nextMaintenanceTime: number;
   members: Map<string, Member>;
-  /** Schedule position → SR; fixed for the checkpoint's epoch, learned after a maintenance. */
+  /** Schedule position → SR; fixed for the checkpoint's epoch, learned from final blocks after. */
   slots: Map<number, string>;
   slotOf: Map<string, number>;
-  /** SRs verified in this epoch that were not in the one before. */
+  /** SRs of this epoch that were not in the one before, admitted by a final block of theirs. */
   newcomers: Set<string>;
   /**
    * SRs that produced a final block in this epoch, and how many of its blocks are final (from the
@@ -196,9 +218,21 @@ interface Node {
   parentId: string;
   witness: string;
   epoch: number;
+  /** The SR set it was checked under: a final-chain epoch, or its branch's (after a maintenance). */
+  set: Epoch;
   /** Its time is at or after its epoch's next maintenance time: its child starts a new epoch. */
   maintenance: boolean;
   rotations: readonly KeyRotation[];
+  /** Its schedule position (rule 3), learned by its epoch when it is final. */
+  slot: number;
+  /** Its producer is new in the epoch on this branch (this is its first block): its key. */
+  newcomerKey?: string;
+  /**
+   * The number of the block above the final one whose rotation gave the key it is signed with
+   * (rule 6); undefined when the key is the set's. Counted toward finality only once that block is
+   * final.
+   */
+  keyFrom?: number;
 }
 
 interface Held {
@@ -215,10 +249,14 @@ const RECENT_FINAL = 4096;
  * Follows the chain from a checkpoint and proves finality (rules in the module doc).
  * Not thread-safe; one instance per ingest leader. Memory: the unfinal blocks (about 20 at mainnet
  * pace, each a few hundred bytes), up to 2,048 held blocks, and the SR sets of the epochs seen.
+ * Cost: each block walks its branch down to the final block once (about 20 steps at mainnet pace).
  */
 export class LightClient {
   private final: Node;
+  /** Epochs of the final chain by index (the one after a final maintenance block included). */
   private readonly epochs = new Map<number, Epoch>();
+  /** Epochs begun by a maintenance block above the final one, by that block's id (rule 7). */
+  private readonly branchEpochs = new Map<string, Epoch>();
   private readonly nodes = new Map<string, Node>();
   private readonly held = new Map<string, Held[]>();
   private heldCount = 0;
@@ -240,7 +278,7 @@ export class LightClient {
       slots.set(i, w.address);
       slotOf.set(w.address, i);
     });
-    this.epochs.set(0, {
+    const first: Epoch = {
       index: 0,
       nextMaintenanceTime: checkpoint.nextMaintenanceTime,
       members,
@@ -249,7 +287,8 @@ export class LightClient {
       newcomers: new Set(),
       finalProducers: new Set(),
       finalObserved: 0,
-    });
+    };
+    this.epochs.set(0, first);
     this.final = {
       id: checkpoint.block.id,
       number: checkpoint.block.number,
@@ -257,8 +296,10 @@ export class LightClient {
       parentId: '',
       witness: '',
       epoch: 0,
+      set: first,
       maintenance: false,
       rotations: [],
+      slot: -1,
     };
     this.rememberFinal(this.final.id);
   }
@@ -320,8 +361,9 @@ export class LightClient {
       });
     }
     const f = snapshot.final;
-    if (!lc.epochs.has(f.epoch)) throw new Error(`light client snapshot lacks epoch ${f.epoch}`);
-    lc.final = { ...f, rotations: [] };
+    const set = lc.epochs.get(f.epoch);
+    if (!set) throw new Error(`light client snapshot lacks epoch ${f.epoch}`);
+    lc.final = { ...f, set, rotations: [], slot: -1 };
     lc.rememberFinal(f.id);
     for (const [a, k] of snapshot.candidateKeys) lc.candidateKeys.set(a, k);
     return lc;
@@ -339,7 +381,7 @@ export class LightClient {
     };
   }
 
-  /** State for status pages and metrics. */
+  /** State for status pages and metrics (the final chain's epoch and set). */
   status(): LightClientStatus {
     const top = Math.max(...this.epochs.keys());
     const epoch = this.epochOf(top);
@@ -421,21 +463,31 @@ export class LightClient {
     return e;
   }
 
+  /** `parent`'s ancestors above the final block, `parent` first (its branch). */
+  private *branch(parent: Node): Generator<Node> {
+    for (let n: Node | undefined = parent; n && n !== this.final; n = this.nodes.get(n.parentId)) {
+      yield n;
+    }
+  }
+
   /**
-   * The epoch a child of `parent` belongs to, creating it after a maintenance block: the old set
-   * without the SRs silent through an epoch seen for ROUNDS_TO_DROP blocks (rule 7), counted on
-   * `parent`'s chain only: the epoch's final blocks, and its verified blocks from the final one
-   * (excluded, it is in the final counts) up to `parent` (walked by parentId, as keyFor does).
+   * The SR set a child of `parent` is checked under, creating it after a maintenance block: the
+   * old set without the SRs silent through an epoch seen for ROUNDS_TO_DROP blocks (rule 7), counted
+   * on `parent`'s chain only: the epoch's final blocks, and its verified blocks from the final one
+   * (excluded, it is in the final counts) up to `parent`. An epoch begun by a final maintenance
+   * block is the final chain's (`epochs`); one begun by a maintenance block above the final one is
+   * that block's branch's (`branchEpochs`, by its id), so two branches never share what they learn.
    */
   private childEpoch(parent: Node): Epoch {
-    const before = this.epochOf(parent.epoch);
+    const before = parent.set;
     if (!parent.maintenance) return before;
-    const existing = this.epochs.get(parent.epoch + 1);
+    const existing =
+      parent === this.final ? this.epochs.get(parent.epoch + 1) : this.branchEpochs.get(parent.id);
     if (existing) return existing;
     const producers = new Set(before.finalProducers);
     let observed = before.finalObserved;
-    for (let n: Node | undefined = parent; n && n !== this.final; n = this.nodes.get(n.parentId)) {
-      if (n.epoch !== before.index) break;
+    for (const n of this.branch(parent)) {
+      if (n.set !== before) break;
       producers.add(n.witness);
       observed++;
     }
@@ -445,6 +497,8 @@ export class LightClient {
       if (seenEnough && !producers.has(a)) continue;
       members.set(a, { key: m.key, known: m.known });
     }
+    // Newcomers of the old epoch admitted on this branch only (first block not final yet) are not
+    // carried: they are not known, and return as newcomers (asked again).
     const e: Epoch = {
       index: parent.epoch + 1,
       nextMaintenanceTime: nextMaintenanceTime(
@@ -459,22 +513,12 @@ export class LightClient {
       finalProducers: new Set(),
       finalObserved: 0,
     };
-    this.epochs.set(e.index, e);
+    if (parent === this.final) this.epochs.set(e.index, e);
+    else this.branchEpochs.set(parent.id, e);
     return e;
   }
 
-  /** The signing key of `witness` for a child of `parent`: rotations on the chain first. */
-  private keyFor(witness: string, parent: Node, epoch: Epoch): string | undefined {
-    for (let n: Node | undefined = parent; n && n !== this.final; n = this.nodes.get(n.parentId)) {
-      for (let i = n.rotations.length - 1; i >= 0; i--) {
-        const r = n.rotations[i];
-        if (r && r.owner === witness) return r.signingKey;
-      }
-    }
-    return epoch.members.get(witness)?.key;
-  }
-
-  /** Rules 1–4 and 7 for one block; records it, or returns why it waits. */
+  /** Rules 1–4, 6 and 7 for one block; records it, or returns why it waits. */
   private verify(
     header: SignedHeader,
     rotations: readonly KeyRotation[],
@@ -497,14 +541,37 @@ export class LightClient {
     }
     const epoch = this.childEpoch(parent);
     const w = header.witness;
+    // What this block's own branch shows above the final block (rules 3, 6, 7): the newest key
+    // rotation of `w`, and in this epoch the slots learned and the newcomers seen.
+    let rotated: { key: string; at: number } | undefined;
+    const branchSlots = new Map<number, string>();
+    const branchSlotOf = new Map<string, number>();
+    const branchNewcomers = new Map<string, string>();
+    for (const x of this.branch(parent)) {
+      if (!rotated) {
+        for (let i = x.rotations.length - 1; i >= 0; i--) {
+          const r = x.rotations[i];
+          if (r && r.owner === w) {
+            rotated = { key: r.signingKey, at: x.number };
+            break;
+          }
+        }
+      }
+      if (x.set !== epoch) continue;
+      // Walking down: a lower block's claim is the earlier one, so it wins.
+      branchSlots.set(x.slot, x.witness);
+      branchSlotOf.set(x.witness, x.slot);
+      if (x.newcomerKey !== undefined) branchNewcomers.set(x.witness, x.newcomerKey);
+    }
     const member = epoch.members.get(w);
-    let key = this.keyFor(w, parent, epoch);
-    const newcomer = !member;
+    const seenNewcomer = branchNewcomers.get(w);
+    let key = rotated?.key ?? member?.key ?? seenNewcomer;
+    const newcomer = !member && seenNewcomer === undefined;
     if (newcomer) {
       if (epoch.index === 0) {
         throw new LightClientError('outside-set', n, `producer ${w} is not an active SR`);
       }
-      key = this.candidateKeys.get(w);
+      key = rotated?.key ?? this.candidateKeys.get(w);
       if (!key) return { status: 'need-key', witness: w, epochEnd: epoch.nextMaintenanceTime };
     }
     let signer: string;
@@ -520,16 +587,17 @@ export class LightClient {
       // A newcomer's key is the providers' word: when its block does not verify with it, forget
       // it, so that the next block of that SR asks them again (`need-key`) instead of refusing
       // its blocks with the same key for ever (also after a restart: snapshots keep these keys).
-      if (newcomer) this.candidateKeys.delete(w);
+      if (newcomer && !rotated) this.candidateKeys.delete(w);
       throw new LightClientError(
         'bad-signature',
         n,
-        `signed by ${signer}, but ${w}'s signing key is ${key}`,
+        `signed by ${signer}, but ${w}'s signing key is ${key}` +
+          (rotated ? ` (rotated in block ${rotated.at}, not final yet)` : ''),
       );
     }
     const slot = scheduleIndex(header.timestamp, parent.maintenance);
-    const holder = epoch.slots.get(slot);
-    const own = epoch.slotOf.get(w);
+    const holder = epoch.slots.get(slot) ?? branchSlots.get(slot);
+    const own = epoch.slotOf.get(w) ?? branchSlotOf.get(w);
     if ((holder !== undefined && holder !== w) || (own !== undefined && own !== slot)) {
       throw new LightClientError(
         'wrong-slot',
@@ -539,23 +607,18 @@ export class LightClient {
       );
     }
     if (newcomer) {
-      if (!epoch.newcomers.has(w) && epoch.newcomers.size >= MAX_NEW_SRS_PER_MAINTENANCE) {
+      const count = epoch.newcomers.size + branchNewcomers.size;
+      if (count >= MAX_NEW_SRS_PER_MAINTENANCE) {
         throw new LightClientError(
           'too-many-changes',
           n,
           // What to do first: the list of newcomers is long, and stall reasons are cut (300).
           `more than ${MAX_NEW_SRS_PER_MAINTENANCE} new SRs since the maintenance of epoch ` +
-            `${epoch.index}: ingest halts; check the SR set and pin a fresh checkpoint ` +
-            `(${epoch.newcomers.size + 1} new: ${[...epoch.newcomers, w].join(', ')})`,
-          true,
+            `${epoch.index} on this block's branch: refused (such a branch cannot become final); ` +
+            `if the chain itself did this, check the SR set and pin a fresh checkpoint ` +
+            `(${count + 1} new: ${[...epoch.newcomers, ...branchNewcomers.keys(), w].join(', ')})`,
         );
       }
-      epoch.newcomers.add(w);
-      epoch.members.set(w, { key: key as string, known: false });
-    }
-    if (holder === undefined) {
-      epoch.slots.set(slot, w);
-      epoch.slotOf.set(w, slot);
     }
     this.nodes.set(header.id, {
       id: header.id,
@@ -564,73 +627,109 @@ export class LightClient {
       parentId: header.parentId,
       witness: w,
       epoch: epoch.index,
+      set: epoch,
       maintenance: header.timestamp >= epoch.nextMaintenanceTime,
       rotations: rotations.map((r) => ({
         owner: r.owner.toLowerCase(),
         signingKey: r.signingKey.toLowerCase(),
       })),
+      slot,
+      ...(newcomer ? { newcomerKey: key as string } : {}),
+      ...(rotated ? { keyFrom: rotated.at } : {}),
     });
     return undefined;
   }
 
   /**
-   * Rules 5 and 7: walk down from `tipId` to the final block, admitting newcomers that ≥ 19
-   * known SRs built on, and finalise the highest block with ≥ 19 distinct counted SRs at or
-   * above it, counting each block made final in its epoch's finalProducers/finalObserved.
+   * Whether block `x` (above the final one) counts toward finality: its producer is a known SR of
+   * its epoch (rule 7) and its key is not one a rotation above the final block gave it (rule 6).
+   */
+  private counts(x: Node): boolean {
+    if (x.keyFrom !== undefined && x.keyFrom > this.final.number) return false;
+    return x.set.members.get(x.witness)?.known === true;
+  }
+
+  /**
+   * Rules 5–7: finalise the highest block on `tipId`'s chain with ≥ 19 distinct counted SRs at
+   * or above it, and again while that makes more blocks count (a rotation made final lets the
+   * blocks signed with its key count). Each block made final joins its epoch (slot, newcomer
+   * admitted, producer counted) and applies its rotations.
    * @returns the blocks made final, ascending.
    */
   private advance(tipId: string): FinalBlock[] {
-    const seen = new Set<string>();
-    let target: Node | undefined;
-    for (let x = this.nodes.get(tipId); x; x = this.nodes.get(x.parentId)) {
-      const m = this.epochOf(x.epoch).members.get(x.witness);
-      if (m && !m.known && seen.size >= FINALITY_THRESHOLD) m.known = true;
-      if (m?.known) seen.add(x.witness);
-      if (seen.size >= FINALITY_THRESHOLD) {
-        target = x;
-        break;
-      }
-    }
-    if (!target) return [];
-    const path: Node[] = [];
-    for (let x: Node | undefined = target; x; x = this.nodes.get(x.parentId)) path.push(x);
-    path.reverse();
     const out: FinalBlock[] = [];
-    for (const x of path) {
-      // ≥ 19 known SRs built on every block made final here: a newcomer that produced one is
-      // admitted (rule 7).
-      const epoch = this.epochOf(x.epoch);
-      const producer = epoch.members.get(x.witness);
-      if (producer && !producer.known) producer.known = true;
-      epoch.finalProducers.add(x.witness);
-      epoch.finalObserved++;
-      for (const r of x.rotations) {
-        for (const e of this.epochs.values()) {
-          const m = e.index >= x.epoch ? e.members.get(r.owner) : undefined;
-          if (m) m.key = r.signingKey;
+    for (;;) {
+      const seen = new Set<string>();
+      let target: Node | undefined;
+      for (let x = this.nodes.get(tipId); x; x = this.nodes.get(x.parentId)) {
+        if (this.counts(x)) seen.add(x.witness);
+        if (seen.size >= FINALITY_THRESHOLD) {
+          target = x;
+          break;
         }
       }
-      this.final = x;
-      this.rememberFinal(x.id);
-      out.push({
-        number: x.number,
-        id: x.id,
-        timestamp: x.timestamp,
-        witness: x.witness,
-        epoch: x.epoch,
-      });
+      if (!target) break;
+      const path: Node[] = [];
+      for (let x: Node | undefined = target; x; x = this.nodes.get(x.parentId)) path.push(x);
+      path.reverse();
+      for (const x of path) this.finalise(x, out);
+      this.prune();
     }
-    this.prune();
     return out;
   }
 
-  /** Drop verified blocks that are final now or not descended from the final block. */
+  /** Block `x` (the final block's child) is final: it joins its epoch (rules 3, 6, 7). */
+  private finalise(x: Node, out: FinalBlock[]): void {
+    const epoch = x.set;
+    if (x.newcomerKey !== undefined && !epoch.members.has(x.witness)) {
+      // ≥ 19 known SRs built on it: the newcomer is admitted with the key it signed with.
+      epoch.members.set(x.witness, { key: x.newcomerKey, known: true });
+      epoch.newcomers.add(x.witness);
+    }
+    if (!epoch.slots.has(x.slot) && !epoch.slotOf.has(x.witness)) {
+      epoch.slots.set(x.slot, x.witness);
+      epoch.slotOf.set(x.witness, x.slot);
+    }
+    epoch.finalProducers.add(x.witness);
+    epoch.finalObserved++;
+    for (const r of x.rotations) {
+      for (const e of [...this.epochs.values(), ...this.branchEpochs.values()]) {
+        const m = e.index >= x.epoch ? e.members.get(r.owner) : undefined;
+        if (m) m.key = r.signingKey;
+      }
+    }
+    if (x.maintenance) {
+      // The epoch it begins is the final chain's now.
+      const next = this.branchEpochs.get(x.id);
+      if (next) {
+        this.branchEpochs.delete(x.id);
+        this.epochs.set(next.index, next);
+      }
+    }
+    this.final = x;
+    this.rememberFinal(x.id);
+    out.push({
+      number: x.number,
+      id: x.id,
+      timestamp: x.timestamp,
+      witness: x.witness,
+      epoch: x.epoch,
+    });
+  }
+
+  /**
+   * Drop verified blocks that are final now or not descended from the final block, the epochs of
+   * branches dropped with them, and final-chain epochs older than the one before the final block's.
+   */
   private prune(): void {
     const keep = new Set<string>([this.final.id]);
     const sorted = [...this.nodes.values()].sort((a, b) => a.number - b.number);
     for (const x of sorted) {
       if (x.number > this.final.number && keep.has(x.parentId)) keep.add(x.id);
       else this.nodes.delete(x.id);
+    }
+    for (const id of this.branchEpochs.keys()) {
+      if (!this.nodes.has(id)) this.branchEpochs.delete(id);
     }
     for (const [k] of this.epochs) {
       if (k < this.final.epoch - 1) this.epochs.delete(k);

@@ -22,7 +22,13 @@ import {
   signedHeaderFromJson,
   signedHeaderFromRaw,
 } from './header.js';
-import { type KeyRotation, keyRotationsOfRawData, keyRotationsOfTransaction } from './sr-set.js';
+import {
+  type KeyRotation,
+  keyRotationsOfRawData,
+  keyRotationsOfTransaction,
+  RotationError,
+} from './sr-set.js';
+import { recoverWitnessSigner, WitnessSignatureError } from './witness-signature.js';
 
 /** `Transaction.Contract.ContractType.AccountPermissionUpdateContract`. */
 const TYPE_46 = 46n;
@@ -54,16 +60,76 @@ function hasType46(raw: Uint8Array): boolean {
 }
 
 /**
+ * The signers of a transaction (its `signature` list over SHA-256 of `raw`, secp256k1 like a
+ * block's). java-tron checks them against the owner permission's keys, which is account state; a
+ * light client can check that there is at least one and that each recovers.
+ * @throws RotationError when none is given or one does not recover.
+ */
+function transactionSigners(raw: Uint8Array, signatures: readonly Uint8Array[]): string[] {
+  if (signatures.length === 0) throw new RotationError('the transaction carries no signature');
+  return signatures.map((sig) => {
+    try {
+      return recoverWitnessSigner(raw, sig);
+    } catch (err) {
+      if (err instanceof WitnessSignatureError) {
+        throw new RotationError(`a signature of the transaction does not recover: ${err.message}`);
+      }
+      throw err;
+    }
+  });
+}
+
+/**
  * The SR signing-key rotations of a block whose transaction list is proven (see the module doc),
- * in block order.
- * @throws PbDecodeError on malformed transaction bytes.
+ * in block order; each type-46 contract checked as far as its bytes allow (sr-set.ts
+ * keyRotationsOfRawData) and its transaction signed (transactionSigners).
+ * @throws LightClientError `bad-rotation` (refused, not a halt) on a type-46 transaction java-tron
+ *   would refuse, or bytes that cannot be decoded.
  */
 export function keyRotationsOfBlock(block: BlockJson, exact?: ExactBlock): KeyRotation[] {
+  const number = Number(block.block_header?.raw_data?.number ?? 0);
+  try {
+    return rotationsOf(block, exact);
+  } catch (err) {
+    if (err instanceof RotationError || err instanceof PbDecodeError) {
+      throw new LightClientError(
+        'bad-rotation',
+        number,
+        `an SR key change (type 46) java-tron would refuse: ${err.message}`,
+      );
+    }
+    throw err;
+  }
+}
+
+/**
+ * Whether any transaction of the block holds a type-46 contract (decoding only contract types; a
+ * failed one too): the list must then be proven before its rotations are read.
+ * @throws PbDecodeError on bytes that cannot be decoded.
+ */
+export function blockHasType46(block: BlockJson, exact?: ExactBlock): boolean {
+  if (exact) {
+    return exact.transactions.some((tx) => {
+      const raw = pbBytes(pbFields(tx), 1);
+      return raw !== undefined && hasType46(raw);
+    });
+  }
+  return (block.transactions ?? []).some((tx) => {
+    const hex = tx.raw_data_hex ?? '';
+    return /^(?:[0-9a-fA-F]{2})*$/.test(hex) && hasType46(Buffer.from(hex, 'hex'));
+  });
+}
+
+function rotationsOf(block: BlockJson, exact?: ExactBlock): KeyRotation[] {
   const out: KeyRotation[] = [];
   if (exact) {
     for (const tx of exact.transactions) {
-      const raw = pbBytes(pbFields(tx), 1);
-      if (raw && hasType46(raw)) out.push(...keyRotationsOfTransaction(tx));
+      const fields = pbFields(tx);
+      const raw = pbBytes(fields, 1);
+      if (!raw || !hasType46(raw)) continue;
+      const found = keyRotationsOfTransaction(tx);
+      if (found.length > 0) transactionSigners(raw, pbBytesAll(fields, 2));
+      out.push(...found);
     }
     return out;
   }
@@ -74,7 +140,15 @@ export function keyRotationsOfBlock(block: BlockJson, exact?: ExactBlock): KeyRo
     if (!hasType46(raw)) continue;
     const ret = tx.ret?.[0]?.contractRet;
     if (ret !== undefined && ret !== 'SUCCESS') continue;
-    out.push(...keyRotationsOfRawData(raw));
+    const found = keyRotationsOfRawData(raw);
+    if (found.length > 0) {
+      const sigs = (tx.signature ?? []).map((h) => {
+        if (!/^[0-9a-fA-F]{130}$/.test(h)) throw new RotationError('a signature is not 65 bytes');
+        return Buffer.from(h, 'hex');
+      });
+      transactionSigners(raw, sigs);
+    }
+    out.push(...found);
   }
   return out;
 }
@@ -207,8 +281,7 @@ export class ChainFollower {
       throw new LightClientError('not-chained', n, `the source answered block ${header.number}`);
     }
     let rotations: ReturnType<typeof keyRotationsOfBlock> = [];
-    const hasRotation = keyRotationsOfBlock(got.block, got.exact).length > 0;
-    if (hasRotation) {
+    if (blockHasType46(got.block, got.exact)) {
       if (!transactionsProven(got, header)) throw new UnprovenRotationError(n);
       rotations = keyRotationsOfBlock(got.block, got.exact);
     }

@@ -193,9 +193,88 @@ export function keyRotationsOfTransaction(transaction: Uint8Array): KeyRotation[
 }
 
 /**
+ * A type-46 contract that java-tron would refuse (AccountPermissionUpdateActuator.validate): a block
+ * that carries one in a successful transaction is not a block java-tron accepts.
+ */
+export class RotationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RotationError';
+  }
+}
+
+/** `Permission.PermissionType`: Owner 0, Witness 1, Active 2. */
+const PERMISSION_OWNER = 0n;
+const PERMISSION_WITNESS = 1n;
+const PERMISSION_ACTIVE = 2n;
+/** Most active permissions an account may have (`validate`: "active permission is too many"). */
+const MAX_ACTIVE_PERMISSIONS = 8;
+/** Longest permission name (`checkPermission`: "permission's name is too long"). */
+const MAX_PERMISSION_NAME = 32;
+
+/** A TRON address as `Commons.addressValid` takes it: 21 bytes, the first 0x41. */
+function addressValid(b: Uint8Array | undefined): b is Uint8Array {
+  return b !== undefined && b.length === 21 && b[0] === 0x41;
+}
+
+/**
+ * The checks of java-tron's `AccountPermissionUpdateActuator.checkPermission` that need no chain
+ * state (the key count's upper bound `getTotalSignNum` and the available contract types do, and are
+ * left to the SRs that make the block final): at least one key, distinct valid key addresses with
+ * positive weights adding up to at least a positive threshold, a name of at most 32 characters,
+ * parent 0, and operations only on an Active permission (exactly 32 bytes there), one key exactly
+ * on a Witness permission. Protocol: Permission {type 1, id 2, permission_name 3, threshold 4,
+ * parent_id 5, operations 6, keys 7: Key {address 1, weight 2}}.
+ * @throws RotationError naming the problem.
+ */
+function checkPermission(bytes: Uint8Array, want: bigint, what: string): void {
+  const f = pbFields(bytes);
+  if (pbVarint(f, 1) !== want) throw new RotationError(`${what} permission type is not ${what}`);
+  const keys = pbBytesAll(f, 7).map((k) => pbFields(k));
+  if (keys.length === 0) throw new RotationError(`${what} permission has no key`);
+  if (want === PERMISSION_WITNESS && keys.length !== 1) {
+    throw new RotationError(`witness permission has ${keys.length} keys, not exactly 1`);
+  }
+  const threshold = BigInt.asIntN(64, pbVarint(f, 4));
+  if (threshold <= 0n) throw new RotationError(`${what} permission threshold is not positive`);
+  const name = pbBytes(f, 3);
+  if (name && Buffer.from(name).toString('utf8').length > MAX_PERMISSION_NAME) {
+    throw new RotationError(`${what} permission name is longer than ${MAX_PERMISSION_NAME}`);
+  }
+  if (pbVarint(f, 5) !== 0n) throw new RotationError(`${what} permission parent is not owner`);
+  const seen = new Set<string>();
+  let weights = 0n;
+  for (const k of keys) {
+    const address = pbBytes(k, 1);
+    if (!addressValid(address)) throw new RotationError(`${what} permission key is not an address`);
+    const a = hex(address);
+    if (seen.has(a)) throw new RotationError(`${what} permission names key ${a} twice`);
+    seen.add(a);
+    const weight = BigInt.asIntN(64, pbVarint(k, 2));
+    if (weight <= 0n) throw new RotationError(`${what} permission key weight is not positive`);
+    weights += weight;
+  }
+  if (weights < threshold) {
+    throw new RotationError(`${what} permission key weights add up to less than its threshold`);
+  }
+  const operations = pbBytes(f, 6);
+  if (want !== PERMISSION_ACTIVE && operations && operations.length > 0) {
+    throw new RotationError(`${what} permission carries operations`);
+  }
+  if (want === PERMISSION_ACTIVE && operations?.length !== 32) {
+    throw new RotationError('active permission operations are not 32 bytes');
+  }
+}
+
+/**
  * The signing-key changes in a transaction's `raw_data` bytes (`raw_data_hex`, what the txID
- * hashes): see keyRotationsOfTransaction.
- * @throws PbDecodeError on malformed bytes.
+ * hashes): see keyRotationsOfTransaction. Each type-46 contract that sets a witness permission
+ * (the only ones that change a block-signing key) is checked as far as its own bytes allow against java-tron's `AccountPermissionUpdateActuator.validate`: a valid owner address, an
+ * Owner permission, 1 to 8 Active ones, a Witness one of exactly one key when present, each
+ * permission as checkPermission says. What needs state (the account exists and is a witness, the
+ * transaction is signed by its owner permission's keys) is for the SRs that make the block final:
+ * that is why a rotation counts only once final (finality.ts rule 6).
+ * @throws PbDecodeError on malformed bytes; RotationError on a contract java-tron would refuse.
  */
 export function keyRotationsOfRawData(rawData: Uint8Array): KeyRotation[] {
   const out: KeyRotation[] = [];
@@ -211,8 +290,20 @@ export function keyRotationsOfRawData(rawData: Uint8Array): KeyRotation[] {
       throw new PbDecodeError('AccountPermissionUpdateContract without a 21-byte owner_address');
     }
     const witness = pbBytes(pf, 3);
-    // No witness permission: a non-SR account's update, which leaves the SR keys alone.
+    // No witness permission: a non-SR account's update, which leaves the SR keys alone (and is
+    // not checked here: it changes nothing the light client follows).
     if (!witness) continue;
+    if (!addressValid(owner)) throw new RotationError('owner_address is not a TRON address');
+    const ownerPermission = pbBytes(pf, 2);
+    if (!ownerPermission) throw new RotationError('owner permission is missing');
+    checkPermission(ownerPermission, PERMISSION_OWNER, 'owner');
+    const actives = pbBytesAll(pf, 4);
+    if (actives.length === 0) throw new RotationError('active permission is missing');
+    if (actives.length > MAX_ACTIVE_PERMISSIONS) {
+      throw new RotationError(`${actives.length} active permissions, at most 8`);
+    }
+    for (const a of actives) checkPermission(a, PERMISSION_ACTIVE, 'active');
+    checkPermission(witness, PERMISSION_WITNESS, 'witness');
     const firstKey = pbBytesAll(pbFields(witness), 7)[0];
     const keyAddress = firstKey ? pbBytes(pbFields(firstKey), 1) : undefined;
     out.push({

@@ -154,7 +154,14 @@ export function EndpointsPage() {
             {list.map((e) => (
               <tr key={e.id}>
                 <td data-label="Endpoint">
-                  <strong>{e.label ?? <span class="muted">unlabelled</span>}</strong>
+                  <strong>
+                    <Link
+                      href={`${BASE}/endpoints/${encodeURIComponent(e.id)}`}
+                      aria-label={`Open endpoint ${name(e)}`}
+                    >
+                      {e.label ?? 'unlabelled'}
+                    </Link>
+                  </strong>
                   <div class="url" title={e.url}>
                     {e.url}
                   </div>
@@ -247,7 +254,7 @@ function name(e: Endpoint): string {
   return e.label ?? e.url;
 }
 
-function pace(e: Endpoint): string {
+export function pace(e: Endpoint): string {
   const parts = [
     e.rate_limit_per_second !== null ? `${e.rate_limit_per_second}/s` : null,
     e.max_concurrency !== null ? `${e.max_concurrency} at once` : null,
@@ -255,7 +262,7 @@ function pace(e: Endpoint): string {
   return parts.length === 0 ? 'no limit' : parts.join(', ');
 }
 
-function Health({ e }: { e: EndpointWithHealth }) {
+export function Health({ e }: { e: EndpointWithHealth }) {
   const h = e.day;
   const alert = e.health.alert;
   const failing = alert && (
@@ -292,7 +299,7 @@ function Health({ e }: { e: EndpointWithHealth }) {
   );
 }
 
-function EndpointWatches({ id }: { id: string }) {
+export function EndpointWatches({ id }: { id: string }) {
   const watches = useLoad(
     () => get<{ data: Watch[]; total: number }>(`/endpoints/${id}/watches`),
     [id],

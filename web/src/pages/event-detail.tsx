@@ -242,6 +242,7 @@ const PROOF_WORDS: Record<TransferEvent['proof'], string> = {
   signed: 'signed: read from signed transaction bytes proven against the block header',
   quorum: 'quorum: two or more node providers agreed; no block header commits to it',
   provider: 'provider: one node provider’s word; check a large amount yourself before crediting',
+  test: 'test deposit: triggered through the API, on no chain (no money)',
 };
 
 function ProofNote({ proof, txId }: { proof: TransferEvent['proof']; txId: string }) {

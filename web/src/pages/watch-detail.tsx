@@ -9,6 +9,7 @@ import 'uplot/dist/uPlot.min.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { ApiError, describeError, get, patch, post } from '../api';
+import { EndpointLink } from '../components/endpoint-link';
 import {
   ConfirmDialog,
   Field,
@@ -118,6 +119,8 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                   'Delivers to',
                   w.channel === 'telegram' ? (
                     'The Telegram chat connected to the account'
+                  ) : w.endpoint_id !== null ? (
+                    <EndpointLink id={w.endpoint_id} endpoint={data.data?.endpoint ?? null} />
                   ) : (
                     <span class="url">{w.webhook_url}</span>
                   ),
@@ -125,11 +128,22 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                 ['Transfers', `${w.asset_filter} · ${w.direction}`],
                 ['Status', <StatusPill key="s" status={w.status} />],
                 ['Created', <Time key="t" iso={w.created_at} />],
+                [
+                  'Matches',
+                  `transfers in blocks after ${w.active_from_block.toLocaleString('en-US')} (the chain head when created or last resumed)`,
+                ],
                 ['Id', <span class="mono">{w.id}</span>],
                 // The rotation card says this to those who may rotate; the others read it here.
-                ...(!manages && w.channel === 'webhook'
-                  ? ([['Signing secret', <SecretState key="k" watch={w} />]] as const)
-                  : []),
+                ...(w.endpoint_id !== null
+                  ? ([
+                      [
+                        'Signing secret',
+                        "The endpoint's: every delivery of this watch is signed with the endpoint's secret (rotate it on the endpoint's page)",
+                      ],
+                    ] as const)
+                  : !manages && w.channel === 'webhook'
+                    ? ([['Signing secret', <SecretState key="k" watch={w} />]] as const)
+                    : []),
               ] as const
             ).map(([k, v]) => (
               <div key={k}>
@@ -165,6 +179,7 @@ export function WatchDetailPage({ watchId }: { watchId: string }) {
                 }}
               />
               {w.channel === 'webhook' &&
+                w.endpoint_id === null &&
                 (secret ? (
                   <SecretOnce
                     title="New webhook signing secret"
@@ -359,7 +374,7 @@ function HealthCard({
 }
 
 /** Success rate (%) and p95 latency (ms) per bucket, drawn by uPlot (canvas). */
-function HealthChart({ buckets, loading }: { buckets: HealthBucket[]; loading: boolean }) {
+export function HealthChart({ buckets, loading }: { buckets: HealthBucket[]; loading: boolean }) {
   const el = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const box = el.current;
@@ -434,8 +449,8 @@ function EditWatch({
     setBusy(true);
     try {
       const body: Record<string, string | null> = { label: label.trim() === '' ? null : label };
-      if (watch.channel === 'webhook' && url.trim() !== watch.webhook_url)
-        body.webhook_url = url.trim();
+      const own = watch.channel === 'webhook' && watch.endpoint_id === null;
+      if (own && url.trim() !== watch.webhook_url) body.webhook_url = url.trim();
       onSaved(await patch<Watch>(`/watches/${encodeURIComponent(watch.id)}`, body));
     } catch (err) {
       if (isRoleRefusal(err)) onRefused(explain(err));
@@ -466,7 +481,7 @@ function EditWatch({
           />
         )}
       </Field>
-      {watch.channel === 'webhook' && (
+      {watch.channel === 'webhook' && watch.endpoint_id === null && (
         <Field
           label="Webhook URL"
           hint="A public https endpoint, at most 2,048 characters, checked as at creation. The secret stays the same."

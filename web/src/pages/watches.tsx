@@ -5,6 +5,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, del, describeError, formatWait, get, post } from '../api';
+import { EndpointLink, endpointName } from '../components/endpoint-link';
 import {
   CodeBlock,
   ConfirmDialog,
@@ -20,7 +21,7 @@ import {
   StatusPill,
   Time,
 } from '../components/ui';
-import { durationMs, failingNow, middle, readableReason } from '../format';
+import { durationMs, failingNow, middle, plural, readableReason } from '../format';
 import { useLoad } from '../hooks';
 import { isRoleRefusal, RoleNote, useRole } from '../roles';
 import { BASE, Link } from '../router';
@@ -29,6 +30,7 @@ import type {
   AssetFilter,
   Direction,
   Endpoint,
+  EndpointAlert,
   TestResult,
   Watch,
   WatchAlert,
@@ -245,9 +247,7 @@ export function WatchesPage() {
                   {w.channel === 'telegram' ? (
                     <span>Telegram chat</span>
                   ) : w.endpoint_id !== null ? (
-                    <Link href={`${BASE}/endpoints`} title={w.endpoint_id}>
-                      endpoint <code class="mono">{w.endpoint_id}</code>
-                    </Link>
+                    <EndpointLink id={w.endpoint_id} endpoint={w.endpoint} />
                   ) : (
                     <span class="url" title={w.webhook_url ?? ''}>
                       {w.webhook_url}
@@ -360,7 +360,7 @@ function HealthCell({ w }: { w: WatchListed }) {
  * A banner line's words: a failing watch's live count and since when; a pause's stored reason
  * made readable (its times local, its durations in units).
  */
-function alertText(a: WatchAlert) {
+function alertText(a: WatchAlert | EndpointAlert) {
   if (a.kind === 'auto_paused') return readableReason(a.reason);
   const count =
     a.consecutive_failures === undefined
@@ -379,15 +379,53 @@ function alertText(a: WatchAlert) {
 }
 
 /**
- * The console-wide banner (issue 19 item 2): watches whose deliveries are failing now, and those
- * tronwatch paused, each linked to its page. Reloaded on every route change.
+ * The console-wide banner (issue 19 item 2, issue 40 item 3): one line per failing or switched-off
+ * endpoint, naming it with its watch count and linking its page, then the watches of their own
+ * that fail or were paused, each linked to its page. On a phone (at most 640 px) more than one
+ * alert folds into one line that opens the list. Reloaded on every route change.
  */
 export function AlertBanner({ path }: { path: string }) {
-  const alerts = useLoad(() => get<{ data: WatchAlert[] }>('/alerts').then((r) => r.data), [path]);
-  const list = alerts.data ?? [];
-  if (list.length === 0) return null;
+  const alerts = useLoad(() => get<AlertsAnswer>('/alerts'), [path]);
+  const phone = useNarrow();
+  const [open, setOpen] = useState(false);
+  const eps = alerts.data?.endpoints ?? [];
+  const list = alerts.data?.data ?? [];
+  const total = eps.length + list.length;
+  if (total === 0) return null;
+  const names = [
+    ...eps.map((e) => endpointName(e)),
+    ...list.map((a) => a.label ?? middle(a.address, 6)),
+  ];
+  if (phone && total > 1 && !open) {
+    return (
+      <section class="alert-banner" aria-label="Delivery alerts">
+        <Notice tone="warning">
+          <span class="alert-fold">
+            <strong>{total} delivery alerts:</strong> {names.join(', ')}
+          </span>{' '}
+          <button type="button" class="btn btn-link" onClick={() => setOpen(true)}>
+            Show
+          </button>
+        </Notice>
+      </section>
+    );
+  }
   return (
     <section class="alert-banner" aria-label="Delivery alerts">
+      {eps.slice(0, 5).map((e) => (
+        <Notice key={e.endpoint_id} tone={e.kind === 'auto_paused' ? 'error' : 'warning'}>
+          <strong>
+            {e.kind === 'auto_paused' ? 'Endpoint switched off: ' : 'Endpoint failing: '}
+          </strong>
+          <Link href={`${BASE}/endpoints/${encodeURIComponent(e.endpoint_id)}`} class="alert-watch">
+            {endpointName(e)}
+          </Link>{' '}
+          ({plural(e.watch_count, 'watch', 'watches')}) — {alertText(e)}
+        </Notice>
+      ))}
+      {eps.length > 5 && (
+        <p class="muted">and {eps.length - 5} more endpoints on the Endpoints page.</p>
+      )}
       {list.slice(0, 3).map((a) => (
         <Notice key={a.watch_id} tone={a.kind === 'auto_paused' ? 'error' : 'warning'}>
           <strong>{a.kind === 'auto_paused' ? 'Watch paused: ' : 'Deliveries failing: '}</strong>
@@ -400,6 +438,25 @@ export function AlertBanner({ path }: { path: string }) {
       {list.length > 3 && <p class="muted">and {list.length - 3} more on the Watches page.</p>}
     </section>
   );
+}
+
+/** GET /console/api/alerts */
+interface AlertsAnswer {
+  endpoints?: EndpointAlert[];
+  data: WatchAlert[];
+}
+
+/** True while the window is at most 640 px wide (a phone), following resizes. */
+function useNarrow(): boolean {
+  const query = '(max-width: 640px)';
+  const [narrow, setNarrow] = useState(() => window.matchMedia(query).matches);
+  useEffect(() => {
+    const m = window.matchMedia(query);
+    const fn = () => setNarrow(m.matches);
+    m.addEventListener('change', fn);
+    return () => m.removeEventListener('change', fn);
+  }, []);
+  return narrow;
 }
 
 function CreatedWatch({ w, onDone }: { w: WatchCreated; onDone: () => void }) {

@@ -1,6 +1,8 @@
 /**
- * Ingest leadership (DESIGN §Processes and scale-out): one active ingester per network, standbys
- * take over when it dies.
+ * Leadership of a single-process duty (DESIGN §Processes and scale-out): one active ingester per
+ * network, standbys take over when it dies; the Telegram bot's update polling holds its own lock
+ * the same way (src/telegram/updates.ts). Plumbing of the database, not of either role, so both
+ * find it here (issue 40 item 12).
  *
  * PostgreSQL: the leader holds a session-level `pg_try_advisory_lock(key)` (key: the first 8 bytes
  * of sha256("tronwatch:ingest-leader:<network>") as int8) on ONE dedicated connection (a pg.Client,

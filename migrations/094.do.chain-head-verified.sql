@@ -1,0 +1,13 @@
+-- Activation that no head claim moves (issue 36 item 4). A new watch activates at the chain head
+-- stored in chain_head (src/ingest/chain-head.ts activationBlock), and that head is a provider's
+-- claim: one provider alone could claim a head up to the plausibility slack (~10 blocks) past the
+-- real one and make every watch created then miss the transfers of the blocks in between.
+--
+-- With the light client on, ingest reads every block as it is produced and checks its SR's
+-- signature before it counts (src/ingest/finality-gate.ts): the newest such block exists, so the
+-- chain's head is at least there, and no provider can raise it without an SR's key. Ingest stores
+-- its number here (in the statements it already runs per block and per head poll), and a watch
+-- activates at GREATEST(verified, head - ACTIVATION_WINDOW_BLOCKS): the claim can only lower the
+-- activation to the verified block, never push it past the chain. The API role never writes this
+-- column (it has no light client); ingest without the light client clears it (NULL: as before).
+ALTER TABLE chain_head ADD COLUMN verified_block_number bigint;
