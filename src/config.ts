@@ -102,6 +102,11 @@ export const EnvSchema = T.Object({
     description:
       "`1`: let the ingest role start with a single provider without gRPC (development only). Such a configuration cannot prove a block whose JSON hides bytes (mainnet block 79,072,107 is one): it stalls on it instead of committing it on that provider's word. By default the ingest role (`serve`, `ingest`) refuses to start with it and says what to add: `#grpc=` for exact bytes, or a second provider with `TRON_NODE_QUORUM=2`; `tronwatch doctor` reports it. With `1` it starts, with a warning logged at every start. See [Trusting the node](trusting-the-node.md#trusting-the-node).",
   }),
+  TRON_DELIVER_PROVIDER_PROOF: T.Union([T.Literal('0'), T.Literal('1')], {
+    default: '0',
+    description:
+      "`1`: deliver a `provider`-proof event (a USDT Transfer log emitted inside another contract's call, as a router, a batch sender or a contract wallet makes: no block header commits to receipts, and only one provider reported it) at once, as `transfer.confirmed` with `proof: provider`. RISK: one dishonest or broken provider can then make money move: a receiver that credits it credits a deposit that may not exist. By default (`0`) such a notification is stored and listed but held (`delivery.held` in the API, the console's event page) until a second provider (and at least `TRON_NODE_QUORUM`) returns the same Transfer log, when the event becomes `proof: quorum` and is delivered; with a single provider nothing can confirm it, so it stays held until one is added. Turning this on releases every held notification that no provider contradicted (at the ingest role's start). Only mainnet's ingester holds: the test network's transfers carry no money. See [Trusting the node](trusting-the-node.md#held-events).",
+  }),
   TRON_NODE_TIMEOUT_MS: Int({
     minimum: 100,
     maximum: 120_000,
@@ -439,6 +444,9 @@ const NodeSchema = Group({
   quorum: V.TRON_NODE_QUORUM,
   allowUnprovenSingleProvider: T.Boolean({
     description: 'TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER=1.',
+  }),
+  deliverProviderProof: T.Boolean({
+    description: 'TRON_DELIVER_PROVIDER_PROOF=1: provider-proof events are delivered unconfirmed.',
   }),
 });
 
@@ -902,6 +910,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       providers,
       quorum: e.TRON_NODE_QUORUM,
       allowUnprovenSingleProvider: e.TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER === '1',
+      deliverProviderProof: e.TRON_DELIVER_PROVIDER_PROOF === '1',
     },
     testnetNode:
       testnetProviders && testnetFirst
@@ -915,6 +924,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
             providers: testnetProviders,
             quorum: 1,
             allowUnprovenSingleProvider: e.TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER === '1',
+            // The test network's transfers carry no money: never held.
+            deliverProviderProof: true,
           }
         : undefined,
     ingest: {

@@ -27,6 +27,7 @@ import { migrateWhenReachable } from './db/migrate.js';
 import { type Db, openDb } from './db/pool.js';
 import { ChatDeliveryWorker } from './delivery/chat-worker.js';
 import { DeliveryWorker } from './delivery/worker.js';
+import { Confirmer } from './ingest/confirm.js';
 import { type FinalityGate, finalityGateFor } from './ingest/finality-gate.js';
 import { HeadRefresher } from './ingest/head-refresh.js';
 import { Ingester, type IngesterOptions } from './ingest/loop.js';
@@ -487,6 +488,24 @@ function startIngest(
   const main = o.chain === undefined;
   const group = o.group;
   const w = o.worker;
+  const node = o.chain?.node ?? cfg.node;
+  // Held provider-proof notifications (issue 36 item 5): confirmed by a second provider, beside
+  // the block loop and under the same leadership. The test network's are never held.
+  const confirmer = main
+    ? new Confirmer({
+        db: o.db,
+        network,
+        clients: group.clients,
+        quorum: node.quorum,
+        deliverProviderProof: node.deliverProviderProof,
+        blockIntervalMs: cfg.ingest.blockIntervalMs,
+        logger: o.logger,
+        onReleased: () => {
+          w?.wake();
+          o.onEvents?.();
+        },
+      })
+    : undefined;
   const ingester = new Ingester({
     db: o.db,
     client: group,
@@ -501,15 +520,30 @@ function startIngest(
     onEvents: () => {
       w?.wake();
       o.onEvents?.();
+      confirmer?.wake();
     },
     ...(main ? { metrics: o.metrics } : {}),
     finality: o.finality,
     ...o.ingest,
+    hooks: { ...o.ingest?.hooks, deliverProviderProof: node.deliverProviderProof },
   });
   const leading = runWhileLeader(
     { url: cfg.database.url, network, logger: o.logger },
     o.shutdown.signal,
-    (term) => ingester.run(term),
+    async (term) => {
+      // The confirmer lives exactly as long as the block loop's term.
+      const both = new AbortController();
+      const stop = () => both.abort();
+      term.addEventListener('abort', stop, { once: true });
+      const confirming = confirmer?.run(both.signal);
+      try {
+        await ingester.run(term);
+      } finally {
+        stop();
+        term.removeEventListener('abort', stop);
+        await confirming;
+      }
+    },
   );
   o.running.push(leading);
   // The block in flight finishes before the node client closes.

@@ -74,10 +74,13 @@ const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 /** Deliveries outcome label values (see the table above). */
 export type DeliveryOutcome = 'delivered' | 'failed' | 'dead';
 
-/** Number of PENDING notifications and the age of the oldest due one, seconds. */
+/**
+ * Number of PENDING notifications (held ones included: they are PENDING, migration 095) and the
+ * age of the oldest due one, seconds (a held notification is never due: no worker may claim it).
+ */
 const OUTBOX_SQL = `
 SELECT count(*)::int8 AS pending,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now())), 0)::float8
+       COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now() AND held_since IS NULL)), 0)::float8
          AS oldest_due_seconds
   FROM notifications
  WHERE status = 'PENDING' AND network = 'mainnet'`; // live only: test mode (issue 32) never counts

@@ -125,6 +125,8 @@ const eventFilters = {
   direction: T.Optional(StringEnum(['incoming', 'outgoing'] as const)),
   channel: T.Optional(StringEnum(['webhook', 'telegram'] as const)),
   proof: T.Optional(StringEnum(EVENT_PROOFS)),
+  /** Only events with a held delivery (`true`) or without (`false`): issue 36 item 5. */
+  held: T.Optional(StringEnum(['true', 'false'] as const)),
   /** Only the events of the watches that deliver to this endpoint (`ep_…`, issue 40 item 1). */
   endpoint_id: T.Optional(T.String({ maxLength: 64 })),
 };

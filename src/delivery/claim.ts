@@ -2,7 +2,7 @@
  * Claim due notifications from the outbox (DESIGN data flow "claim due notifications";
  * invariant 3), one channel at a time: the webhook worker claims `webhook` ones, the chat worker
  * (chat-worker.ts, issue 13) `telegram` ones, with the bound chat read in the same statement.
- * One statement: pick up to `limit` rows that are PENDING, on the channel and due (`next_attempt_at <= now()`), oldest due first, skipping rows another worker has locked
+ * One statement: pick up to `limit` rows that are PENDING and not held (migration 095), on the channel and due (`next_attempt_at <= now()`), oldest due first, skipping rows another worker has locked
  * (`FOR UPDATE SKIP LOCKED`), and in the same statement take a lease on them: `next_attempt_at`
  * moves to now() + lease and each row gets a fresh `lease_token`.
  *
@@ -135,7 +135,8 @@ interface ClaimRow extends EventRow {
 
 /**
  * The claim statement. `due` walks notifications_due_channel (channel, next_attempt_at; PENDING
- * only; migration 023) in order within the claimed channel, so due rows of the other channel (a
+ * and not held only; migrations 023 and 095: a held notification, one provider's word, is never
+ * claimed: src/ingest/confirm.ts releases it) in order within the claimed channel, so due rows of the other channel (a
  * Telegram backlog) are never read by a webhook claim, and locks the first due rows it can (skipping locked ones). The UPDATE leases those whose
  * lease_token is NULL and returns, joined, everything a delivery needs; those whose token is set
  * are lost attempts (the lease ran out: next_attempt_at is its expiry): counted, rescheduled from
@@ -152,7 +153,8 @@ WITH due AS (
          lease_token IS NOT NULL AND attempt_started_at IS NULL AS reclaimed,
          attempt_started_at AS lost_started_at, next_attempt_at AS due_at
     FROM notifications
-   WHERE status = 'PENDING' AND channel = $7::text AND next_attempt_at <= now()
+   WHERE status = 'PENDING' AND held_since IS NULL AND channel = $7::text
+     AND next_attempt_at <= now()
    ORDER BY next_attempt_at
    LIMIT $1
      FOR UPDATE SKIP LOCKED

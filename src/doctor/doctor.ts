@@ -21,7 +21,7 @@ import {
   checkSecretKey,
   checkTelegram,
 } from './checks.js';
-import { checkClock, checkProvider, type NodeFindings } from './node.js';
+import { checkClock, checkProvider, checkProviderProof, type NodeFindings } from './node.js';
 import {
   checkIngest,
   checkService,
@@ -153,6 +153,7 @@ export async function runDoctor(
     add(database);
     add(redis);
     for (const n of nodes) for (const r of n.results) add(r);
+    add(checkProviderProof(cfg));
     if (!cfg.testnetNode) {
       add({
         check: 'testnet',

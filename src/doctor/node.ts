@@ -546,6 +546,46 @@ function withoutGrpc(
 }
 
 /**
+ * `node.providers` (issue 36 item 5; docs/trusting-the-node.md#held-events), from the config
+ * alone: a USDT Transfer inside another contract's call rests on receipts no header commits to
+ * (`proof: provider` when one provider read it), and its delivery is held until max(2,
+ * TRON_NODE_QUORUM) providers report the same log. Warns when that can never happen (one
+ * provider: such deliveries stay held) or when TRON_DELIVER_PROVIDER_PROOF=1 sends them on one
+ * provider's word; passes otherwise.
+ */
+export function checkProviderProof(cfg: Config): CheckResult {
+  const check = 'node.providers';
+  const n = cfg.node.providers.length;
+  const needed = Math.max(2, cfg.node.quorum);
+  const what =
+    "a USDT transfer made inside another contract's call (routers, batch senders, contract wallets) rests on receipts no block header commits to";
+  if (cfg.node.deliverProviderProof) {
+    return {
+      check,
+      status: 'warn',
+      detail: `TRON_DELIVER_PROVIDER_PROOF=1: ${what}, and one provider's word is delivered as it is (proof: provider): a dishonest or broken provider can make a receiver credit a deposit that does not exist`,
+      fix:
+        n < needed
+          ? 'add a second provider to TRON_NODE_URL and unset TRON_DELIVER_PROVIDER_PROOF: such deliveries then wait for the second provider to confirm them (docs/trusting-the-node.md#held-events)'
+          : 'unset TRON_DELIVER_PROVIDER_PROOF: such deliveries then wait for a second provider to confirm them (docs/trusting-the-node.md#held-events)',
+    };
+  }
+  if (n < needed) {
+    return {
+      check,
+      status: 'warn',
+      detail: `one provider (TRON_NODE_URL): ${what}; with one provider nothing can confirm it, so such an event is stored and listed but its delivery stays held, never sent`,
+      fix: "add a second provider to TRON_NODE_URL (your own java-tron beside TronGrid, or two public providers): held deliveries are then confirmed and sent; TRON_DELIVER_PROVIDER_PROOF=1 sends them on one provider's word instead (the risk: docs/trusting-the-node.md#held-events)",
+    };
+  }
+  return {
+    check,
+    status: 'pass',
+    detail: `${n} providers: a transfer that rests on receipts is delivered once ${needed} of them report the same Transfer log (held until then)`,
+  };
+}
+
+/**
  * How far this machine's clock is ahead of the node's (negative: behind), ms, from its Date
  * header: the header has whole seconds, so in sync, local − server lies in [0, 1 s + round trip),
  * which counts as 0.

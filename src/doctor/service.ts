@@ -526,7 +526,8 @@ export async function checkWorkers(state: StoredState): Promise<CheckResult> {
   try {
     const { rows } = await state.db.query<{ n: number; oldest: Date | null }>(
       `SELECT count(*)::int AS n, min(next_attempt_at) AS oldest FROM notifications
-        WHERE status = 'PENDING' AND next_attempt_at < now() - make_interval(secs => $1)`,
+        WHERE status = 'PENDING' AND held_since IS NULL
+          AND next_attempt_at < now() - make_interval(secs => $1)`,
       [OVERDUE_MS / 1000],
     );
     const n = Number(rows[0]?.n ?? 0);

@@ -15,7 +15,7 @@ export type CheckStatus = 'pass' | 'warn' | 'fail' | 'skip';
 export interface CheckResult {
   /**
    * Stable name: `config`, `database`, `redis`, `node.reachable`, `node.mainnet`,
-   * `node.solidified_head`, `node.budget`, `node.grpc`, `testnet` (TRON_TESTNET_NODE_URL unset),
+   * `node.solidified_head`, `node.budget`, `node.grpc`, `node.providers`, `testnet` (TRON_TESTNET_NODE_URL unset),
    * `testnet.reachable`, `testnet.network`, `testnet.solidified_head`, `testnet.budget`,
    * `testnet.grpc` (its providers), `clock`, `secret_key`, `stored_secrets`, `public_url`,
    * `telegram`, `service`, `service.light_client`, `service.ingest`, `service.workers`
@@ -41,6 +41,7 @@ export const CHECK_NAMES = [
   'node.solidified_head',
   'node.budget',
   'node.grpc',
+  'node.providers',
   'testnet',
   'testnet.reachable',
   'testnet.network',

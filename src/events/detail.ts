@@ -8,7 +8,13 @@
 import type { Queryable } from '../db/pool.js';
 import { errorClass } from '../delivery/error-class.js';
 import { formatChatMessage } from '../telegram/message.js';
-import { type Event, type EventRow, eventPayload, serializeEvent } from './event.js';
+import {
+  type Event,
+  type EventRow,
+  eventPayload,
+  type HeldState,
+  serializeEvent,
+} from './event.js';
 
 /** One attempt row (SPEC §Events "Logging": the HTTP status of every attempt is inspectable). */
 export interface AttemptView {
@@ -43,9 +49,15 @@ export interface NotificationView {
   status: 'PENDING' | 'DELIVERED' | 'DEAD';
   attempts: number;
   created_at: string;
-  /** When the next attempt is due (PENDING), else null. */
+  /** When the next attempt is due (PENDING and not held), else null. */
   next_attempt_at: string | null;
   delivered_at: string | null;
+  /**
+   * Not null while the notification is held (issue 36 item 5, migration 095): why (HeldState's
+   * reason), since when, and the confirmer's last words (which provider, by its position in
+   * TRON_NODE_URL, said what; null before its first check).
+   */
+  held: { reason: HeldState['reason']; since: string; detail: string | null } | null;
   attempt_log: AttemptView[];
 }
 
@@ -77,6 +89,9 @@ interface NotificationRow {
   created_at: Date;
   next_attempt_at: Date;
   delivered_at: Date | null;
+  held_reason: HeldState['reason'] | null;
+  held_since: Date | null;
+  held_detail: string | null;
 }
 
 interface AttemptRow {
@@ -101,6 +116,9 @@ interface JoinedRow extends EventRow {
   n_created_at: Date | null;
   n_next_attempt_at: Date | null;
   n_delivered_at: Date | null;
+  n_held_reason: HeldState['reason'] | null;
+  n_held_since: Date | null;
+  n_held_detail: string | null;
   a_attempt: number | null;
   a_started_at: Date | null;
   a_duration_ms: number | null;
@@ -138,7 +156,8 @@ export async function eventDetail(
                     e.amount_raw::text AS amount_raw, e.contract, e.proof, e.created_at, e.metadata,
                     n.id AS n_id, n.status AS n_status, n.attempts AS n_attempts,
                     n.created_at AS n_created_at, n.next_attempt_at AS n_next_attempt_at,
-                    n.delivered_at AS n_delivered_at,
+                    n.delivered_at AS n_delivered_at, n.held_reason AS n_held_reason,
+                    n.held_since AS n_held_since, n.held_detail AS n_held_detail,
                     a.attempt AS a_attempt, a.started_at AS a_started_at,
                     a.duration_ms AS a_duration_ms, a.http_status AS a_http_status,
                     a.error AS a_error, a.error_class AS a_error_class,
@@ -173,6 +192,9 @@ export async function eventDetail(
         created_at: r.n_created_at as Date,
         next_attempt_at: r.n_next_attempt_at as Date,
         delivered_at: r.n_delivered_at,
+        held_reason: r.n_held_reason,
+        held_since: r.n_held_since,
+        held_detail: r.n_held_detail,
       });
     }
     if (r.a_attempt === null) continue;
@@ -211,8 +233,13 @@ export async function eventDetail(
       status: n.status,
       attempts: n.attempts,
       created_at: n.created_at.toISOString(),
-      next_attempt_at: n.status === 'PENDING' ? n.next_attempt_at.toISOString() : null,
+      next_attempt_at:
+        n.status === 'PENDING' && n.held_reason === null ? n.next_attempt_at.toISOString() : null,
       delivered_at: n.delivered_at?.toISOString() ?? null,
+      held:
+        n.held_reason === null || n.held_since === null
+          ? null
+          : { reason: n.held_reason, since: n.held_since.toISOString(), detail: n.held_detail },
       attempt_log: attempts
         .filter((a) => a.notification_id === n.id)
         .map((a) => ({

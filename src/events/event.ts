@@ -111,12 +111,36 @@ export function testEventPayload(row: EventRow): TestEvent {
   return { ...eventPayload({ ...row, amount_raw: '0' }), type: TEST_EVENT_TYPE, test: true };
 }
 
+/** Why a notification is held (migration 095; src/ingest/confirm.ts). */
+export const HELD_REASONS = ['awaiting_confirmation', 'single_provider', 'contradicted'] as const;
+
+/** `delivery.held` (additive, issue 36 item 5): why a PENDING notification is not delivered. */
+export const HeldStateSchema = T.Object(
+  {
+    reason: StringEnum(HELD_REASONS, {
+      description:
+        '`awaiting_confirmation`: only one provider reported this transfer, a second is being asked; `single_provider`: only one provider is configured, so nothing can confirm it until the operator adds one (or opts in to delivering such events); `contradicted`: a provider answered a receipt that says otherwise: not delivered.',
+    }),
+    since: T.String({
+      format: 'date-time',
+      description: 'When the hold began. UTC, microseconds.',
+    }),
+  },
+  { $id: 'HeldState' },
+);
+export type HeldState = Static<typeof HeldStateSchema>;
+
 /** SPEC §EventWithDelivery `delivery`: the event's newest notification. */
 export const DeliveryStateSchema = T.Object({
   notification_id: T.String(),
   status: StringEnum(['PENDING', 'DELIVERED', 'DEAD'] as const),
   attempts: T.Integer({ minimum: 0, description: 'Number of delivery attempts.' }),
   created_at: T.String({ format: 'date-time', description: 'UTC, microsecond precision.' }),
+  held: T.Unsafe<HeldState | null>({
+    anyOf: [HeldStateSchema, { type: 'null' }],
+    description:
+      "Additive (issue 36): not null while this PENDING notification is held, not delivered: the transfer is `proof: provider` (a USDT Transfer log inside another contract's call, reported by one provider; no block header commits to it) and waits for a second provider to confirm it. When one does, `proof` becomes `quorum`, `held` null and the delivery is made. `status` stays `PENDING` meanwhile.",
+  }),
 });
 
 /** SPEC §EventWithDelivery. */
@@ -243,13 +267,15 @@ const SEP = '\x1f';
 export const EVENT_ROW_SQL = `concat_ws(E'\\x1f', e.id, e.watch_id, e.network, e.direction, e.asset, e.tx_id,
               e.event_index, e.block_number, e.block_timestamp AT TIME ZONE 'UTC', e.from_address,
               e.to_address, e.amount_raw, coalesce(e.contract, ''), e.created_at AT TIME ZONE 'UTC',
-              coalesce((SELECT concat_ws(E'\\x1f', n.id, n.status, n.attempts, n.created_at AT TIME ZONE 'UTC')
+              coalesce((SELECT concat_ws(E'\\x1f', n.id, n.status, n.attempts, n.created_at AT TIME ZONE 'UTC',
+                                       coalesce(n.held_reason, ''),
+                                       coalesce((n.held_since AT TIME ZONE 'UTC')::text, ''))
                  FROM notifications n WHERE n.event_id = e.id
-                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f'), e.proof,
+                ORDER BY n.created_at DESC LIMIT 1), E'\\x1f\\x1f\\x1f\\x1f\\x1f'), e.proof,
               coalesce(e.metadata::text, ''))`;
 
 /** Fields of EVENT_ROW_SQL's text. */
-const EVENT_ROW_FIELDS = 20;
+const EVENT_ROW_FIELDS = 22;
 
 /** The fields of one row, in EVENT_ROW_SQL's order. */
 export type EventRowFields = [
@@ -271,6 +297,10 @@ export type EventRowFields = [
   status: string,
   attempts: string,
   deliveryCreatedAt: string,
+  /** The notification's held_reason (migration 095), '' when not held. */
+  heldReason: string,
+  /** Its held_since, '' when not held. */
+  heldSince: string,
   proof: string,
   /** jsonb text of the event's metadata (its control characters escaped: never SEP); '' none. */
   metadata: string,
@@ -319,8 +349,8 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
     amount: formatAmountDigits(f[11]),
     watch_id: f[1],
     contract: f[12] === '' ? null : f[12],
-    proof: f[18] as EventProof,
-    ...(f[19] === '' ? {} : { metadata: JSON.parse(f[19]) as Metadata }),
+    proof: f[20] as EventProof,
+    ...(f[21] === '' ? {} : { metadata: JSON.parse(f[21]) as Metadata }),
     delivery:
       f[14] === ''
         ? null
@@ -329,6 +359,13 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
             status: f[15] as DeliveryState['status'],
             attempts: Number(f[16]),
             created_at: isoFromPgTimestamp(f[17], 6),
+            held:
+              f[18] === ''
+                ? null
+                : {
+                    reason: f[18] as HeldState['reason'],
+                    since: isoFromPgTimestamp(f[19], 6),
+                  },
           },
   };
 }
@@ -342,7 +379,7 @@ export function eventRowObject(f: EventRowFields): EventWithDelivery {
  */
 export function eventRowJson(line: string, f: EventRowFields): string {
   // An event with metadata (free text of the account's) goes through JSON.stringify too.
-  if (f[19] !== '' || NOT_PLAIN.test(line) || f[14] === '') {
+  if (f[21] !== '' || NOT_PLAIN.test(line) || f[14] === '') {
     return JSON.stringify(eventRowObject(f));
   }
   const contract = f[12] === '' ? 'null' : `"${f[12]}"`;
@@ -353,7 +390,8 @@ export function eventRowJson(line: string, f: EventRowFields): string {
     `"event_index":${f[6]},"block_number":${f[7]},` +
     `"block_timestamp":"${isoFromPgTimestamp(f[8], 3)}","from":"${f[9]}","to":"${f[10]}",` +
     `"amount_raw":"${f[11]}","amount":"${formatAmountDigits(f[11])}","watch_id":"${f[1]}",` +
-    `"contract":${contract},"proof":"${f[18]}","delivery":{"notification_id":"${f[14]}","status":"${f[15]}",` +
-    `"attempts":${f[16]},"created_at":"${isoFromPgTimestamp(f[17], 6)}"}}`
+    `"contract":${contract},"proof":"${f[20]}","delivery":{"notification_id":"${f[14]}","status":"${f[15]}",` +
+    `"attempts":${f[16]},"created_at":"${isoFromPgTimestamp(f[17], 6)}",` +
+    `"held":${f[18] === '' ? 'null' : `{"reason":"${f[18]}","since":"${isoFromPgTimestamp(f[19], 6)}"}`}}}`
   );
 }

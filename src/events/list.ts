@@ -59,6 +59,8 @@ export interface ListEventsQuery {
   channel?: 'webhook' | 'telegram';
   /** Only events established at this proof level (SPEC §Event `proof`). */
   proof?: EventProof;
+  /** Only events with (true) or without (false) a held notification (EventFilters.held). */
+  held?: boolean;
   /** Only events of the watches delivering to this endpoint now (EventFilters.endpointId). */
   endpointId?: string;
   /**
@@ -145,6 +147,11 @@ export interface EventFilters {
   channel?: 'webhook' | 'telegram' | undefined;
   proof?: EventProof | undefined;
   /**
+   * true: only events with a held notification (issue 36 item 5: provider-proof, waiting for a
+   * second provider); false: only events without one.
+   */
+  held?: boolean | undefined;
+  /**
    * Only events of the watches that deliver to this endpoint now (`ep_…`; issue 40 item 1: the
    * endpoint filter of Events and Dead letters, and the endpoint page). An unknown or foreign id
    * matches nothing.
@@ -180,6 +187,13 @@ export function eventFilterClauses(values: unknown[], where: string[], f: EventF
   if (f.proof !== undefined) {
     values.push(f.proof);
     where.push(`e.proof = $${values.length}`);
+  }
+  if (f.held !== undefined) {
+    // Few rows are held: the partial index notifications_held_check (migration 095) is not
+    // needed here, the event's own notifications are read by notifications_event_created.
+    where.push(
+      `${f.held ? '' : 'NOT '}EXISTS (SELECT 1 FROM notifications hn WHERE hn.event_id = e.id AND hn.held_since IS NOT NULL)`,
+    );
   }
   if (f.channel !== undefined) {
     values.push(f.channel);
@@ -262,7 +276,8 @@ export function pageQuery(q: ListEventsQuery): PageQuery {
     (q.direction === undefined ? 0 : 1024) |
     (q.channel === undefined ? 0 : 2048) |
     (q.proof === undefined ? 0 : 8192) |
-    (q.endpointId === undefined ? 0 : 16384);
+    (q.endpointId === undefined ? 0 : 16384) |
+    (q.held === undefined ? 0 : q.held ? 32768 : 65536);
   // Towards newer events (`after`): the rows just above the bound, oldest first; the page writer
   // turns them around.
   return {

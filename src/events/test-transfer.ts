@@ -230,6 +230,8 @@ export async function createTestTransfer(
         status: 'PENDING',
         attempts: 0,
         created_at: row.notification_created_at.toISOString(),
+        // A test deposit carries no money: never held (issue 36 item 5).
+        held: null,
       },
     };
     await inTx?.(tx, event);

@@ -98,6 +98,7 @@ async function insertEvents(
   network: string,
   block: BlockRef,
   matches: Match[],
+  deliverProviderProof: boolean,
 ): Promise<number> {
   const cols = {
     id: [] as string[],
@@ -114,6 +115,7 @@ async function insertEvents(
     amount: [] as string[],
     contract: [] as Array<string | null>,
     proof: [] as string[],
+    held: [] as boolean[],
   };
   const b58 = new Map<string, string>();
   const enc = (h: string) => {
@@ -140,7 +142,11 @@ async function insertEvents(
     cols.amount.push(t.amountRaw.toString());
     cols.contract.push(t.contract === null ? null : enc(t.contract));
     // Transfers from the node group carry the level it established; others claim nothing.
-    cols.proof.push(t.proof ?? 'provider');
+    const proof = t.proof ?? 'provider';
+    cols.proof.push(proof);
+    // One provider's word never moves money by itself (issue 36 item 5): held until a second
+    // provider confirms the receipt (confirm.ts), unless the operator opted in.
+    cols.held.push(proof === 'provider' && !deliverProviderProof);
   }
   const { rows } = await tx.query<{ n: number }>(
     `WITH base AS (
@@ -150,10 +156,10 @@ async function insertEvents(
      input AS (
        SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
                             $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
-                            $15::numeric[], $16::text[], $17::text[])
+                            $15::numeric[], $16::text[], $17::text[], $18::bool[])
          WITH ORDINALITY AS i(id, ntf, account_id, watch_id, channel, direction, asset, tx_id,
                               event_index, from_address, to_address, amount_raw, contract, proof,
-                              ord)
+                              held, ord)
      ),
      ins AS (
        INSERT INTO events (id, account_id, watch_id, network, direction, asset, tx_id, event_index,
@@ -170,9 +176,11 @@ async function insertEvents(
      ),
      ntf AS (
        INSERT INTO notifications (id, event_id, account_id, watch_id, channel, status, attempts,
-                                  next_attempt_at, created_at, network)
+                                  next_attempt_at, created_at, network, held_since, held_reason,
+                                  held_next_check_at)
        SELECT i.ntf, ins.id, ins.account_id, ins.watch_id, i.channel, 'PENDING', 0, now(), ins.created_at,
-              $3
+              $3, CASE WHEN i.held THEN now() END,
+              CASE WHEN i.held THEN 'awaiting_confirmation' END, CASE WHEN i.held THEN now() END
          FROM ins JOIN input i ON i.id = ins.id
        RETURNING created_at
      ),
@@ -201,6 +209,7 @@ async function insertEvents(
       cols.amount,
       cols.contract,
       cols.proof,
+      cols.held,
     ],
   );
   const r = rows[0];
@@ -217,6 +226,13 @@ export interface CommitResult {
 export interface CommitHooks {
   /** Called inside the transaction after the events are written, before the cursor moves (tests). */
   beforeCursorAdvance?: () => Promise<void>;
+  /**
+   * TRON_DELIVER_PROVIDER_PROOF=1: notifications of `provider`-proof events are claimable at once
+   * (the operator accepted one provider's word for them). Default false: they are created held
+   * (migration 095, `held_reason` 'awaiting_confirmation') until src/ingest/confirm.ts releases
+   * them on a second provider's agreement.
+   */
+  deliverProviderProof?: boolean;
 }
 
 /**
@@ -227,7 +243,8 @@ export type CommitAlso = (tx: Queryable) => Promise<void>;
 
 /**
  * Commit one block: events, notifications and the cursor advance in one transaction; the
- * advance also clears the ingest stall, if one was recorded (stall.ts).
+ * advance also clears the ingest stall, if one was recorded (stall.ts). Notifications of
+ * `provider`-proof transfers are created held unless `hooks.deliverProviderProof` (CommitHooks).
  * @param block its number, blockID and timestamp, and its header's parentHash: the cursor must
  *   hold that blockID for the block before (checked under the cursor's row lock; a cursor made
  *   before any commit holds '' and checks nothing: the first block is the checkpoint).
@@ -268,7 +285,15 @@ export async function commitBlock(
       );
       const matches = matchTransfers(transfers, watches);
       matched = matches.length;
-      if (matches.length > 0) events = await insertEvents(tx, network, block, matches);
+      if (matches.length > 0) {
+        events = await insertEvents(
+          tx,
+          network,
+          block,
+          matches,
+          hooks.deliverProviderProof === true,
+        );
+      }
     }
     await hooks.beforeCursorAdvance?.();
     // Moving the cursor ends any stall recorded for this block (stall.ts), in the same transaction.

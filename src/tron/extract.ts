@@ -109,7 +109,13 @@ function topicAddress(topic: string): string {
   return `41${topic.slice(24).toLowerCase()}`;
 }
 
-function usdtTransfer(
+/**
+ * The USDT Transfer of one log (extraction rules of the module doc), or null when the log is not
+ * one (another contract, another event, a zero amount).
+ * @param index the log's position in its transaction's log list (the `event_index`).
+ * @throws MalformedBlockError on malformed topics or data.
+ */
+export function usdtTransfer(
   log: LogJson,
   index: number,
   info: TransactionInfoJson,

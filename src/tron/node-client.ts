@@ -749,16 +749,39 @@ export class NodeClient {
    */
   async getTransactionBlock(txId: string, signal?: AbortSignal): Promise<number | undefined> {
     const path = '/wallet/gettransactioninfobyid';
-    const info = await withRetry(
-      async () => (await this.postOnce(path, { value: txId }, signal)) as TransactionInfoJson,
-      this.retryOpts({ path }, signal),
-    );
-    if (!info || typeof info !== 'object' || Object.keys(info).length === 0) return undefined;
+    const info = await this.getTransactionInfo(txId, signal);
+    if (!info) return undefined;
     const n = info.blockNumber;
     if (n === undefined || !Number.isSafeInteger(Number(n)) || Number(n) < 0) {
       throw new NodeError('malformed', `${path}: answer without a block number`, false);
     }
     return Number(n);
+  }
+
+  /**
+   * Transaction `txId`'s receipt as the full node has it (`/wallet/gettransactioninfobyid
+   * {"value": txId}`; java-tron `Wallet.getTransactionInfoById`): its block number and time, its
+   * `receipt.result` and its logs. One request (transient failures retried). Nothing in it is
+   * checked here: src/tron/receipt-confirm.ts compares it with what ingest stored.
+   * @param txId 64 hex characters.
+   * @returns undefined when the node answers `{}` (it does not know the transaction: not on chain,
+   *   not in a block yet, or pruned).
+   * @throws NodeError as any request; 'malformed' for an answer that is not a JSON object.
+   */
+  async getTransactionInfo(
+    txId: string,
+    signal?: AbortSignal,
+  ): Promise<TransactionInfoJson | undefined> {
+    const path = '/wallet/gettransactioninfobyid';
+    const info = await withRetry(
+      async () => (await this.postOnce(path, { value: txId }, signal)) as TransactionInfoJson,
+      this.retryOpts({ path }, signal),
+    );
+    if (info === null || info === undefined) return undefined;
+    if (typeof info !== 'object' || Array.isArray(info)) {
+      throw new NodeError('malformed', `${path}: the answer is not a JSON object`, false);
+    }
+    return Object.keys(info).length === 0 ? undefined : info;
   }
 
   /**

@@ -166,6 +166,9 @@ describe.skipIf(!POSTGRES_URL)('faults under real processes (PostgreSQL)', () =>
       DELIVERY_SCHEDULE_SCALE: '0.01',
       DELIVERY_POLL_MS: '50',
       ...nodeEnv(chain.node),
+      // One replay node: router logs are provider-proof, and this test counts every delivery
+      // (their hold: held-provider-proof.test.ts). The operator's documented opt-in.
+      TRON_DELIVER_PROVIDER_PROOF: '1',
       INGEST_START_BLOCK: String(chain.first),
       TRON_BLOCK_INTERVAL_MS: '100',
       HOST: '127.0.0.1',

@@ -144,6 +144,8 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
             status: 'PENDING',
             attempts: 0,
             created_at: '2026-01-08T13:36:54.123456Z',
+            // Additive (issue 36): a notification written by hand is not held.
+            held: null,
           },
         },
       ],
@@ -200,6 +202,14 @@ describe.each(dbEngines)('GET /v1/events on %s', (engine) => {
       lag_seconds: null,
       ingest_stall: null,
       light_client: null,
+      // Additive (issue 36): the harness's config has the one default provider.
+      provider_proof: {
+        providers: 1,
+        needed: 2,
+        deliver_unconfirmed: false,
+        held_events: 0,
+        warning: expect.stringMatching(/^one node provider is configured: /),
+      },
       node_providers: [],
     });
     await h.db.query(

@@ -427,6 +427,8 @@ describe.each(dbEngines)('OpenAPI document on %s', (engine) => {
       ['watch_id', 'query'],
       ['network', 'query'],
       ['proof', 'query'],
+      // Additive (issue 36): only events with (or without) a held delivery.
+      ['held', 'query'],
       ['endpoint_id', 'query'],
     ]);
     const limit = (events.parameters as Json[])[0]?.schema;

@@ -301,6 +301,31 @@ describe('tronwatch doctor', () => {
     expect(failed(r)).toEqual(['node.solidified_head']);
   });
 
+  it('node.providers: warns that one provider holds provider-proof deliveries, or that the opt-in sends them unconfirmed', async () => {
+    const node = await replay({ grpc: true });
+    const env = await baseEnv(node);
+    const one = only(await runDoctor(env, { only: 'node.providers' }), 'node.providers');
+    expect(one.status).toBe('warn');
+    expect(one.detail).toMatch(
+      /^one provider \(TRON_NODE_URL\): a USDT transfer made inside another contract's call .* its delivery stays held, never sent$/,
+    );
+    expect(one.fix).toMatch(/add a second provider to TRON_NODE_URL/);
+    const two = { ...env, TRON_NODE_URL: `${env.TRON_NODE_URL},${env.TRON_NODE_URL}` };
+    expect(only(await runDoctor(two, { only: 'node.providers' }), 'node.providers')).toMatchObject({
+      status: 'pass',
+      detail: expect.stringMatching(/^2 providers: .* once 2 of them report the same Transfer log/),
+    });
+    const optIn = only(
+      await runDoctor({ ...two, TRON_DELIVER_PROVIDER_PROOF: '1' }, { only: 'node.providers' }),
+      'node.providers',
+    );
+    expect(optIn.status).toBe('warn');
+    expect(optIn.detail).toMatch(
+      /^TRON_DELIVER_PROVIDER_PROOF=1: .* delivered as it is \(proof: provider\)/,
+    );
+    expect(optIn.fix).toMatch(/^unset TRON_DELIVER_PROVIDER_PROOF/);
+  });
+
   it('fails one provider without gRPC (the ingest role refuses it), and warns with the opt-out', async () => {
     const node = await replay();
     const env = { ...(await baseEnv()), TRON_NODE_URL: node.url };
@@ -517,6 +542,8 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
     expect(r.ok).toBe(true);
     // No service runs here (doctor-service.test.ts starts one): nothing listens, nothing ingested.
     expect(r.checks.filter((c) => c.status !== 'pass').map((c) => [c.check, c.status])).toEqual([
+      // One provider: provider-proof deliveries can never be confirmed (issue 36 item 5).
+      ['node.providers', 'warn'],
       ['service', 'skip'],
       ['service.light_client', 'skip'],
       ['service.ingest', 'skip'],
@@ -530,6 +557,7 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
       'node.solidified_head',
       'node.budget',
       'node.grpc',
+      'node.providers',
       'testnet',
       'clock',
       'secret_key',
@@ -560,7 +588,9 @@ describe.each(dbEngines)('tronwatch doctor, all passing, on %s', (engine) => {
       expect(text.code).toBe(0);
       expect(text.stdout).toMatch(/^tronwatch doctor\n/);
       expect(text.stdout).toMatch(/PASS {2}telegram \(http:\/\/127\.0\.0\.1:\d+\): getMe: bot @/);
-      expect(text.stdout).toMatch(/\nOK: 15 passed, 0 warning\(s\), 3 skipped\n$/);
+      // The one warning: node.providers (one provider holds provider-proof deliveries).
+      expect(text.stdout).toMatch(/WARN {2}node\.providers: one provider/);
+      expect(text.stdout).toMatch(/\nOK: 15 passed, 1 warning\(s\), 3 skipped\n$/);
       expect(text.stdout).not.toContain(standIn.token);
     }
   }, 300_000);

@@ -27,6 +27,8 @@ describe('loadConfig', () => {
       ],
       quorum: 1,
       allowUnprovenSingleProvider: false,
+      // One provider's word is not delivered by default (issue 36 item 5).
+      deliverProviderProof: false,
     });
     expect(c.database.url).toBeUndefined();
     expect(c.database.poolSize).toBe(10);
@@ -194,6 +196,18 @@ describe('loadConfig', () => {
       expect(() => loadConfig({ TRON_ALLOW_UNPROVEN_SINGLE_PROVIDER: bad }), bad).toThrow(
         ConfigError,
       );
+    }
+  });
+
+  it('reads TRON_DELIVER_PROVIDER_PROOF as 0 or 1 (off by default); the test network never holds', () => {
+    expect(loadConfig({}).node.deliverProviderProof).toBe(false);
+    expect(loadConfig({ TRON_DELIVER_PROVIDER_PROOF: '1' }).node.deliverProviderProof).toBe(true);
+    expect(
+      loadConfig({ TRON_TESTNET_NODE_URL: 'https://nile.trongrid.io' }).testnetNode
+        ?.deliverProviderProof,
+    ).toBe(true);
+    for (const bad of ['yes', 'true', '2']) {
+      expect(() => loadConfig({ TRON_DELIVER_PROVIDER_PROOF: bad }), bad).toThrow(ConfigError);
     }
   });
 

@@ -63,8 +63,9 @@ const pgTimestamp = fc
   });
 
 /**
- * A row as the page query writes it: 20 fields joined by SEP, in its concat_ws order (the last
- * two: `proof`, issue 26, and the event's metadata as jsonb text, '' for none, issue 30).
+ * A row as the page query writes it: 22 fields joined by SEP, in its concat_ws order (the
+ * notification's held_reason and held_since, '' when not held, issue 36; then `proof`, issue 26,
+ * and the event's metadata as jsonb text, '' for none, issue 30).
  */
 function row(fields: {
   id: string;
@@ -82,6 +83,8 @@ function row(fields: {
   enums: [string, string, string, string];
   proof?: string;
   metadata?: string;
+  /** [held_reason, held_since] of the notification; absent: not held. */
+  held?: [string, string];
 }): string {
   const [network, direction, asset, status] = fields.enums;
   return [
@@ -103,6 +106,8 @@ function row(fields: {
     status,
     String(fields.attempts),
     fields.ts[2],
+    fields.held?.[0] ?? '',
+    fields.held?.[1] ?? '',
     fields.proof ?? 'signed',
     fields.metadata ?? '',
   ].join(SEP);
@@ -121,6 +126,13 @@ const common = {
   attempts: fc.integer({ min: 0, max: 6 }),
   ts: fc.tuple(pgTimestamp, pgTimestamp, pgTimestamp),
   enums,
+  held: fc.option(
+    fc.tuple(
+      fc.constantFrom('awaiting_confirmation', 'single_provider', 'contradicted'),
+      pgTimestamp,
+    ),
+    { nil: undefined },
+  ),
 };
 
 describe('the events page row writer', () => {
@@ -144,6 +156,10 @@ describe('the events page row writer', () => {
           expect(written).toBe(JSON.stringify(object));
           expect(object.contract).toBe(f.contract === '' ? null : f.contract);
           expect(object.amount_raw).toBe(f.raw.toString());
+          // The hold (issue 36) as the notification row has it, null when not held.
+          expect(object.delivery?.held ?? null).toEqual(
+            f.held === undefined ? null : { reason: f.held[0], since: expect.any(String) },
+          );
         },
       ),
       { numRuns: 300 },
@@ -202,7 +218,7 @@ describe('the events page row writer', () => {
     }
   });
 
-  it('writes an event whose notification is missing (four empty delivery fields) with delivery null', () => {
+  it('writes an event whose notification is missing (six empty delivery fields) with delivery null', () => {
     const line = [
       'evt_1',
       'wh_1',
@@ -222,6 +238,8 @@ describe('the events page row writer', () => {
       '',
       '',
       '',
+      '',
+      '',
       'provider',
       '',
     ].join(SEP);
@@ -236,9 +254,10 @@ describe('the events page row writer', () => {
     });
   });
 
-  it('refuses a row that does not have exactly 20 fields', () => {
-    expect(() => rowWriters.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 20/);
+  it('refuses a row that does not have exactly 22 fields', () => {
+    expect(() => rowWriters.json(['a', 'b'].join(SEP))).toThrow(/2 fields, not 22/);
     expect(() => rowWriters.json(Array(21).fill('1').join(SEP))).toThrow(/21 fields/);
+    expect(() => rowWriters.json(Array(23).fill('1').join(SEP))).toThrow(/23 fields/);
   });
 
   it('writes the metadata member only for an event that has it, as PostgreSQL wrote its jsonb', () => {

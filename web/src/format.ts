@@ -203,3 +203,22 @@ export function indentJson(text: string, unit = '  '): string {
   }
   return out;
 }
+
+/**
+ * Why a delivery is held (issue 36 item 5; `delivery.held.reason`), in words: a provider-proof
+ * transfer is delivered only once a second node provider confirms it.
+ */
+export function heldWords(reason: string): string {
+  const what =
+    'only one node provider reported this transfer (a log inside another contract’s call, which no block header commits to)';
+  switch (reason) {
+    case 'awaiting_confirmation':
+      return `Held: ${what}; waiting for a second provider to confirm it. It is delivered once one does.`;
+    case 'single_provider':
+      return `Held: ${what}, and this deployment has only one provider, so nothing can confirm it: it stays held until the operator adds a second provider (or opts in to delivering such transfers unconfirmed).`;
+    case 'contradicted':
+      return `Held: ${what}, and another provider contradicts it. It is not delivered; check the transaction yourself before crediting it.`;
+    default:
+      return `Held: ${reason}`;
+  }
+}

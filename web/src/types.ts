@@ -257,8 +257,13 @@ export interface Notification {
   created_at: string;
   next_attempt_at: string | null;
   delivered_at: string | null;
+  /** Held (issue 36): a provider-proof event waiting for a second provider; null otherwise. */
+  held: { reason: HeldReason; since: string; detail: string | null } | null;
   attempt_log: Attempt[];
 }
+
+/** Why a notification is held (src/events/event.ts HELD_REASONS). */
+export type HeldReason = 'awaiting_confirmation' | 'single_provider' | 'contradicted';
 
 export interface EventDetail {
   event: TransferEvent;

@@ -1051,6 +1051,19 @@ export interface components {
                  * @description UTC, microsecond precision.
                  */
                 created_at: string;
+                /** @description Additive (issue 36): not null while this PENDING notification is held, not delivered: the transfer is `proof: provider` (a USDT Transfer log inside another contract's call, reported by one provider; no block header commits to it) and waits for a second provider to confirm it. When one does, `proof` becomes `quorum`, `held` null and the delivery is made. `status` stays `PENDING` meanwhile. */
+                held: {
+                    /**
+                     * @description `awaiting_confirmation`: only one provider reported this transfer, a second is being asked; `single_provider`: only one provider is configured, so nothing can confirm it until the operator adds one (or opts in to delivering such events); `contradicted`: a provider answered a receipt that says otherwise: not delivered.
+                     * @enum {string}
+                     */
+                    reason: "awaiting_confirmation" | "single_provider" | "contradicted";
+                    /**
+                     * Format: date-time
+                     * @description When the hold began. UTC, microseconds.
+                     */
+                    since: string;
+                } | null;
                 notification_id: string;
                 /** @enum {string} */
                 status: "PENDING" | "DELIVERED" | "DEAD";
@@ -1159,6 +1172,18 @@ export interface components {
             /** @description succeeded / attempts; null without attempts. */
             success_rate: number | null;
         };
+        HeldState: {
+            /**
+             * @description `awaiting_confirmation`: only one provider reported this transfer, a second is being asked; `single_provider`: only one provider is configured, so nothing can confirm it until the operator adds one (or opts in to delivering such events); `contradicted`: a provider answered a receipt that says otherwise: not delivered.
+             * @enum {string}
+             */
+            reason: "awaiting_confirmation" | "single_provider" | "contradicted";
+            /**
+             * Format: date-time
+             * @description When the hold began. UTC, microseconds.
+             */
+            since: string;
+        };
         /** @description tronwatch's own finality (issue 28). */
         LightClientStatus: {
             /** @description SRs in the active set (27). */
@@ -1216,11 +1241,20 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             delivered_at: string | null;
+            /** @description Additive (issue 36): not null while this PENDING notification is held: its event is `proof: provider` and waits for a second provider to confirm it (see `delivery.held` of the Event list). */
+            held: {
+                /** @description The last confirmation round: how many providers reported the Transfer log, and what the others answered (providers named by their position in the deployment’s list); null before the first round. */
+                detail: string | null;
+                /** @description As `delivery.held.reason` of the Event list. */
+                reason: string;
+                /** Format: date-time */
+                since: string;
+            } | null;
             /** @description Notification id (`ntf_…`). */
             id: string;
             /**
              * Format: date-time
-             * @description When the next attempt is due (PENDING), else null.
+             * @description When the next attempt is due (PENDING and not held), else null.
              */
             next_attempt_at: string | null;
             /** @enum {string} */
@@ -1362,6 +1396,19 @@ export interface components {
                 /** @description Its last accepted solidified head (-1: none). */
                 solidified_head: number;
             })[];
+            /** @description Additive (issue 36): a USDT transfer made inside another contract's call rests on receipts no block header commits to (`proof: provider` when one provider read it); its delivery is held until `needed` providers report the same log. */
+            provider_proof: {
+                /** @description TRON_DELIVER_PROVIDER_PROOF=1: `provider`-proof events are delivered at once on one provider's word (true for the test network, whose transfers carry no money). */
+                deliver_unconfirmed: boolean;
+                /** @description This account's events whose delivery is held now (GET /v1/events?held=true). */
+                held_events: number;
+                /** @description Providers that must report the same Transfer log before a held delivery is sent: max(2, TRON_NODE_QUORUM). */
+                needed: number;
+                /** @description The node providers configured for the key's network. */
+                providers: number;
+                /** @description Why a single-provider deployment (or the opt-in) matters for these events, in words; null when neither applies. */
+                warning: string | null;
+            };
             /** @description The newest block whose events are all committed; null before the first block is committed. */
             scanned_through: components["schemas"]["ScannedThrough"] | null;
             /** @description The newest solidified block the ingester last saw; null before it has seen one. */
@@ -2918,6 +2965,8 @@ export interface operations {
                 before?: string;
                 /** @description Additive. Only the events of the watches that deliver to this endpoint (`ep_…`) now (another account's endpoint yields no data). */
                 endpoint_id?: string;
+                /** @description Additive (issue 36). `true`: only events with a held delivery (`delivery.held` not null: one provider’s word, waiting for a second provider); `false`: only the others. */
+                held?: "true" | "false";
                 /** @description Page size: 1 to 200. */
                 limit?: number;
                 /** @description Optional. The key's network: `mainnet` for a `tw_live_` key, `nile` for a `tw_test_` key (served as if absent). Any other value, the other environment's included (e.g. `nile` with a `tw_live_` key), gives 400 testnet_unsupported. */

@@ -96,6 +96,12 @@ export const EventsQuery = T.Object(
           'Additive. Only events established at this level (`signed`, `quorum`, `provider`, or `test` for test deposits; see Event.proof).',
       }),
     ),
+    held: T.Optional(
+      StringEnum(['true', 'false'] as const, {
+        description:
+          'Additive (issue 36). `true`: only events with a held delivery (`delivery.held` not null: one provider’s word, waiting for a second provider); `false`: only the others.',
+      }),
+    ),
     endpoint_id: T.Optional(
       T.String({
         maxLength: 64,
@@ -150,9 +156,24 @@ export const NotificationSchema = T.Object(
     created_at: T.String({ format: 'date-time' }),
     next_attempt_at: NullableString({
       format: 'date-time',
-      description: 'When the next attempt is due (PENDING), else null.',
+      description: 'When the next attempt is due (PENDING and not held), else null.',
     }),
     delivered_at: NullableString({ format: 'date-time' }),
+    held: T.Unsafe<{ reason: string; since: string; detail: string | null } | null>({
+      anyOf: [
+        T.Object({
+          reason: T.String({ description: 'As `delivery.held.reason` of the Event list.' }),
+          since: T.String({ format: 'date-time' }),
+          detail: NullableString({
+            description:
+              'The last confirmation round: how many providers reported the Transfer log, and what the others answered (providers named by their position in the deployment’s list); null before the first round.',
+          }),
+        }),
+        { type: 'null' },
+      ],
+      description:
+        'Additive (issue 36): not null while this PENDING notification is held: its event is `proof: provider` and waits for a second provider to confirm it (see `delivery.held` of the Event list).',
+    }),
     attempt_log: T.Array(ref(AttemptSchema), { description: 'Its attempts, oldest first.' }),
   },
   { $id: 'Notification', description: 'One delivery chain of an event.' },
@@ -254,6 +275,7 @@ export function eventRoutes(
           watchId: q.watch_id,
           endpointId: q.endpoint_id,
           proof: q.proof,
+          held: q.held === undefined ? undefined : q.held === 'true',
           // A caller from the key cache: the page's statement checks the key is not revoked.
           activeKeyId: auth.verified ? undefined : auth.keyId,
         });

@@ -75,6 +75,36 @@ export const StatusSchema = T.Object(
       description:
         "Additive: tronwatch's own finality, proven from the SRs' signatures (always on for mainnet). null until the first block was proven final; for test keys, the test network's (only with TRON_TESTNET_LIGHT_CLIENT_CHECKPOINT, else null).",
     }),
+    provider_proof: T.Object(
+      {
+        providers: T.Integer({
+          minimum: 0,
+          description: "The node providers configured for the key's network.",
+        }),
+        needed: T.Integer({
+          minimum: 2,
+          description:
+            'Providers that must report the same Transfer log before a held delivery is sent: max(2, TRON_NODE_QUORUM).',
+        }),
+        deliver_unconfirmed: T.Boolean({
+          description:
+            "TRON_DELIVER_PROVIDER_PROOF=1: `provider`-proof events are delivered at once on one provider's word (true for the test network, whose transfers carry no money).",
+        }),
+        held_events: T.Integer({
+          minimum: 0,
+          description:
+            "This account's events whose delivery is held now (GET /v1/events?held=true).",
+        }),
+        warning: NullableString({
+          description:
+            'Why a single-provider deployment (or the opt-in) matters for these events, in words; null when neither applies.',
+        }),
+      },
+      {
+        description:
+          "Additive (issue 36): a USDT transfer made inside another contract's call rests on receipts no block header commits to (`proof: provider` when one provider read it); its delivery is held until `needed` providers report the same log.",
+      },
+    ),
     node_providers: T.Array(
       T.Intersect([
         ref(NodeProviderHealthSchema),
@@ -94,6 +124,40 @@ export const StatusSchema = T.Object(
 );
 
 export const statusSchemas = [StatusSchema];
+
+/**
+ * `provider_proof` of GET /v1/status (issue 36 item 5; docs/trusting-the-node.md#held-events):
+ * from the config of this process (the same TRON_NODE_URL as the ingest role's, by deployment)
+ * and the account's held notifications (few rows: a scan of the held ones).
+ */
+async function providerProofStatus(deps: AppDeps, network: string, accountId: string) {
+  const node = network === deps.config.network ? deps.config.node : deps.config.testnetNode;
+  const providers = node?.providers.length ?? 0;
+  const needed = Math.max(2, node?.quorum ?? 1);
+  const unconfirmed = node?.deliverProviderProof ?? true;
+  const { rows } = await deps.db.query<{ n: string | number }>(
+    `SELECT count(DISTINCT event_id) AS n FROM notifications
+      WHERE held_since IS NOT NULL AND account_id = $1 AND network = $2`,
+    [accountId, network],
+  );
+  const what =
+    "a USDT transfer made inside another contract's call rests on receipts no block header commits to";
+  const warning =
+    network !== deps.config.network
+      ? null
+      : unconfirmed
+        ? `TRON_DELIVER_PROVIDER_PROOF=1: ${what}, and such an event is delivered on one provider's word (proof: provider)`
+        : providers < needed
+          ? `one node provider is configured: ${what}; nothing can confirm such an event, so its delivery stays held (listed, never sent) until the operator adds a second provider`
+          : null;
+  return {
+    providers,
+    needed,
+    deliver_unconfirmed: unconfirmed,
+    held_events: Number(rows[0]?.n ?? 0),
+    warning,
+  };
+}
 
 /** Register GET /v1/status. */
 export function statusRoutes(app: App, deps: AppDeps): void {
@@ -138,6 +202,11 @@ export function statusRoutes(app: App, deps: AppDeps): void {
         lightClientStatus(deps, solidified, network),
       ]);
       const scanned = num(r?.scanned);
+      const providerProof = await providerProofStatus(
+        deps,
+        network,
+        requireAuth(request).accountId,
+      );
       return {
         network,
         solidified_head: solidified,
@@ -152,6 +221,7 @@ export function statusRoutes(app: App, deps: AppDeps): void {
           ? { block_number: stall.block, reason: stall.reason, since: stall.since.toISOString() }
           : null,
         light_client: lightClient,
+        provider_proof: providerProof,
         node_providers: providers.map((p) => ({
           ...providerHealth(p),
           solidified_head: p.solidified,

@@ -78,6 +78,7 @@ function filtersOf(q: Omit<ConsoleExportQueryT, 'format'>) {
     direction: q.direction,
     channel: q.channel,
     proof: q.proof,
+    held: q.held === undefined ? undefined : q.held === 'true',
     endpointId: q.endpoint_id,
   };
 }

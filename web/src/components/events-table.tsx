@@ -2,13 +2,13 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { API, describeError, get, query } from '../api';
-import { isoToLocalInput, localInputToIso, middle } from '../format';
+import { heldWords, isoToLocalInput, localInputToIso, middle } from '../format';
 import { useLoad } from '../hooks';
 import { type LiveMode, useLive } from '../live';
 import { useRole } from '../roles';
 import { BASE, Link, navigate, useLocation } from '../router';
 import type { DeliveryStatus, EventPage, EventWithDelivery, WatchListed } from '../types';
-import { EmptyState, Loading, Mono, Notice, StatusPill, Time } from './ui';
+import { EmptyState, Loading, Mono, Notice, Pill, StatusPill, Time } from './ui';
 
 export const PAGE_SIZE = 50;
 
@@ -22,6 +22,8 @@ export interface Filters {
   channel: '' | 'webhook' | 'telegram';
   /** How the transfer was established (SPEC §Event `proof`). */
   proof: '' | 'signed' | 'quorum' | 'provider';
+  /** Only held deliveries (`true`) or none held (`false`): issue 36 item 5. */
+  held: '' | 'true' | 'false';
   since: string;
   until: string;
   /** The page's cursor: older than `before`, or newer than `after` (at most one). */
@@ -44,6 +46,7 @@ export function readFilters(search: URLSearchParams): Filters {
     direction: oneOf(search.get('direction'), ['incoming', 'outgoing'] as const),
     channel: oneOf(search.get('channel'), ['webhook', 'telegram'] as const),
     proof: oneOf(search.get('proof'), PROOFS),
+    held: oneOf(search.get('held'), ['true', 'false'] as const),
     since: search.get('since') ?? '',
     until: search.get('until') ?? '',
     before: search.get('before') ?? '',
@@ -61,6 +64,7 @@ export function filterParams(f: Filters, fixedStatus?: DeliveryStatus) {
     direction: f.direction,
     channel: f.channel,
     proof: f.proof,
+    held: f.held,
     since: f.since,
     until: f.until,
   };
@@ -76,6 +80,7 @@ export function isFiltered(f: Filters): boolean {
       f.direction ||
       f.channel ||
       f.proof ||
+      f.held ||
       f.since ||
       f.until,
   );
@@ -288,6 +293,19 @@ export function FilterForm({
         </select>
       </div>
       <div class="field">
+        <label for="f-held">Hold</label>
+        <select
+          id="f-held"
+          value={f.held}
+          title="Deliveries held until a second node provider confirms the transfer"
+          onChange={(e) => set({ held: oneOf(e.currentTarget.value, ['true', 'false'] as const) })}
+        >
+          <option value="">Held or not</option>
+          <option value="true">Held only</option>
+          <option value="false">Not held</option>
+        </select>
+      </div>
+      <div class="field">
         <label for="f-direction">Direction</label>
         <select
           id="f-direction"
@@ -493,6 +511,11 @@ export function EventsTable({
                 ) : (
                   <span class="delivery-cell">
                     <StatusPill status={e.delivery.status} />
+                    {e.delivery.held && (
+                      <span title={heldWords(e.delivery.held.reason)}>
+                        <Pill tone="amber">Held</Pill>
+                      </span>
+                    )}
                     <span class="muted">
                       {e.delivery.attempts} {e.delivery.attempts === 1 ? 'attempt' : 'attempts'}
                     </span>

@@ -16,7 +16,7 @@ import {
   StatusPill,
   Time,
 } from '../components/ui';
-import { durationMs, indentJson, tronscanTx } from '../format';
+import { durationMs, heldWords, indentJson, tronscanTx } from '../format';
 import { useLoad } from '../hooks';
 import { useLive } from '../live';
 import { RoleNote, useRole } from '../roles';
@@ -360,8 +360,21 @@ function NotificationBlock({
           )}
         </p>
       </header>
+      {n.held && (
+        <div class={`notice notice-warning held-note`} role="status">
+          <p>{heldWords(n.held.reason)}</p>
+          <p class="muted">
+            Held since <Time iso={n.held.since} />
+            {n.held.detail !== null && <> · last check: {n.held.detail}</>}
+          </p>
+        </div>
+      )}
       {n.attempt_log.length === 0 ? (
-        <p class="muted">No attempt yet: the first one is made within seconds.</p>
+        <p class="muted">
+          {n.held
+            ? 'No attempt: nothing is sent while the delivery is held.'
+            : 'No attempt yet: the first one is made within seconds.'}
+        </p>
       ) : (
         <table class="table attempts">
           <thead>
