@@ -28,7 +28,9 @@
  * that the block showing it is the chain's (otherwise that block is refused as a lie), and the
  * restart check halts only when every answering provider holds another block; a majority that
  * confirms the stored final block lets it go on (the others are named in the log), and a split
- * without one is retried.
+ * without one is decided by the signatures: the provider whose chain does not continue the stored
+ * final block with a block the light client verifies is set aside, and ingest goes on from the
+ * others (retried only when none shows one).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -38,7 +40,9 @@ import type { Config } from '../config.js';
 import type { Queryable } from '../db/pool.js';
 import {
   agreedBlockId,
+  type BlockHeaderAnswer,
   type BlockIdCheck,
+  blockHeadersAt,
   buildCheckpoint,
   checkBlockId,
   NotAnSrError,
@@ -177,6 +181,14 @@ export interface FinalityGateOptions {
    */
   checkBlockId?: (number: number, id: string, signal?: AbortSignal) => Promise<BlockIdCheck>;
   /**
+   * Each provider's block at a height, as a signed header (checkpoint-build.ts blockHeadersAt):
+   * when `checkBlockId` does not decide (a split without a majority, too few answers), the
+   * restart check reads the stored final block's child from every provider and lets the light
+   * client's signature checks decide whose chain continues it (open). Without it, such a split
+   * is retried (a CheckpointError) as before.
+   */
+  headersAt?: (number: number, signal?: AbortSignal) => Promise<BlockHeaderAnswer[]>;
+  /**
    * The signing key of an SR new after a maintenance, taken by a majority of the providers (at
    * least the quorum, more than half of those that answer) once they confirm it may sign in the
    * block's epoch (`epochEnd`, its next maintenance time, ms; checkpoint-build.ts
@@ -197,6 +209,7 @@ export class FinalityGate {
   private readonly bootstrap: FinalityGateOptions['bootstrap'];
   private readonly blockIdAt: FinalityGateOptions['blockIdAt'];
   private readonly checkBlockId: FinalityGateOptions['checkBlockId'];
+  private readonly headersAt: FinalityGateOptions['headersAt'];
   /** The light client (undefined before open() when no checkpoint is pinned). */
   private lc: LightClient | undefined;
   /** The block read last: the next block read must be its child. */
@@ -224,6 +237,7 @@ export class FinalityGate {
     this.bootstrap = opts.bootstrap;
     this.blockIdAt = opts.blockIdAt;
     this.checkBlockId = opts.checkBlockId;
+    this.headersAt = opts.headersAt;
     this.lc = opts.checkpoint ? new LightClient(opts.checkpoint) : undefined;
     this.tip = opts.checkpoint
       ? { number: opts.checkpoint.block.number, id: opts.checkpoint.block.id }
@@ -269,18 +283,24 @@ export class FinalityGate {
    * restored final block above its checkpoint is checked against the providers' block at that
    * height (`checkBlockId`): confirmed by a majority of the answering providers (at least the
    * quorum), it goes on, naming the providers outvoted (`dissent`); all of them on one other
-   * block, it halts; anything else (a split without a majority, too few answers) is a
-   * CheckpointError: the loop records the stall and tries again. The look-ahead starts empty:
-   * reading resumes at the final block's child.
+   * block, it halts; anything else (a split without a majority, too few answers: one liar of two
+   * at quorum 1) is decided by the signatures (`headersAt`, `continuation`): every provider's
+   * child of the final block is checked by the light client, ingest goes on when at least one
+   * provider shows one it verifies, and those that do not (a block on another parent, a bad
+   * signature, none while they named another block) are returned to be set aside (`setAside`);
+   * when none shows one, it is a CheckpointError: the loop records the stall and tries again.
+   * The look-ahead starts empty: reading resumes at the final block's child.
    * @param cursor the cursor row (block_number, block_id; '' when no block was committed yet).
    * @returns what was done, for the log: 'restored', 'fresh' (the pinned checkpoint) or 'taken'
-   *   (from the providers), why a stored state was left, and the providers that gave another
-   *   block at the restored final height while a majority confirmed it.
+   *   (from the providers), why a stored state was left, the providers that gave another block at
+   *   the restored final height while a majority (or the signatures) confirmed it, and the
+   *   providers whose chain does not continue it (the loop sets them aside: NodeGroup.distrust).
    * @throws FinalityHaltError when the cursor is below the checkpoint (those blocks cannot be
    *   proven), when the stored final block is the cursor's height with another blockID, when the
    *   providers' block at the restored final height is another one, or when no checkpoint can be
    *   taken from the providers (CheckpointError's reason); CheckpointError when the providers
-   *   neither confirm nor agree against the restored final block; the providers' errors as thrown.
+   *   neither confirm nor agree against the restored final block and none shows a signed child
+   *   of it; the providers' errors as thrown.
    */
   async open(
     db: Queryable,
@@ -292,6 +312,7 @@ export class FinalityGate {
     final: number;
     discarded?: string;
     dissent?: { providers: string[]; detail: string };
+    setAside?: Array<{ provider: string; reason: string }>;
   }> {
     const stored = await loadLightClientState(db, network);
     let discarded: string | undefined;
@@ -330,6 +351,7 @@ export class FinalityGate {
       );
     }
     let dissent: { providers: string[]; detail: string } | undefined;
+    let setAside: Array<{ provider: string; reason: string }> | undefined;
     if (from === 'restored' && this.checkBlockId && f.number > lc.checkpoint.block.number) {
       // The providers must still hold the final block stored (a long-range fork, signed with
       // keys the SRs used long ago, would show here). The checkpoint's own block is trusted.
@@ -341,11 +363,26 @@ export class FinalityGate {
         );
       }
       if (v.verdict === 'undecided') {
-        throw new CheckpointError(
-          `the light client's final block ${f.number} (${f.id}) is neither confirmed nor denied by the providers: ${v.detail}; trying again`,
-        );
-      }
-      if (v.dissent.length > 0) dissent = { providers: v.dissent, detail: v.detail };
+        // The answers do not decide; the signatures do: whose block f + 1 continues the stored
+        // final block with a block the light client verifies (a provider holds no SR key).
+        const c = this.headersAt ? await this.continuation(lc, f, v.dissent, signal) : undefined;
+        if (!c || c.shown.length === 0) {
+          throw new CheckpointError(
+            `the light client's final block ${f.number} (${f.id}) is neither confirmed nor denied by the providers: ${v.detail}` +
+              (c
+                ? `; and no provider shows a block ${f.number + 1} on it that the SRs signed (${c.refused.map((r) => `${r.provider}: ${r.reason}`).join('; ')})`
+                : '') +
+              '; trying again',
+          );
+        }
+        if (c.refused.length > 0) setAside = c.refused;
+        if (v.dissent.length > 0) {
+          dissent = {
+            providers: v.dissent,
+            detail: `${v.detail}; decided by the signatures: ${c.shown.join(', ')} continue it`,
+          };
+        }
+      } else if (v.dissent.length > 0) dissent = { providers: v.dissent, detail: v.detail };
     }
     this.lc = lc;
     this.committed = { number: cursor.block_number, id: cid };
@@ -358,7 +395,81 @@ export class FinalityGate {
       final: f.number,
       ...(discarded === undefined ? {} : { discarded }),
       ...(dissent === undefined ? {} : { dissent }),
+      ...(setAside === undefined ? {} : { setAside }),
     };
+  }
+
+  /**
+   * Whose chain continues the final block `f` of `lc` (restored, not in force yet): block
+   * f + 1 as each provider serves it (`headersAt`), checked by a copy of the light client (its
+   * parent must be `f`, its producer an SR of the set in its slot, its signature that SR's key;
+   * an SR new after a maintenance gets its key from `keyOf` as in `check`). The restart check's
+   * tie-breaker when the providers' answers about `f` do not decide: a provider holds no SR key,
+   * so a provider on another chain cannot show such a block.
+   * @param dissent the providers that answered another block at `f`'s height: set aside also
+   *   when they serve no block f + 1 at all.
+   * @returns the providers that showed one (`shown`), and those to set aside, with why.
+   * @throws the providers' errors from keyOf (CheckpointError: retried by the loop).
+   */
+  private async continuation(
+    lc: LightClient,
+    f: FinalBlock,
+    dissent: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<{ shown: string[]; refused: Array<{ provider: string; reason: string }> }> {
+    const answers = this.headersAt ? await this.headersAt(f.number + 1, signal) : [];
+    const shown: string[] = [];
+    const refused: Array<{ provider: string; reason: string }> = [];
+    for (const a of answers) {
+      if (!a.header) {
+        if (dissent.includes(a.provider)) {
+          refused.push({ provider: a.provider, reason: `no block ${f.number + 1}: ${a.error}` });
+        }
+        continue;
+      }
+      const why = await this.continues(lc, f, a.header, signal);
+      if (why === undefined) shown.push(a.provider);
+      else refused.push({ provider: a.provider, reason: why });
+    }
+    return { shown, refused };
+  }
+
+  /**
+   * Whether `header` (block f + 1) continues the final block `f` of `lc` with a block the light
+   * client verifies, checked on a copy of `lc` (nothing of it is kept).
+   * @returns undefined when it does, else why not.
+   */
+  private async continues(
+    lc: LightClient,
+    f: FinalBlock,
+    header: SignedHeader,
+    signal?: AbortSignal,
+  ): Promise<string | undefined> {
+    if (header.number !== f.number + 1) return `it answered block ${header.number}`;
+    if (header.parentId !== f.id) {
+      return `its block ${header.number} (${header.id}) has parent ${header.parentId}, not the final block ${f.id}`;
+    }
+    const copy = LightClient.restore(lc.snapshot());
+    try {
+      let r = copy.submit(header, []);
+      if (r.status === 'need-key') {
+        let key: string;
+        try {
+          key = await this.keyOf(r.witness, signal, r.epochEnd);
+        } catch (err) {
+          if (err instanceof NotAnSrError) return `producer ${r.witness}: ${err.message}`;
+          throw err;
+        }
+        copy.addCandidateKey(r.witness, key);
+        r = copy.submit(header, []);
+      }
+      return r.status === 'verified' || r.status === 'known'
+        ? undefined
+        : `the light client answered ${r.status}`;
+    } catch (err) {
+      if (err instanceof LightClientError) return err.message;
+      throw err;
+    }
   }
 
   /**
@@ -722,6 +833,7 @@ export async function finalityGateFor(
       }),
     blockIdAt: (number, signal) => agreedBlockId(providers, number, ask(signal)),
     checkBlockId: (number, id, signal) => checkBlockId(providers, number, id, ask(signal)),
+    headersAt: (number, signal) => blockHeadersAt(providers, number, ask(signal)),
     keyOf: (address, signal, epochEnd) =>
       epochEnd === undefined
         ? witnessKeyFromProviders(providers, address, {

@@ -637,6 +637,22 @@ export class Ingester {
         'light client: these providers hold another block at the final block stored; the others confirm it, so ingest goes on: check them',
       );
     }
+    for (const x of r.setAside ?? []) {
+      // Its chain does not continue the stored final block: refused like a block the light
+      // client refused (counted in tronwatch_node_answers_refused_total), the others serve.
+      this.group.distrust(
+        x.provider,
+        new BlockCheckError(
+          'parent',
+          r.final + 1,
+          `${x.provider} does not continue the final block ${r.final}: ${x.reason}`,
+        ),
+      );
+      this.o.logger.error(
+        { provider: x.provider, final_block: r.final, reason: x.reason },
+        'light client: this provider shows no block the SRs signed on the final block stored (another chain, or a lie); it is set aside and ingest goes on from the providers that do',
+      );
+    }
     if (r.from === 'taken') {
       this.o.logger.warn(
         { block_number: r.final, block_id: g.checkpoint?.block.id, srs: g.checkpoint?.witnesses },

@@ -27,7 +27,9 @@
  * - a devnet run through a maintenance with key rotations and a new SR, with a restart inside the
  *   new epoch: every event exactly once;
  * - a restart with one provider of three on another chain at the stored final block: outvoted by
- *   the two that confirm it, ingest goes on, every event once;
+ *   the two that confirm it, ingest goes on, every event once; with one of two at quorum 1 (no
+ *   majority), the signatures decide: the liar shows no signed child of the stored final block,
+ *   it is set aside, no stall, every event once;
  * - a stale checkpoint halts, once the provider confirms the block that shows it; one provider
  *   alone serving such a block (another chain's, past the checkpoint's maintenance) cannot halt
  *   ingest: its block is refused, the other provider's chain delivers every event once.
@@ -978,6 +980,59 @@ describe.each(dbEngines)(
       expect(ing.stats.cursor).toBeGreaterThan(final);
       await expectAllOnce(db, ing, one, watches);
       expect((await cursorRow(db)).stalled_reason).toBeNull();
+    });
+
+    it('a restart with two providers at quorum 1, one of them on another chain at the stored final block: the signatures decide, the liar is set aside, no stall; every event exactly once', async () => {
+      t = await migratedDb(engine);
+      const o = opts(291);
+      const [liar, honest] = [
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+        await serveSynthetic({ ...o, count: 50 }, { instant: true, lag: 0 }),
+      ] as const;
+      nodes.push(liar.node, honest.node);
+      const db = t.db;
+      const watches = await insertWatches(db, o, FIRST - 1);
+      const cp = syntheticCheckpoint(o);
+      // A first run on the honest provider stores the light client's state at its final block.
+      const first = lightClientIngester(db, clientOf(honest.node), {
+        startBlock: FIRST,
+        gate: await serviceGate([honest.node], cp, 1),
+      });
+      await runUntil(first, () => first.stats.cursor >= FIRST + 15);
+      const final = (await loadLightClientState(db, 'mainnet'))?.snapshot.final.number as number;
+      expect(final).toBeGreaterThan(FIRST + 5);
+      // The liar is on another fork from below that block on: at the final height it names
+      // another block (one answer against one: no majority), and its child of it is no child.
+      liar.node.setLies({ forkFrom: FIRST + 5 });
+      const metrics = new Metrics();
+      const group = new NodeGroup({
+        clients: [clientOf(liar.node), clientOf(honest.node)],
+        blockIntervalMs: 50,
+        logger: silentLogger,
+        metrics,
+      });
+      const ing = lightClientIngester(db, group, {
+        startBlock: FIRST,
+        gate: await serviceGate([liar.node, honest.node], cp, 1),
+        metrics,
+      });
+      let stalled = false;
+      const run = start(ing);
+      await waitFor(async () => {
+        stalled ||= (await cursorRow(db)).stalled_reason !== null;
+        return ing.stats.cursor >= honest.last - ABOVE;
+      });
+      await run.stop();
+      expect(stalled).toBe(false);
+      expect(ing.stats.cursor).toBeGreaterThan(final);
+      await expectAllOnce(db, ing, honest, watches);
+      expect((await cursorRow(db)).stalled_reason).toBeNull();
+      // The liar (provider 0) was set aside: its refusals counted, none of the honest one's.
+      const text = await metrics.registry.metrics();
+      expect(text).toMatch(
+        /tronwatch_node_answers_refused_total\{provider="0",check="parent"\} [1-9]/,
+      );
+      expect(text).not.toMatch(/tronwatch_node_answers_refused_total\{provider="1"/);
     });
 
     it('one provider serving a block past the checkpoint’s maintenance, not chained to it, cannot halt ingest: refused and set aside, the other provider’s chain delivers every event exactly once', async () => {

@@ -14,7 +14,9 @@
  *   reported. The first-start checkpoint stays unanimous.
  * - Restart: a stored final block above its checkpoint is checked against the providers' block at
  *   that height; providers on another chain halt it, the same chain resumes, one of three on
- *   another chain is outvoted (named), one of two makes it try again.
+ *   another chain is outvoted (named); one of two (no majority) is decided by the signatures:
+ *   the provider whose block above it does not continue it is set aside, and without any signed
+ *   continuation it tries again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -297,18 +299,32 @@ describe.each(dbEngines)('light client without a pinned checkpoint on %s', (engi
     expect(forked.message).toContain(
       `the providers' block ${final} is ${syntheticBlock(OTHER, final).block.blockID}`,
     );
-    // One provider of two on another chain: no majority either way, never a pass: tried again.
-    await expect((await gateFor([a, otherChain], 1)).open(t.db, 'devnet', cursor)).rejects.toThrow(
-      /neither confirmed nor denied by the providers: providers disagree/,
+    // One provider of two on another chain: no majority either way, so the signatures decide
+    // (issue 36 item 6): `a` serves block final + 1 on the stored final block, signed by its SR;
+    // the other chain's block there has another parent: that provider is to be set aside.
+    const other = new URL(otherChain.url).origin;
+    const split = await (await gateFor([a, otherChain], 1)).open(t.db, 'devnet', cursor);
+    expect(split).toMatchObject({ from: 'restored', final });
+    expect(split.dissent?.providers).toEqual([other]);
+    expect(split.setAside?.map((x) => x.provider)).toEqual([other]);
+    expect(split.setAside?.[0]?.reason).toContain(`not the final block ${lc.finalBlock.id}`);
+    // Nobody shows such a block (the confirming provider has none above the final one yet): no
+    // pass, tried again.
+    const short = await startSrNode({ chain: CHAIN, head: final });
+    nodes.push(short);
+    await expect(
+      (await gateFor([short, otherChain], 1)).open(t.db, 'devnet', cursor),
+    ).rejects.toThrow(
+      /neither confirmed nor denied by the providers: providers disagree .*no provider shows a block/,
     );
     // One of three: the two that confirm are a majority; it goes on, naming the third.
     const outvoted = await (await gateFor([a, otherChain, b], 1)).open(t.db, 'devnet', cursor);
     expect(outvoted).toMatchObject({ from: 'restored', final });
     expect(outvoted.dissent?.providers).toEqual([new URL(otherChain.url).origin]);
     // Two of three on another chain, with quorum 2: they outnumber the one that confirms, but do
-    // not all agree against it (one confirms): no halt, no pass.
-    await expect(
-      (await gateFor([a, otherChain, otherChain], 2)).open(t.db, 'devnet', cursor),
-    ).rejects.toThrow(/neither confirmed nor denied/);
+    // not all agree against it (one confirms): no halt; the signatures decide, both set aside.
+    const two = await (await gateFor([a, otherChain, otherChain], 2)).open(t.db, 'devnet', cursor);
+    expect(two).toMatchObject({ from: 'restored', final });
+    expect(two.setAside?.map((x) => x.provider)).toEqual([other, `${other}#2`]);
   });
 });

@@ -30,7 +30,7 @@ import { request } from 'undici';
 import { parseNodeJson } from '../json.js';
 import type { BlockJson } from '../types.js';
 import { recoverSigners } from './checkpoint.js';
-import { signedHeaderFromJson } from './header.js';
+import { type SignedHeader, signedHeaderFromJson } from './header.js';
 import {
   ACTIVE_SR_COUNT,
   type Checkpoint,
@@ -574,6 +574,53 @@ export async function checkBlockId(
     dissent,
     detail: `${answers.length < quorum ? `${answers.length} provider(s) answered, quorum ${quorum}` : 'providers disagree'} (${detail})`,
   };
+}
+
+/** One provider's block at a height (blockHeadersAt): its signed header, or why there is none. */
+export interface BlockHeaderAnswer {
+  /** The provider's name (CheckpointProvider.name, as the node group names it). */
+  provider: string;
+  /** The block's signed header (header.ts), when the provider served one that can be read. */
+  header?: SignedHeader;
+  /** Why there is no header: no such block, a transport error, a header that cannot be read. */
+  error?: string;
+}
+
+/**
+ * Every provider's block `number` as a signed header (java-tron `/wallet/getblockbynum`, the
+ * full-node view), asked at once: the light client's restart check reads the stored final block's
+ * child from each, and the signatures decide whose chain continues it (finality-gate.ts open).
+ * Never throws for one provider: its failure is its answer's `error`.
+ * @returns one answer per provider, in the providers' order.
+ * @throws the abort of `opts.signal` only.
+ */
+export async function blockHeadersAt(
+  providers: readonly CheckpointProvider[],
+  number: number,
+  opts: Pick<BuildCheckpointOptions, 'timeoutMs' | 'signal'> = {},
+): Promise<BlockHeaderAnswer[]> {
+  const settled = await Promise.allSettled(
+    providers.map(async (p): Promise<SignedHeader> => {
+      const b = (await post(
+        p,
+        '/wallet/getblockbynum',
+        { num: number, visible: false },
+        opts.timeoutMs ?? 10_000,
+        opts.signal,
+      )) as BlockJson;
+      if (!b || typeof b !== 'object' || !obj(b).block_header) {
+        throw new CheckpointError(`no block ${number}`);
+      }
+      return signedHeaderFromJson(b);
+    }),
+  );
+  opts.signal?.throwIfAborted();
+  return settled.map((r, i) => {
+    const provider = providers[i]?.name ?? `provider ${i + 1}`;
+    if (r.status === 'fulfilled') return { provider, header: r.value };
+    const e = r.reason as unknown;
+    return { provider, error: e instanceof Error ? e.message : String(e) };
+  });
 }
 
 /** Each answering provider's blockID for block `number`, and the errors of those that failed. */
