@@ -238,6 +238,12 @@ interface DemoChain {
   /** The last block the demo waits for (live: decided once the watches exist). */
   lastBlock: number;
   replay: ReplayNode | undefined;
+  /**
+   * A second, independent replay node of the same chain (synthetic mode): a second provider in
+   * TRON_NODE_URL, so a USDT log inside another contract's call (which no header commits to) is
+   * confirmed by it and delivered (proof `quorum`) instead of held on one provider's word.
+   */
+  second?: ReplayNode | undefined;
   liveClient: NodeClient | undefined;
 }
 
@@ -357,6 +363,14 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
     grpc: true,
   });
   shutdown.add('replay node', () => replay.close());
+  const second = await startReplayNode({
+    source,
+    intervalMs,
+    lag: LAG,
+    startBefore: LAG + 200,
+    grpc: true,
+  });
+  shutdown.add('second replay node', () => second.close());
   return {
     mode: 'synthetic',
     nodeUrl: replay.url,
@@ -364,6 +378,7 @@ async function startChain(opts: DemoOptions, shutdown: Shutdown): Promise<DemoCh
     futureTransfers,
     lastBlock: source.last,
     replay,
+    second,
     liveClient: undefined,
   };
 }
@@ -384,7 +399,10 @@ async function startDemoService(
   const nodeUrl = nile ? (replay?.url ?? '') : chain.nodeUrl;
   const cfg: Config = loadConfig({
     DATA_DIR: dataDir,
-    TRON_NODE_URL: replay?.grpcUrl ? `${nodeUrl}#grpc=${replay.grpcUrl}` : nodeUrl,
+    TRON_NODE_URL: [
+      replay?.grpcUrl ? `${nodeUrl}#grpc=${replay.grpcUrl}` : nodeUrl,
+      ...(chain.second ? [`${chain.second.url}#grpc=${chain.second.grpcUrl ?? 'none'}`] : []),
+    ].join(','),
     ...(replay ? { INGEST_START_BLOCK: String(replay.first) } : {}),
     // The light client proves every block from the SRs' signatures: a replayed chain pins the
     // checkpoint it is proven from (its devnet SRs); live mainnet takes one from TronGrid at the
