@@ -558,6 +558,20 @@ describe('lying modes', () => {
     expect(follow(81, 60).asked).toEqual([silent.address]);
   });
 
+  it('a newcomer restored unadmitted from an older snapshot (known: false) is admitted once a block of its is final', () => {
+    const lc = new LightClient(testCheckpoint(TIP));
+    const snap = lc.snapshot();
+    const sr = DEVNET_SRS[4] as DevnetSr;
+    const e0 = snap.epochs[0];
+    if (!e0) throw new Error('no epoch');
+    e0.members = e0.members.map((m) => (m.address === sr.address ? { ...m, known: false } : m));
+    const restored = LightClient.restore(JSON.parse(JSON.stringify(snap)));
+    const chain = new SignedChain(TIP, DEVNET_SRS);
+    for (let i = 0; i < 60; i++) ok(restored, chain.next());
+    const member = restored.snapshot().epochs[0]?.members.find((m) => m.address === sr.address);
+    expect(member?.known).toBe(true);
+  });
+
   it('a 9th new SR on one branch is refused, not a halt: nothing after the maintenance is final', () => {
     const newcomers = Array.from({ length: 9 }, (_, i) => makeSr(`new ${i}`));
     const cpNext = TIP.timestamp + 3000 * 40;

@@ -681,10 +681,15 @@ export class LightClient {
   /** Block `x` (the final block's child) is final: it joins its epoch (rules 3, 6, 7). */
   private finalise(x: Node, out: FinalBlock[]): void {
     const epoch = x.set;
-    if (x.newcomerKey !== undefined && !epoch.members.has(x.witness)) {
+    const member = epoch.members.get(x.witness);
+    if (x.newcomerKey !== undefined && !member) {
       // ≥ 19 known SRs built on it: the newcomer is admitted with the key it signed with.
       epoch.members.set(x.witness, { key: x.newcomerKey, known: true });
       epoch.newcomers.add(x.witness);
+    } else if (member && !member.known) {
+      // A member not known yet (a newcomer in a snapshot written before issue 36, when newcomers
+      // joined the set unadmitted): the same rule admits it.
+      member.known = true;
     }
     if (!epoch.slots.has(x.slot) && !epoch.slotOf.has(x.witness)) {
       epoch.slots.set(x.slot, x.witness);
