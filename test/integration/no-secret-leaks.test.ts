@@ -171,6 +171,10 @@ describe(`no secret leaks, end to end (${engine})`, () => {
       ...nodeEnv(chain.node),
       INGEST_START_BLOCK: String(chain.first), // the chain's checkpoint
       TRON_BLOCK_INTERVAL_MS: '250',
+      // One provider: its USDT logs inside other contracts' calls would be held (issue 36 item 5,
+      // tested in held-provider-proof); here every notification must settle, and every payload
+      // sent is one more place a secret could leak.
+      TRON_DELIVER_PROVIDER_PROOF: '1',
       SECRET_ENCRYPTION_KEY: encryptionKey,
       SECRET_ENCRYPTION_KEYS_OLD: oldEncryptionKey,
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
